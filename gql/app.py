@@ -1,0 +1,138 @@
+"""The HTTP app: `/graphql` (GraphiQL in a browser), `/healthz`, and the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from graphql import GraphQLError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.extensions import MaskErrors
+
+from . import store
+from .auth import Policy
+from .db import create_engine, init_db
+from .schema import ClientError, Context, build_schema
+from .settings import Settings
+
+log = logging.getLogger("gql.app")
+
+
+class _MaskUnexpected(MaskErrors):
+    """Mask what the caller cannot act on; keep what they can.
+
+    Parse and validation errors ("Cannot query field 'x'") have no original
+    error and pass through, as do `ClientError`s. Anything else is replaced by a
+    message carrying the request id, and logged in full with the same id.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(should_mask_error=_should_mask)
+
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        context = self.execution_context.context
+        request_id = getattr(context, "request_id", "-")
+        log.error(
+            "masked error, request %s, path %s",
+            request_id,
+            error.path,
+            exc_info=error.original_error or error,
+        )
+        return GraphQLError(
+            message=f"Unexpected error (request id {request_id}).",
+            nodes=error.nodes,
+            source=error.source,
+            positions=error.positions,
+            path=error.path,
+            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+        )
+
+
+def _should_mask(error: GraphQLError) -> bool:
+    original = error.original_error
+    return original is not None and not isinstance(original, ClientError)
+
+
+class RunLogGraphQL(GraphQL[Context, None]):
+    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
+        state = request.app.state
+        request_id = uuid.uuid4().hex[:16]
+        if response is not None:
+            response.headers["X-Request-Id"] = request_id
+        return Context(
+            engine=state.engine,
+            settings=state.settings,
+            policy=state.policy,
+            caller=state.policy.identify(request.headers.get("authorization")),
+            request_id=request_id,
+            request=request,
+        )
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    """Build the app for `settings` (read from the environment when omitted)."""
+    settings = Settings.from_env() if settings is None else settings
+    policy = Policy.from_settings(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        engine = create_engine(settings)
+        app.state.engine = engine
+        try:
+            if settings.is_embedded:
+                await init_db(engine)
+            _log_start(settings, policy)
+            yield
+        finally:
+            await engine.dispose()
+
+    schema = build_schema(extensions=[_MaskUnexpected])
+    graphql_app = RunLogGraphQL(
+        schema,
+        graphql_ide="graphiql" if settings.graphiql else None,
+        allow_queries_via_get=False,
+    )
+
+    async def healthz(request: Request) -> Response:
+        try:
+            async with asyncio.timeout(settings.connect_timeout + 1):
+                await store.ping(request.app.state.engine)
+        except Exception as exc:
+            reason = (
+                "the database did not answer in time"
+                if isinstance(exc, TimeoutError)
+                else "the database refused or dropped the connection"
+            )
+            log.warning("healthz: %s (%s)", reason, type(exc).__name__)
+            return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    app = Starlette(
+        routes=[
+            Route("/graphql", graphql_app, methods=["GET", "POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.policy = policy
+    return app
+
+
+def _log_start(settings: Settings, policy: Policy) -> None:
+    log.info("run log API on %s", settings.safe_database_url)
+    if policy.open_reads:
+        log.warning("reads are OPEN: no RUNLOG_READER_TOKEN is set, anyone can call runLog")
+    if policy.open_writes:
+        log.warning("writes are OPEN: no RUNLOG_WRITER_TOKEN is set, anyone can call writeRunLog")
+    if not settings.admin_tokens:
+        log.warning("no RUNLOG_ADMIN_TOKEN is set: no one is an admin, pruneTerminal is refused")

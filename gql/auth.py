@@ -1,0 +1,95 @@
+"""Who the caller is, and what they may do.
+
+Three roles: a reader may read (`runLog`), a writer may write (`writeRunLog`),
+an admin may do everything, `pruneTerminal` included. Each role has up to two
+tokens at once, so a token can be rotated without downtime. Where no reader
+(or writer) token is configured, reading (or writing) is open to anyone: the
+local default. Admin is never open: with no admin token, no one is an admin.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .settings import Settings
+
+
+class Role(enum.Enum):
+    READER = "reader"
+    WRITER = "writer"
+    ADMIN = "admin"
+
+
+class Action(enum.Enum):
+    READ = "read"
+    WRITE = "write"
+    ADMINISTER = "administer"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The roles a request's bearer token grants, and whether it sent one at all."""
+
+    roles: frozenset[Role]
+    authenticated: bool
+
+
+@dataclass(frozen=True)
+class Policy:
+    tokens: Mapping[Role, tuple[bytes, ...]]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Policy:
+        return cls(
+            tokens={
+                Role.READER: tuple(t.encode() for t in settings.reader_tokens),
+                Role.WRITER: tuple(t.encode() for t in settings.writer_tokens),
+                Role.ADMIN: tuple(t.encode() for t in settings.admin_tokens),
+            }
+        )
+
+    @property
+    def open_reads(self) -> bool:
+        return not self.tokens[Role.READER]
+
+    @property
+    def open_writes(self) -> bool:
+        return not self.tokens[Role.WRITER]
+
+    def identify(self, authorization: str | None) -> Caller:
+        """Map an `Authorization` header to the roles its token grants."""
+        token = _bearer(authorization)
+        if token is None:
+            return Caller(roles=frozenset(), authenticated=False)
+        given = token.encode()
+        roles = set()
+        for role, tokens in self.tokens.items():
+            # Compare against every configured token, whatever matches first,
+            # so the time taken says nothing about which token (if any) is right.
+            matched = False
+            for expected in tokens:
+                matched |= hmac.compare_digest(given, expected)
+            if matched:
+                roles.add(role)
+        return Caller(roles=frozenset(roles), authenticated=bool(roles))
+
+    def allows(self, caller: Caller, action: Action) -> bool:
+        if Role.ADMIN in caller.roles:
+            return True
+        if action is Action.READ:
+            return self.open_reads or Role.READER in caller.roles
+        if action is Action.WRITE:
+            return self.open_writes or Role.WRITER in caller.roles
+        return False
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()

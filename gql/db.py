@@ -1,0 +1,110 @@
+"""Tables, the engine, and `init-db`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    event,
+)
+from sqlalchemy.dialects import mysql
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from .settings import Settings
+
+metadata = MetaData()
+
+# MariaDB's DATETIME(3) keeps milliseconds and, unlike TIMESTAMP, is never
+# shifted by the session's time zone; the service always writes UTC.
+_Millis = DateTime().with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb")
+# SQLite has no BIGINT autoincrement; INTEGER PRIMARY KEY is its rowid.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+
+event_run_log = Table(
+    "event_run_log",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, nullable=False),
+    Column("step_id", Integer, nullable=True),
+    Column("kind", String(64), nullable=False),
+    Column("phase", Integer, nullable=True),
+    # TEXT holding JSON, not a JSON column: rows written before this service
+    # may hold text that is not JSON, and they must still be readable.
+    Column("detail", Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=True),
+    Column("at", _Millis, nullable=False),
+    # Serves the read (a run's lines newest first, keyset on at, id) and the
+    # prune's join from a terminal run to its lines.
+    Index("ix_event_run_log_run_at", "run_id", "at", "id"),
+    # Serves a read filtered by kind: a rare kind is an index range, never a
+    # scan of the run's whole log.
+    Index("ix_event_run_log_run_kind_at", "run_id", "kind", "at", "id"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+# Owned by the events system. The service reads only these four columns and
+# creates the table only in a fresh database (tests, the demo, a laptop).
+event_runs = Table(
+    "event_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("status", String(32), nullable=False),
+    Column("ended_at", DateTime, nullable=True),
+    Column("updated_at", DateTime, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
+
+def create_engine(settings: Settings) -> AsyncEngine:
+    """Open the pool for `settings.database_url`, with bounded waits everywhere."""
+    url = settings.url
+    if settings.is_embedded:
+        engine = create_async_engine(
+            url,
+            connect_args={"timeout": settings.write_timeout},
+            pool_pre_ping=True,
+        )
+        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        return engine
+    connect_args: dict[str, Any] = {
+        "connect_timeout": settings.connect_timeout,
+        # Every time the service writes or compares is UTC; pin the session so
+        # a TIMESTAMP column in an existing database is not shifted either.
+        "init_command": "SET time_zone = '+00:00'",
+        "charset": "utf8mb4",
+    }
+    return create_async_engine(
+        url,
+        connect_args=connect_args,
+        pool_size=settings.pool_size,
+        max_overflow=settings.pool_size,
+        pool_timeout=settings.connect_timeout,
+        pool_recycle=settings.pool_recycle,
+        pool_pre_ping=True,
+    )
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers go on while a writer writes; busy_timeout makes a
+    # second writer wait for the lock instead of failing at once.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=2000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+async def init_db(engine: AsyncEngine) -> None:
+    """Create `event_run_log`, and `event_runs` where missing. Safe to run twice."""
+    async with engine.begin() as conn:
+        await conn.run_sync(metadata.create_all, checkfirst=True)

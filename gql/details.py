@@ -1,0 +1,625 @@
+"""One typed detail per kind, and how a stored detail is read and checked.
+
+The Strawberry types below are the single source of truth: the pydantic models
+that check a detail on write and read it back are derived from them, so a field
+added here is checked, stored and served without a second definition.
+
+A detail is stored as JSON whose keys are the GraphQL field names
+(`blockingRunId`), so what a writer sends is what a reader selects. A field name
+used by several types has the same GraphQL type in each of them (`from` is
+`String` everywhere): the frontend selects every fragment in one query, and
+GraphQL refuses fragments that give one name two types.
+
+Extra keys: **refused on write, ignored on read.** A key the kind's type does
+not have is almost always a typo (`blockingRunID`), and storing it would lose
+the fact silently, so the write answers `false` and logs the line, the same
+posture the seed takes for an unknown kind. A stored row with extra keys
+(written by hand, or by a newer server) still reads as its typed detail.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeAlias, Union
+
+import pydantic
+import strawberry
+from strawberry.scalars import JSON
+from strawberry.types.base import (
+    StrawberryList,
+    StrawberryOptional,
+    get_object_definition,
+)
+from strawberry.types.enum import StrawberryEnumDefinition
+
+from .kinds import Kind
+
+# ── enums used inside details ────────────────────────────────────────────────
+# Stored as their GraphQL names, like every other value: what a writer sends
+# is what a reader selects.
+
+
+@strawberry.enum(description="How a phase's advance gate opened.")
+class GateOpening(enum.Enum):
+    FIRING = strawberry.enum_value("FIRING", description="A firing matched the gate's condition.")
+    DEADLINE = strawberry.enum_value(
+        "DEADLINE", description="The gate's deadline passed with no matching firing."
+    )
+    FORCED = strawberry.enum_value("FORCED", description="A human forced the gate open.")
+
+
+@strawberry.enum(description="Why a step was not permitted to run.")
+class Refusal(enum.Enum):
+    DISABLED = strawberry.enum_value(
+        "DISABLED", description="A switch disables what the step would do."
+    )
+    OVER_CAP = strawberry.enum_value(
+        "OVER_CAP", description="Running the step would exceed one of the run's caps."
+    )
+
+
+@strawberry.enum(description="Whether a step created a resource or borrowed an existing one.")
+class Ownership(enum.Enum):
+    CREATED = strawberry.enum_value(
+        "CREATED", description="The step created it; cleanup removes it."
+    )
+    BORROWED = strawberry.enum_value(
+        "BORROWED", description="It existed before; cleanup gives it back as it was."
+    )
+
+
+# ── field shapes shared by several details (one name, one type) ─────────────
+
+
+def _from() -> Any:
+    return strawberry.field(
+        name="from",
+        description="The status before the change; null for the first status.",
+        default=None,
+    )
+
+
+def _to() -> Any:
+    return strawberry.field(description="The status after the change.")
+
+
+def _reason() -> Any:
+    return strawberry.field(description="Why, in words, where the writer said.", default=None)
+
+
+def _actor() -> Any:
+    return strawberry.field(
+        description="Who acted, as the admin surface names them, where a human acted.",
+        default=None,
+    )
+
+
+def _group() -> Any:
+    return strawberry.field(description="The cleanup group: resources reverted together.")
+
+
+def _resource_ids() -> Any:
+    return strawberry.field(description="The ledger ids of the group's resources.")
+
+
+def _error() -> Any:
+    return strawberry.field(description="The error, as the module reported it.")
+
+
+def _attempt() -> Any:
+    return strawberry.field(description="Which attempt this was, counting from 1.")
+
+
+def _condition() -> Any:
+    return strawberry.field(
+        description="What the gate waits for, as the event's author wrote it "
+        "(for example `boss.spawned`)."
+    )
+
+
+def _firing() -> Any:
+    return strawberry.field(
+        description="The firing that was tested or opened the gate (for example `boss.spawned`).",
+        default=None,
+    )
+
+
+def _deadline() -> Any:
+    return strawberry.field(
+        description="When the gate opens by itself if nothing matches (UTC).", default=None
+    )
+
+
+def _resource() -> Any:
+    return strawberry.field(description="The resource's id in the run's ledger.")
+
+
+def _resource_type() -> Any:
+    return strawberry.field(description="What kind of thing the resource is (`npc`, `item`).")
+
+
+def _external_id() -> Any:
+    return strawberry.field(description="The resource's id in the world it lives in.")
+
+
+# ── what a detail links to ───────────────────────────────────────────────────
+
+
+@strawberry.type(description="A run as the events system has it now (table `event_runs`).")
+class Run:
+    id: strawberry.ID = strawberry.field(description="The run's id; pass it to `runLog`.")
+    status: str = strawberry.field(description="The run's status now (`live`, `completed`, ...).")
+    terminal: bool = strawberry.field(
+        description="Whether the status is terminal (completed, cancelled, failed, missed): "
+        "only a terminal run's lines can be pruned."
+    )
+    ended_at: datetime.datetime | None = strawberry.field(
+        description="When the run ended (UTC), if it has."
+    )
+    updated_at: datetime.datetime | None = strawberry.field(
+        description="When the run's row last changed (UTC)."
+    )
+
+
+# ── one type per kind ────────────────────────────────────────────────────────
+
+
+@strawberry.type(description="`run.created`: an occurrence of an event was materialised.")
+class RunCreatedDetail:
+    event_id: strawberry.ID = strawberry.field(description="The event this run is an occurrence of.")
+    scheduled_for: datetime.datetime | None = strawberry.field(
+        description="When the occurrence is due to start (UTC).", default=None
+    )
+    event_version: str | None = strawberry.field(
+        description="The version of the event the run was materialised from.", default=None
+    )
+
+
+@strawberry.type(description="`run.status`: the run moved from one status to another.")
+class RunStatusDetail:
+    from_: str | None = _from()
+    to: str = _to()
+    reason: str | None = _reason()
+
+
+@strawberry.type(description="`phase.entered`: a phase's steps were materialised.")
+class PhaseEnteredDetail:
+    step_ids: list[strawberry.ID] = strawberry.field(
+        description="The steps the phase materialised, in order."
+    )
+
+
+@strawberry.type(description="`step.status`: a step moved, with the module's answer.")
+class StepStatusDetail:
+    from_: str | None = _from()
+    to: str = _to()
+    module: str | None = strawberry.field(
+        description="The module that ran the step.", default=None
+    )
+    answer: JSON | None = strawberry.field(
+        description="What the module answered, as it answered it.", default=None
+    )
+
+
+@strawberry.type(description="`note`: a human action taken from the admin surface.")
+class NoteDetail:
+    text: str = strawberry.field(description="What the human wrote or did.")
+    actor: str | None = _actor()
+
+
+@strawberry.type(
+    description="`run.blocked`: the run was held off because another run holds its "
+    "concurrency key. Read it as: it did not start because run `blockingRunId` holds "
+    "`concurrencyKey`."
+)
+class RunBlockedDetail:
+    blocking_run_id: strawberry.ID = strawberry.field(
+        description="The run that holds the key; pass it to `runLog` to read why that run "
+        "is still live, or select `blockingRun`."
+    )
+    concurrency_key: str = strawberry.field(description="The key both runs need (`invasion:Yew`).")
+
+    @strawberry.field(
+        description="The run that holds the key, as it is now; null if the events system "
+        "no longer has it. Loaded once per request for all lines that name it."
+    )
+    async def blocking_run(self, info: strawberry.Info) -> Run | None:
+        run: Run | None = await info.context.load_run(self.blocking_run_id)
+        return run
+
+
+@strawberry.type(description="`run.health`: the run's health changed (not its status).")
+class RunHealthDetail:
+    from_: str | None = _from()
+    to: str = _to()
+    reason: str | None = _reason()
+
+
+@strawberry.type(description="`step.retry`: a step failed transiently and will be attempted again.")
+class StepRetryDetail:
+    attempt: int = _attempt()
+    max_attempts: int | None = strawberry.field(
+        description="How many attempts the step gets in all.", default=None
+    )
+    error: str = _error()
+    retry_at: datetime.datetime | None = strawberry.field(
+        description="When the next attempt is due (UTC).", default=None
+    )
+
+
+@strawberry.type(description="`step.parked`: a step waits on a human, and nothing is holding it.")
+class StepParkedDetail:
+    waiting_for: str = strawberry.field(description="What the step needs a human to do.")
+    reason: str | None = _reason()
+
+
+@strawberry.type(description="How many of a phase's steps ended in one status.")
+class StatusCount:
+    status: str = strawberry.field(description="A terminal step status.")
+    count: int = strawberry.field(description="How many steps ended in it.")
+
+
+@strawberry.type(description="`phase.completed`: every step of a phase reached a terminal status.")
+class PhaseCompletedDetail:
+    step_count: int = strawberry.field(description="How many steps the phase had.")
+    by_status: list[StatusCount] = strawberry.field(
+        description="How many steps ended in each terminal status."
+    )
+
+
+@strawberry.type(description="`phase.gate`: a phase opened an advance gate, and what it waits for.")
+class PhaseGateDetail:
+    condition: str = _condition()
+    parameters: JSON | None = strawberry.field(
+        description="The condition's parameters (for example the region the boss must spawn in).",
+        default=None,
+    )
+    deadline: datetime.datetime | None = _deadline()
+
+
+@strawberry.type(
+    description="`condition.evaluated`: a firing was tested against a gate. Written for both "
+    "outcomes: a firing that did not match says what was different."
+)
+class ConditionEvaluatedDetail:
+    matched: bool = strawberry.field(description="Whether the firing satisfied the condition.")
+    condition: str = _condition()
+    firing: str | None = _firing()
+    facts: JSON | None = strawberry.field(
+        description="What the firing carried (for example where the boss spawned).", default=None
+    )
+    mismatch: str | None = strawberry.field(
+        description="For a firing that did not match: what was different "
+        "(`spawned in Britain, gate waits for Yew`).",
+        default=None,
+    )
+
+
+@strawberry.type(description="`phase.advanced`: a gate opened, on a firing, on its deadline, or forced.")
+class PhaseAdvancedDetail:
+    via: GateOpening = strawberry.field(description="How the gate opened.")
+    firing: str | None = _firing()
+    deadline: datetime.datetime | None = _deadline()
+    actor: str | None = _actor()
+
+
+@strawberry.type(description="One cap a run was seeded with, and the switch that set it.")
+class BudgetCap:
+    cap: str = strawberry.field(description="What the cap limits (`spawns`, `rewards`).")
+    limit: int = strawberry.field(description="The most the run may use.")
+    switch: str | None = strawberry.field(
+        description="The switch that set this cap; null where the default applies.", default=None
+    )
+
+
+@strawberry.type(description="`run.budget`: the caps this run was seeded with, and which switch set each.")
+class RunBudgetDetail:
+    caps: list[BudgetCap] = strawberry.field(description="Each cap, with the switch that set it.")
+
+
+@strawberry.type(
+    description="`step.refused`: a step was not permitted. A refusal is not a failure: "
+    "the deployment does not permit what the author asked for."
+)
+class StepRefusedDetail:
+    refusal: Refusal = strawberry.field(description="Disabled, or over a cap.")
+    switch: str | None = strawberry.field(
+        description="The switch that disabled it, or that set the cap.", default=None
+    )
+    cap: str | None = strawberry.field(
+        description="The cap it would exceed, when over a cap.", default=None
+    )
+    limit: int | None = strawberry.field(description="The cap's limit.", default=None)
+    used: int | None = strawberry.field(
+        description="How much of the cap was already used.", default=None
+    )
+
+
+@strawberry.type(description="`version.verified`: a dry run passed against a version, unlocking scheduled starts.")
+class VersionVerifiedDetail:
+    version: str = strawberry.field(description="The event version that was verified.")
+    dry_run_id: strawberry.ID | None = strawberry.field(
+        description="The dry run that passed.", default=None
+    )
+
+
+@strawberry.type(description="`resource.recorded`: a step reported what it created or borrowed, and it is ledgered.")
+class ResourceRecordedDetail:
+    resource_id: strawberry.ID = _resource()
+    resource_type: str = _resource_type()
+    external_id: str = _external_id()
+    ownership: Ownership = strawberry.field(description="Created by the step, or borrowed.")
+
+
+@strawberry.type(description="`resource.orphaned`: a module reports a ledgered resource is no longer in force.")
+class ResourceOrphanedDetail:
+    resource_id: strawberry.ID = _resource()
+    resource_type: str = _resource_type()
+    external_id: str = _external_id()
+    reason: str | None = _reason()
+
+
+@strawberry.type(description="`cleanup.reverted`: a group of resources came back.")
+class CleanupRevertedDetail:
+    group: str = _group()
+    resource_ids: list[strawberry.ID] = _resource_ids()
+
+
+@strawberry.type(description="`cleanup.failed`: a group did not come back, why, and how it was left.")
+class CleanupFailedDetail:
+    group: str = _group()
+    resource_ids: list[strawberry.ID] = _resource_ids()
+    error: str = _error()
+    left_as: str = strawberry.field(
+        description="How the group was left (`untouched`, `partially reverted`)."
+    )
+    attempt: int = _attempt()
+
+
+@strawberry.type(description="`cleanup.swept`: one pass over a run's ledger, and what it found.")
+class CleanupSweptDetail:
+    checked: int = strawberry.field(description="Resources looked at.")
+    reverted: int = strawberry.field(description="Resources that came back in this pass.")
+    failed: int = strawberry.field(description="Resources that did not.")
+    orphaned: int = strawberry.field(description="Resources no longer in force.")
+    remaining: int = strawberry.field(description="Resources still ledgered after the pass.")
+
+
+@strawberry.type(description="`cleanup.retry`: a human cleared a group's attempt counter and asked again.")
+class CleanupRetryDetail:
+    group: str = _group()
+    previous_attempts: int = strawberry.field(description="The attempt count that was cleared.")
+    actor: str | None = _actor()
+
+
+@strawberry.type(
+    description="A stored detail that could not be read as its kind's type: not JSON, not "
+    "the shape its kind has, or written under a kind this server does not know. "
+    "It is served, never turned into an error: one bad line must not break a page."
+)
+class UnreadableDetail:
+    text: str = strawberry.field(description="The stored detail, exactly as stored.")
+    problem: str = strawberry.field(description="What was wrong with it.")
+
+
+DETAIL_TYPES: dict[Kind, type] = {
+    Kind.RUN_CREATED: RunCreatedDetail,
+    Kind.RUN_STATUS: RunStatusDetail,
+    Kind.PHASE_ENTERED: PhaseEnteredDetail,
+    Kind.STEP_STATUS: StepStatusDetail,
+    Kind.NOTE: NoteDetail,
+    Kind.RUN_BLOCKED: RunBlockedDetail,
+    Kind.RUN_HEALTH: RunHealthDetail,
+    Kind.STEP_RETRY: StepRetryDetail,
+    Kind.STEP_PARKED: StepParkedDetail,
+    Kind.PHASE_COMPLETED: PhaseCompletedDetail,
+    Kind.PHASE_GATE: PhaseGateDetail,
+    Kind.CONDITION_EVALUATED: ConditionEvaluatedDetail,
+    Kind.PHASE_ADVANCED: PhaseAdvancedDetail,
+    Kind.RUN_BUDGET: RunBudgetDetail,
+    Kind.STEP_REFUSED: StepRefusedDetail,
+    Kind.VERSION_VERIFIED: VersionVerifiedDetail,
+    Kind.RESOURCE_RECORDED: ResourceRecordedDetail,
+    Kind.RESOURCE_ORPHANED: ResourceOrphanedDetail,
+    Kind.CLEANUP_REVERTED: CleanupRevertedDetail,
+    Kind.CLEANUP_FAILED: CleanupFailedDetail,
+    Kind.CLEANUP_SWEPT: CleanupSweptDetail,
+    Kind.CLEANUP_RETRY: CleanupRetryDetail,
+}
+
+RunLogDetail: TypeAlias = Annotated[
+    Union[  # noqa: UP007 -- a 23-member union reads better one per line
+        RunCreatedDetail,
+        RunStatusDetail,
+        PhaseEnteredDetail,
+        StepStatusDetail,
+        NoteDetail,
+        RunBlockedDetail,
+        RunHealthDetail,
+        StepRetryDetail,
+        StepParkedDetail,
+        PhaseCompletedDetail,
+        PhaseGateDetail,
+        ConditionEvaluatedDetail,
+        PhaseAdvancedDetail,
+        RunBudgetDetail,
+        StepRefusedDetail,
+        VersionVerifiedDetail,
+        ResourceRecordedDetail,
+        ResourceOrphanedDetail,
+        CleanupRevertedDetail,
+        CleanupFailedDetail,
+        CleanupSweptDetail,
+        CleanupRetryDetail,
+        UnreadableDetail,
+    ],
+    strawberry.union(
+        "RunLogDetail",
+        description="A line's detail: the typed detail of its kind, or `UnreadableDetail` "
+        "when the stored text cannot be read as that type.",
+    ),
+]
+
+
+# ── checking and reading ─────────────────────────────────────────────────────
+
+
+class DetailError(ValueError):
+    """A detail that does not fit its kind's type; the message says where."""
+
+
+@dataclass(frozen=True)
+class _Codec:
+    """How one strawberry type is checked and built from JSON."""
+
+    reader: type[pydantic.BaseModel]  # ignores extra keys
+    writer: type[pydantic.BaseModel]  # refuses them
+    build: Callable[[pydantic.BaseModel], Any]
+
+
+def _graphql_name(field: Any) -> str:
+    if field.graphql_name:
+        return str(field.graphql_name)
+    head, *rest = field.python_name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[Any, Callable[[Any], Any]]:
+    """Map a strawberry field type to a strict pydantic type and a builder for its value."""
+    if isinstance(tp, StrawberryOptional):
+        inner, build = _pydantic_type(tp.of_type, forbid, codecs)
+        return inner | None, lambda v: None if v is None else build(v)
+    if isinstance(tp, StrawberryList):
+        inner, build = _pydantic_type(tp.of_type, forbid, codecs)
+        return list[inner], lambda v: [build(x) for x in v]  # type: ignore[valid-type]
+    if tp is strawberry.ID:
+        # A writer may send an id as a number or a string; GraphQL serves it as a string.
+        return pydantic.StrictStr | pydantic.StrictInt, str
+    if tp is JSON:
+        return Any, lambda v: v
+    if tp is str:
+        return pydantic.StrictStr, lambda v: v
+    if tp is bool:
+        return pydantic.StrictBool, lambda v: v
+    if tp is int:
+        # GraphQL's Int is 32-bit signed; a larger number could be stored but not served.
+        return Annotated[pydantic.StrictInt, pydantic.Field(ge=-(2**31), lt=2**31)], lambda v: v
+    if tp is float:
+        return float, lambda v: v
+    if tp is datetime.datetime:
+        return datetime.datetime, _as_utc
+    if isinstance(tp, StrawberryEnumDefinition):
+        return tp.wrapped_cls, lambda v: v
+    if get_object_definition(tp) is not None:
+        codec = _codec(tp, codecs)
+        model = codec.writer if forbid else codec.reader
+        return model, codec.build
+    raise TypeError(f"no JSON mapping for detail field type {tp!r}")
+
+
+def _as_utc(value: datetime.datetime) -> datetime.datetime:
+    if value.tzinfo is None:
+        return value.replace(tzinfo=datetime.UTC)
+    return value.astimezone(datetime.UTC)
+
+
+def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
+    if tp in codecs:
+        return codecs[tp]
+    definition = get_object_definition(tp, strict=True)
+    models: dict[bool, type[pydantic.BaseModel]] = {}
+    builders: dict[str, Callable[[Any], Any]] = {}
+    for forbid in (False, True):
+        spec: dict[str, Any] = {}
+        for field in definition.fields:
+            if field.base_resolver is not None:
+                continue  # computed, never stored
+            ptype, build = _pydantic_type(field.type, forbid, codecs)
+            builders[field.python_name] = build
+            nullable = isinstance(field.type, StrawberryOptional)
+            default = None if nullable else ...
+            spec[field.python_name] = (
+                ptype,
+                pydantic.Field(default, alias=_graphql_name(field)),
+            )
+        models[forbid] = pydantic.create_model(
+            f"{definition.name}{'Write' if forbid else 'Read'}",
+            __config__=pydantic.ConfigDict(
+                extra="forbid" if forbid else "ignore", strict=True, populate_by_name=False
+            ),
+            **spec,
+        )
+
+    def build(model: pydantic.BaseModel) -> Any:
+        return tp(**{name: fn(getattr(model, name)) for name, fn in builders.items()})
+
+    codec = _Codec(reader=models[False], writer=models[True], build=build)
+    codecs[tp] = codec
+    return codec
+
+
+_codecs: dict[type, _Codec] = {}
+_BY_KIND: dict[Kind, _Codec] = {kind: _codec(tp, _codecs) for kind, tp in DETAIL_TYPES.items()}
+
+
+def _describe(error: pydantic.ValidationError) -> str:
+    """Say which field is wrong and how, in the detail's own (GraphQL) names."""
+    parts = []
+    for item in error.errors(include_url=False)[:5]:
+        where = ".".join(str(p) for p in item["loc"]) or "detail"
+        kind = item["type"]
+        if kind == "missing":
+            parts.append(f"{where} is required")
+        elif kind == "extra_forbidden":
+            parts.append(f"{where} is not a field of this kind's detail")
+        elif kind == "json_invalid":
+            parts.append(f"not JSON ({item['msg'].removeprefix('Invalid JSON: ')})")
+        else:
+            msg = item["msg"]
+            parts.append(f"{where}: {msg[:1].lower()}{msg[1:]}")
+    more = error.error_count() - len(parts)
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def check_detail(kind: Kind, text: str) -> None:
+    """Raise DetailError unless `text` is a JSON detail that fits `kind`'s type exactly."""
+    try:
+        _BY_KIND[kind].writer.model_validate_json(text)
+    except pydantic.ValidationError as exc:
+        raise DetailError(f"detail does not fit {kind.value}: {_describe(exc)}") from None
+
+
+def read_detail(kind_name: str, text: str | None) -> Any:
+    """Build the typed detail for a stored line; never raises on bad data."""
+    if text is None:
+        return None
+    kind = _kind_or_none(kind_name)
+    if kind is None:
+        return UnreadableDetail(
+            text=text, problem=f"kind {kind_name!r} is not known to this server"
+        )
+    codec = _BY_KIND[kind]
+    try:
+        return codec.build(codec.reader.model_validate_json(text))
+    except pydantic.ValidationError as exc:
+        return UnreadableDetail(text=text, problem=f"does not fit {kind.value}: {_describe(exc)}")
+    except (ValueError, OverflowError) as exc:  # a datetime out of range, say
+        return UnreadableDetail(text=text, problem=f"does not fit {kind.value}: {exc}")
+
+
+def dump_detail(detail: Any) -> str:
+    """The JSON text a detail is stored as."""
+    return json.dumps(detail, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _kind_or_none(name: str) -> Kind | None:
+    try:
+        return Kind(name)
+    except ValueError:
+        return None

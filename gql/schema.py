@@ -1,0 +1,427 @@
+"""The GraphQL schema: `Query.runLog`, `Mutation.writeRunLog`, `Mutation.pruneTerminal`.
+
+Per-line fields are plain attributes, filled in by the one async root resolver
+that reads the page: an async resolver per line would double the cost of a
+2,000-line page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import enum
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import strawberry
+from graphql import GraphQLError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from strawberry.dataloader import DataLoader
+from strawberry.extensions import SchemaExtension
+from strawberry.scalars import JSON
+
+from . import store
+from .auth import Action, Caller, Policy
+from .details import DETAIL_TYPES, DetailError, Run, RunLogDetail, check_detail, dump_detail, read_detail
+from .kinds import BY_WIRE_NAME, DESCRIPTIONS, TERMINAL_STATUSES, Kind
+from .settings import Settings
+
+log = logging.getLogger("gql.runlog")
+
+RunLogKind = strawberry.enum(
+    enum.Enum(  # type: ignore[misc]
+        "RunLogKind",
+        {kind.name: strawberry.enum_value(kind.value, description=DESCRIPTIONS[kind]) for kind in Kind},
+    ),
+    description="What a line records. Append-only: a kind is never renamed or removed. "
+    "The wire name a writer sends to `writeRunLog` is the lower-case dotted form "
+    "(`RUN_STATUS` is `run.status`).",
+)
+_ENUM_BY_WIRE_NAME: dict[str, Any] = {member.value: member for member in RunLogKind}
+
+MAX_ID = 2**31 - 1  # the id columns are INT
+
+
+# ── context ──────────────────────────────────────────────────────────────────
+
+
+class ClientError(GraphQLError):
+    """An error the caller can act on; its message is shown as it is, never masked."""
+
+    def __init__(self, message: str, code: str, **extensions: Any) -> None:
+        super().__init__(message, extensions={"code": code, **extensions})
+
+
+@dataclass
+class Context:
+    engine: AsyncEngine
+    settings: Settings
+    policy: Policy
+    caller: Caller
+    request_id: str
+    request: Any = None
+    _runs: DataLoader[int, Run | None] | None = field(default=None, repr=False)
+
+    def require(self, action: Action, what: str) -> None:
+        if self.policy.allows(self.caller, action):
+            return
+        if not self.caller.authenticated:
+            raise ClientError(
+                f"{what} needs a bearer token: send `Authorization: Bearer <token>`",
+                "UNAUTHENTICATED",
+            )
+        raise ClientError(
+            f"{what} is not permitted: the caller is not {_ROLE_WORDS[action]}", "FORBIDDEN"
+        )
+
+    async def load_run(self, run_id: str) -> Run | None:
+        number = _positive_int(run_id)
+        if number is None:
+            return None
+        if self._runs is None:
+            self._runs = DataLoader(load_fn=self._load_runs)
+        return await self._runs.load(number)
+
+    async def _load_runs(self, ids: list[int]) -> list[Run | None]:
+        found = await store.find_runs(self.engine, ids)
+        return [_run(found[i]) if i in found else None for i in ids]
+
+
+_ROLE_WORDS = {
+    Action.READ: "a reader",
+    Action.WRITE: "a writer",
+    Action.ADMINISTER: "an admin",
+}
+
+
+def _run(row: store.Run) -> Run:
+    return Run(
+        id=strawberry.ID(str(row.id)),
+        status=row.status,
+        terminal=row.status in TERMINAL_STATUSES,
+        ended_at=row.ended_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _positive_int(value: Any) -> int | None:
+    """`value` as a run or step id (1..2**31-1), or None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit():
+        number = int(value)
+    else:
+        return None
+    return number if 0 < number <= MAX_ID else None
+
+
+# ── types ────────────────────────────────────────────────────────────────────
+
+
+@strawberry.type(description="One line of a run's log.")
+class RunLogLine:
+    id: strawberry.ID = strawberry.field(description="The line's id; later lines have larger ids.")
+    run_id: strawberry.ID = strawberry.field(description="The run the line is about.")
+    step_id: strawberry.ID | None = strawberry.field(
+        description="The step the line is about, if it is about one."
+    )
+    kind: RunLogKind | None = strawberry.field(  # type: ignore[valid-type]
+        description="What the line records; null only for a kind this server does not know "
+        "(written by a newer writer): `kindName` still names it."
+    )
+    kind_name: str = strawberry.field(
+        description="The kind's wire name as stored (`run.status`), known to this server or not."
+    )
+    phase: int | None = strawberry.field(description="The phase the line is about, if any.")
+    at: datetime.datetime = strawberry.field(
+        description="When the line was written, UTC, to the millisecond."
+    )
+    detail: RunLogDetail | None = strawberry.field(
+        description="What the line records, typed by its kind; `UnreadableDetail` when the "
+        "stored text cannot be read as that type; null when the line has no detail."
+    )
+
+
+@strawberry.type(description="Where a page ends, and whether an older one follows.")
+class PageInfo:
+    has_next_page: bool = strawberry.field(
+        description="Whether older lines follow this page. False on the last page."
+    )
+    end_cursor: str | None = strawberry.field(
+        description="Pass as `after` to read the next, older page; null on an empty page."
+    )
+
+
+@strawberry.type(description="A page of a run's lines, newest first.")
+class RunLogPage:
+    nodes: list[RunLogLine] = strawberry.field(
+        description="The lines, ordered by `at` then `id`, newest first."
+    )
+    page_info: PageInfo = strawberry.field(description="Where the page ends.")
+
+
+def _line(row: store.Line) -> RunLogLine:
+    return RunLogLine(
+        id=strawberry.ID(str(row.id)),
+        run_id=strawberry.ID(str(row.run_id)),
+        step_id=None if row.step_id is None else strawberry.ID(str(row.step_id)),
+        kind=_ENUM_BY_WIRE_NAME.get(row.kind),
+        kind_name=row.kind,
+        phase=row.phase,
+        at=row.at,
+        detail=read_detail(row.kind, row.detail),
+    )
+
+
+# ── operations ───────────────────────────────────────────────────────────────
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(
+        description="The lines of one run, newest first (by `at`, then `id`). `kinds` null "
+        "means every kind, `[]` none. `limit` null or 0 means 500, otherwise it is clamped "
+        "to 1..2000. Pass a page's `pageInfo.endCursor` as `after` for the next, older page: "
+        "no line is repeated or skipped while new lines are written."
+    )
+    async def run_log(
+        self,
+        info: strawberry.Info[Context, None],
+        run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to read.")],
+        kinds: Annotated[
+            list[RunLogKind] | None,  # type: ignore[valid-type]
+            strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
+        ] = None,
+        limit: Annotated[
+            int | None,
+            strawberry.argument(description="Lines per page: null or 0 means 500; 1..2000."),
+        ] = None,
+        after: Annotated[
+            str | None,
+            strawberry.argument(description="A previous page's `pageInfo.endCursor`."),
+        ] = None,
+    ) -> RunLogPage:
+        context = info.context
+        context.require(Action.READ, "runLog")
+        number = _positive_int(run_id)
+        if number is None:
+            raise ClientError(
+                f"runId must be a positive integer up to {MAX_ID}, got {run_id!r}",
+                "BAD_USER_INPUT",
+            )
+        try:
+            cursor = store.decode_cursor(after) if after is not None else None
+        except store.CursorError as exc:
+            raise ClientError(str(exc), "BAD_USER_INPUT") from None
+        try:
+            async with asyncio.timeout(context.settings.read_timeout):
+                page = await store.read_page(
+                    context.engine,
+                    run_id=number,
+                    kinds=None if kinds is None else [k.value for k in kinds],
+                    limit=store.clamp_read_limit(limit),
+                    after=cursor,
+                )
+        except Exception as exc:
+            log.error(
+                "runLog failed: request %s, run %s: %s",
+                context.request_id,
+                number,
+                _reason(exc),
+                exc_info=not _is_database_fault(exc),
+            )
+            raise ClientError(
+                "The run log's database is not answering; try again shortly "
+                f"(request id {context.request_id}).",
+                "DATABASE_UNAVAILABLE",
+                requestId=context.request_id,
+            ) from None
+        return RunLogPage(
+            nodes=[_line(row) for row in page.lines],
+            page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
+        )
+
+
+@strawberry.type
+class Mutation:
+    @strawberry.mutation(
+        description="Write one line; answers whether it was stored. Never a GraphQL error: an "
+        "unknown kind, a detail that does not fit its kind, a run id that is not a positive "
+        "integer, a caller that may not write, or a database that is down or slow all answer "
+        "false, and the whole line is logged by the server so nothing is lost without a trace. "
+        "`kind` is the wire name (`run.status`)."
+    )
+    async def write_run_log(
+        self,
+        info: strawberry.Info[Context, None],
+        run_id: Annotated[
+            strawberry.ID, strawberry.argument(description="The run, a positive integer.")
+        ],
+        kind: Annotated[
+            str, strawberry.argument(description="The kind's wire name (`run.status`).")
+        ],
+        step_id: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(description="The step, a positive integer, if any."),
+        ] = None,
+        phase: Annotated[
+            int | None, strawberry.argument(description="The phase, if any.")
+        ] = None,
+        detail: Annotated[
+            JSON | None,
+            strawberry.argument(
+                description="The detail: an object whose keys are the fields of the kind's "
+                "detail type (`{\"from\": \"scheduled\", \"to\": \"live\"}`); at most "
+                "64 KiB as JSON by default."
+            ),
+        ] = None,
+    ) -> bool:
+        context = info.context
+        line = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
+        try:
+            problem = await _write(context, run_id, kind, step_id, phase, detail)
+        except Exception as exc:  # the one rule: never an error from a write
+            problem = _reason(exc)
+            if not _is_database_fault(exc):
+                log.exception("writeRunLog: unexpected failure, request %s", context.request_id)
+        if problem is None:
+            return True
+        log.warning(
+            "run log line not stored: %s; request %s; line %s",
+            problem,
+            context.request_id,
+            _dump_for_log(line),
+        )
+        return False
+
+    @strawberry.mutation(
+        description="Admin only. Delete at most `limit` lines (null or 0 means 5000, clamped "
+        "to 1..50000) of runs in a terminal status (completed, cancelled, failed, missed) "
+        "whose `COALESCE(ended_at, updated_at)` is before `before` (read as UTC when it has "
+        "no offset); answers how many were deleted. A run that is not terminal keeps every "
+        "line. Call again until it answers 0 to drain a backlog."
+    )
+    async def prune_terminal(
+        self,
+        info: strawberry.Info[Context, None],
+        before: Annotated[
+            datetime.datetime,
+            strawberry.argument(description="Prune runs that ended before this (UTC if no offset)."),
+        ],
+        limit: Annotated[
+            int | None,
+            strawberry.argument(description="Lines to delete at most: null or 0 means 5000."),
+        ] = None,
+    ) -> int:
+        context = info.context
+        context.require(Action.ADMINISTER, "pruneTerminal")
+        deleted = await store.prune_terminal(
+            context.engine, before=before, limit=store.clamp_prune_limit(limit)
+        )
+        log.info("pruneTerminal: %d lines deleted, before %s", deleted, before.isoformat())
+        return deleted
+
+
+async def _write(
+    context: Context,
+    run_id: Any,
+    kind: str,
+    step_id: Any,
+    phase: int | None,
+    detail: Any,
+) -> str | None:
+    """Store the line, or answer why not."""
+    if not context.policy.allows(context.caller, Action.WRITE):
+        return "the caller is not a writer"
+    known = BY_WIRE_NAME.get(kind)
+    if known is None:
+        return f"kind {kind!r} is not one of the {len(BY_WIRE_NAME)} kinds this server knows"
+    run_number = _positive_int(run_id)
+    if run_number is None:
+        return f"runId must be a positive integer up to {MAX_ID}, got {run_id!r}"
+    step_number = None
+    if step_id is not None:
+        step_number = _positive_int(step_id)
+        if step_number is None:
+            return f"stepId must be a positive integer up to {MAX_ID}, got {step_id!r}"
+    text = None
+    if detail is not None:
+        try:
+            text = dump_detail(detail)
+        except ValueError as exc:
+            return f"detail is not storable JSON: {exc}"
+        size = len(text.encode())
+        if size > context.settings.max_detail_bytes:
+            return (
+                f"detail is {size} bytes as JSON, over the limit of "
+                f"{context.settings.max_detail_bytes}"
+            )
+        try:
+            check_detail(known, text)
+        except DetailError as exc:
+            return str(exc)
+    try:
+        async with asyncio.timeout(context.settings.write_timeout):
+            await store.write_line(
+                context.engine,
+                store.NewLine(
+                    run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text
+                ),
+            )
+    except TimeoutError:
+        return f"the database did not answer within {context.settings.write_timeout:g}s"
+    return None
+
+
+def _is_database_fault(exc: BaseException) -> bool:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return isinstance(exc, SQLAlchemyError | OSError | TimeoutError)
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line account of a failure for the server's log."""
+    if isinstance(exc, TimeoutError):
+        return "the database did not answer in time"
+    original = getattr(exc, "orig", None) or exc
+    return f"{type(original).__name__}: {original}".splitlines()[0]
+
+
+def _dump_for_log(line: dict[str, Any]) -> str:
+    try:
+        return json.dumps(line, ensure_ascii=False, default=str)
+    except ValueError:
+        return repr(line)
+
+
+# ── schema ───────────────────────────────────────────────────────────────────
+
+
+class RunLogSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: Any = None
+    ) -> None:
+        # Strawberry logs every error with its stack. A refusal the caller can
+        # act on is not a server problem, and unexpected errors are logged
+        # once, with their request id, by the masking extension.
+        for error in errors:
+            log.debug("GraphQL error: %s", error.message)
+
+
+def build_schema(extensions: list[type[SchemaExtension] | Any] | None = None) -> strawberry.Schema:
+    return RunLogSchema(
+        query=Query,
+        mutation=Mutation,
+        # Detail types reached only through the union are listed so the SDL
+        # always has all of them in a stable order.
+        types=list(DETAIL_TYPES.values()),
+        extensions=extensions or [],
+    )
+
+
+def export_sdl() -> str:
+    return build_schema().as_str() + "\n"

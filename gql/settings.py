@@ -1,0 +1,213 @@
+"""One frozen settings object, read from the environment.
+
+Every key is documented in the README with its default. A bad value stops
+start-up with an error that names the key and says what would be accepted,
+rather than surfacing later as a confusing failure on the first request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///runlog.db"
+SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "mysql+aiomysql", "mariadb+aiomysql")
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A configuration value that the service cannot start with."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DATABASE_URL
+    # Role tokens: up to two per role, so a token can be rotated without
+    # downtime (configure new and old, move the callers, drop the old one).
+    admin_tokens: tuple[str, ...] = ()
+    reader_tokens: tuple[str, ...] = ()
+    writer_tokens: tuple[str, ...] = ()
+    # Seconds. A write must answer within a few seconds even when the database
+    # does not answer at all; the whole write (checkout, connect, statement) is
+    # bounded by write_timeout.
+    write_timeout: float = 3.0
+    read_timeout: float = 8.0
+    connect_timeout: float = 2.0
+    pool_size: int = 10
+    pool_recycle: float = 1800.0
+    max_detail_bytes: int = 64 * 1024
+    graphiql: bool = True
+    introspection: bool = True
+    log_level: str = "INFO"
+    # Query limits (see README, "Security").
+    max_depth: int = 10
+    max_aliases: int = 30
+    max_tokens: int = 2000
+    max_lines_per_request: int = 10_000
+    max_body_bytes: int = 4 * 1024 * 1024
+    # Retention: off unless set (seconds).
+    retention: float | None = None
+    sweep_interval: float = 60.0
+
+    @property
+    def url(self) -> URL:
+        return make_url(self.database_url)
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def safe_database_url(self) -> str:
+        """The URL with any password hidden, for logs."""
+        return self.url.render_as_string(hide_password=True)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        reader = _Reader(env)
+        database_url = reader.get("RUNLOG_DATABASE_URL", _database_url, DEFAULT_DATABASE_URL)
+        return cls(
+            database_url=database_url,
+            admin_tokens=reader.tokens("RUNLOG_ADMIN_TOKEN"),
+            reader_tokens=reader.tokens("RUNLOG_READER_TOKEN"),
+            writer_tokens=reader.tokens("RUNLOG_WRITER_TOKEN"),
+            write_timeout=reader.get("RUNLOG_WRITE_TIMEOUT", _seconds(max_=4.5), 3.0),
+            read_timeout=reader.get("RUNLOG_READ_TIMEOUT", _seconds(), 8.0),
+            connect_timeout=reader.get("RUNLOG_CONNECT_TIMEOUT", _seconds(), 2.0),
+            pool_size=reader.get("RUNLOG_POOL_SIZE", _positive_int, 10),
+            pool_recycle=reader.get("RUNLOG_POOL_RECYCLE", _seconds(), 1800.0),
+            max_detail_bytes=reader.get("RUNLOG_MAX_DETAIL_BYTES", _positive_int, 64 * 1024),
+            graphiql=reader.get("RUNLOG_GRAPHIQL", _boolean, True),
+            introspection=reader.get("RUNLOG_INTROSPECTION", _boolean, True),
+            log_level=reader.get("RUNLOG_LOG_LEVEL", _log_level, "INFO"),
+            max_depth=reader.get("RUNLOG_MAX_DEPTH", _positive_int, 10),
+            max_aliases=reader.get("RUNLOG_MAX_ALIASES", _positive_int, 30),
+            max_tokens=reader.get("RUNLOG_MAX_TOKENS", _positive_int, 2000),
+            max_lines_per_request=reader.get("RUNLOG_MAX_LINES_PER_REQUEST", _positive_int, 10_000),
+            max_body_bytes=reader.get("RUNLOG_MAX_BODY_BYTES", _positive_int, 4 * 1024 * 1024),
+            retention=reader.get("RUNLOG_RETENTION", _optional_duration, None),
+            sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration, 60.0),
+        )
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+
+    def get(self, key: str, parse: Callable[[str], T], default: T) -> T:
+        raw = self.env.get(key)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            return parse(raw.strip())
+        except ValueError as exc:
+            raise SettingsError(f"{key}={raw!r} is not accepted: {exc}") from None
+
+    def tokens(self, key: str) -> tuple[str, ...]:
+        """Read `KEY` and `KEY_NEXT`: the current token and the one rotating in."""
+        found = []
+        for name in (key, f"{key}_NEXT"):
+            raw = self.env.get(name, "")
+            if raw.strip():
+                if len(raw.strip()) < 16:
+                    raise SettingsError(
+                        f"{name} is too short to be a secret: use at least 16 characters"
+                    )
+                found.append(raw.strip())
+        return tuple(found)
+
+
+def _database_url(raw: str) -> str:
+    try:
+        url = make_url(raw)
+    except ArgumentError:
+        raise ValueError(
+            "expected a SQLAlchemy URL such as sqlite+aiosqlite:///runlog.db "
+            "or mysql+aiomysql://user:password@host:3306/database"
+        ) from None
+    if url.drivername not in SUPPORTED_DRIVERS:
+        raise ValueError(
+            f"driver {url.drivername!r} is not supported; use one of {', '.join(SUPPORTED_DRIVERS)}"
+        )
+    if url.get_backend_name() != "sqlite" and not url.database:
+        raise ValueError("the URL names no database (add /<database> after the host)")
+    return raw
+
+
+def _seconds(max_: float | None = None) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError("expected a number of seconds, such as 2 or 0.5") from None
+        if not value > 0:
+            raise ValueError("expected a positive number of seconds")
+        if max_ is not None and value > max_:
+            raise ValueError(f"expected at most {max_} seconds")
+        return value
+
+    return parse
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("expected a whole number, such as 10") from None
+    if value < 1:
+        raise ValueError("expected a whole number of at least 1")
+    return value
+
+
+def _boolean(raw: str) -> bool:
+    lowered = raw.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false (also 1/0, yes/no, on/off)")
+
+
+def _log_level(raw: str) -> str:
+    level = raw.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("expected one of DEBUG, INFO, WARNING, ERROR")
+    return level
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(raw: str) -> float:
+    """Parse `30d`, `12h`, `15m` or `90s` into seconds."""
+    text = raw.strip().lower()
+    unit = text[-1:] if text[-1:] in _UNITS else ""
+    number = text[: -len(unit)] if unit else text
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(
+            f"{raw!r} is not a duration: expected a number and a unit, such as 30d, 12h, 15m or 90s"
+        ) from None
+    if not unit:
+        raise ValueError(f"{raw!r} has no unit: add s, m, h or d (for example {number}d)")
+    if not value > 0:
+        raise ValueError(f"{raw!r} is not a positive duration")
+    return value * _UNITS[unit]
+
+
+def _duration(raw: str) -> float:
+    return parse_duration(raw)
+
+
+def _optional_duration(raw: str) -> float | None:
+    if raw.lower() in ("off", "none", "0"):
+        return None
+    return parse_duration(raw)

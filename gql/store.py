@@ -1,0 +1,251 @@
+"""The run log's operations as plain async functions over an engine.
+
+Each call takes its own connection from the pool: graphql-core resolves sibling
+fields as concurrent tasks, and an SQLAlchemy connection must not be shared
+between tasks. Nothing here knows about GraphQL.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import and_, delete, func, insert, or_, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .db import event_run_log, event_runs
+from .kinds import TERMINAL_STATUSES
+
+READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
+PRUNE_LIMIT_DEFAULT, PRUNE_LIMIT_MAX = 5000, 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One stored line, as stored: `kind` and `detail` are not interpreted here."""
+
+    id: int
+    run_id: int
+    step_id: int | None
+    kind: str
+    phase: int | None
+    detail: str | None
+    at: datetime.datetime  # aware, UTC
+
+
+@dataclass(frozen=True, slots=True)
+class NewLine:
+    run_id: int
+    kind: str
+    step_id: int | None = None
+    phase: int | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    lines: list[Line]
+    has_next: bool
+
+    @property
+    def end_cursor(self) -> str | None:
+        return encode_cursor(self.lines[-1]) if self.lines else None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    at: datetime.datetime  # naive UTC, as stored
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: int
+    status: str
+    ended_at: datetime.datetime | None
+    updated_at: datetime.datetime | None
+
+
+class CursorError(ValueError):
+    """An `after` value this service did not issue."""
+
+
+def clamp_read_limit(limit: int | None) -> int:
+    """Null or 0 means 500; anything else is clamped to 1..2000, as the seed does."""
+    if not limit:
+        return READ_LIMIT_DEFAULT
+    return min(max(limit, 1), READ_LIMIT_MAX)
+
+
+def clamp_prune_limit(limit: int | None) -> int:
+    """Null or 0 means 5000; anything else is clamped to 1..50000."""
+    if not limit:
+        return PRUNE_LIMIT_DEFAULT
+    return min(max(limit, 1), PRUNE_LIMIT_MAX)
+
+
+def utc_now_millis() -> datetime.datetime:
+    """Now, naive UTC, truncated to the millisecond the column keeps."""
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def as_naive_utc(value: datetime.datetime) -> datetime.datetime:
+    """A datetime as the database holds it: UTC without an offset (naive is read as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.UTC).replace(tzinfo=None)
+    return value
+
+
+def encode_cursor(line: Line) -> str:
+    at = as_naive_utc(line.at)
+    raw = f"{at.isoformat(timespec='milliseconds')}|{line.id}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_cursor(value: str) -> Cursor:
+    try:
+        padded = value + "=" * (-len(value) % 4)
+        at_text, id_text = base64.urlsafe_b64decode(padded).decode().split("|")
+        return Cursor(at=datetime.datetime.fromisoformat(at_text), id=int(id_text))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise CursorError(
+            f"after={value!r} is not a cursor this service issued: pass a page's "
+            "pageInfo.endCursor"
+        ) from None
+
+
+_l = event_run_log
+
+
+async def read_page(
+    engine: AsyncEngine,
+    *,
+    run_id: int,
+    kinds: Sequence[str] | None,
+    limit: int,
+    after: Cursor | None,
+) -> Page:
+    """One page of a run's lines, newest first by (at, id), in one query."""
+    if kinds is not None and not kinds:
+        return Page(lines=[], has_next=False)
+    query = (
+        select(_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, _l.c.detail, _l.c.at)
+        .where(_l.c.run_id == run_id)
+        .order_by(_l.c.at.desc(), _l.c.id.desc())
+        # One more than asked: its presence is what makes hasNextPage exact.
+        .limit(limit + 1)
+    )
+    if kinds is not None:
+        query = query.where(_l.c.kind.in_(sorted(set(kinds))))
+    if after is not None:
+        # `at <= x AND (at < x OR id < y)` rather than a row comparison: both
+        # MariaDB and SQLite turn the first term into an index range.
+        query = query.where(
+            _l.c.at <= after.at, or_(_l.c.at < after.at, and_(_l.c.at == after.at, _l.c.id < after.id))
+        )
+    async with engine.connect() as conn:
+        rows = (await conn.execute(query)).all()
+    lines = [
+        Line(
+            id=row.id,
+            run_id=row.run_id,
+            step_id=row.step_id,
+            kind=row.kind,
+            phase=row.phase,
+            detail=row.detail,
+            at=row.at.replace(tzinfo=datetime.UTC),
+        )
+        for row in rows[:limit]
+    ]
+    return Page(lines=lines, has_next=len(rows) > limit)
+
+
+async def write_line(engine: AsyncEngine, line: NewLine) -> int:
+    """Store one line, stamped with the current UTC millisecond; answer its id."""
+    async with engine.begin() as conn:
+        result = await conn.execute(
+            insert(_l).values(
+                run_id=line.run_id,
+                step_id=line.step_id,
+                kind=line.kind,
+                phase=line.phase,
+                detail=line.detail,
+                at=utc_now_millis(),
+            )
+        )
+    return int(result.inserted_primary_key[0])
+
+
+def _eligible_runs(before: datetime.datetime):  # type: ignore[no-untyped-def]
+    r = event_runs
+    return select(r.c.id).where(
+        r.c.status.in_(TERMINAL_STATUSES),
+        func.coalesce(r.c.ended_at, r.c.updated_at) < as_naive_utc(before),
+    )
+
+
+async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> int:
+    """Delete at most `limit` lines of terminal runs that ended before `before`.
+
+    MariaDB refuses the seed's `DELETE ... JOIN ... LIMIT`, so a slice is the
+    ids of at most `limit` eligible lines, then a delete by primary key: one
+    bounded piece of work that holds its row locks only for those ids. The
+    delete checks the run again, so a run that left its terminal status
+    between the two statements keeps its lines.
+    """
+    runs = _eligible_runs(before)
+    async with engine.begin() as conn:
+        ids = (
+            await conn.execute(
+                select(_l.c.id).where(_l.c.run_id.in_(runs)).limit(limit)
+            )
+        ).scalars().all()
+        if not ids:
+            return 0
+        result = await conn.execute(
+            delete(_l).where(_l.c.id.in_(ids), _l.c.run_id.in_(_eligible_runs(before)))
+        )
+    return int(result.rowcount)
+
+
+async def count_eligible(engine: AsyncEngine, *, before: datetime.datetime) -> int:
+    """How many lines a prune with this horizon would delete, in all."""
+    async with engine.connect() as conn:
+        query = select(func.count()).select_from(_l).where(_l.c.run_id.in_(_eligible_runs(before)))
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    r = event_runs
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                select(r.c.id, r.c.status, r.c.ended_at, r.c.updated_at).where(r.c.id.in_(wanted))
+            )
+        ).all()
+    return {
+        row.id: Run(
+            id=row.id,
+            status=row.status,
+            ended_at=_aware(row.ended_at),
+            updated_at=_aware(row.updated_at),
+        )
+        for row in rows
+    }
+
+
+def _aware(value: datetime.datetime | None) -> datetime.datetime | None:
+    return None if value is None else value.replace(tzinfo=datetime.UTC)
+
+
+async def ping(engine: AsyncEngine) -> None:
+    """Raise unless the database answers a trivial query."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))

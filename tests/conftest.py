@@ -1,0 +1,218 @@
+"""Every behaviour test runs once per backend: the embedded SQLite and a real MariaDB.
+
+MariaDB is found at RUNLOG_TEST_MARIADB_URL (default root@127.0.0.1:3306); the
+suite creates a database of its own there and drops it at the end. With
+RUNLOG_TEST_REQUIRE_MARIADB=1 (as `.ci/run` sets) an unreachable MariaDB fails
+the MariaDB half. Without it, on a laptop with no MariaDB, the MariaDB half is
+deselected and the run ends with a loud banner saying so.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pymysql
+import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+
+from gql.app import create_app
+from gql.db import metadata
+from gql.settings import Settings
+
+MARIADB_URL = sa.make_url(
+    os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/")
+)
+REQUIRE_MARIADB = os.environ.get("RUNLOG_TEST_REQUIRE_MARIADB") == "1"
+ADMIN = "admin-token-0123456789"
+
+_mariadb_problem: str | None = None
+
+
+def _mariadb_connect(database: str | None = None) -> pymysql.Connection:  # type: ignore[type-arg]
+    return pymysql.connect(
+        host=MARIADB_URL.host or "127.0.0.1",
+        port=MARIADB_URL.port or 3306,
+        user=MARIADB_URL.username or "root",
+        password=MARIADB_URL.password or "",
+        database=database,
+        connect_timeout=3,
+        autocommit=True,
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _mariadb_problem
+    try:
+        _mariadb_connect().close()
+    except pymysql.MySQLError as exc:
+        _mariadb_problem = f"{exc}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _mariadb_problem is None or REQUIRE_MARIADB:
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if "mariadb" in item.keywords else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _mariadb_problem is not None and not REQUIRE_MARIADB:
+        line = "!" * 78
+        terminalreporter.write_line(line, red=True, bold=True)
+        terminalreporter.write_line(
+            f"THE MARIADB HALF DID NOT RUN: MariaDB is unreachable ({_mariadb_problem}).",
+            red=True,
+            bold=True,
+        )
+        terminalreporter.write_line(
+            "Only SQLite was tested. Start MariaDB, or set RUNLOG_TEST_MARIADB_URL.",
+            red=True,
+            bold=True,
+        )
+        terminalreporter.write_line(line, red=True, bold=True)
+
+
+@pytest.fixture(scope="session")
+def mariadb_database() -> Iterator[str]:
+    if _mariadb_problem is not None:
+        pytest.fail(f"MariaDB is required here and unreachable: {_mariadb_problem}")
+    name = f"runlog_test_{uuid.uuid4().hex[:10]}"
+    conn = _mariadb_connect()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    try:
+        yield name
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()
+
+
+@dataclass
+class Backend:
+    """One database the service runs on, plus a plain sync connection to arrange and check."""
+
+    name: str
+    url: str
+    sync: sa.Engine
+
+    def settings(self, **overrides: Any) -> Settings:
+        return replace(Settings(database_url=self.url, admin_tokens=(ADMIN,)), **overrides)
+
+    def create_tables(self) -> None:
+        metadata.create_all(self.sync)
+
+    def drop_tables(self) -> None:
+        metadata.drop_all(self.sync)
+
+    def scalar(self, sql: str, **params: Any) -> Any:
+        with self.sync.connect() as conn:
+            return conn.execute(sa.text(sql), params).scalar()
+
+    def rows(self, sql: str, **params: Any) -> list[Any]:
+        with self.sync.connect() as conn:
+            return list(conn.execute(sa.text(sql), params).all())
+
+    def execute(self, sql: str, **params: Any) -> None:
+        with self.sync.begin() as conn:
+            conn.execute(sa.text(sql), params)
+
+    def add_run(self, run_id: int, status: str, ended_at: str | None, updated_at: str) -> None:
+        self.execute(
+            "INSERT INTO event_runs (id, status, ended_at, updated_at) "
+            "VALUES (:id, :status, :ended_at, :updated_at)",
+            id=run_id,
+            status=status,
+            ended_at=ended_at,
+            updated_at=updated_at,
+        )
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        path = tmp_path / "runlog.db"
+        engine = sa.create_engine(f"sqlite:///{path}")
+        backend = Backend("sqlite", f"sqlite+aiosqlite:///{path}", engine)
+        yield backend
+        engine.dispose()
+        return
+    database = request.getfixturevalue("mariadb_database")
+    url = MARIADB_URL.set(database=database)
+    engine = sa.create_engine(url.set(drivername="mysql+pymysql"))
+    backend = Backend("mariadb", url.render_as_string(hide_password=False), engine)
+    backend.drop_tables()
+    yield backend
+    backend.drop_tables()
+    engine.dispose()
+
+
+@pytest.fixture
+def tables(backend: Backend) -> Backend:
+    """The backend with empty tables in place (as init-db leaves them)."""
+    backend.create_tables()
+    return backend
+
+
+class Api:
+    """The HTTP app under test, with the lifespan running."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+
+    def post(
+        self, query: str, variables: dict[str, Any] | None = None, token: str | None = None
+    ) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        response = self.client.post(
+            "/graphql", json={"query": query, "variables": variables or {}}, headers=headers
+        )
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def data(self, query: str, variables: dict[str, Any] | None = None, token: str | None = None) -> Any:
+        body = self.post(query, variables, token)
+        assert "errors" not in body, body["errors"]
+        return body["data"]
+
+    def write(self, run_id: Any, kind: str, detail: Any = None, **extra: Any) -> bool:
+        body = self.post(
+            "mutation W($runId: ID!, $kind: String!, $stepId: ID, $phase: Int, $detail: JSON) {"
+            " writeRunLog(runId: $runId, kind: $kind, stepId: $stepId, phase: $phase,"
+            " detail: $detail) }",
+            {"runId": run_id, "kind": kind, "detail": detail, **extra},
+        )
+        assert "errors" not in body, body
+        result: bool = body["data"]["writeRunLog"]
+        return result
+
+
+@pytest.fixture
+def make_api(tables: Backend) -> Iterator[Callable[..., Api]]:
+    """Start the app on the test backend with settings overrides; stopped at teardown."""
+    clients: list[TestClient] = []
+
+    def make(**overrides: Any) -> Api:
+        client = TestClient(create_app(tables.settings(**overrides)))
+        client.__enter__()
+        clients.append(client)
+        return Api(client)
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def api(make_api: Callable[..., Api]) -> Api:
+    return make_api()

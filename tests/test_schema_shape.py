@@ -1,0 +1,56 @@
+"""The detail types: one per kind, named per the contract, described, and mutually compatible."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType
+
+from gql.kinds import Kind
+from gql.schema import build_schema
+
+SCHEMA = build_schema()._schema
+
+
+def _pascal(wire_name: str) -> str:
+    return "".join(part.title() for part in wire_name.split(".")) + "Detail"
+
+
+def _detail_types() -> list[GraphQLObjectType]:
+    union = SCHEMA.type_map["RunLogDetail"]
+    assert isinstance(union, GraphQLUnionType)
+    return list(union.types)
+
+
+def test_the_union_has_one_type_per_kind_named_after_it_plus_unreadable() -> None:
+    names = [t.name for t in _detail_types()]
+    assert names == [_pascal(kind.value) for kind in Kind] + ["UnreadableDetail"]
+
+
+def test_a_field_name_shared_by_detail_types_has_one_type_everywhere() -> None:
+    seen: dict[str, set[str]] = defaultdict(set)
+    for detail in _detail_types():
+        for name, field in detail.fields.items():
+            seen[name].add(str(field.type))
+    conflicting = {name: types for name, types in seen.items() if len(types) > 1}
+    assert conflicting == {}
+
+
+def test_every_type_field_argument_and_enum_value_is_described() -> None:
+    missing = []
+    for name, named in SCHEMA.type_map.items():
+        if name.startswith("__") or name in ("String", "Int", "Boolean", "ID", "Float"):
+            continue
+        if not isinstance(named, GraphQLNamedType) or not named.description:
+            if name not in ("Query", "Mutation"):
+                missing.append(name)
+        for field_name, field in getattr(named, "fields", {}).items():
+            if not field.description:
+                missing.append(f"{name}.{field_name}")
+            for arg_name, arg in getattr(field, "args", {}).items():
+                if not arg.description:
+                    missing.append(f"{name}.{field_name}({arg_name})")
+        for value_name, value in getattr(named, "values", {}).items():
+            if not value.description:
+                missing.append(f"{name}.{value_name}")
+    assert missing == []
