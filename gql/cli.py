@@ -18,9 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="serve the API at /graphql")
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
-    serve.add_argument(
-        "--workers", type=int, default=1, help="uvicorn worker processes (default 1)"
-    )
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
 
     commands.add_parser("init-db", help="create the tables where missing (safe to run twice)")
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
@@ -37,9 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "init-db":
         return asyncio.run(_init_db(settings))
     return _serve(settings, args.host, args.port, args.workers)
@@ -50,10 +46,11 @@ async def _init_db(settings: Settings) -> int:
 
     engine = create_engine(settings)
     try:
-        await init_db(engine)
+        created = await init_db(engine)
     finally:
         await engine.dispose()
-    print(f"tables ready on {settings.safe_database_url}")
+    made = f"created {', '.join(created)}" if created else "nothing to create"
+    print(f"tables ready on {settings.safe_database_url} ({made})")
     return 0
 
 
@@ -63,8 +60,13 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
     if workers > 1:
         # Each worker builds its own app (and pool) from the environment.
         uvicorn.run(
-            "gql.app:create_app", factory=True, host=host, port=port, workers=workers,
-            log_level=settings.log_level.lower(), proxy_headers=True,
+            "gql.app:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level=settings.log_level.lower(),
+            proxy_headers=True,
         )
         return 0
     from .app import create_app
@@ -72,7 +74,10 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets requests in
     # flight finish, then runs the lifespan's shutdown (which disposes the pool).
     uvicorn.run(
-        create_app(settings), host=host, port=port, log_level=settings.log_level.lower(),
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=10,
     )
     return 0

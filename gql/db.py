@@ -15,8 +15,10 @@ from sqlalchemy import (
     Table,
     Text,
     event,
+    inspect,
 )
 from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .settings import Settings
@@ -104,7 +106,28 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-async def init_db(engine: AsyncEngine) -> None:
-    """Create `event_run_log`, and `event_runs` where missing. Safe to run twice."""
+async def init_db(engine: AsyncEngine) -> list[str]:
+    """Create what is missing; safe to run twice. Answers what it created.
+
+    `event_runs` is created only where it is missing (a fresh database); an
+    existing one is never altered. On an existing `event_run_log` that lacks an
+    index this service reads through, the index is added, unless one with the
+    same columns is already there under another name.
+    """
     async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all, checkfirst=True)
+        return await conn.run_sync(_create_missing)
+
+
+def _create_missing(conn: Connection) -> list[str]:
+    inspector = inspect(conn)
+    existing = set(inspector.get_table_names())
+    created = [table.name for table in metadata.sorted_tables if table.name not in existing]
+    metadata.create_all(conn, checkfirst=True)
+    if event_run_log.name in existing:
+        have = {tuple(ix["column_names"]) for ix in inspector.get_indexes(event_run_log.name)}
+        for index in event_run_log.indexes:
+            columns = tuple(column.name for column in index.columns)
+            if columns not in have:
+                index.create(conn)
+                created.append(f"{event_run_log.name}.{index.name}")
+    return created

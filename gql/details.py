@@ -54,9 +54,7 @@ class GateOpening(enum.Enum):
 
 @strawberry.enum(description="Why a step was not permitted to run.")
 class Refusal(enum.Enum):
-    DISABLED = strawberry.enum_value(
-        "DISABLED", description="A switch disables what the step would do."
-    )
+    DISABLED = strawberry.enum_value("DISABLED", description="A switch disables what the step would do.")
     OVER_CAP = strawberry.enum_value(
         "OVER_CAP", description="Running the step would exceed one of the run's caps."
     )
@@ -64,9 +62,7 @@ class Refusal(enum.Enum):
 
 @strawberry.enum(description="Whether a step created a resource or borrowed an existing one.")
 class Ownership(enum.Enum):
-    CREATED = strawberry.enum_value(
-        "CREATED", description="The step created it; cleanup removes it."
-    )
+    CREATED = strawberry.enum_value("CREATED", description="The step created it; cleanup removes it.")
     BORROWED = strawberry.enum_value(
         "BORROWED", description="It existed before; cleanup gives it back as it was."
     )
@@ -116,8 +112,7 @@ def _attempt() -> Any:
 
 def _condition() -> Any:
     return strawberry.field(
-        description="What the gate waits for, as the event's author wrote it "
-        "(for example `boss.spawned`)."
+        description="What the gate waits for, as the event's author wrote it (for example `boss.spawned`)."
     )
 
 
@@ -157,9 +152,7 @@ class Run:
         description="Whether the status is terminal (completed, cancelled, failed, missed): "
         "only a terminal run's lines can be pruned."
     )
-    ended_at: datetime.datetime | None = strawberry.field(
-        description="When the run ended (UTC), if it has."
-    )
+    ended_at: datetime.datetime | None = strawberry.field(description="When the run ended (UTC), if it has.")
     updated_at: datetime.datetime | None = strawberry.field(
         description="When the run's row last changed (UTC)."
     )
@@ -197,9 +190,7 @@ class PhaseEnteredDetail:
 class StepStatusDetail:
     from_: str | None = _from()
     to: str = _to()
-    module: str | None = strawberry.field(
-        description="The module that ran the step.", default=None
-    )
+    module: str | None = strawberry.field(description="The module that ran the step.", default=None)
     answer: JSON | None = strawberry.field(
         description="What the module answered, as it answered it.", default=None
     )
@@ -330,24 +321,22 @@ class StepRefusedDetail:
     switch: str | None = strawberry.field(
         description="The switch that disabled it, or that set the cap.", default=None
     )
-    cap: str | None = strawberry.field(
-        description="The cap it would exceed, when over a cap.", default=None
-    )
+    cap: str | None = strawberry.field(description="The cap it would exceed, when over a cap.", default=None)
     limit: int | None = strawberry.field(description="The cap's limit.", default=None)
-    used: int | None = strawberry.field(
-        description="How much of the cap was already used.", default=None
-    )
+    used: int | None = strawberry.field(description="How much of the cap was already used.", default=None)
 
 
-@strawberry.type(description="`version.verified`: a dry run passed against a version, unlocking scheduled starts.")
+@strawberry.type(
+    description="`version.verified`: a dry run passed against a version, unlocking scheduled starts."
+)
 class VersionVerifiedDetail:
     version: str = strawberry.field(description="The event version that was verified.")
-    dry_run_id: strawberry.ID | None = strawberry.field(
-        description="The dry run that passed.", default=None
-    )
+    dry_run_id: strawberry.ID | None = strawberry.field(description="The dry run that passed.", default=None)
 
 
-@strawberry.type(description="`resource.recorded`: a step reported what it created or borrowed, and it is ledgered.")
+@strawberry.type(
+    description="`resource.recorded`: a step reported what it created or borrowed, and it is ledgered."
+)
 class ResourceRecordedDetail:
     resource_id: strawberry.ID = _resource()
     resource_type: str = _resource_type()
@@ -355,7 +344,9 @@ class ResourceRecordedDetail:
     ownership: Ownership = strawberry.field(description="Created by the step, or borrowed.")
 
 
-@strawberry.type(description="`resource.orphaned`: a module reports a ledgered resource is no longer in force.")
+@strawberry.type(
+    description="`resource.orphaned`: a module reports a ledgered resource is no longer in force."
+)
 class ResourceOrphanedDetail:
     resource_id: strawberry.ID = _resource()
     resource_type: str = _resource_type()
@@ -374,9 +365,7 @@ class CleanupFailedDetail:
     group: str = _group()
     resource_ids: list[strawberry.ID] = _resource_ids()
     error: str = _error()
-    left_as: str = strawberry.field(
-        description="How the group was left (`untouched`, `partially reverted`)."
-    )
+    left_as: str = strawberry.field(description="How the group was left (`untouched`, `partially reverted`).")
     attempt: int = _attempt()
 
 
@@ -484,7 +473,7 @@ class _Codec:
 def _graphql_name(field: Any) -> str:
     if field.graphql_name:
         return str(field.graphql_name)
-    head, *rest = field.python_name.split("_")
+    head, *rest = str(field.python_name).split("_")
     return head + "".join(part.title() for part in rest)
 
 
@@ -554,10 +543,10 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
             **spec,
         )
 
-    def build(model: pydantic.BaseModel) -> Any:
+    def construct(model: pydantic.BaseModel) -> Any:
         return tp(**{name: fn(getattr(model, name)) for name, fn in builders.items()})
 
-    codec = _Codec(reader=models[False], writer=models[True], build=build)
+    codec = _Codec(reader=models[False], writer=models[True], build=construct)
     codecs[tp] = codec
     return codec
 
@@ -601,9 +590,7 @@ def read_detail(kind_name: str, text: str | None) -> Any:
         return None
     kind = _kind_or_none(kind_name)
     if kind is None:
-        return UnreadableDetail(
-            text=text, problem=f"kind {kind_name!r} is not known to this server"
-        )
+        return UnreadableDetail(text=text, problem=f"kind {kind_name!r} is not known to this server")
     codec = _BY_KIND[kind]
     try:
         return codec.build(codec.reader.model_validate_json(text))

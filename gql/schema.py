@@ -24,14 +24,24 @@ from strawberry.scalars import JSON
 
 from . import store
 from .auth import Action, Caller, Policy
-from .details import DETAIL_TYPES, DetailError, Run, RunLogDetail, check_detail, dump_detail, read_detail
+from .details import (
+    DETAIL_TYPES,
+    DetailError,
+    Run,
+    RunLogDetail,
+    check_detail,
+    dump_detail,
+    read_detail,
+)
 from .kinds import BY_WIRE_NAME, DESCRIPTIONS, TERMINAL_STATUSES, Kind
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
 
-RunLogKind = strawberry.enum(
-    enum.Enum(  # type: ignore[misc]
+# Built from `Kind`, so the set is defined once (mypy cannot type the
+# functional Enum API, hence `Any`).
+RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
+    enum.Enum(
         "RunLogKind",
         {kind.name: strawberry.enum_value(kind.value, description=DESCRIPTIONS[kind]) for kind in Kind},
     ),
@@ -65,16 +75,17 @@ class Context:
     _runs: DataLoader[int, Run | None] | None = field(default=None, repr=False)
 
     def require(self, action: Action, what: str) -> None:
+        """Raise a refusal that says who the caller would have to be."""
         if self.policy.allows(self.caller, action):
             return
+        who = _ROLE_WORDS[action]
         if not self.caller.authenticated:
             raise ClientError(
-                f"{what} needs a bearer token: send `Authorization: Bearer <token>`",
+                f"{what} is refused: the caller is not {who} "
+                f"(send `Authorization: Bearer <token>` with {who}'s token)",
                 "UNAUTHENTICATED",
             )
-        raise ClientError(
-            f"{what} is not permitted: the caller is not {_ROLE_WORDS[action]}", "FORBIDDEN"
-        )
+        raise ClientError(f"{what} is refused: the caller is not {who}", "FORBIDDEN")
 
     async def load_run(self, run_id: str) -> Run | None:
         number = _positive_int(run_id)
@@ -129,7 +140,7 @@ class RunLogLine:
     step_id: strawberry.ID | None = strawberry.field(
         description="The step the line is about, if it is about one."
     )
-    kind: RunLogKind | None = strawberry.field(  # type: ignore[valid-type]
+    kind: RunLogKind | None = strawberry.field(
         description="What the line records; null only for a kind this server does not know "
         "(written by a newer writer): `kindName` still names it."
     )
@@ -193,7 +204,7 @@ class Query:
         info: strawberry.Info[Context, None],
         run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to read.")],
         kinds: Annotated[
-            list[RunLogKind] | None,  # type: ignore[valid-type]
+            list[RunLogKind] | None,
             strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
         ] = None,
         limit: Annotated[
@@ -258,24 +269,18 @@ class Mutation:
     async def write_run_log(
         self,
         info: strawberry.Info[Context, None],
-        run_id: Annotated[
-            strawberry.ID, strawberry.argument(description="The run, a positive integer.")
-        ],
-        kind: Annotated[
-            str, strawberry.argument(description="The kind's wire name (`run.status`).")
-        ],
+        run_id: Annotated[strawberry.ID, strawberry.argument(description="The run, a positive integer.")],
+        kind: Annotated[str, strawberry.argument(description="The kind's wire name (`run.status`).")],
         step_id: Annotated[
             strawberry.ID | None,
             strawberry.argument(description="The step, a positive integer, if any."),
         ] = None,
-        phase: Annotated[
-            int | None, strawberry.argument(description="The phase, if any.")
-        ] = None,
+        phase: Annotated[int | None, strawberry.argument(description="The phase, if any.")] = None,
         detail: Annotated[
             JSON | None,
             strawberry.argument(
                 description="The detail: an object whose keys are the fields of the kind's "
-                "detail type (`{\"from\": \"scheduled\", \"to\": \"live\"}`); at most "
+                'detail type (`{"from": "scheduled", "to": "live"}`); at most '
                 "64 KiB as JSON by default."
             ),
         ] = None,
@@ -356,10 +361,7 @@ async def _write(
             return f"detail is not storable JSON: {exc}"
         size = len(text.encode())
         if size > context.settings.max_detail_bytes:
-            return (
-                f"detail is {size} bytes as JSON, over the limit of "
-                f"{context.settings.max_detail_bytes}"
-            )
+            return f"detail is {size} bytes as JSON, over the limit of {context.settings.max_detail_bytes}"
         try:
             check_detail(known, text)
         except DetailError as exc:
@@ -368,9 +370,7 @@ async def _write(
         async with asyncio.timeout(context.settings.write_timeout):
             await store.write_line(
                 context.engine,
-                store.NewLine(
-                    run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text
-                ),
+                store.NewLine(run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text),
             )
     except TimeoutError:
         return f"the database did not answer within {context.settings.write_timeout:g}s"
@@ -402,9 +402,7 @@ def _dump_for_log(line: dict[str, Any]) -> str:
 
 
 class RunLogSchema(strawberry.Schema):
-    def process_errors(
-        self, errors: list[GraphQLError], execution_context: Any = None
-    ) -> None:
+    def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         # Strawberry logs every error with its stack. A refusal the caller can
         # act on is not a server problem, and unexpected errors are logged
         # once, with their request id, by the masking extension.

@@ -117,9 +117,7 @@ class _Reader:
             raw = self.env.get(name, "")
             if raw.strip():
                 if len(raw.strip()) < 16:
-                    raise SettingsError(
-                        f"{name} is too short to be a secret: use at least 16 characters"
-                    )
+                    raise SettingsError(f"{name} is too short to be a secret: use at least 16 characters")
                 found.append(raw.strip())
         return tuple(found)
 

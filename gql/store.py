@@ -12,8 +12,9 @@ import binascii
 import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, text
+from sqlalchemy import Select, and_, delete, func, insert, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .db import event_run_log, event_runs
@@ -113,25 +114,15 @@ def decode_cursor(value: str) -> Cursor:
         return Cursor(at=datetime.datetime.fromisoformat(at_text), id=int(id_text))
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise CursorError(
-            f"after={value!r} is not a cursor this service issued: pass a page's "
-            "pageInfo.endCursor"
+            f"after={value!r} is not a cursor this service issued: pass a page's pageInfo.endCursor"
         ) from None
 
 
 _l = event_run_log
 
 
-async def read_page(
-    engine: AsyncEngine,
-    *,
-    run_id: int,
-    kinds: Sequence[str] | None,
-    limit: int,
-    after: Cursor | None,
-) -> Page:
-    """One page of a run's lines, newest first by (at, id), in one query."""
-    if kinds is not None and not kinds:
-        return Page(lines=[], has_next=False)
+def page_query(*, run_id: int, kinds: Sequence[str] | None, limit: int, after: Cursor | None) -> Select[Any]:
+    """The one statement that reads a page (kinds must not be empty)."""
     query = (
         select(_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, _l.c.detail, _l.c.at)
         .where(_l.c.run_id == run_id)
@@ -145,8 +136,24 @@ async def read_page(
         # `at <= x AND (at < x OR id < y)` rather than a row comparison: both
         # MariaDB and SQLite turn the first term into an index range.
         query = query.where(
-            _l.c.at <= after.at, or_(_l.c.at < after.at, and_(_l.c.at == after.at, _l.c.id < after.id))
+            _l.c.at <= after.at,
+            or_(_l.c.at < after.at, and_(_l.c.at == after.at, _l.c.id < after.id)),
         )
+    return query
+
+
+async def read_page(
+    engine: AsyncEngine,
+    *,
+    run_id: int,
+    kinds: Sequence[str] | None,
+    limit: int,
+    after: Cursor | None,
+) -> Page:
+    """One page of a run's lines, newest first by (at, id), in one query."""
+    if kinds is not None and not kinds:
+        return Page(lines=[], has_next=False)
+    query = page_query(run_id=run_id, kinds=kinds, limit=limit, after=after)
     async with engine.connect() as conn:
         rows = (await conn.execute(query)).all()
     lines = [
@@ -177,7 +184,7 @@ async def write_line(engine: AsyncEngine, line: NewLine) -> int:
                 at=utc_now_millis(),
             )
         )
-    return int(result.inserted_primary_key[0])
+    return int(result.inserted_primary_key[0])  # type: ignore[index]
 
 
 def _eligible_runs(before: datetime.datetime):  # type: ignore[no-untyped-def]
@@ -199,11 +206,7 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
     """
     runs = _eligible_runs(before)
     async with engine.begin() as conn:
-        ids = (
-            await conn.execute(
-                select(_l.c.id).where(_l.c.run_id.in_(runs)).limit(limit)
-            )
-        ).scalars().all()
+        ids = (await conn.execute(select(_l.c.id).where(_l.c.run_id.in_(runs)).limit(limit))).scalars().all()
         if not ids:
             return 0
         result = await conn.execute(

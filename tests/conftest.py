@@ -24,9 +24,7 @@ from gql.app import create_app
 from gql.db import metadata
 from gql.settings import Settings
 
-MARIADB_URL = sa.make_url(
-    os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/")
-)
+MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
 REQUIRE_MARIADB = os.environ.get("RUNLOG_TEST_REQUIRE_MARIADB") == "1"
 ADMIN = "admin-token-0123456789"
 
@@ -137,13 +135,11 @@ class Backend:
         )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
-def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    if request.param == "sqlite":
+def _open_backend(name: str, request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    if name == "sqlite":
         path = tmp_path / "runlog.db"
         engine = sa.create_engine(f"sqlite:///{path}")
-        backend = Backend("sqlite", f"sqlite+aiosqlite:///{path}", engine)
-        yield backend
+        yield Backend("sqlite", f"sqlite+aiosqlite:///{path}", engine)
         engine.dispose()
         return
     database = request.getfixturevalue("mariadb_database")
@@ -154,6 +150,18 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     yield backend
     backend.drop_tables()
     engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    """Each backend in turn: the test runs once on SQLite and once on MariaDB."""
+    yield from _open_backend(request.param, request, tmp_path)
+
+
+@pytest.fixture
+def mariadb(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    """MariaDB alone, for what only MariaDB has (EXPLAIN, GET_LOCK)."""
+    yield from _open_backend("mariadb", request, tmp_path)
 
 
 @pytest.fixture
