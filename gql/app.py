@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.extensions import MaskErrors
+from strawberry.extensions import DisableIntrospection, MaskErrors
 
 from . import store
 from .auth import Policy
@@ -95,7 +95,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             await engine.dispose()
 
-    schema = build_schema(extensions=[_MaskUnexpected])
+    extensions: list[Any] = [_MaskUnexpected]
+    if not settings.introspection:
+        extensions.append(DisableIntrospection)
+    schema = build_schema(extensions=extensions)
     graphql_app = RunLogGraphQL(
         schema,
         graphql_ide="graphiql" if settings.graphiql else None,

@@ -1,0 +1,28 @@
+# The run-log API on its embedded SQLite database, kept on a volume.
+# Point RUNLOG_DATABASE_URL at MySQL/MariaDB for production.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY gql ./gql
+RUN pip install . \
+ && useradd --system --uid 10001 --home-dir /data --no-create-home runlog \
+ && mkdir -p /data \
+ && chown runlog:runlog /data
+
+USER runlog
+ENV RUNLOG_DATABASE_URL=sqlite+aiosqlite:////data/runlog.db
+VOLUME ["/data"]
+EXPOSE 8000
+
+# /healthz answers 503 when the database does not answer; urlopen raises on it.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
+
+# Exec form: the server is PID 1 and receives SIGTERM itself, for a graceful stop.
+CMD ["python", "-m", "gql", "serve", "--host", "0.0.0.0", "--port", "8000"]

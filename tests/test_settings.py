@@ -1,0 +1,82 @@
+"""Settings: defaults, and a bad value that names its key and what would be accepted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gql.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, parse_duration
+
+
+def test_defaults_serve_the_embedded_database_with_no_admin() -> None:
+    settings = Settings.from_env({})
+    assert settings.database_url == DEFAULT_DATABASE_URL
+    assert settings.is_embedded
+    assert settings.admin_tokens == ()
+    assert settings.max_detail_bytes == 64 * 1024
+    assert settings.retention is None
+
+
+def test_values_are_read_from_the_environment() -> None:
+    settings = Settings.from_env(
+        {
+            "RUNLOG_DATABASE_URL": "mysql+aiomysql://u:secret@db:3306/events",
+            "RUNLOG_ADMIN_TOKEN": "a" * 20,
+            "RUNLOG_ADMIN_TOKEN_NEXT": "b" * 20,
+            "RUNLOG_WRITE_TIMEOUT": "1.5",
+            "RUNLOG_GRAPHIQL": "off",
+            "RUNLOG_RETENTION": "30d",
+        }
+    )
+    assert not settings.is_embedded
+    assert settings.admin_tokens == ("a" * 20, "b" * 20)
+    assert settings.write_timeout == 1.5
+    assert settings.graphiql is False
+    assert settings.retention == 30 * 86400
+    assert "secret" not in settings.safe_database_url
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("RUNLOG_DATABASE_URL", "not a url", "expected a SQLAlchemy URL"),
+        ("RUNLOG_DATABASE_URL", "postgresql://localhost/x", "driver 'postgresql' is not supported"),
+        ("RUNLOG_DATABASE_URL", "mysql+aiomysql://root@localhost", "names no database"),
+        ("RUNLOG_WRITE_TIMEOUT", "-1", "expected a positive number of seconds"),
+        ("RUNLOG_WRITE_TIMEOUT", "soon", "expected a number of seconds"),
+        ("RUNLOG_WRITE_TIMEOUT", "30", "expected at most 4.5 seconds"),
+        ("RUNLOG_CONNECT_TIMEOUT", "0", "expected a positive number of seconds"),
+        ("RUNLOG_MAX_DETAIL_BYTES", "lots", "expected a whole number"),
+        ("RUNLOG_GRAPHIQL", "maybe", "expected true or false"),
+        ("RUNLOG_LOG_LEVEL", "loud", "expected one of DEBUG, INFO, WARNING, ERROR"),
+        ("RUNLOG_RETENTION", "30", "has no unit"),
+        ("RUNLOG_ADMIN_TOKEN", "short", "too short to be a secret"),
+    ],
+)
+def test_a_bad_value_names_the_key_and_what_is_accepted(key: str, value: str, says: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({key: value})
+    assert key in str(caught.value)
+    assert says in str(caught.value)
+
+
+def test_a_bad_value_stops_start_up_with_the_message() -> None:
+    env = {**os.environ, "RUNLOG_DATABASE_URL": "postgresql://localhost/x"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gql", "serve", "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "RUNLOG_DATABASE_URL" in done.stderr
+    assert "is not supported" in done.stderr
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("12h", 43200), ("2d", 172800)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
