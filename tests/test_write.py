@@ -130,3 +130,29 @@ def test_a_write_to_a_database_that_refuses_connections_answers_false_within_the
     assert "Can't connect" in record.getMessage() or "refused" in record.getMessage()
     assert health.status_code == 503
     assert health.json()["status"] == "unavailable"
+
+
+def test_a_write_to_a_database_that_never_answers_answers_false_within_the_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from starlette.testclient import TestClient
+
+    from gql.app import create_app
+    from gql.settings import Settings
+
+    # The kernel completes the TCP handshake for the listen backlog, so the
+    # driver connects and then waits for a server greeting that never comes.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        port = silent.getsockname()[1]
+        settings = Settings(database_url=f"mysql+aiomysql://root@127.0.0.1:{port}/test")
+        with TestClient(create_app(settings)) as client, caplog.at_level(logging.WARNING, "gql"):
+            started = time.monotonic()
+            assert Api(client).write(7, "note", {"text": "nobody is listening"}) is False
+            elapsed = time.monotonic() - started
+            health = client.get("/healthz")
+    assert elapsed < 5, f"answered after {elapsed:.1f}s"
+    (record,) = refusals(caplog)
+    assert "nobody is listening" in record.getMessage()
+    assert health.status_code == 503
