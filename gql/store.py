@@ -195,7 +195,22 @@ def _eligible_runs(before: datetime.datetime):  # type: ignore[no-untyped-def]
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PruneSlice:
+    """What one slice of a prune did: how many lines it deleted, and from which runs."""
+
+    deleted: int
+    run_ids: frozenset[int]
+
+
 async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> int:
+    """Delete at most `limit` lines of terminal runs that ended before `before`."""
+    return (await prune_slice(engine, before=before, limit=limit)).deleted
+
+
+async def prune_slice(
+    engine: AsyncEngine, *, before: datetime.datetime, limit: int
+) -> PruneSlice:
     """Delete at most `limit` lines of terminal runs that ended before `before`.
 
     MariaDB refuses the seed's `DELETE ... JOIN ... LIMIT`, so a slice is the
@@ -206,13 +221,39 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
     """
     runs = _eligible_runs(before)
     async with engine.begin() as conn:
-        ids = (await conn.execute(select(_l.c.id).where(_l.c.run_id.in_(runs)).limit(limit))).scalars().all()
-        if not ids:
-            return 0
+        found = (
+            await conn.execute(
+                select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(runs)).limit(limit)
+            )
+        ).all()
+        if not found:
+            return PruneSlice(deleted=0, run_ids=frozenset())
+        ids = [row.id for row in found]
         result = await conn.execute(
             delete(_l).where(_l.c.id.in_(ids), _l.c.run_id.in_(_eligible_runs(before)))
         )
-    return int(result.rowcount)
+        deleted = int(result.rowcount)
+        if deleted == len(ids):
+            return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found))
+        # Rarely, some lines were kept (their run left its terminal status, or
+        # another pruner took them first). Within this transaction the lines it
+        # deleted are gone and the others still visible, so what is left names
+        # exactly the runs it did not touch.
+        kept = set(
+            (await conn.execute(select(_l.c.id).where(_l.c.id.in_(ids)))).scalars().all()
+        )
+    return PruneSlice(
+        deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.id not in kept)
+    )
+
+
+async def count_eligible_runs(engine: AsyncEngine, *, before: datetime.datetime) -> int:
+    """How many runs have lines a prune with this horizon would delete."""
+    async with engine.connect() as conn:
+        query = select(func.count(_l.c.run_id.distinct())).where(
+            _l.c.run_id.in_(_eligible_runs(before))
+        )
+        return int((await conn.execute(query)).scalar_one())
 
 
 async def count_eligible(engine: AsyncEngine, *, before: datetime.datetime) -> int:
