@@ -1,14 +1,19 @@
-"""`python -m gql serve | init-db | export-schema`."""
+"""`python -m gql serve | init-db | export-schema | prune`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from .settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from . import retention
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,8 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     commands.add_parser("init-db", help="create the tables where missing (safe to run twice)")
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
+    _add_prune_parser(commands)
 
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_durations_as_values(argv))
     if args.command == "export-schema":
         from .schema import export_sdl
 
@@ -38,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "init-db":
         return asyncio.run(_init_db(settings))
+    if args.command == "prune":
+        return _prune(settings, args)
     return _serve(settings, args.host, args.port, args.workers)
 
 
@@ -81,3 +89,151 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+# ── prune ────────────────────────────────────────────────────────────────────
+
+
+def _add_prune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    prune = commands.add_parser(
+        "prune",
+        help="delete the lines of terminal runs that ended before a horizon, slice by slice",
+        description="Delete the lines of runs in a terminal status (completed, cancelled, "
+        "failed, missed) that ended longer ago than --older-than, one slice at a time (the "
+        "prune pruneTerminal runs) until none is left. Runs that are not terminal keep "
+        "every line.",
+    )
+    prune.add_argument(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help="prune runs that ended longer ago than this: a number and a unit, s, m, h or d "
+        "(30d, 12h)",
+    )
+    prune.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="lines per slice (default 5000, clamped to 1..50000 like pruneTerminal)",
+    )
+    prune.add_argument(
+        "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
+    )
+
+
+def _negative_durations_as_values(argv: Sequence[str] | None) -> list[str]:
+    """Read `--older-than -5d` as a (refused) value, not as an unknown option `-5d`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--older-than" and args[i + 1][:2].startswith("-") and args[i + 1][1:2].isdigit():
+            args[i : i + 2] = [f"--older-than={args[i + 1]}"]
+            break
+    return args
+
+
+def _prune(settings: Settings, args: argparse.Namespace) -> int:
+    from . import retention
+    from .store import clamp_prune_limit
+
+    try:
+        horizon = retention.horizon_from(args.older_than)
+    except ValueError as exc:
+        print(f"error: --older-than {args.older_than}: {exc}", file=sys.stderr)
+        return 2
+    limit = clamp_prune_limit(args.limit)
+    if args.limit is not None and limit != args.limit:
+        print(f"note: --limit {args.limit} is clamped to {limit}", file=sys.stderr)
+    try:
+        return asyncio.run(_run_prune(settings, horizon, limit, args.dry_run))
+    except KeyboardInterrupt:
+        print("interrupted: the slice in flight was rolled back", file=sys.stderr)
+        return 130
+
+
+async def _run_prune(
+    settings: Settings, horizon: datetime.datetime, limit: int, dry_run: bool
+) -> int:
+    from . import retention, store
+    from .db import create_engine
+
+    engine = create_engine(settings)
+    when = horizon.isoformat(timespec="seconds")
+    progress = _ProgressBar(sys.stderr)
+    try:
+        lines = await store.count_eligible(engine, before=horizon)
+        if dry_run:
+            runs = await store.count_eligible_runs(engine, before=horizon)
+            print(
+                f"dry run: {_count(lines, 'line')} of {_count(runs, 'terminal run')} that "
+                f"ended before {when} would be deleted, in slices of up to {limit:,} lines; "
+                "nothing was deleted"
+            )
+            return 0
+        progress.total = lines
+        done = await retention.drain(engine, before=horizon, limit=limit, on_slice=progress.show)
+    except Exception as exc:
+        progress.finish()
+        reached = progress.last
+        print(
+            f"error: prune failed after {reached.deleted if reached else 0:,} lines: "
+            f"{retention.describe_failure(exc)}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        await engine.dispose()
+    progress.finish()
+    if done.deleted == 0:
+        print(f"nothing to prune: no line of a terminal run that ended before {when}")
+        return 0
+    print(
+        f"pruned {_count(done.deleted, 'line')} of {_count(done.runs, 'run')} in "
+        f"{_count(done.slices, 'slice')} of up to {limit:,} lines, {done.elapsed:.1f}s; "
+        f"horizon {when}"
+    )
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+class _ProgressBar:
+    """A bar redrawn in place on a terminal; a plain line every few seconds otherwise."""
+
+    WIDTH = 30
+    PLAIN_EVERY = 5.0
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.total = 0
+        self.last: retention.Progress | None = None
+        self._printed_at = -self.PLAIN_EVERY
+        self._drawn = False
+
+    def show(self, progress: retention.Progress) -> None:
+        self.last = progress
+        total = max(self.total, progress.deleted)
+        share = progress.deleted / total if total else 1.0
+        counts = (
+            f"{progress.deleted:,}/{total:,} lines, {_count(progress.runs, 'run')}, "
+            f"{_count(progress.slices, 'slice')}, {progress.elapsed:.1f}s"
+        )
+        if self.tty:
+            filled = round(share * self.WIDTH)
+            bar = "#" * filled + "-" * (self.WIDTH - filled)
+            self.stream.write(f"\r[{bar}] {share:4.0%} {counts}\x1b[K")
+            self.stream.flush()
+            self._drawn = True
+        elif progress.elapsed - self._printed_at >= self.PLAIN_EVERY:
+            self._printed_at = progress.elapsed
+            self.stream.write(f"pruning: {counts}\n")
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False

@@ -1,0 +1,348 @@
+"""Retention: draining a backlog (`prune`) and the sweeper that runs in the server.
+
+Both run the prune the `pruneTerminal` mutation runs (`store.prune_slice`), one
+bounded slice at a time. The sweeper takes one slice per tick, so a server
+never holds more than one slice's locks, and it never takes the server down: a
+failed tick is logged, recorded in its status, and retried on the next one.
+
+With several server processes on one database only one sweeps at a time. On
+MariaDB that is a named lock (`GET_LOCK`), held on a connection of its own for
+the slice and released after; the server releases a named lock when its
+connection closes, so a process that dies mid-slice does not hold it. On SQLite
+one process is assumed, as the embedded database is a single-server setup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import enum
+import hashlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import store
+from .settings import Settings, parse_duration
+
+log = logging.getLogger("gql.retention")
+
+# Each wait between ticks is the interval times a factor in this range, so that
+# several servers started together do not sweep in lockstep.
+JITTER = 0.2
+# A slice that has not finished in this long is abandoned (rolled back) and
+# retried on the next tick, so a database that stops answering cannot stall
+# the sweeper for good.
+SLICE_TIMEOUT = 60.0
+# Shutdown waits this long for a slice in flight, then abandons it.
+STOP_GRACE = 5.0
+
+
+def format_duration(seconds: float) -> str:
+    """`2592000` as `30d`: the largest unit that divides it, as the settings accept it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def horizon_for(older_than: float, now: datetime.datetime | None = None) -> datetime.datetime:
+    """The horizon `older_than` seconds before now, aware UTC.
+
+    Refused with a ValueError when it is not in the past: a prune whose
+    horizon is now or later would take every terminal run's lines at once.
+    """
+    now = datetime.datetime.now(datetime.UTC) if now is None else now
+    if not older_than > 0:
+        raise ValueError("the horizon would not be in the past: give a positive duration")
+    try:
+        return now - datetime.timedelta(seconds=older_than)
+    except OverflowError:
+        raise ValueError(
+            "the horizon would be before the year 1: give a shorter duration"
+        ) from None
+
+
+def horizon_from(older_than: str, now: datetime.datetime | None = None) -> datetime.datetime:
+    """The horizon for a duration as a person types it (`30d`), or a ValueError saying why not."""
+    if older_than.strip().startswith("-"):
+        raise ValueError(
+            f"{older_than!r} is negative: the horizon would be in the future, so every "
+            "terminal run's lines would go; give a positive duration such as 30d"
+        )
+    return horizon_for(parse_duration(older_than), now)
+
+
+# ── draining a backlog: the `prune` command ──────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Where a drain stands after a slice."""
+
+    deleted: int
+    runs: int
+    slices: int
+    elapsed: float
+    last: store.PruneSlice
+
+
+@dataclass(frozen=True, slots=True)
+class Drained:
+    deleted: int
+    runs: int
+    slices: int
+    elapsed: float
+
+
+async def drain(
+    engine: AsyncEngine,
+    *,
+    before: datetime.datetime,
+    limit: int,
+    on_slice: Callable[[Progress], None] | None = None,
+) -> Drained:
+    """Prune slice after slice until a slice finds nothing left to delete.
+
+    `slices` counts the slices that deleted something, not the last, empty one.
+    """
+    started = time.monotonic()
+    deleted, slices = 0, 0
+    runs: set[int] = set()
+    while True:
+        piece = await store.prune_slice(engine, before=before, limit=limit)
+        # The mutation's rule: call again until it answers 0.
+        if piece.deleted == 0:
+            break
+        slices += 1
+        deleted += piece.deleted
+        runs |= piece.run_ids
+        if on_slice is not None:
+            on_slice(
+                Progress(
+                    deleted=deleted,
+                    runs=len(runs),
+                    slices=slices,
+                    elapsed=time.monotonic() - started,
+                    last=piece,
+                )
+            )
+    elapsed = time.monotonic() - started
+    return Drained(deleted=deleted, runs=len(runs), slices=slices, elapsed=elapsed)
+
+
+# ── one sweeper at a time ────────────────────────────────────────────────────
+
+
+def lock_name(url: URL) -> str:
+    """The named lock for sweeping this database.
+
+    `GET_LOCK` names are server-wide, so the database is part of the name: two
+    services on one server with different databases sweep independently.
+    MariaDB allows 64 characters; a longer name is shortened by a hash.
+    """
+    name = f"runlog.sweep.{url.database or ''}"
+    if len(name) > 64:
+        name = "runlog.sweep." + hashlib.sha256(name.encode()).hexdigest()[:40]
+    return name
+
+
+@asynccontextmanager
+async def sweep_lock(engine: AsyncEngine, name: str) -> AsyncIterator[bool]:
+    """Hold the sweep lock while the block runs; yield whether it was taken.
+
+    Never waits: a lock held by another process means that process is sweeping
+    and this tick has nothing to do.
+    """
+    if engine.dialect.name == "sqlite":
+        yield True
+        return
+    async with engine.connect() as conn:
+        taken = (await conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": name})).scalar()
+        await conn.commit()
+        if taken != 1:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            try:
+                await conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+                await conn.commit()
+            except BaseException:
+                # A connection that may still hold the lock must not go back
+                # to the pool: closing it is what releases the lock then.
+                await conn.invalidate()
+                raise
+
+
+# ── the sweeper ──────────────────────────────────────────────────────────────
+
+
+class Outcome(enum.Enum):
+    SWEPT = "swept"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """One tick of the sweeper, as its status shows it."""
+
+    started_at: datetime.datetime  # aware UTC
+    finished_at: datetime.datetime
+    horizon: datetime.datetime
+    outcome: Outcome
+    deleted: int
+    runs: int
+    error: str | None
+
+
+class Sweeper:
+    """Prune one slice per tick, every `interval` seconds (with jitter), in the background."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        retention: float,
+        interval: float,
+        limit: int = store.PRUNE_LIMIT_DEFAULT,
+        lock: str = "runlog.sweep",
+        slice_timeout: float = SLICE_TIMEOUT,
+    ) -> None:
+        self.engine = engine
+        self.retention = retention
+        self.interval = interval
+        self.limit = store.clamp_prune_limit(limit)
+        self.lock = lock
+        self.slice_timeout = slice_timeout
+        self.last: Sweep | None = None
+        self.sweeps = 0
+        self.failures = 0
+        self.deleted = 0
+        self._ticking = asyncio.Lock()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Sweeper | None:
+        """The sweeper `settings` asks for, or None when retention is off."""
+        if settings.retention is None:
+            return None
+        return cls(
+            engine,
+            retention=settings.retention,
+            interval=settings.sweep_interval,
+            lock=lock_name(settings.url),
+        )
+
+    def horizon(self) -> datetime.datetime:
+        return horizon_for(self.retention)
+
+    async def tick(self) -> Sweep:
+        """Take one slice if no other process is sweeping; record and log what happened."""
+        async with self._ticking:
+            started = datetime.datetime.now(datetime.UTC)
+            horizon = horizon_for(self.retention, started)
+            clock = time.monotonic()
+            outcome, deleted, runs, error = Outcome.SKIPPED, 0, 0, None
+            try:
+                async with asyncio.timeout(self.slice_timeout):
+                    async with sweep_lock(self.engine, self.lock) as taken:
+                        if taken:
+                            piece = await store.prune_slice(
+                                self.engine, before=horizon, limit=self.limit
+                            )
+                            outcome, deleted = Outcome.SWEPT, piece.deleted
+                            runs = len(piece.run_ids)
+            except Exception as exc:
+                outcome, error = Outcome.FAILED, describe_failure(exc, self.slice_timeout)
+            sweep = Sweep(
+                started_at=started,
+                finished_at=datetime.datetime.now(datetime.UTC),
+                horizon=horizon,
+                outcome=outcome,
+                deleted=deleted,
+                runs=runs,
+                error=error,
+            )
+            self._record(sweep, time.monotonic() - clock)
+            return sweep
+
+    def _record(self, sweep: Sweep, took: float) -> None:
+        self.last = sweep
+        self.sweeps += 1
+        self.deleted += sweep.deleted
+        horizon = sweep.horizon.isoformat(timespec="seconds")
+        if sweep.outcome is Outcome.SWEPT:
+            log.info(
+                "retention sweep: %d lines deleted from %d runs, horizon %s, slice of %d, %.2fs",
+                sweep.deleted, sweep.runs, horizon, self.limit, took,
+            )
+        elif sweep.outcome is Outcome.SKIPPED:
+            log.info(
+                "retention sweep: skipped, another process holds the sweep lock %r, horizon %s",
+                self.lock, horizon,
+            )
+        else:
+            self.failures += 1
+            log.warning(
+                "retention sweep failed: %s; horizon %s; retrying in about %s",
+                sweep.error, horizon, format_duration(self.interval),
+            )
+
+    # ── running in the background ────────────────────────────────────────────
+
+    def start(self) -> None:
+        log.info(
+            "retention on: a slice of up to %d lines of terminal runs older than %s, every %s",
+            self.limit, format_duration(self.retention), format_duration(self.interval),
+        )
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._run(), name="runlog-retention-sweeper")
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            wait = self.interval * random.uniform(1 - JITTER, 1 + JITTER)  # noqa: S311 (not a secret)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), wait)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.tick()
+            except Exception:  # tick records its own failures; this is a bug
+                log.exception("retention sweeper: unexpected failure, retrying next tick")
+
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Stop ticking; wait up to `grace` seconds for a slice in flight, then abandon it."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping.set()
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if not done:
+            # Cancelling rolls the slice's transaction back: nothing is half done.
+            log.warning(
+                "retention sweeper: a slice was still running after %gs at shutdown; "
+                "abandoned (rolled back), the next start takes it again", grace,
+            )
+            task.cancel()
+            await asyncio.wait({task})
+
+
+def describe_failure(exc: BaseException, timeout: float | None = None) -> str:
+    """A one-line account of a failed slice, with no SQL and no connection string."""
+    if isinstance(exc, TimeoutError):
+        within = "" if timeout is None else f" within {timeout:g}s"
+        return f"the database did not finish a slice{within}"
+    original = getattr(exc, "orig", None) or exc
+    return f"{type(original).__name__}: {original}".splitlines()[0][:300]
