@@ -21,6 +21,7 @@ from strawberry.extensions import DisableIntrospection, MaskErrors
 from . import store
 from .auth import Policy
 from .db import create_engine, init_db
+from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
 
@@ -75,6 +76,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             caller=state.policy.identify(request.headers.get("authorization")),
             request_id=request_id,
             request=request,
+            sweeper=state.sweeper,
         )
 
 
@@ -87,12 +89,19 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine = create_engine(settings)
         app.state.engine = engine
+        # Retention (off unless RUNLOG_RETENTION is set): stopped before the
+        # pool is disposed, so a slice in flight finishes or is rolled back.
+        sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)
         try:
             if settings.is_embedded:
                 await init_db(engine)
             _log_start(settings, policy)
+            if sweeper is not None:
+                sweeper.start()
             yield
         finally:
+            if sweeper is not None:
+                await sweeper.stop()
             await engine.dispose()
 
     extensions: list[Any] = [_MaskUnexpected]
