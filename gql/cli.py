@@ -107,8 +107,7 @@ def _add_prune_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--older-than",
         required=True,
         metavar="DURATION",
-        help="prune runs that ended longer ago than this: a number and a unit, s, m, h or d "
-        "(30d, 12h)",
+        help="prune runs that ended longer ago than this: a number and a unit, s, m, h or d (30d, 12h)",
     )
     prune.add_argument(
         "--limit",
@@ -117,9 +116,7 @@ def _add_prune_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         metavar="N",
         help="lines per slice (default 5000, clamped to 1..50000 like pruneTerminal)",
     )
-    prune.add_argument(
-        "--dry-run", action="store_true", help="count what would be deleted; delete nothing"
-    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
 
 
 def _negative_durations_as_values(argv: Sequence[str] | None) -> list[str]:
@@ -151,15 +148,13 @@ def _prune(settings: Settings, args: argparse.Namespace) -> int:
         return 130
 
 
-async def _run_prune(
-    settings: Settings, horizon: datetime.datetime, limit: int, dry_run: bool
-) -> int:
+async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int, dry_run: bool) -> int:
     from . import retention, store
     from .db import create_engine
 
     engine = create_engine(settings)
     when = horizon.isoformat(timespec="seconds")
-    progress = _ProgressBar(sys.stderr)
+    progress = ProgressBar(sys.stderr)
     try:
         lines = await store.count_eligible(engine, before=horizon)
         if dry_run:
@@ -199,7 +194,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
-class _ProgressBar:
+class ProgressBar:
     """A bar redrawn in place on a terminal; a plain line every few seconds otherwise."""
 
     WIDTH = 30

@@ -65,9 +65,7 @@ def horizon_for(older_than: float, now: datetime.datetime | None = None) -> date
     try:
         return now - datetime.timedelta(seconds=older_than)
     except OverflowError:
-        raise ValueError(
-            "the horizon would be before the year 1: give a shorter duration"
-        ) from None
+        raise ValueError("the horizon would be before the year 1: give a shorter duration") from None
 
 
 def horizon_from(older_than: str, now: datetime.datetime | None = None) -> datetime.datetime:
@@ -258,9 +256,7 @@ class Sweeper:
                 async with asyncio.timeout(self.slice_timeout):
                     async with sweep_lock(self.engine, self.lock) as taken:
                         if taken:
-                            piece = await store.prune_slice(
-                                self.engine, before=horizon, limit=self.limit
-                            )
+                            piece = await store.prune_slice(self.engine, before=horizon, limit=self.limit)
                             outcome, deleted = Outcome.SWEPT, piece.deleted
                             runs = len(piece.run_ids)
             except Exception as exc:
@@ -285,18 +281,25 @@ class Sweeper:
         if sweep.outcome is Outcome.SWEPT:
             log.info(
                 "retention sweep: %d lines deleted from %d runs, horizon %s, slice of %d, %.2fs",
-                sweep.deleted, sweep.runs, horizon, self.limit, took,
+                sweep.deleted,
+                sweep.runs,
+                horizon,
+                self.limit,
+                took,
             )
         elif sweep.outcome is Outcome.SKIPPED:
             log.info(
                 "retention sweep: skipped, another process holds the sweep lock %r, horizon %s",
-                self.lock, horizon,
+                self.lock,
+                horizon,
             )
         else:
             self.failures += 1
             log.warning(
                 "retention sweep failed: %s; horizon %s; retrying in about %s",
-                sweep.error, horizon, format_duration(self.interval),
+                sweep.error,
+                horizon,
+                format_duration(self.interval),
             )
 
     # ── running in the background ────────────────────────────────────────────
@@ -304,7 +307,9 @@ class Sweeper:
     def start(self) -> None:
         log.info(
             "retention on: a slice of up to %d lines of terminal runs older than %s, every %s",
-            self.limit, format_duration(self.retention), format_duration(self.interval),
+            self.limit,
+            format_duration(self.retention),
+            format_duration(self.interval),
         )
         self._stopping.clear()
         self._task = asyncio.create_task(self._run(), name="runlog-retention-sweeper")
@@ -333,7 +338,8 @@ class Sweeper:
             # Cancelling rolls the slice's transaction back: nothing is half done.
             log.warning(
                 "retention sweeper: a slice was still running after %gs at shutdown; "
-                "abandoned (rolled back), the next start takes it again", grace,
+                "abandoned (rolled back), the next start takes it again",
+                grace,
             )
             task.cancel()
             await asyncio.wait({task})

@@ -222,9 +222,7 @@ class RetentionSweep:
     )
 
 
-async def _eligible_lines(
-    root: RetentionStatus, info: strawberry.Info[Context, None]
-) -> int | None:
+async def _eligible_lines(root: RetentionStatus, info: strawberry.Info[Context, None]) -> int | None:
     if root.horizon is None:
         return None
     context = info.context
@@ -294,7 +292,9 @@ def _retention_status(info: strawberry.Info[Context, None]) -> RetentionStatus:
         sweep_interval=retention.format_duration(settings.sweep_interval),
         slice_limit=store.PRUNE_LIMIT_DEFAULT if sweeper is None else sweeper.limit,
         horizon=None if sweeper is None else sweeper.horizon(),
-        last_sweep=None if last is None else RetentionSweep(
+        last_sweep=None
+        if last is None
+        else RetentionSweep(
             started_at=last.started_at,
             finished_at=last.finished_at,
             horizon=last.horizon,

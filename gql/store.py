@@ -208,9 +208,7 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
     return (await prune_slice(engine, before=before, limit=limit)).deleted
 
 
-async def prune_slice(
-    engine: AsyncEngine, *, before: datetime.datetime, limit: int
-) -> PruneSlice:
+async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
     """Delete at most `limit` lines of terminal runs that ended before `before`.
 
     MariaDB refuses the seed's `DELETE ... JOIN ... LIMIT`, so a slice is the
@@ -222,9 +220,7 @@ async def prune_slice(
     runs = _eligible_runs(before)
     async with engine.begin() as conn:
         found = (
-            await conn.execute(
-                select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(runs)).limit(limit)
-            )
+            await conn.execute(select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(runs)).limit(limit))
         ).all()
         if not found:
             return PruneSlice(deleted=0, run_ids=frozenset())
@@ -239,20 +235,14 @@ async def prune_slice(
         # another pruner took them first). Within this transaction the lines it
         # deleted are gone and the others still visible, so what is left names
         # exactly the runs it did not touch.
-        kept = set(
-            (await conn.execute(select(_l.c.id).where(_l.c.id.in_(ids)))).scalars().all()
-        )
-    return PruneSlice(
-        deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.id not in kept)
-    )
+        kept = set((await conn.execute(select(_l.c.id).where(_l.c.id.in_(ids)))).scalars().all())
+    return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.id not in kept))
 
 
 async def count_eligible_runs(engine: AsyncEngine, *, before: datetime.datetime) -> int:
     """How many runs have lines a prune with this horizon would delete."""
     async with engine.connect() as conn:
-        query = select(func.count(_l.c.run_id.distinct())).where(
-            _l.c.run_id.in_(_eligible_runs(before))
-        )
+        query = select(func.count(_l.c.run_id.distinct())).where(_l.c.run_id.in_(_eligible_runs(before)))
         return int((await conn.execute(query)).scalar_one())
 
 
