@@ -143,8 +143,7 @@ def _prune(settings: Settings, args: argparse.Namespace) -> int:
         print(f"note: --limit {args.limit} is clamped to {limit}", file=sys.stderr)
     try:
         return asyncio.run(_run_prune(settings, horizon, limit, args.dry_run))
-    except KeyboardInterrupt:
-        print("interrupted: the slice in flight was rolled back", file=sys.stderr)
+    except KeyboardInterrupt:  # _run_prune has said how far it got
         return 130
 
 
@@ -167,11 +166,17 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
             return 0
         progress.total = lines
         done = await retention.drain(engine, before=horizon, limit=limit, on_slice=progress.show)
+    except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels, then raises KeyboardInterrupt
+        progress.finish()
+        print(
+            f"interrupted after {_count(progress.deleted, 'line')}; the slice in flight was rolled back",
+            file=sys.stderr,
+        )
+        raise
     except Exception as exc:
         progress.finish()
-        reached = progress.last
         print(
-            f"error: prune failed after {reached.deleted if reached else 0:,} lines: "
+            f"error: prune failed after {_count(progress.deleted, 'line')} (those stay deleted): "
             f"{retention.describe_failure(exc)}",
             file=sys.stderr,
         )
@@ -226,6 +231,10 @@ class ProgressBar:
             self._printed_at = progress.elapsed
             self.stream.write(f"pruning: {counts}\n")
             self.stream.flush()
+
+    @property
+    def deleted(self) -> int:
+        return 0 if self.last is None else self.last.deleted
 
     def finish(self) -> None:
         if self._drawn:
