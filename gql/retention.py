@@ -216,6 +216,8 @@ class Sweeper:
         lock: str = "runlog.sweep",
         slice_timeout: float = SLICE_TIMEOUT,
     ) -> None:
+        if not (retention > 0 and interval > 0):
+            raise ValueError(f"retention ({retention}) and interval ({interval}) must be positive seconds")
         self.engine = engine
         self.retention = retention
         self.interval = interval
