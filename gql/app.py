@@ -12,7 +12,7 @@ from typing import Any
 from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
@@ -21,6 +21,7 @@ from strawberry.extensions import DisableIntrospection, MaskErrors
 from . import store
 from .auth import Policy
 from .db import create_engine, init_db
+from .graphiql import graphiql_html
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
@@ -78,6 +79,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
             request=request,
             sweeper=state.sweeper,
         )
+
+    # GraphiQL opens on the example operations (gql/graphiql.py).
+    async def render_graphql_ide(self, request: Request) -> Response:
+        return HTMLResponse(graphiql_html())
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

@@ -1,4 +1,4 @@
-"""`python -m gql serve | init-db | export-schema | prune`."""
+"""`python -m gql serve | init-db | export-schema | prune | demo`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("init-db", help="create the tables where missing (safe to run twice)")
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
     _add_prune_parser(commands)
+    _add_demo_arguments(commands, serve)
 
     args = parser.parse_args(_negative_durations_as_values(argv))
     if args.command == "export-schema":
@@ -46,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_init_db(settings))
     if args.command == "prune":
         return _prune(settings, args)
+    if args.command == "demo" or args.demo:
+        status = _demo(settings, args.allow_non_embedded, then_serve=args.command == "serve")
+        if status or args.command == "demo":
+            return status
     return _serve(settings, args.host, args.port, args.workers)
 
 
@@ -241,3 +246,40 @@ class ProgressBar:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False
+# ── demo data (`demo`, `serve --demo`) ────────────────────────────────────────
+
+
+def _add_demo_arguments(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    serve: argparse.ArgumentParser,
+) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="load demo runs into the embedded database (safe to run twice)",
+        description="Load five demo runs, with lines of every kind, into the embedded "
+        "database; loading again puts them back as they were.",
+    )
+    demo.add_argument(
+        "--allow-non-embedded",
+        action="store_true",
+        help="load into RUNLOG_DATABASE_URL even though it is not the embedded database",
+    )
+    serve.add_argument(
+        "--demo", action="store_true", help="load the demo runs first (embedded database only)"
+    )
+    serve.set_defaults(allow_non_embedded=False)
+    demo.set_defaults(demo=True)
+
+
+def _demo(settings: Settings, allow_non_embedded: bool, then_serve: bool) -> int:
+    from .demo import DemoRefused, describe, load_into
+
+    try:
+        loaded = asyncio.run(load_into(settings, allow_non_embedded=allow_non_embedded))
+    except DemoRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(describe(loaded, settings))
+    if not then_serve:
+        print("Explore it: python -m gql serve, then open http://127.0.0.1:8000/graphql")
+    return 0
