@@ -1,0 +1,35 @@
+// GraphQL Code Generator: TypeScript types for the schema and for each
+// operation in gql/operations (the same files GraphiQL opens on and the
+// Python client is built from). `npm run generate` writes
+// src/generated/graphql.ts; clients/check.sh sets RUNLOG_CODEGEN_OUT to
+// generate into a scratch file and compare it with the committed one.
+import type { CodegenConfig } from "@graphql-codegen/cli";
+
+const config: CodegenConfig = {
+  schema: "../../schema.graphql",
+  documents: "../../gql/operations/*.graphql",
+  generates: {
+    [process.env.RUNLOG_CODEGEN_OUT ?? "src/generated/graphql.ts"]: {
+      plugins: ["typescript-operations", "typed-document-node"],
+      config: {
+        scalars: {
+          // ISO 8601 text in UTC, to the millisecond ("2026-11-30T05:40:00.123000+00:00").
+          DateTime: "string",
+          // Any JSON value, as the writer sent it.
+          JSON: "unknown",
+          ID: "string",
+        },
+        // String unions rather than TS enums: "RUN_STATUS" rather than
+        // RunLogKind.RunStatus, nothing emitted at run time.
+        enumsAsTypes: true,
+        useTypeImports: true,
+        // Every field the schema may leave out is `T | null`, never optional:
+        // the server always sends selected fields.
+        avoidOptionals: { field: true, inputValue: false, object: true, defaultValue: false },
+      },
+    },
+  },
+  hooks: {},
+};
+
+export default config;
