@@ -60,6 +60,23 @@ _PATCHES = (
         "<title>Strawberry GraphiQL</title>",
         "<title>Run log API · GraphiQL</title>",
     ),
+    (
+        "      // Parse URL parameters for sharing queries\n",
+        "      // The run-log API's example tabs (gql/graphiql.py).\n"
+        "      const RUNLOG_TABS = JSON.parse(\n"
+        f'        document.getElementById("{_TABS_ELEMENT_ID}").textContent,\n'
+        "      );\n"
+        "      // GraphiQL 3 opens on defaultTabs only when it has no tabs stored,\n"
+        "      // and then leaves the first tab's variables out of the editor.\n"
+        "      const RUNLOG_FIRST_VISIT = (() => {\n"
+        "        try {\n"
+        '          return window.localStorage.getItem("graphiql:tabState") === null;\n'
+        "        } catch {\n"
+        "          return false;\n"
+        "        }\n"
+        "      })();\n\n"
+        "      // Parse URL parameters for sharing queries\n",
+    ),
     # Strawberry opens on its welcome text unless the URL carries ?q=; here the
     # first example tab is the welcome, and ?q= still opens a shared query.
     (
@@ -67,11 +84,15 @@ _PATCHES = (
         "parameters.q,",
     ),
     (
+        "          parameters.variables,\n",
+        "          parameters.variables ??\n"
+        "            (RUNLOG_FIRST_VISIT && !parameters.q\n"
+        "              ? RUNLOG_TABS[0].variables\n"
+        "              : undefined),\n",
+    ),
+    (
         "React.createElement(GraphiQL, {",
-        "React.createElement(GraphiQL, {\n"
-        "          defaultTabs: JSON.parse(\n"
-        f'            document.getElementById("{_TABS_ELEMENT_ID}").textContent,\n'
-        "          ),",
+        "React.createElement(GraphiQL, {\n          defaultTabs: RUNLOG_TABS,",
     ),
 )
 
