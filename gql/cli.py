@@ -246,6 +246,8 @@ class ProgressBar:
             self.stream.write("\n")
             self.stream.flush()
             self._drawn = False
+
+
 # ── demo data (`demo`, `serve --demo`) ────────────────────────────────────────
 
 

@@ -366,8 +366,7 @@ def _invasion(start: datetime.datetime) -> DemoRun:
         92,
         Kind.NOTE,
         {
-            "text": "Asked the events team whether 37 should end early: run 38 is waiting "
-            "for invasion:Yew.",
+            "text": "Asked the events team whether 37 should end early: run 38 is waiting for invasion:Yew.",
             "actor": "Iolo (GM)",
         },
     )
@@ -521,9 +520,7 @@ def _relay(start: datetime.datetime) -> DemoRun:
         step=4001,
         phase=1,
     )
-    log.add(
-        6.05, Kind.RUN_HEALTH, {"from": "ok", "to": "failing", "reason": "3 of 3 attempts failed"}
-    )
+    log.add(6.05, Kind.RUN_HEALTH, {"from": "ok", "to": "failing", "reason": "3 of 3 attempts failed"})
     log.add(
         6.1,
         Kind.PHASE_COMPLETED,
@@ -574,9 +571,7 @@ def check_lines(runs: Sequence[DemoRun]) -> None:
                 raise DetailError(f"demo run {run.id}, line at {line.at}: {exc}") from None
 
 
-async def load(
-    engine: AsyncEngine, *, embedded: bool, now: datetime.datetime | None = None
-) -> Loaded:
+async def load(engine: AsyncEngine, *, embedded: bool, now: datetime.datetime | None = None) -> Loaded:
     """Create the tables where missing and put the demo runs in place, replacing earlier ones."""
     now = _millis(now or datetime.datetime.now(datetime.UTC).replace(tzinfo=None))
     runs = build_runs(now)
@@ -626,9 +621,7 @@ async def _demo_runs_present(conn: AsyncConnection, *, embedded: bool) -> list[i
             )
         ).scalars()
     )
-    rows = set(
-        (await conn.execute(select(event_runs.c.id).where(event_runs.c.id.in_(RUN_IDS)))).scalars()
-    )
+    rows = set((await conn.execute(select(event_runs.c.id).where(event_runs.c.id.in_(RUN_IDS)))).scalars())
     notes = (
         await conn.execute(
             select(event_run_log.c.run_id, event_run_log.c.detail).where(
@@ -676,8 +669,7 @@ def describe(loaded: Loaded, settings: Settings) -> str:
     """What was loaded, for the terminal."""
     lines = [
         f"demo loaded into {settings.safe_database_url}: {len(loaded.runs)} runs, "
-        f"{loaded.line_count} lines"
-        + (" (the earlier demo runs were replaced)" if loaded.replaced else "")
+        f"{loaded.line_count} lines" + (" (the earlier demo runs were replaced)" if loaded.replaced else "")
     ]
     for run in loaded.runs:
         lines.append(f"  run {run.id}  {run.status:<10} {run.story}")

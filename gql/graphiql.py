@@ -129,10 +129,7 @@ def graphiql_html() -> str:
                 "update gql/graphiql.py for this Strawberry release"
             )
         html = html.replace(anchor, replacement)
-    tabs = [
-        {"query": tab.query, "variables": json.dumps(tab.variables, indent=2)}
-        for tab in example_tabs()
-    ]
+    tabs = [{"query": tab.query, "variables": json.dumps(tab.variables, indent=2)} for tab in example_tabs()]
     # `<` escaped so no text in an operation can close the script element.
     payload = json.dumps(tabs).replace("<", "\\u003c")
     element = f'<script type="application/json" id="{_TABS_ELEMENT_ID}">{payload}</script>\n'

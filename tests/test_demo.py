@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Api, Backend
 
 from gql import demo
 from gql.graphiql import example_tabs
 from gql.kinds import Kind
+
+from .conftest import Api, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = {tab.name: tab.query for tab in example_tabs()}
@@ -143,9 +144,7 @@ def test_the_cancelled_run_shows_what_its_cleanup_brought_back_and_what_it_did_n
     swept = of_kind(lines, "cleanup.swept")
     assert set(reverted["detail"]["resourceIds"]) < recorded
     assert failed and failed[0]["detail"]["error"] and failed[0]["detail"]["leftAs"]
-    assert set(failed[0]["detail"]["resourceIds"]) <= recorded - set(
-        reverted["detail"]["resourceIds"]
-    )
+    assert set(failed[0]["detail"]["resourceIds"]) <= recorded - set(reverted["detail"]["resourceIds"])
     first_pass = swept[0]["detail"]
     assert first_pass["reverted"] == len(reverted["detail"]["resourceIds"])
     assert first_pass["failed"] >= 1 and first_pass["remaining"] >= 1
@@ -200,7 +199,7 @@ def test_a_run_id_the_demo_uses_that_holds_someone_elses_run_is_left_alone(
 def test_demo_refuses_a_database_that_is_not_embedded_unless_allowed(
     mariadb_database: str,
 ) -> None:
-    from conftest import MARIADB_URL, _mariadb_connect
+    from .conftest import MARIADB_URL, _mariadb_connect
 
     url = MARIADB_URL.set(database=mariadb_database).render_as_string(hide_password=False)
     env = {**os.environ, "RUNLOG_DATABASE_URL": url}

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import Api, Backend
 from strawberry.http.ides import get_graphql_ide_html
 
 from gql import demo
 from gql.graphiql import OPERATIONS_DIR
+
+from .conftest import Api, Backend
 
 BROWSER = {"Accept": "text/html"}
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from conftest import Backend
 from runlog_client import RunLogClient, RunLogKind
 from runlog_client.fragments import (
     RunLogLineFieldsDetailConditionEvaluatedDetail,
@@ -26,6 +25,8 @@ from runlog_client.fragments import (
 
 from gql import demo
 from gql.app import create_app
+
+from .conftest import Backend
 
 WRITER = "writer-token-0123456789"
 
@@ -87,10 +88,7 @@ def test_every_demo_line_arrives_as_its_kinds_typed_model(client: RunLogClient) 
     for run_id in demo.RUN_IDS:
         for line in client.run_log(run_id=str(run_id)).run_log.nodes:
             assert line.detail is not None
-            assert (
-                line.kind is not None
-                and line.kind.value == line.kind_name.replace(".", "_").upper()
-            )
+            assert line.kind is not None and line.kind.value == line.kind_name.replace(".", "_").upper()
             expected = "".join(part.title() for part in line.kind_name.split(".")) + "Detail"
             assert line.detail.typename__ == expected
             assert type(line.detail).__name__ == f"RunLogLineFieldsDetail{line.detail.typename__}"
@@ -102,12 +100,8 @@ def test_filters_by_kinds(client: RunLogClient) -> None:
     kinds = [RunLogKind.CONDITION_EVALUATED]
     nodes = client.run_log_by_kinds(run_id=str(demo.INVASION), kinds=kinds).run_log.nodes
     details = [line.detail for line in nodes]
-    assert details and all(
-        isinstance(d, RunLogLineFieldsDetailConditionEvaluatedDetail) for d in details
-    )
-    matched = [
-        d.matched for d in details if isinstance(d, RunLogLineFieldsDetailConditionEvaluatedDetail)
-    ]
+    assert details and all(isinstance(d, RunLogLineFieldsDetailConditionEvaluatedDetail) for d in details)
+    matched = [d.matched for d in details if isinstance(d, RunLogLineFieldsDetailConditionEvaluatedDetail)]
     assert matched == [True, False, False]  # newest first: the match, after two misses
     assert client.run_log_by_kinds(run_id=str(demo.INVASION), kinds=[]).run_log.nodes == []
 
@@ -137,9 +131,7 @@ def test_writes_a_note_and_reads_it_back(client: RunLogClient) -> None:
     newest = client.run_log(run_id=run_id, limit=2).run_log.nodes
     notes = [line.detail for line in newest]
     assert all(isinstance(note, RunLogLineFieldsDetailNoteDetail) for note in notes)
-    assert [
-        (n.text, n.actor) for n in notes if isinstance(n, RunLogLineFieldsDetailNoteDetail)
-    ] == [
+    assert [(n.text, n.actor) for n in notes if isinstance(n, RunLogLineFieldsDetailNoteDetail)] == [
         ("no actor this time", None),
         ("38 waits for 37", "Iolo (GM)"),
     ]
@@ -157,7 +149,7 @@ def test_serve_demo_is_ready_to_explore_in_one_command(tmp_path: Path) -> None:
     port = sock.getsockname()[1]
     sock.close()  # uvicorn binds it again in its own process
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNLOG_")}
-    server = subprocess.Popen(  # noqa: S603 -- our own CLI, with a port number we chose
+    server = subprocess.Popen(
         [sys.executable, "-m", "gql", "serve", "--demo", "--port", str(port)],
         cwd=tmp_path,
         env=env,
@@ -178,9 +170,7 @@ def test_serve_demo_is_ready_to_explore_in_one_command(tmp_path: Path) -> None:
             time.sleep(0.1)
         with RunLogClient(url=f"http://127.0.0.1:{port}/graphql") as client:
             nodes = client.run_log(run_id=str(demo.BLOCKED)).run_log.nodes
-        assert any(
-            isinstance(line.detail, RunLogLineFieldsDetailRunBlockedDetail) for line in nodes
-        )
+        assert any(isinstance(line.detail, RunLogLineFieldsDetailRunBlockedDetail) for line in nodes)
     finally:
         server.terminate()
         server.wait(timeout=15)

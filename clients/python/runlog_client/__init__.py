@@ -3,7 +3,7 @@
 from .base_client import BaseClient
 from .base_model import BaseModel, Upload
 from .client import RunLogClient
-from .enums import GateOpening, Ownership, Refusal, RunLogKind
+from .enums import GateOpening, Ownership, Refusal, RunLogKind, SweepOutcome
 from .exceptions import (
     GraphQLClientError,
     GraphQLClientGraphQLError,
@@ -151,6 +151,7 @@ __all__ = [
     "StepRefusedFields",
     "StepRetryFields",
     "StepStatusFields",
+    "SweepOutcome",
     "UnreadableFields",
     "Upload",
     "VersionVerifiedFields",

@@ -43,3 +43,9 @@ class RunLogKind(str, Enum):
     CLEANUP_FAILED = "CLEANUP_FAILED"
     CLEANUP_SWEPT = "CLEANUP_SWEPT"
     CLEANUP_RETRY = "CLEANUP_RETRY"
+
+
+class SweepOutcome(str, Enum):
+    SWEPT = "SWEPT"
+    SKIPPED = "SKIPPED"
+    FAILED = "FAILED"
