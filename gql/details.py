@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypeAlias, Union
 
 import pydantic
+from graphql import Undefined
 import strawberry
 from strawberry.scalars import JSON
 from strawberry.types.base import (
@@ -601,8 +602,21 @@ def read_detail(kind_name: str, text: str | None) -> Any:
 
 
 def dump_detail(detail: Any) -> str:
-    """The JSON text a detail is stored as."""
-    return json.dumps(detail, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """The JSON text a detail is stored as; ValueError if it cannot be JSON."""
+    try:
+        return json.dumps(
+            detail, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_undefined
+        )
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _undefined(value: Any) -> None:
+    # A JSON literal naming a variable the request left out (`{actor: $actor}`)
+    # reaches us as graphql-core's Undefined: the caller gave no value, so null.
+    if value is Undefined:
+        return None
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _kind_or_none(name: str) -> Kind | None:

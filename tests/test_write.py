@@ -156,3 +156,12 @@ def test_a_write_to_a_database_that_never_answers_answers_false_within_the_bound
     (record,) = refusals(caplog)
     assert "nobody is listening" in record.getMessage()
     assert health.status_code == 503
+
+
+def test_a_detail_literal_with_a_variable_left_out_stores_null_for_it(tables: Backend, api: Api) -> None:
+    body = api.post(
+        'mutation($actor: String) { writeRunLog(runId: 1, kind: "note", detail: {text: "hi", actor: $actor}) }'
+    )
+    assert body == {"data": {"writeRunLog": True}}
+    (line,) = stored(tables)
+    assert json.loads(line.detail) == {"text": "hi", "actor": None}
