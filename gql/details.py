@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any, TypeAlias, Union
 
 import pydantic
-from graphql import Undefined
 import strawberry
+from graphql import Undefined
 from strawberry.scalars import JSON
 from strawberry.types.base import (
     StrawberryList,

@@ -160,7 +160,8 @@ def test_a_write_to_a_database_that_never_answers_answers_false_within_the_bound
 
 def test_a_detail_literal_with_a_variable_left_out_stores_null_for_it(tables: Backend, api: Api) -> None:
     body = api.post(
-        'mutation($actor: String) { writeRunLog(runId: 1, kind: "note", detail: {text: "hi", actor: $actor}) }'
+        "mutation($actor: String) {"
+        ' writeRunLog(runId: 1, kind: "note", detail: {text: "hi", actor: $actor}) }'
     )
     assert body == {"data": {"writeRunLog": True}}
     (line,) = stored(tables)
