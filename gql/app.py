@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from cross_web import HTTPException
 from graphql import GraphQLError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -60,11 +62,35 @@ class _MaskUnexpected(MaskErrors):
 
 
 def _should_mask(error: GraphQLError) -> bool:
+    """Whether `error` came from a surprise rather than from what the caller sent.
+
+    An error raised while resolving a field (it has a path) is shown only when
+    it is a `ClientError`. An error without a path comes from before execution:
+    parsing, validation, or coercing the request's variables. graphql-core
+    wraps a bad variable ("Int cannot represent non 32-bit signed integer
+    value") around another `GraphQLError`, so the caller must see it; anything
+    else without a path (an extension that failed) is a surprise.
+    """
     original = error.original_error
-    return original is not None and not isinstance(original, ClientError)
+    if original is None or isinstance(original, ClientError):
+        return False
+    return not (error.path is None and isinstance(original, GraphQLError))
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
+    def decode_json(self, data: str | bytes) -> object:
+        # Strawberry turns only a JSONDecodeError into a 400. A body that is
+        # not UTF-8 (json.loads guesses UTF-16 from a BOM and fails with a
+        # UnicodeDecodeError), nests past the recursion limit, or is a bare
+        # string or null would otherwise be a 500.
+        try:
+            value = json.loads(data)
+        except (UnicodeDecodeError, RecursionError):
+            raise HTTPException(400, "Unable to parse request body as JSON") from None
+        if not isinstance(value, dict | list):
+            raise HTTPException(400, "The request body must be a JSON object")
+        return value
+
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
         request_id = uuid.uuid4().hex[:16]

@@ -97,7 +97,13 @@ class Context:
         return await self._runs.load(number)
 
     async def _load_runs(self, ids: list[int]) -> list[Run | None]:
-        found = await store.find_runs(self.engine, ids)
+        try:
+            async with asyncio.timeout(self.settings.read_timeout):
+                found = await store.find_runs(self.engine, ids)
+        except Exception as exc:
+            if not store.is_unavailable(exc):
+                raise
+            raise _unavailable(self, "blockingRun", exc) from None
         return [_run(found[i]) if i in found else None for i in ids]
 
 
@@ -359,19 +365,9 @@ class Query:
                     after=cursor,
                 )
         except Exception as exc:
-            log.error(
-                "runLog failed: request %s, run %s: %s",
-                context.request_id,
-                number,
-                _reason(exc),
-                exc_info=not _is_database_fault(exc),
-            )
-            raise ClientError(
-                "The run log's database is not answering; try again shortly "
-                f"(request id {context.request_id}).",
-                "DATABASE_UNAVAILABLE",
-                requestId=context.request_id,
-            ) from None
+            if not store.is_unavailable(exc):
+                raise  # a fault of this server: masked, and logged with its stack
+            raise _unavailable(context, f"runLog of run {number}", exc) from None
         return RunLogPage(
             nodes=[_line(row) for row in page.lines],
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
@@ -451,9 +447,15 @@ class Mutation:
     ) -> int:
         context = info.context
         context.require(Action.ADMINISTER, "pruneTerminal")
-        deleted = await store.prune_terminal(
-            context.engine, before=before, limit=store.clamp_prune_limit(limit)
-        )
+        try:
+            async with asyncio.timeout(context.settings.prune_timeout):
+                deleted = await store.prune_terminal(
+                    context.engine, before=before, limit=store.clamp_prune_limit(limit)
+                )
+        except Exception as exc:
+            if not store.is_unavailable(exc):
+                raise  # a fault of this server: masked, and logged with its stack
+            raise _unavailable(context, "pruneTerminal", exc) from None
         log.info("pruneTerminal: %d lines deleted, before %s", deleted, before.isoformat())
         return deleted
 
@@ -484,9 +486,11 @@ async def _write(
     if detail is not None:
         try:
             text = dump_detail(detail)
+            # A lone surrogate ("\ud800") is valid JSON but not UTF-8: refuse
+            # it here rather than fail in the driver.
+            size = len(text.encode())
         except ValueError as exc:
             return f"detail is not storable JSON: {exc}"
-        size = len(text.encode())
         if size > context.settings.max_detail_bytes:
             return f"detail is {size} bytes as JSON, over the limit of {context.settings.max_detail_bytes}"
         try:
@@ -504,6 +508,22 @@ async def _write(
     return None
 
 
+def _unavailable(context: Context, what: str, exc: Exception) -> ClientError:
+    """The refusal for a database that is down, unreachable, slow or busy.
+
+    The caller can act on that (try again later), so it is a `ClientError`,
+    logged here with the driver's account under the same request id. Any other
+    failure is a fault of this server and is left to the masking extension,
+    which logs it with its stack and shows the caller only the request id.
+    """
+    log.error("%s failed: request %s: %s", what, context.request_id, _reason(exc))
+    return ClientError(
+        f"The run log's database is not answering; try again shortly (request id {context.request_id}).",
+        "DATABASE_UNAVAILABLE",
+        requestId=context.request_id,
+    )
+
+
 def _is_database_fault(exc: BaseException) -> bool:
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -519,10 +539,13 @@ def _reason(exc: BaseException) -> str:
 
 
 def _dump_for_log(line: dict[str, Any]) -> str:
+    """The line as one JSON text: newlines in it are escaped, so it stays one log line."""
     try:
-        return json.dumps(line, ensure_ascii=False, default=str)
+        text = json.dumps(line, ensure_ascii=False, default=str)
+        text.encode()  # a lone surrogate cannot be written to a UTF-8 log
+        return text
     except ValueError:
-        return repr(line)
+        return json.dumps(line, ensure_ascii=True, default=str)
 
 
 # ── schema ───────────────────────────────────────────────────────────────────

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sqlalchemy.engine import URL, make_url
@@ -27,17 +27,22 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    database_url: str = DEFAULT_DATABASE_URL
+    # The URL may hold a password and the tokens are secrets: none of them is
+    # in the repr, so logging or printing the settings shows none of them.
+    database_url: str = field(default=DEFAULT_DATABASE_URL, repr=False)
     # Role tokens: up to two per role, so a token can be rotated without
     # downtime (configure new and old, move the callers, drop the old one).
-    admin_tokens: tuple[str, ...] = ()
-    reader_tokens: tuple[str, ...] = ()
-    writer_tokens: tuple[str, ...] = ()
+    admin_tokens: tuple[str, ...] = field(default=(), repr=False)
+    reader_tokens: tuple[str, ...] = field(default=(), repr=False)
+    writer_tokens: tuple[str, ...] = field(default=(), repr=False)
     # Seconds. A write must answer within a few seconds even when the database
     # does not answer at all; the whole write (checkout, connect, statement) is
     # bounded by write_timeout.
     write_timeout: float = 3.0
     read_timeout: float = 8.0
+    # A prune deletes up to 50,000 lines in one statement: it gets longer
+    # than a page read, but is still bounded so an admin's call answers.
+    prune_timeout: float = 30.0
     connect_timeout: float = 2.0
     pool_size: int = 10
     pool_recycle: float = 1800.0
@@ -80,6 +85,7 @@ class Settings:
             writer_tokens=reader.tokens("RUNLOG_WRITER_TOKEN"),
             write_timeout=reader.get("RUNLOG_WRITE_TIMEOUT", _seconds(max_=4.5), 3.0),
             read_timeout=reader.get("RUNLOG_READ_TIMEOUT", _seconds(), 8.0),
+            prune_timeout=reader.get("RUNLOG_PRUNE_TIMEOUT", _seconds(), 30.0),
             connect_timeout=reader.get("RUNLOG_CONNECT_TIMEOUT", _seconds(), 2.0),
             pool_size=reader.get("RUNLOG_POOL_SIZE", _positive_int, 10),
             pool_recycle=reader.get("RUNLOG_POOL_RECYCLE", _seconds(), 1800.0),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, and_, delete, func, insert, or_, select, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .db import event_run_log, event_runs
@@ -283,3 +284,31 @@ async def ping(engine: AsyncEngine) -> None:
     """Raise unless the database answers a trivial query."""
     async with engine.connect() as conn:
         await conn.execute(text("SELECT 1"))
+
+
+# MySQL/MariaDB errors that mean "not reachable now, try again", as opposed to
+# a fault of this server or its schema: too many connections (1040), shutdown
+# in progress (1053), lock wait timeout (1205), deadlock (1213), query
+# interrupted (1317), connection killed (1927), and the client's own can't
+# connect (2002, 2003), server gone away (2006), lost connection (2013, 2055).
+_TRANSIENT_MYSQL_ERRORS = frozenset({1040, 1053, 1205, 1213, 1317, 1927, 2002, 2003, 2006, 2013, 2055})
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database is down, unreachable, slow or busy.
+
+    Anything else (a missing table, a bad statement) is a fault of this server
+    or its database's schema, which the caller cannot fix by trying again.
+    """
+    if isinstance(exc, TimeoutError | OSError | sa_exc.TimeoutError | sa_exc.DisconnectionError):
+        return True
+    if not isinstance(exc, sa_exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    original = exc.orig
+    args = getattr(original, "args", ())
+    if args and isinstance(args[0], int) and args[0] in _TRANSIENT_MYSQL_ERRORS:
+        return True
+    # SQLite: another process holds the lock past busy_timeout.
+    return getattr(original, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED")
