@@ -13,17 +13,21 @@ from typing import Any
 from cross_web import HTTPException
 from graphql import GraphQLError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.extensions import DisableIntrospection, MaskErrors
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.types import ExecutionResult
 
 from . import store
 from .auth import Policy
 from .db import create_engine, init_db
 from .graphiql import graphiql_html
+from .limits import BodyLimit, query_limits
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
@@ -44,21 +48,24 @@ class _MaskUnexpected(MaskErrors):
 
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         context = self.execution_context.context
-        request_id = getattr(context, "request_id", "-")
-        log.error(
-            "masked error, request %s, path %s",
-            request_id,
-            error.path,
-            exc_info=error.original_error or error,
-        )
-        return GraphQLError(
-            message=f"Unexpected error (request id {request_id}).",
-            nodes=error.nodes,
-            source=error.source,
-            positions=error.positions,
-            path=error.path,
-            extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
-        )
+        return _anonymise(error, getattr(context, "request_id", "-"))
+
+
+def _anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
+    log.error(
+        "masked error, request %s, path %s",
+        request_id,
+        error.path,
+        exc_info=error.original_error or error,
+    )
+    return GraphQLError(
+        message=f"Unexpected error (request id {request_id}).",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+    )
 
 
 def _should_mask(error: GraphQLError) -> bool:
@@ -78,6 +85,15 @@ def _should_mask(error: GraphQLError) -> bool:
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
+    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
+        # The last stop before the client, behind MaskErrors: an exception
+        # raised while the document is parsed or validated (a validation rule
+        # that crashes) ends the operation before MaskErrors sees its result.
+        if result.errors:
+            request_id = request.state.request_id
+            result.errors = [_anonymise(e, request_id) if _should_mask(e) else e for e in result.errors]
+        return await super().process_result(request, result)
+
     def decode_json(self, data: str | bytes) -> object:
         # Strawberry turns only a JSONDecodeError into a 400. A body that is
         # not UTF-8 (json.loads guesses UTF-16 from a BOM and fails with a
@@ -94,6 +110,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
         request_id = uuid.uuid4().hex[:16]
+        request.state.request_id = request_id
         if response is not None:
             response.headers["X-Request-Id"] = request_id
         return Context(
@@ -135,7 +152,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 await sweeper.stop()
             await engine.dispose()
 
-    extensions: list[Any] = [_MaskUnexpected]
+    extensions: list[Any] = [_MaskUnexpected, *query_limits(settings)]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
     schema = build_schema(extensions=extensions)
@@ -165,6 +182,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
         ],
         lifespan=lifespan,
+        # Outermost, so an oversized body is refused before anything reads it.
+        middleware=[Middleware(BodyLimit, max_bytes=settings.max_body_bytes)],
     )
     app.state.settings = settings
     app.state.policy = policy

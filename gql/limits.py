@@ -1,0 +1,275 @@
+"""What one request may ask of the service: its size, its shape, and how many lines it reads.
+
+Every limit refuses a request before any SQL runs: the body's size before it
+is parsed, the token count while it is parsed, depth and aliases while it is
+validated, and the lines it asks for once its variables are known, just
+before it executes. Each error names the limit it hit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from graphql import (
+    BREAK,
+    DocumentNode,
+    ExecutionResult,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    InlineFragmentNode,
+    IntValueNode,
+    NullValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    ValidationContext,
+    ValidationRule,
+    ValueNode,
+    VariableNode,
+    Visitor,
+    visit,
+)
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from strawberry.extensions import (
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    QueryDepthLimiter,
+    SchemaExtension,
+)
+
+from . import store
+from .settings import Settings
+
+
+def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
+    """The extensions that hold a request to `settings`' limits.
+
+    Factories, not instances: Strawberry makes one extension per request from
+    each, so no state is shared between concurrent requests.
+    """
+    return [
+        lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
+        lambda: _DepthLimiter(max_depth=settings.max_depth),
+        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: LineBudget(max_lines=settings.max_lines_per_request),
+    ]
+
+
+class _DepthLimiter(QueryDepthLimiter):
+    """Strawberry's depth limit, without its crash on a spread of a fragment nobody defined.
+
+    Its rule looks every spread up in the document's fragments and fails with
+    a KeyError on `{ ...Missing }` (graphene issue 1538 is the same bug).
+    Such a document is left to graphql-core's own rule, which says
+    "Unknown fragment 'Missing'."
+    """
+
+    def __init__(self, max_depth: int) -> None:
+        super().__init__(max_depth=max_depth)
+        (depth_rule,) = self.validation_rules
+
+        class Rule(depth_rule):  # type: ignore[valid-type,misc]
+            def __init__(self, context: ValidationContext) -> None:
+                if _spreads_unknown_fragments(context.document):
+                    ValidationRule.__init__(self, context)
+                else:
+                    super().__init__(context)
+
+        self.validation_rules = [Rule]
+
+
+def _spreads_unknown_fragments(document: DocumentNode) -> bool:
+    defined = {d.name.value for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+
+    class Spreads(Visitor):
+        unknown = False
+
+        def enter_fragment_spread(self, node: FragmentSpreadNode, *_: Any) -> Any:
+            if node.name.value not in defined:
+                self.unknown = True
+                return BREAK
+            return None
+
+    spreads = Spreads()
+    visit(document, spreads)
+    return spreads.unknown
+
+
+class LineBudget(SchemaExtension):
+    """Refuse a request whose `runLog` fields could read more lines, together, than `max_lines`.
+
+    It runs after validation and before execution, where the variables are
+    known: `limit: $n` counts as the value sent. Each `runLog` counts its
+    limit as the resolver reads it (null or 0 is 500, the rest clamped to
+    1..2000), whatever `kinds` or `@skip` may leave out, so the bound is on
+    what the request could cost, not on what it happens to find. A
+    `blockingRun` is not counted: the runs a page names are looked up once per
+    request, in one batch, so they cost no more than the lines already counted.
+    """
+
+    def __init__(self, max_lines: int) -> None:
+        self.max_lines = max_lines
+
+    def on_execute(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        operation = _operation(document.definitions, context.operation_name) if document else None
+        if document is not None and operation is not None:
+            fragments = {
+                d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+            }
+            defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
+            limits = [
+                _read_limit(field, context.variables or {}, defaults)
+                for field in _root_fields(operation.selection_set, fragments, set())
+                if field.name.value == "runLog"
+            ]
+            lines = sum(limits)
+            if lines > self.max_lines:
+                context.result = ExecutionResult(
+                    data=None,
+                    errors=[
+                        GraphQLError(
+                            f"This request could read {lines} lines ({len(limits)} runLog fields); "
+                            f"the limit is {self.max_lines} lines per request "
+                            "(RUNLOG_MAX_LINES_PER_REQUEST). Ask for fewer or smaller pages.",
+                            nodes=[operation],
+                            extensions={
+                                "code": "TOO_MANY_LINES",
+                                "lines": lines,
+                                "maxLines": self.max_lines,
+                            },
+                        )
+                    ],
+                )
+        yield
+
+
+def _operation(definitions: Any, name: str | None) -> OperationDefinitionNode | None:
+    operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
+    if name is not None:
+        operations = [o for o in operations if o.name is not None and o.name.value == name]
+    # Otherwise no operation or an ambiguous one: execution refuses it anyway.
+    return operations[0] if len(operations) == 1 else None
+
+
+def _root_fields(
+    selection_set: SelectionSetNode, fragments: dict[str, FragmentDefinitionNode], seen: set[str]
+) -> Iterator[FieldNode]:
+    """The fields at the operation's root, through fragments and inline fragments."""
+    for selection in selection_set.selections:
+        if isinstance(selection, FieldNode):
+            yield selection
+        elif isinstance(selection, InlineFragmentNode):
+            yield from _root_fields(selection.selection_set, fragments, seen)
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            fragment = fragments.get(name)
+            if fragment is not None and name not in seen:
+                # Each spread of a fragment costs again: it is counted per
+                # spread, but a fragment spread inside itself is counted once.
+                yield from _root_fields(fragment.selection_set, fragments, seen | {name})
+
+
+def _read_limit(
+    field: FieldNode, variables: Mapping[str, Any], defaults: Mapping[str, ValueNode | None]
+) -> int:
+    """The lines this `runLog` field may read, as `store.clamp_read_limit` will have it."""
+    node = next((a.value for a in field.arguments or () if a.name.value == "limit"), None)
+    value: Any = None
+    if isinstance(node, VariableNode):
+        name = node.name.value
+        if name in variables:
+            value = variables[name]
+        else:
+            node = defaults.get(name)
+    if isinstance(node, IntValueNode):
+        value = int(node.value)
+    elif node is not None and not isinstance(node, VariableNode | NullValueNode):
+        value = store.READ_LIMIT_MAX  # not an Int: refused later; count the most
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # graphql-core accepts 2000.0 for an Int
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        return store.READ_LIMIT_MAX  # refused when the variables are coerced
+    return store.clamp_read_limit(value)
+
+
+class BodyLimit:
+    """ASGI middleware: refuse a request body over `max_bytes` with 413, before anyone parses it.
+
+    A declared Content-Length over the limit is refused without reading a
+    byte; a chunked body is counted as it streams in and refused as soon as it
+    passes the limit. A body within the limit is handed on unchanged.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(send, declared)
+            return
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(send, None)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send, declared: int | None) -> None:
+        size = f"{declared} bytes" if declared is not None else "more bytes than that"
+        body = json.dumps(
+            {
+                "errors": [
+                    {
+                        "message": f"The request body is over the limit of {self.max_bytes} bytes "
+                        f"(RUNLOG_MAX_BODY_BYTES): it has {size}.",
+                        "extensions": {"code": "BODY_TOO_LARGE", "maxBytes": self.max_bytes},
+                    }
+                ]
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    # The rest of the body is not read: the connection cannot
+                    # carry another request after it.
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None  # the server refuses it; count the bytes anyway
+    return None
