@@ -10,6 +10,7 @@ local default. Admin is never open: with no admin token, no one is an admin.
 from __future__ import annotations
 
 import enum
+import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,9 +46,9 @@ class Policy:
     def from_settings(cls, settings: Settings) -> Policy:
         return cls(
             tokens={
-                Role.READER: tuple(t.encode() for t in settings.reader_tokens),
-                Role.WRITER: tuple(t.encode() for t in settings.writer_tokens),
-                Role.ADMIN: tuple(t.encode() for t in settings.admin_tokens),
+                Role.READER: tuple(_digest(t) for t in settings.reader_tokens),
+                Role.WRITER: tuple(_digest(t) for t in settings.writer_tokens),
+                Role.ADMIN: tuple(_digest(t) for t in settings.admin_tokens),
             }
         )
 
@@ -64,7 +65,7 @@ class Policy:
         token = _bearer(authorization)
         if token is None:
             return Caller(roles=frozenset(), authenticated=False)
-        given = token.encode()
+        given = _digest(token)
         roles = set()
         for role, tokens in self.tokens.items():
             # Compare against every configured token, whatever matches first,
@@ -84,6 +85,13 @@ class Policy:
         if action is Action.WRITE:
             return self.open_writes or Role.WRITER in caller.roles
         return False
+
+
+def _digest(token: str) -> bytes:
+    # Tokens are compared as digests of one length: compare_digest takes the
+    # same time for any two values of one length, but may return early when
+    # the lengths differ, which would tell a guesser the token's length.
+    return hashlib.sha256(token.encode()).digest()
 
 
 def _bearer(authorization: str | None) -> str | None:

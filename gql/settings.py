@@ -124,6 +124,10 @@ class _Reader:
             if raw.strip():
                 if len(raw.strip()) < 16:
                     raise SettingsError(f"{name} is too short to be a secret: use at least 16 characters")
+                if not all("!" <= c <= "~" for c in raw.strip()):
+                    # It travels in an HTTP header, which carries ASCII: any
+                    # other character could never be matched.
+                    raise SettingsError(f"{name} must be printable ASCII with no spaces")
                 found.append(raw.strip())
         return tuple(found)
 
