@@ -12,6 +12,7 @@ from typing import Any
 
 from cross_web import HTTPException
 from graphql import GraphQLError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -167,9 +168,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             async with asyncio.timeout(settings.connect_timeout + 1):
                 await store.ping(request.app.state.engine)
         except Exception as exc:
+            # A pool with no free connection is a database that has not
+            # answered the ones it has, not one that refused them.
             reason = (
                 "the database did not answer in time"
-                if isinstance(exc, TimeoutError)
+                if isinstance(exc, TimeoutError | PoolTimeout)
                 else "the database refused or dropped the connection"
             )
             log.warning("healthz: %s (%s)", reason, type(exc).__name__)

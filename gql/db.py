@@ -78,6 +78,12 @@ def create_engine(settings: Settings) -> AsyncEngine:
         )
         event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         return engine
+    # aiomysql bounds only the TCP connect: it has no read timeout, so a
+    # server that accepts and never answers (the handshake, a ping, a
+    # statement) would hold a caller forever. Every database call the service
+    # makes therefore runs under asyncio.timeout (write, read, prune,
+    # blockingRun, /healthz); SQLAlchemy throws away a connection whose
+    # operation was cancelled instead of returning it to the pool.
     connect_args: dict[str, Any] = {
         "connect_timeout": settings.connect_timeout,
         # Every time the service writes or compares is UTC; pin the session so
