@@ -448,6 +448,15 @@ class Mutation:
         context = info.context
         context.require(Action.ADMINISTER, "pruneTerminal")
         try:
+            store.as_naive_utc(before)
+        except OverflowError:
+            # 0001-01-01T00:00:00+05:00 is a valid DateTime, but in UTC it is
+            # before the year 1, which no database column can compare with.
+            raise ClientError(
+                f"before={before.isoformat()} is outside the years 1 to 9999 once read as UTC",
+                "BAD_USER_INPUT",
+            ) from None
+        try:
             async with asyncio.timeout(context.settings.prune_timeout):
                 deleted = await store.prune_terminal(
                     context.engine, before=before, limit=store.clamp_prune_limit(limit)

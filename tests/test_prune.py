@@ -89,3 +89,14 @@ def test_a_second_admin_token_works_during_a_rotation(runs: Backend, make_api: A
     api = make_api(admin_tokens=(ADMIN, new))
     assert prune(api, "2026-02-01T00:00:00", limit=1, token=ADMIN)["data"]["pruneTerminal"] == 1
     assert prune(api, "2026-02-01T00:00:00", limit=1, token=new)["data"]["pruneTerminal"] == 1
+
+
+@pytest.mark.parametrize("before", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-05:00"])
+def test_a_horizon_outside_the_calendar_in_utc_is_refused_with_what_is_wrong(
+    runs: Backend, api: Api, before: str
+) -> None:
+    # Found by the fuzz tests: it was an OverflowError, masked.
+    (error,) = prune(api, before)["errors"]
+    assert error["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "is outside the years 1 to 9999 once read as UTC" in error["message"]
+    assert sum(lines_per_run(runs).values()) == 24
