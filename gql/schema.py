@@ -420,7 +420,7 @@ class Mutation:
             return True
         log.warning(
             "run log line not stored: %s; request %s; line %s",
-            problem,
+            _one_line(problem),
             context.request_id,
             _dump_for_log(line),
         )
@@ -548,13 +548,21 @@ def _reason(exc: BaseException) -> str:
 
 
 def _dump_for_log(line: dict[str, Any]) -> str:
-    """The line as one JSON text: newlines in it are escaped, so it stays one log line."""
-    try:
-        text = json.dumps(line, ensure_ascii=False, default=str)
-        text.encode()  # a lone surrogate cannot be written to a UTF-8 log
+    """The line as one line of JSON, every character of it as sent."""
+    return _one_line(json.dumps(line, ensure_ascii=False, default=str))
+
+
+def _one_line(text: str) -> str:
+    """`text` with every character that is not printable escaped as in JSON.
+
+    A writer's kind, detail keys and values reach the log: a newline, U+2028
+    or NEL in them must not start a forged log line, and a lone surrogate
+    cannot be written to a UTF-8 log at all. Inside JSON text the escapes
+    are valid JSON, so the logged line still parses to the line as sent.
+    """
+    if text.isprintable():
         return text
-    except ValueError:
-        return json.dumps(line, ensure_ascii=True, default=str)
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
 # ── schema ───────────────────────────────────────────────────────────────────

@@ -132,10 +132,21 @@ def test_the_settings_repr_shows_no_secret(backend: Backend) -> None:
         assert secret not in shown
 
 
-def test_json_in_a_log_line_stays_on_one_line(api: Api, caplog: pytest.LogCaptureFixture) -> None:
-    forged = "x\n2026-01-01 00:00:00 INFO gql.app: all is well"
+@pytest.mark.parametrize(
+    ("kind", "detail"),
+    [
+        ("x\n2026-01-01 00:00:00 INFO gql.app: all is well", None),
+        ("note", {"text": "a\u2028b\x85c\rd", "actor\nINFO forged": 1}),
+        ("run.status", {"to": "live", "x\ny": 1}),  # the key is named in the reason, too
+    ],
+)
+def test_a_refused_line_is_logged_on_one_line_and_reads_back_whole(
+    api: Api, caplog: pytest.LogCaptureFixture, kind: str, detail: Any
+) -> None:
     with caplog.at_level(logging.WARNING, logger="gql"):
-        assert api.write(1, forged) is False
+        assert api.write(1, kind, detail) is False
     (record,) = caplog.records
-    assert "\n" not in record.getMessage()
-    assert json.loads(record.getMessage().split("; line ", 1)[1])["kind"] == forged
+    message = record.getMessage()
+    assert len(message.splitlines()) == 1, message
+    line = json.loads(message.split("; line ", 1)[1])
+    assert (line["kind"], line["detail"]) == (kind, detail)
