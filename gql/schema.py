@@ -236,18 +236,9 @@ async def _eligible_lines(root: RetentionStatus, info: strawberry.Info[Context, 
         async with asyncio.timeout(context.settings.read_timeout):
             return await store.count_eligible(context.engine, before=root.horizon)
     except Exception as exc:
-        log.error(
-            "retention.eligibleLines failed: request %s: %s",
-            context.request_id,
-            _reason(exc),
-            exc_info=not _is_database_fault(exc),
-        )
-        raise ClientError(
-            "The run log's database did not answer the count; try again shortly "
-            f"(request id {context.request_id}).",
-            "DATABASE_UNAVAILABLE",
-            requestId=context.request_id,
-        ) from None
+        if not store.is_unavailable(exc):
+            raise  # a fault of this server: masked, and logged with its stack
+        raise _unavailable(context, "retention.eligibleLines", exc) from None
 
 
 @strawberry.type(
@@ -414,7 +405,7 @@ class Mutation:
             problem = await _write(context, run_id, kind, step_id, phase, detail)
         except Exception as exc:  # the one rule: never an error from a write
             problem = _reason(exc)
-            if not _is_database_fault(exc):
+            if not store.is_unavailable(exc):
                 log.exception("writeRunLog: unexpected failure, request %s", context.request_id)
         if problem is None:
             return True
@@ -531,12 +522,6 @@ def _unavailable(context: Context, what: str, exc: Exception) -> ClientError:
         "DATABASE_UNAVAILABLE",
         requestId=context.request_id,
     )
-
-
-def _is_database_fault(exc: BaseException) -> bool:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    return isinstance(exc, SQLAlchemyError | OSError | TimeoutError)
 
 
 def _reason(exc: BaseException) -> str:
