@@ -10,11 +10,15 @@ deselected and the run ends with a loud banner saying so.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+import httpx
 import pymysql
 import pytest
 import sqlalchemy as sa
@@ -224,3 +228,25 @@ def make_api(tables: Backend) -> Iterator[Callable[..., Api]]:
 @pytest.fixture
 def api(make_api: Callable[..., Api]) -> Api:
     return make_api()
+
+
+def free_port() -> int:
+    """A local port with nothing listening on it (until someone binds it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until_healthy(base_url: str, server: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Wait for a started `python -m gql serve` to answer /healthz with 200."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert server.poll() is None, server.stdout.read() if server.stdout else "the server exited"
+        try:
+            if httpx.get(f"{base_url}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, f"{base_url} did not come up within {timeout}s"
+        time.sleep(0.1)

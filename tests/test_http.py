@@ -5,17 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from .conftest import ADMIN, Api, Backend
+from .conftest import ADMIN, Api, Backend, free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -122,17 +120,10 @@ def test_init_db_adds_the_read_index_to_an_existing_log(backend: Backend) -> Non
     assert "nothing to create" in _cli("init-db", env={"RUNLOG_DATABASE_URL": backend.url}).stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_serve_creates_the_embedded_database_answers_and_stops_cleanly_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     database = tmp_path / "fresh" / "runlog.db"
     database.parent.mkdir()
     server = subprocess.Popen(
@@ -145,15 +136,7 @@ def test_serve_creates_the_embedded_database_answers_and_stops_cleanly_on_sigter
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.1)
+        wait_until_healthy(url, server)
         assert database.exists()
         written = httpx.post(
             f"{url}/graphql",

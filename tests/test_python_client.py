@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import uvicorn
 from runlog_client import RunLogClient, RunLogKind
@@ -26,7 +25,7 @@ from runlog_client.fragments import (
 from gql import demo
 from gql.app import create_app
 
-from .conftest import Backend
+from .conftest import Backend, wait_until_healthy
 
 WRITER = "writer-token-0123456789"
 
@@ -158,16 +157,7 @@ def test_serve_demo_is_ready_to_explore_in_one_command(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert server.poll() is None, server.stdout.read() if server.stdout else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "serve --demo did not come up"
-            time.sleep(0.1)
+        wait_until_healthy(f"http://127.0.0.1:{port}", server)
         with RunLogClient(url=f"http://127.0.0.1:{port}/graphql") as client:
             nodes = client.run_log(run_id=str(demo.BLOCKED)).run_log.nodes
         assert any(isinstance(line.detail, RunLogLineFieldsDetailRunBlockedDetail) for line in nodes)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Api, Backend
+from .conftest import Api, Backend, free_port
 
 
 def stored(backend: Backend) -> list[Any]:
@@ -101,13 +101,6 @@ def test_a_request_that_fails_graphql_validation_is_an_error_not_a_write(tables:
     assert stored(tables) == []
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_a_write_to_a_database_that_refuses_connections_answers_false_within_the_bound(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -116,7 +109,7 @@ def test_a_write_to_a_database_that_refuses_connections_answers_false_within_the
     from gql.app import create_app
     from gql.settings import Settings
 
-    port = _free_port()  # nothing listens here
+    port = free_port()  # nothing listens here
     settings = Settings(database_url=f"mysql+aiomysql://root@127.0.0.1:{port}/test")
     with TestClient(create_app(settings)) as client, caplog.at_level(logging.WARNING, "gql"):
         api = Api(client)
