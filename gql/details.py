@@ -470,6 +470,12 @@ class _Codec:
     writer: type[pydantic.BaseModel]  # refuses them
     build: Callable[[pydantic.BaseModel], Any]
 
+    @property
+    def read_json(self) -> Callable[[str], pydantic.BaseModel]:
+        """`reader.model_validate_json` without its per-call Python wrapper."""
+        validate: Callable[[str], pydantic.BaseModel] = self.reader.__pydantic_validator__.validate_json
+        return validate
+
 
 def _graphql_name(field: Any) -> str:
     if field.graphql_name:
@@ -482,6 +488,8 @@ def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[A
     """Map a strawberry field type to a strict pydantic type and a builder for its value."""
     if isinstance(tp, StrawberryOptional):
         inner, build = _pydantic_type(tp.of_type, forbid, codecs)
+        if build is _same:
+            return inner | None, _same
         return inner | None, lambda v: None if v is None else build(v)
     if isinstance(tp, StrawberryList):
         inner, build = _pydantic_type(tp.of_type, forbid, codecs)
@@ -490,25 +498,29 @@ def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[A
         # A writer may send an id as a number or a string; GraphQL serves it as a string.
         return pydantic.StrictStr | pydantic.StrictInt, str
     if tp is JSON:
-        return Any, lambda v: v
+        return Any, _same
     if tp is str:
-        return pydantic.StrictStr, lambda v: v
+        return pydantic.StrictStr, _same
     if tp is bool:
-        return pydantic.StrictBool, lambda v: v
+        return pydantic.StrictBool, _same
     if tp is int:
         # GraphQL's Int is 32-bit signed; a larger number could be stored but not served.
-        return Annotated[pydantic.StrictInt, pydantic.Field(ge=-(2**31), lt=2**31)], lambda v: v
+        return Annotated[pydantic.StrictInt, pydantic.Field(ge=-(2**31), lt=2**31)], _same
     if tp is float:
-        return float, lambda v: v
+        return float, _same
     if tp is datetime.datetime:
         return datetime.datetime, _as_utc
     if isinstance(tp, StrawberryEnumDefinition):
-        return tp.wrapped_cls, lambda v: v
+        return tp.wrapped_cls, _same
     if get_object_definition(tp) is not None:
         codec = _codec(tp, codecs)
         model = codec.writer if forbid else codec.reader
         return model, codec.build
     raise TypeError(f"no JSON mapping for detail field type {tp!r}")
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _as_utc(value: datetime.datetime) -> datetime.datetime:
@@ -544,8 +556,15 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
             **spec,
         )
 
+    # Read on every line of every page: only the fields that need converting
+    # are touched, the rest are passed on as pydantic left them.
+    converters = tuple((name, fn) for name, fn in builders.items() if fn is not _same)
+
     def construct(model: pydantic.BaseModel) -> Any:
-        return tp(**{name: fn(getattr(model, name)) for name, fn in builders.items()})
+        values = model.__dict__.copy()
+        for name, fn in converters:
+            values[name] = fn(values[name])
+        return tp(**values)
 
     codec = _Codec(reader=models[False], writer=models[True], build=construct)
     codecs[tp] = codec
@@ -594,7 +613,7 @@ def read_detail(kind_name: str, text: str | None) -> Any:
         return UnreadableDetail(text=text, problem=f"kind {kind_name!r} is not known to this server")
     codec = _BY_KIND[kind]
     try:
-        return codec.build(codec.reader.model_validate_json(text))
+        return codec.build(codec.read_json(text))
     except pydantic.ValidationError as exc:
         return UnreadableDetail(text=text, problem=f"does not fit {kind.value}: {_describe(exc)}")
     except (ValueError, OverflowError) as exc:  # a datetime out of range, say

@@ -33,6 +33,7 @@ from .details import (
     dump_detail,
     read_detail,
 )
+from .fastpath import PageExecutor
 from .kinds import BY_WIRE_NAME, DESCRIPTIONS, TERMINAL_STATUSES, Kind
 from .settings import Settings
 
@@ -562,7 +563,10 @@ class RunLogSchema(strawberry.Schema):
             log.debug("GraphQL error: %s", error.message)
 
 
-def build_schema(extensions: list[type[SchemaExtension] | Any] | None = None) -> strawberry.Schema:
+def build_schema(
+    extensions: list[type[SchemaExtension] | Any] | None = None, *, fast_path: bool = True
+) -> strawberry.Schema:
+    """The schema; `fast_path=False` completes pages with graphql-core alone (tests compare the two)."""
     return RunLogSchema(
         query=Query,
         mutation=Mutation,
@@ -570,6 +574,7 @@ def build_schema(extensions: list[type[SchemaExtension] | Any] | None = None) ->
         # always has all of them in a stable order.
         types=list(DETAIL_TYPES.values()),
         extensions=extensions or [],
+        execution_context_class=PageExecutor if fast_path else None,
     )
 
 

@@ -1,0 +1,492 @@
+"""A compiled completion of `runLog` pages, and caches for parsed and validated documents.
+
+graphql-core completes a 2,000-line page field by field: for every line and
+every selected field it builds a resolve info, calls a resolver, resolves the
+detail's union type by trying its 23 members, and coerces the leaf. That is
+most of the time a big page takes. The page is plain data by then (the one
+async root resolver has read it), so the work can be planned once per query.
+
+`PageExecutor` is graphql-core's executor with one change: when it is about
+to complete a `RunLogPage`, it builds (once per query document, cached) a
+Python function that does the same completion for that selection set, and
+calls it. Everything else stays graphql-core's: parsing, validation, variable
+coercion, the root resolver (so its permission check, input checks, errors
+and logging are the same code), error locations, null propagation.
+
+The plan covers only what it knows to be plain data: fields read by
+Strawberry's default resolver, the standard scalars, custom scalars and enums
+through their own `coerce_output_value`, lists, and the detail union
+dispatched on the exact class. Anything else in the selection (`blockingRun`,
+which loads a run; a field given a permission class or an extension later; a
+resolver middleware) makes the plan "not compilable" and the page is completed
+by graphql-core as before. While completing, anything the plan did not expect
+(a null where the schema says non-null, a value of another type) abandons the
+plan's result and hands the same page object to graphql-core, which then
+produces exactly the data or errors it always would.
+
+The caches are per process and only caches: bounded, keyed by the document's
+identity (the parse cache hands back one document object per query text), and
+never holding request data.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLBoolean,
+    GraphQLError,
+    GraphQLID,
+    GraphQLInt,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLString,
+    GraphQLUnionType,
+    InlineFragmentNode,
+    SelectionSetNode,
+    VariableNode,
+    is_enum_type,
+    is_scalar_type,
+)
+from graphql.execution.collect_fields import FieldDetails
+from graphql.pyutils import Undefined
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema_converter import GraphQLCoreConverter
+
+log = logging.getLogger("gql.fastpath")
+
+PAGE_TYPE_NAME = "RunLogPage"
+PLAN_CACHE_SIZE = 256  # distinct runLog selections per process
+VARIANTS_PER_SELECTION = 16  # @skip/@include combinations kept per selection
+DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
+
+_BACKREF = GraphQLCoreConverter.DEFINITION_BACKREF
+
+
+class _Unplanned(Exception):
+    """The plan met something it does not handle; graphql-core completes the page instead."""
+
+
+class _NotCompilable(Exception):
+    """The selection has something the plan does not cover (a resolver, a middleware...)."""
+
+
+@dataclass
+class Stats:
+    """How pages were completed in this process: for tests and the benchmark."""
+
+    planned: int = 0  # completed by a compiled plan
+    unplanned: int = 0  # a plan gave up on a value; graphql-core completed the page
+    not_compilable: int = 0  # the selection is outside the plan's cover
+    compiled: int = 0  # plans built
+
+    def reset(self) -> None:
+        self.planned = self.unplanned = self.not_compilable = self.compiled = 0
+
+
+STATS = Stats()
+
+
+# ── the plan cache ───────────────────────────────────────────────────────────
+
+
+@dataclass
+class _Selection:
+    """The plans for one runLog field's nodes, one per @skip/@include outcome."""
+
+    nodes: tuple[FieldNode, ...]  # held so their ids stay theirs
+    variables: tuple[str, ...]  # variables the selection's directives read
+    plans: OrderedDict[tuple[Any, ...], Callable[[Any], dict[str, Any]] | None] = field(
+        default_factory=OrderedDict
+    )
+
+
+class _PlanCache:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: OrderedDict[tuple[int, ...], _Selection] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def selection(self, nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> _Selection:
+        key = tuple(map(id, nodes))
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None and all(a is b for a, b in zip(entry.nodes, nodes, strict=True)):
+                self.entries.move_to_end(key)
+                return entry
+        entry = _Selection(nodes=nodes, variables=_directive_variables(nodes, fragments))
+        with self.lock:
+            self.entries[key] = entry
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+        return entry
+
+
+def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> tuple[str, ...]:
+    """Every variable a directive reads anywhere under `nodes` (fragments followed)."""
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+
+    def walk(selection_set: SelectionSetNode | None) -> None:
+        if selection_set is None:
+            return
+        for selection in selection_set.selections:
+            for directive in selection.directives or ():
+                for argument in directive.arguments or ():
+                    if isinstance(argument.value, VariableNode):
+                        found[argument.value.name.value] = None
+            if isinstance(selection, FragmentSpreadNode):
+                name = selection.name.value
+                if name not in seen:
+                    seen.add(name)
+                    details = fragments.get(name)
+                    if details is not None:
+                        walk(details.definition.selection_set)
+            elif isinstance(selection, FieldNode | InlineFragmentNode):
+                walk(selection.selection_set)
+
+    for node in nodes:
+        walk(node.selection_set)
+    return tuple(found)
+
+
+# ── the executor ─────────────────────────────────────────────────────────────
+
+
+class PageExecutor(StrawberryGraphQLCoreExecutionContext):
+    """graphql-core's executor, completing `RunLogPage` values with a compiled plan."""
+
+    plan_cache = _PlanCache(PLAN_CACHE_SIZE)
+
+    def complete_object_value(
+        self,
+        return_type: GraphQLObjectType,
+        field_details_list: list[FieldDetails],
+        info: Any,
+        path: Any,
+        result: Any,
+        position_context: Any,
+    ) -> Any:
+        if return_type.name == PAGE_TYPE_NAME:
+            plan = self._plan(return_type, field_details_list)
+            if plan is not None:
+                try:
+                    completed = plan(result)
+                except Exception:  # anything unexpected: graphql-core decides
+                    STATS.unplanned += 1
+                else:
+                    STATS.planned += 1
+                    return completed
+            else:
+                STATS.not_compilable += 1
+        return super().complete_object_value(
+            return_type, field_details_list, info, path, result, position_context
+        )
+
+    def _plan(
+        self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
+    ) -> Callable[[Any], dict[str, Any]] | None:
+        middleware = self.middleware_manager
+        if middleware is not None and middleware.middlewares:
+            return None  # a resolve hook must see every field
+        if any(
+            d.fragment_variable_values is not None or d.defer_usage is not None for d in field_details_list
+        ):
+            return None
+        nodes = tuple(d.node for d in field_details_list)
+        selection = self.plan_cache.selection(nodes, self.fragments)
+        coerced = self.variable_values.coerced
+        try:
+            variant = tuple(coerced.get(name, Undefined) for name in selection.variables)
+            hash(variant)
+        except TypeError:
+            return None
+        with self.plan_cache.lock:
+            if variant in selection.plans:
+                selection.plans.move_to_end(variant)
+                return selection.plans[variant]
+        try:
+            plan: Callable[[Any], dict[str, Any]] | None = _Compiler(self).compile(
+                page_type, field_details_list
+            )
+            STATS.compiled += 1
+        except _NotCompilable as exc:
+            log.debug("runLog selection completed by graphql-core: %s", exc)
+            plan = None
+        with self.plan_cache.lock:
+            selection.plans[variant] = plan
+            while len(selection.plans) > VARIANTS_PER_SELECTION:
+                selection.plans.popitem(last=False)
+        return plan
+
+
+# ── the compiler ─────────────────────────────────────────────────────────────
+
+# Leaf types whose coercion of an exact Python type is the identity; any other
+# value goes through the type's own `coerce_output_value`.
+_IDENTITY_WHEN: dict[Any, str] = {
+    GraphQLString: "type({v}) is str",
+    GraphQLID: "type({v}) is str",
+    GraphQLBoolean: "type({v}) is bool",
+    GraphQLInt: "type({v}) is int and -2147483648 <= {v} <= 2147483647",
+}
+
+
+def _leaf(gtype: Any, value: Any) -> Any:
+    """graphql-core's complete_leaf_value for a non-null value; anything odd gives up."""
+    if value is Undefined:
+        raise _Unplanned
+    coerced = gtype.coerce_output_value(value)
+    if coerced is None or coerced is Undefined:
+        raise _Unplanned
+    return coerced
+
+
+def _give_up(*_: Any) -> Any:
+    raise _Unplanned
+
+
+class _Compiler:
+    """Writes one Python function per (object type, selection) and compiles them together."""
+
+    def __init__(self, executor: PageExecutor) -> None:
+        self.executor = executor
+        self.names: dict[str, Any] = {
+            "_leaf": _leaf,
+            "_Unplanned": _Unplanned,
+            "_give_up": _give_up,
+            "_Undefined": Undefined,
+        }
+        self.source: list[str] = []
+        self.counter = itertools.count()
+        # Union dispatch tables, filled with the functions once they exist.
+        self.tables: list[tuple[dict[type, Any], dict[type, str]]] = []
+
+    def compile(
+        self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
+    ) -> Callable[[Any], dict[str, Any]]:
+        entry = self.object_function(page_type, field_details_list)
+        self.text = "\n".join(self.source)
+        code = compile(self.text, f"<runLog plan {id(self):x}>", "exec")
+        exec(code, self.names)  # noqa: S102 -- source written here, from schema names only
+        for resolved, table in self.tables:
+            resolved.update({cls: self.names[function] for cls, function in table.items()})
+        function: Callable[[Any], dict[str, Any]] = self.names[entry]
+        return function
+
+    def name(self, value: Any, prefix: str) -> str:
+        key = f"{prefix}{next(self.counter)}"
+        self.names[key] = value
+        return key
+
+    def object_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
+        definition = gtype.extensions.get(_BACKREF)
+        if definition is None or getattr(definition, "origin", None) is None:
+            raise _NotCompilable(f"{gtype.name} is not a Strawberry type")
+        if gtype.is_type_of is not None:
+            raise _NotCompilable(f"{gtype.name} has is_type_of")
+        cls = self.name(definition.origin, "C")
+        grouped, _defer, _forbidden = self.executor.collect_subfields(gtype, field_details_list)
+        function = f"o{next(self.counter)}"
+        body = [f"def {function}(o):", f"    if type(o) is not {cls}:", "        raise _Unplanned"]
+        keys: list[tuple[str, str]] = []
+        for index, (response_key, details) in enumerate(grouped.items()):
+            node = details[0].node
+            field_name = node.name.value
+            local = f"k{index}"
+            keys.append((response_key, local))
+            if field_name == "__typename":
+                body.append(f"    {local} = {gtype.name!r}")
+                continue
+            if node.arguments:
+                raise _NotCompilable(f"{gtype.name}.{field_name} has arguments")
+            field_def = gtype.fields.get(field_name)
+            if field_def is None:
+                raise _NotCompilable(f"{gtype.name} has no field {field_name}")
+            if not getattr(field_def.resolve, "_is_default", False):
+                raise _NotCompilable(f"{gtype.name}.{field_name} has a resolver")
+            strawberry_field = field_def.extensions.get(_BACKREF)
+            python_name = getattr(strawberry_field, "python_name", None)
+            if not isinstance(python_name, str) or not python_name.isidentifier():
+                raise _NotCompilable(f"{gtype.name}.{field_name} has no attribute name")
+            if getattr(strawberry_field, "default_resolver", getattr) is not getattr:
+                raise _NotCompilable("the schema has a custom default resolver")
+            body.append(f"    v = o.{python_name}")
+            body.extend("    " + line for line in self.complete("v", local, field_def.type, details))
+        items = ", ".join(f"{key!r}: {local}" for key, local in keys)
+        body.append(f"    return {{{items}}}")
+        self.source.extend([*body, ""])
+        return function
+
+    def complete(self, value: str, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
+        """Lines that set `target` to `value` completed as `gtype`, or raise _Unplanned."""
+        if isinstance(gtype, GraphQLNonNull):
+            return [
+                f"if {value} is None or {value} is _Undefined:",
+                "    raise _Unplanned",
+                *self.complete_nullable(value, target, gtype.of_type, details),
+            ]
+        return [
+            f"if {value} is None or {value} is _Undefined:",
+            f"    {target} = None",
+            "else:",
+            *("    " + line for line in self.complete_nullable(value, target, gtype, details)),
+        ]
+
+    def complete_nullable(
+        self, value: str, target: str, gtype: Any, details: list[FieldDetails]
+    ) -> list[str]:
+        """As `complete`, for a value known not to be None."""
+        if isinstance(gtype, GraphQLList):
+            item = f"i{next(self.counter)}"
+            of_type = gtype.of_type
+            if isinstance(of_type, GraphQLNonNull) and isinstance(of_type.of_type, GraphQLObjectType):
+                # The object function's exact-class check refuses None too.
+                function = self.object_function(of_type.of_type, details)
+            else:
+                function = self.item_function(of_type, details)
+            return [
+                f"if type({value}) is not list:",
+                "    raise _Unplanned",
+                f"{target} = [{function}({item}) for {item} in {value}]",
+            ]
+        wrapped = getattr(gtype, "wrapped_cls", None)
+        if is_enum_type(gtype) and isinstance(wrapped, enum.EnumMeta):
+            # Strawberry's enum coercion scans the values one by one; ask it once per member.
+            type_name = self.name(gtype, "T")
+            every: list[enum.Enum] = list(wrapped)
+            names = {m: gtype.coerce_output_value(m) for m in every}
+            members = self.name(names, "M")
+            member_type = self.name(wrapped, "W")
+            return [
+                f"{target} = {members}[{value}] if type({value}) is {member_type} "
+                f"else _leaf({type_name}, {value})"
+            ]
+        if is_scalar_type(gtype) or is_enum_type(gtype):
+            type_name = self.name(gtype, "T")
+            fast = _IDENTITY_WHEN.get(gtype)
+            if fast is not None:
+                return [f"{target} = {value} if {fast.format(v=value)} else _leaf({type_name}, {value})"]
+            coerce = self.name(gtype.coerce_output_value, "F")
+            return [
+                f"{target} = {coerce}({value})",
+                f"if {target} is None or {target} is _Undefined:",
+                "    raise _Unplanned",
+            ]
+        if isinstance(gtype, GraphQLUnionType):
+            dispatch = self.name(self.union_dispatch(gtype, details), "D")
+            return [f"{target} = {dispatch}.get(type({value}), _give_up)({value})"]
+        if isinstance(gtype, GraphQLObjectType):
+            function = self.object_function(gtype, details)
+            return [f"{target} = {function}({value})"]
+        raise _NotCompilable(f"no plan for a value of type {gtype}")
+
+    def item_function(self, gtype: Any, details: list[FieldDetails]) -> str:
+        """A function completing one list item (lists are completed item by item)."""
+        function = f"e{next(self.counter)}"
+        lines = self.complete("x", "r", gtype, details)
+        self.source.extend([f"def {function}(x):", *("    " + line for line in lines), "    return r", ""])
+        return function
+
+    def union_dispatch(self, union: GraphQLUnionType, details: list[FieldDetails]) -> dict[type, Any]:
+        """Exact class → completion function, for each member type of the union."""
+        origins: list[tuple[type, GraphQLObjectType]] = []
+        for member in union.types:
+            definition = member.extensions.get(_BACKREF)
+            origin = getattr(definition, "origin", None)
+            if not isinstance(origin, type):
+                raise _NotCompilable(f"{member.name} is not a Strawberry type")
+            origins.append((origin, member))
+        for origin, _ in origins:
+            for other, _member in origins:
+                if other is not origin and issubclass(origin, other):
+                    # Strawberry picks the first member the value is an instance
+                    # of; an exact-class table could pick another.
+                    raise _NotCompilable(f"{union.name} has members that subclass each other")
+        table = {origin: self.object_function(member, details) for origin, member in origins}
+        resolved: dict[type, Any] = {}
+        self.tables.append((resolved, table))
+        return resolved
+
+
+# ── caching parsed and validated documents ───────────────────────────────────
+
+
+class DocumentCaches:
+    """Parsed documents by query text, and validation results by document, for one schema.
+
+    Strawberry's own `ValidationCache` keys on the document itself, and a
+    graphql-core document hashes by walking its whole tree: for the frontend's
+    query with every fragment that costs about what validating does. Here the
+    parse cache hands back one document object per query text, so validation
+    can be keyed on that object's identity.
+    """
+
+    def __init__(self, size: int = DOCUMENT_CACHE_SIZE) -> None:
+        self.size = size
+        self.parsed: OrderedDict[tuple[str, tuple[Any, ...]], DocumentNode] = OrderedDict()
+        self.validated: OrderedDict[tuple[int, tuple[Any, ...]], tuple[DocumentNode, list[GraphQLError]]] = (
+            OrderedDict()
+        )
+        self.lock = threading.Lock()
+
+    def extension(self) -> SchemaExtension:
+        return _DocumentCache(self)
+
+    def _put(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        with self.lock:
+            cache[key] = value
+            cache.move_to_end(key)
+            while len(cache) > self.size:
+                cache.popitem(last=False)
+
+
+class _DocumentCache(SchemaExtension):
+    """Skips parsing and validating a query text seen before; both are pure functions of it."""
+
+    def __init__(self, caches: DocumentCaches) -> None:
+        self.caches = caches
+
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        key = None
+        if context.graphql_document is None and context.query is not None:
+            key = (context.query, tuple(sorted(context.parse_options.items())))
+            with self.caches.lock:
+                document = self.caches.parsed.get(key)
+                if document is not None:
+                    self.caches.parsed.move_to_end(key)
+            if document is not None:
+                context.graphql_document = document
+                key = None
+        yield
+        # A text that did not parse is not cached: its error is cheap to find again.
+        if key is not None and context.graphql_document is not None and not context.pre_execution_errors:
+            self.caches._put(self.caches.parsed, key, context.graphql_document)
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        key = None
+        if document is not None and context.pre_execution_errors is None:
+            key = (id(document), tuple(context.validation_rules))
+            with self.caches.lock:
+                found = self.caches.validated.get(key)
+            if found is not None and found[0] is document:
+                context.pre_execution_errors = list(found[1])
+                key = None
+        yield
+        if key is not None and context.pre_execution_errors is not None:
+            self.caches._put(self.caches.validated, key, (document, list(context.pre_execution_errors)))
