@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from cross_web import HTTPException
+import orjson
 from graphql import GraphQLError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
@@ -30,6 +31,7 @@ from .db import create_engine, init_db
 from .graphiql import graphiql_html
 from .limits import BodyLimit, query_limits
 from .retention import Sweeper
+from .fastpath import DocumentCaches
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
 
@@ -107,6 +109,14 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if not isinstance(value, dict | list):
             raise HTTPException(400, "The request body must be a JSON object")
         return value
+    def encode_json(self, data: object) -> bytes:
+        # orjson writes a 2,000-line page ten times faster than json.dumps. It
+        # refuses what JSON cannot hold exactly (an integer past 64 bits in a
+        # stored detail); those bodies take the standard encoder, as before.
+        try:
+            return orjson.dumps(data)
+        except TypeError:
+            return json.dumps(data, separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
@@ -156,6 +166,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     extensions: list[Any] = [_MaskUnexpected, *query_limits(settings)]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
+    # Last, so a document another extension supplied is left as it is.
+    extensions.append(DocumentCaches().extension)
     schema = build_schema(extensions=extensions)
     graphql_app = RunLogGraphQL(
         schema,
