@@ -22,7 +22,7 @@ from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 
-from . import retention, store
+from . import retention, store, writes
 from .auth import Action, Caller, Policy
 from .details import (
     DETAIL_TYPES,
@@ -500,9 +500,11 @@ async def _write(
             return str(exc)
     try:
         async with asyncio.timeout(context.settings.write_timeout):
-            await store.write_line(
+            # Grouped with the lines written at the same moment (see writes.py).
+            await writes.write_line(
                 context.engine,
                 store.NewLine(run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text),
+                bound=context.settings.write_timeout,
             )
     except TimeoutError:
         return f"the database did not answer within {context.settings.write_timeout:g}s"

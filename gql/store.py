@@ -188,6 +188,26 @@ async def write_line(engine: AsyncEngine, line: NewLine) -> int:
     return int(result.inserted_primary_key[0])  # type: ignore[index]
 
 
+async def write_lines(engine: AsyncEngine, lines: Sequence[NewLine]) -> None:
+    """Store several lines in one multi-row INSERT and one commit, all stamped with now."""
+    at = utc_now_millis()
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(_l),
+            [
+                {
+                    "run_id": line.run_id,
+                    "step_id": line.step_id,
+                    "kind": line.kind,
+                    "phase": line.phase,
+                    "detail": line.detail,
+                    "at": at,
+                }
+                for line in lines
+            ],
+        )
+
+
 def _eligible_runs(before: datetime.datetime):  # type: ignore[no-untyped-def]
     r = event_runs
     return select(r.c.id).where(
