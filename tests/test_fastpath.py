@@ -1,0 +1,340 @@
+"""The compiled page plan answers exactly what graphql-core answers.
+
+Queries are generated over the schema (aliases, repeated fields, inline and
+named fragments, fragments on the union, `__typename`, @skip/@include with
+literals and variables, every runLog argument, bad arguments), and pages are
+generated rows (every kind, null and unreadable details, unknown kinds, null
+step ids and phases). Each query runs on two schemas built the same way, one
+with the plan and one with graphql-core alone, and the two answers must be the
+same JSON, key order included, errors included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from graphql import GraphQLObjectType, GraphQLUnionType
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gql import fastpath, store
+from gql.app import _MaskUnexpected
+from gql.auth import Caller, Policy, Role
+from gql.details import dump_detail
+from gql.kinds import Kind
+from gql.schema import Context, build_schema
+from gql.settings import Settings
+
+from .details_examples import EXAMPLES
+
+FAST = build_schema([_MaskUnexpected], fast_path=True)
+SLOW = build_schema([_MaskUnexpected], fast_path=False)
+TYPES = FAST._schema.type_map
+UNION = TYPES["RunLogDetail"]
+assert isinstance(UNION, GraphQLUnionType)
+
+READER = "reader-token-0123456789"
+START = datetime.datetime(2026, 4, 1, tzinfo=datetime.UTC)
+
+# ── rows ─────────────────────────────────────────────────────────────────────
+
+
+def _thin(example: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
+    """The example with some optional keys left out (read back as null)."""
+    required = {"to", "text", "concurrencyKey", "blockingRunId", "condition", "matched", "via", "caps"}
+    return {k: v for (k, v), kept in zip(example.items(), keep, strict=False) if kept or k in required}
+
+
+@st.composite
+def stored_detail(draw: st.DrawFn, kind: str) -> str | None:
+    choice = draw(st.integers(0, 9))
+    if choice == 0:
+        return None
+    if choice == 1:
+        return draw(st.sampled_from(["not json {", "[1, 2]", '{"to": 3}', "null", '"text"', "{}"]))
+    known = store_kind(kind)
+    if known is None:
+        return '{"to": "mars"}'
+    example = EXAMPLES[known]
+    keep = draw(st.lists(st.booleans(), min_size=len(example), max_size=len(example)))
+    return dump_detail(_thin(example, keep))
+
+
+def store_kind(name: str) -> Kind | None:
+    try:
+        return Kind(name)
+    except ValueError:
+        return None
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> list[store.Line]:
+    count = draw(st.integers(0, 30))
+    lines = []
+    for i in range(count):
+        kind = draw(st.sampled_from([k.value for k in Kind] + ["run.teleported"]))
+        lines.append(
+            store.Line(
+                id=1000 - i,
+                run_id=7,
+                step_id=draw(st.none() | st.integers(1, 2**31 - 1)),
+                kind=kind,
+                phase=draw(st.none() | st.integers(-(2**31), 2**31 - 1)),
+                detail=draw(stored_detail(kind)),
+                at=START - datetime.timedelta(milliseconds=draw(st.integers(0, 10**9))),
+            )
+        )
+    return lines
+
+
+# ── queries ──────────────────────────────────────────────────────────────────
+
+
+class Query:
+    """A query being written: its fragments and the variables its directives read."""
+
+    def __init__(self) -> None:
+        self.fragments: list[str] = []
+        self.variables: dict[str, bool] = {}
+
+
+@st.composite
+def directive(draw: st.DrawFn, query: Query) -> str:
+    which = draw(st.integers(0, 5))
+    if which < 3:
+        return ""
+    name = draw(st.sampled_from(["skip", "include"]))
+    if which == 3:
+        return f" @{name}(if: {draw(st.sampled_from(['true', 'false']))})"
+    variable = f"c{len(query.variables)}"
+    query.variables[variable] = draw(st.booleans())
+    return f" @{name}(if: ${variable})"
+
+
+def _alias(draw: st.DrawFn) -> str:
+    return draw(st.sampled_from(["", "", "", "a: ", "b: ", "x1: "]))
+
+
+def _named(gtype: Any) -> Any:
+    while hasattr(gtype, "of_type"):
+        gtype = gtype.of_type
+    return gtype
+
+
+@st.composite
+def object_selection(draw: st.DrawFn, gtype: GraphQLObjectType, query: Query, depth: int = 0) -> str:
+    names = sorted(gtype.fields)
+    picked = draw(st.lists(st.sampled_from([*names, "__typename"]), min_size=1, max_size=len(names) + 2))
+    parts = []
+    for name in picked:
+        if name == "blockingRun" and draw(st.integers(0, 3)) != 0:
+            continue  # sometimes: the field the plan leaves to graphql-core
+        alias = _alias(draw) if name != "__typename" else draw(st.sampled_from(["", "t: "]))
+        inner = _named(gtype.fields[name].type) if name != "__typename" else None
+        sub = ""
+        if isinstance(inner, GraphQLObjectType):
+            sub = " { " + draw(object_selection(inner, query, depth + 1)) + " }"
+        elif isinstance(inner, GraphQLUnionType):
+            sub = " { " + draw(union_selection(inner, query)) + " }"
+        parts.append(f"{alias}{name}{draw(directive(query))}{sub}")
+    if not parts:
+        parts.append("__typename")
+    return " ".join(parts)
+
+
+@st.composite
+def union_selection(draw: st.DrawFn, union: GraphQLUnionType, query: Query) -> str:
+    parts = []
+    if draw(st.booleans()):
+        parts.append(f"{draw(st.sampled_from(['', 't: ']))}__typename")
+    members = draw(st.lists(st.sampled_from(list(union.types)), max_size=6))
+    for member in members:
+        body = draw(object_selection(member, query))
+        how = draw(st.integers(0, 3))
+        if how == 0:
+            name = f"F{len(query.fragments)}"
+            query.fragments.append(f"fragment {name} on {member.name} {{ {body} }}")
+            parts.append(f"...{name}{draw(directive(query))}")
+        else:
+            parts.append(f"... on {member.name}{draw(directive(query))} {{ {body} }}")
+    if draw(st.booleans()):
+        parts.append(f"... on {union.name} {{ __typename }}")
+    if draw(st.booleans()):
+        parts.append("... { __typename }")
+    return " ".join(parts) or "__typename"
+
+
+@st.composite
+def page_queries(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    query = Query()
+    line_type = TYPES["RunLogLine"]
+    assert isinstance(line_type, GraphQLObjectType)
+    nodes = draw(object_selection(line_type, query))
+    page_parts = [f"{_alias(draw)}nodes{draw(directive(query))} {{ {nodes} }}"]
+    if draw(st.booleans()):
+        page_parts.append("pageInfo { hasNextPage endCursor }")
+    if draw(st.booleans()):
+        page_parts.append("__typename")
+    if draw(st.booleans()):
+        page_parts.append(f"nodes {{ {draw(object_selection(line_type, query))} }}")
+    variables: dict[str, Any] = {
+        "runId": draw(st.sampled_from(["7", "7", "7", 7, "abc", "0"])),
+        "kinds": draw(st.none() | st.lists(st.sampled_from([k.name for k in Kind]), max_size=3)),
+        "limit": draw(st.none() | st.integers(-5, 3000)),
+        "after": draw(st.none() | st.sampled_from(["bogus", store.encode_cursor(_line_at(START))])),
+    }
+    variables.update(query.variables)
+    definitions = "".join(f", ${name}: Boolean!" for name in query.variables)
+    root = f"{_alias(draw)}runLog(runId: $runId, kinds: $kinds, limit: $limit, after: $after)"
+    extra = " __typename" if draw(st.booleans()) else ""
+    text = (
+        f"query Q($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String{definitions}) "
+        f"{{ {root} {{ {' '.join(page_parts)} }}{extra} }} " + " ".join(query.fragments)
+    )
+    return text, variables
+
+
+def _line_at(at: datetime.datetime) -> store.Line:
+    return store.Line(id=500, run_id=7, step_id=None, kind="note", phase=None, detail=None, at=at)
+
+
+# ── running both ─────────────────────────────────────────────────────────────
+
+
+def _context(caller: Caller, policy: Policy) -> Context:
+    return Context(
+        engine=None,  # type: ignore[arg-type]
+        settings=Settings(),
+        policy=policy,
+        caller=caller,
+        request_id="r1",
+    )
+
+
+@pytest.fixture
+def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The store, replaced by the generated page (both schemas read the same one)."""
+    state: dict[str, Any] = {"lines": [], "fail": False}
+
+    async def read_page(engine: Any, *, run_id: int, kinds: Any, limit: int, after: Any) -> store.Page:
+        if state["fail"]:
+            raise OSError("the database is away")
+        lines = state["lines"]
+        if kinds is not None:
+            lines = [line for line in lines if line.kind in kinds]
+        return store.Page(lines=lines[:limit], has_next=len(lines) > limit)
+
+    async def find_runs(engine: Any, ids: Any) -> dict[int, store.Run]:
+        return {i: store.Run(id=i, status="live", ended_at=None, updated_at=START) for i in ids if i % 2 == 1}
+
+    monkeypatch.setattr(store, "read_page", read_page)
+    monkeypatch.setattr(store, "find_runs", find_runs)
+    return state
+
+
+def _both(text: str, variables: dict[str, Any], caller: Caller, policy: Policy) -> tuple[str, str]:
+    async def run() -> tuple[str, str]:
+        answers = []
+        for schema in (FAST, SLOW):
+            result = await schema.execute(text, variables, context_value=_context(caller, policy))
+            body = {"data": result.data}
+            if result.errors:
+                body["errors"] = [error.formatted for error in result.errors]
+            answers.append(json.dumps(body))
+        return answers[0], answers[1]
+
+    return asyncio.run(run())
+
+
+OPEN = Policy.from_settings(Settings())
+ANYONE = Caller(roles=frozenset(), authenticated=False)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=rows(), query=page_queries())
+def test_the_plan_answers_what_graphql_core_answers(
+    fake_store: dict[str, Any], lines: list[store.Line], query: tuple[str, dict[str, Any]]
+) -> None:
+    fake_store["lines"] = lines
+    text, variables = query
+    fastpath.STATS.reset()
+    fast, slow = _both(text, variables, ANYONE, OPEN)
+    assert fast == slow
+    if '"data": null' not in fast and "blockingRun" not in text:
+        assert fastpath.STATS.planned == 1, "the plan was not used"
+
+
+def test_the_plan_is_used_for_the_frontends_query(fake_store: dict[str, Any]) -> None:
+    from bench.run import page_query
+
+    fake_store["lines"] = [
+        store.Line(
+            id=100 + i,
+            run_id=7,
+            step_id=i or None,
+            kind=kind.value,
+            phase=i,
+            detail=dump_detail(EXAMPLES[kind]),
+            at=START,
+        )
+        for i, kind in enumerate(Kind)
+    ]
+    fastpath.STATS.reset()
+    fast, slow = _both(page_query(), {"runId": "7", "limit": 2000}, ANYONE, OPEN)
+    assert fast == slow
+    assert fastpath.STATS.planned == 1 and fastpath.STATS.unplanned == 0
+    assert '"__typename": "CleanupRetryDetail"' in fast
+
+
+def test_blocking_run_is_left_to_graphql_core(fake_store: dict[str, Any]) -> None:
+    fake_store["lines"] = [
+        store.Line(
+            id=1,
+            run_id=7,
+            step_id=None,
+            kind="run.blocked",
+            phase=None,
+            detail=dump_detail({"blockingRunId": 37, "concurrencyKey": "k"}),
+            at=START,
+        )
+    ]
+    fastpath.STATS.reset()
+    text = (
+        "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { blockingRun { id status } } } } } }"
+    )
+    fast, slow = _both(text, {}, ANYONE, OPEN)
+    assert fast == slow
+    assert '"status": "live"' in fast
+    assert fastpath.STATS.planned == 0 and fastpath.STATS.not_compilable == 1
+
+
+def test_a_value_the_plan_does_not_expect_is_completed_by_graphql_core(fake_store: dict[str, Any]) -> None:
+    """A null where the schema says non-null: graphql-core's (masked) error, located, from the same page."""
+    broken = replace(_line_at(START), kind="note")
+    object.__setattr__(broken, "at", None)
+    fake_store["lines"] = [broken, _line_at(START)]  # the last line makes the cursor
+    fastpath.STATS.reset()
+    fast, slow = _both("{ runLog(runId: 7) { nodes { id at } } }", {}, ANYONE, OPEN)
+    assert fast == slow
+    assert '"path": ["runLog", "nodes", 0, "at"]' in fast and "INTERNAL_SERVER_ERROR" in fast
+    assert fastpath.STATS.unplanned == 1
+
+
+@pytest.mark.parametrize("problem", ["unauthenticated", "forbidden", "database"])
+def test_refusals_and_failures_are_the_same_errors(fake_store: dict[str, Any], problem: str) -> None:
+    policy = Policy.from_settings(Settings(reader_tokens=(READER,)))
+    caller = ANYONE
+    if problem == "forbidden":
+        caller = Caller(roles=frozenset({Role.WRITER}), authenticated=True)
+    if problem == "database":
+        caller = Caller(roles=frozenset({Role.READER}), authenticated=True)
+        fake_store["fail"] = True
+    text = "query { log: runLog(runId: 7) { nodes { id detail { __typename } } } }"
+    fast, slow = _both(text, {}, caller, policy)
+    assert fast == slow
+    assert '"errors"' in fast and '"data": null' in fast

@@ -1,0 +1,91 @@
+"""Grouped writes: concurrent lines share an INSERT, each caller hears about its own line."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from gql import store, writes
+from gql.db import create_engine
+
+from .conftest import Backend
+
+
+def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> None:
+    async def run() -> int:
+        engine = create_engine(tables.settings())
+        statements: list[str] = []
+
+        def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.startswith("INSERT"):
+                statements.append(statement)
+
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", record)
+        try:
+            lines = [store.NewLine(run_id=3, kind="note", detail=f'{{"text": "{i}"}}') for i in range(40)]
+            await asyncio.gather(*(writes.write_line(engine, line, bound=3) for line in lines))
+        finally:
+            await engine.dispose()
+        return len(statements)
+
+    inserts = asyncio.run(run())
+    stored = tables.rows("SELECT detail FROM event_run_log ORDER BY id")
+    assert [row.detail for row in stored] == [f'{{"text": "{i}"}}' for i in range(40)]
+    assert inserts < 40
+
+
+def test_a_line_the_database_refuses_does_not_take_its_group_with_it(tables: Backend) -> None:
+    async def run() -> list[Any]:
+        engine = create_engine(tables.settings())
+        try:
+            lines = [store.NewLine(run_id=4, kind="note", phase=i) for i in range(5)]
+            # Out of range for the INT column: MariaDB refuses it, SQLite keeps it.
+            lines.insert(2, store.NewLine(run_id=4, kind="note", phase=2**40))
+            return await asyncio.gather(
+                *(writes.write_line(engine, line, bound=3) for line in lines), return_exceptions=True
+            )
+        finally:
+            await engine.dispose()
+
+    results = asyncio.run(run())
+    phases = sorted(row.phase for row in tables.rows("SELECT phase FROM event_run_log"))
+    if tables.name == "mariadb":
+        assert isinstance(results[2], Exception)
+        assert [r for i, r in enumerate(results) if i != 2] == [None] * 5
+        assert phases == [0, 1, 2, 3, 4]
+    else:
+        assert results == [None] * 6
+
+
+def test_a_line_whose_caller_gave_up_is_not_sent() -> None:
+    async def run() -> list[store.NewLine]:
+        queue = writes._Queue.__new__(writes._Queue)
+        queue.waiting = writes.deque()
+        loop = asyncio.get_running_loop()
+        gone: asyncio.Future[None] = loop.create_future()
+        gone.cancel()
+        kept: asyncio.Future[None] = loop.create_future()
+        queue.waiting.extend(
+            [(store.NewLine(run_id=1, kind="note"), gone), (store.NewLine(run_id=2, kind="note"), kept)]
+        )
+        return [line for line, _ in queue._take()]
+
+    assert [line.run_id for line in asyncio.run(run())] == [2]
+
+
+@pytest.mark.parametrize("size", [writes.MAX_LINES + 5])
+def test_a_group_is_bounded(size: int) -> None:
+    async def run() -> list[int]:
+        queue = writes._Queue.__new__(writes._Queue)
+        queue.waiting = writes.deque()
+        loop = asyncio.get_running_loop()
+        for i in range(size):
+            queue.waiting.append(
+                (store.NewLine(run_id=i + 1, kind="note", detail="x" * 10), loop.create_future())
+            )
+        return [len(queue._take()), len(queue._take())]
+
+    assert asyncio.run(run()) == [writes.MAX_LINES, 5]
