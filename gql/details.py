@@ -573,6 +573,10 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
 
 _codecs: dict[type, _Codec] = {}
 _BY_KIND: dict[Kind, _Codec] = {kind: _codec(tp, _codecs) for kind, tp in DETAIL_TYPES.items()}
+# What reading a line needs, by stored kind name: read on every line of every page.
+_READERS: dict[str, tuple[Callable[[Any], Any], Callable[[str], Any]]] = {
+    kind.value: (codec.build, codec.read_json) for kind, codec in _BY_KIND.items()
+}
 
 
 def _describe(error: pydantic.ValidationError) -> str:
@@ -608,16 +612,16 @@ def read_detail(kind_name: str, text: str | None) -> Any:
     """Build the typed detail for a stored line; never raises on bad data."""
     if text is None:
         return None
-    kind = _kind_or_none(kind_name)
-    if kind is None:
+    read = _READERS.get(kind_name)
+    if read is None:
         return UnreadableDetail(text=text, problem=f"kind {kind_name!r} is not known to this server")
-    codec = _BY_KIND[kind]
+    build, validate_json = read
     try:
-        return codec.build(codec.read_json(text))
+        return build(validate_json(text))
     except pydantic.ValidationError as exc:
-        return UnreadableDetail(text=text, problem=f"does not fit {kind.value}: {_describe(exc)}")
+        return UnreadableDetail(text=text, problem=f"does not fit {kind_name}: {_describe(exc)}")
     except (ValueError, OverflowError) as exc:  # a datetime out of range, say
-        return UnreadableDetail(text=text, problem=f"does not fit {kind.value}: {exc}")
+        return UnreadableDetail(text=text, problem=f"does not fit {kind_name}: {exc}")
 
 
 def dump_detail(detail: Any) -> str:
@@ -637,9 +641,3 @@ def _undefined(value: Any) -> None:
         return None
     raise TypeError(f"{type(value).__name__} is not JSON")
 
-
-def _kind_or_none(name: str) -> Kind | None:
-    try:
-        return Kind(name)
-    except ValueError:
-        return None

@@ -35,6 +35,7 @@ import enum
 import itertools
 import logging
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from graphql import (
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
+    GraphQLSchema,
     GraphQLString,
     GraphQLUnionType,
     InlineFragmentNode,
@@ -165,10 +167,19 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 # ── the executor ─────────────────────────────────────────────────────────────
 
 
+# Plans are built against one schema's types: one cache per schema.
+_plan_caches: weakref.WeakKeyDictionary[GraphQLSchema, _PlanCache] = weakref.WeakKeyDictionary()
+
+
+def plan_cache(schema: GraphQLSchema) -> _PlanCache:
+    cache = _plan_caches.get(schema)
+    if cache is None:
+        cache = _plan_caches[schema] = _PlanCache(PLAN_CACHE_SIZE)
+    return cache
+
+
 class PageExecutor(StrawberryGraphQLCoreExecutionContext):
     """graphql-core's executor, completing `RunLogPage` values with a compiled plan."""
-
-    plan_cache = _PlanCache(PLAN_CACHE_SIZE)
 
     def complete_object_value(
         self,
@@ -206,14 +217,15 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
         ):
             return None
         nodes = tuple(d.node for d in field_details_list)
-        selection = self.plan_cache.selection(nodes, self.fragments)
+        cache = plan_cache(self.schema)
+        selection = cache.selection(nodes, self.fragments)
         coerced = self.variable_values.coerced
         try:
             variant = tuple(coerced.get(name, Undefined) for name in selection.variables)
             hash(variant)
         except TypeError:
             return None
-        with self.plan_cache.lock:
+        with cache.lock:
             if variant in selection.plans:
                 selection.plans.move_to_end(variant)
                 return selection.plans[variant]
@@ -225,7 +237,7 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
         except _NotCompilable as exc:
             log.debug("runLog selection completed by graphql-core: %s", exc)
             plan = None
-        with self.plan_cache.lock:
+        with cache.lock:
             selection.plans[variant] = plan
             while len(selection.plans) > VARIANTS_PER_SELECTION:
                 selection.plans.popitem(last=False)
@@ -245,8 +257,8 @@ _IDENTITY_WHEN: dict[Any, str] = {
 
 
 def _leaf(gtype: Any, value: Any) -> Any:
-    """graphql-core's complete_leaf_value for a non-null value; anything odd gives up."""
-    if value is Undefined:
+    """graphql-core's complete_leaf_value for a value that needs coercion; anything odd gives up."""
+    if value is None or value is Undefined:
         raise _Unplanned
     coerced = gtype.coerce_output_value(value)
     if coerced is None or coerced is Undefined:
@@ -331,19 +343,49 @@ class _Compiler:
         return function
 
     def complete(self, value: str, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
-        """Lines that set `target` to `value` completed as `gtype`, or raise _Unplanned."""
-        if isinstance(gtype, GraphQLNonNull):
+        """Lines that set `target` to `value` completed as `gtype`, or raise _Unplanned.
+
+        The common case costs one test: a value of the exact expected Python
+        type. Anything else (None where non-null, graphql-core's Undefined, a
+        value needing coercion) goes to `_leaf`, or makes an exact-type check
+        fail, and so either coerces as graphql-core would or gives up.
+        """
+        nullable = not isinstance(gtype, GraphQLNonNull)
+        inner = gtype if nullable else gtype.of_type
+        leaf = self.leaf(value, inner, nullable)
+        if leaf is not None:
+            return [f"{target} = {leaf}"]
+        if nullable:
             return [
-                f"if {value} is None or {value} is _Undefined:",
-                "    raise _Unplanned",
-                *self.complete_nullable(value, target, gtype.of_type, details),
+                f"if {value} is None:",
+                f"    {target} = None",
+                "else:",
+                *("    " + line for line in self.complete_nullable(value, target, inner, details)),
             ]
+        if isinstance(inner, GraphQLObjectType | GraphQLList):
+            # The exact-type check in what follows refuses None too.
+            return self.complete_nullable(value, target, inner, details)
         return [
-            f"if {value} is None or {value} is _Undefined:",
-            f"    {target} = None",
-            "else:",
-            *("    " + line for line in self.complete_nullable(value, target, gtype, details)),
+            f"if {value} is None:",
+            "    raise _Unplanned",
+            *self.complete_nullable(value, target, inner, details),
         ]
+
+    def leaf(self, value: str, gtype: Any, nullable: bool) -> str | None:
+        """One expression completing a standard scalar or an enum, or None for other types."""
+        wrapped = getattr(gtype, "wrapped_cls", None)
+        slow = f"_leaf({self.name(gtype, 'T')}, {value})"
+        if nullable:
+            slow = f"(None if {value} is None else {slow})"
+        if is_enum_type(gtype) and isinstance(wrapped, enum.EnumMeta):
+            # Strawberry's enum coercion scans the values one by one; ask it once per member.
+            every: list[enum.Enum] = list(wrapped)
+            names = self.name({m: gtype.coerce_output_value(m) for m in every}, "M")
+            return f"{names}[{value}] if type({value}) is {self.name(wrapped, 'W')} else {slow}"
+        fast = _IDENTITY_WHEN.get(gtype)
+        if fast is not None:
+            return f"{value} if {fast.format(v=value)} else {slow}"
+        return None
 
     def complete_nullable(
         self, value: str, target: str, gtype: Any, details: list[FieldDetails]
@@ -362,23 +404,7 @@ class _Compiler:
                 "    raise _Unplanned",
                 f"{target} = [{function}({item}) for {item} in {value}]",
             ]
-        wrapped = getattr(gtype, "wrapped_cls", None)
-        if is_enum_type(gtype) and isinstance(wrapped, enum.EnumMeta):
-            # Strawberry's enum coercion scans the values one by one; ask it once per member.
-            type_name = self.name(gtype, "T")
-            every: list[enum.Enum] = list(wrapped)
-            names = {m: gtype.coerce_output_value(m) for m in every}
-            members = self.name(names, "M")
-            member_type = self.name(wrapped, "W")
-            return [
-                f"{target} = {members}[{value}] if type({value}) is {member_type} "
-                f"else _leaf({type_name}, {value})"
-            ]
         if is_scalar_type(gtype) or is_enum_type(gtype):
-            type_name = self.name(gtype, "T")
-            fast = _IDENTITY_WHEN.get(gtype)
-            if fast is not None:
-                return [f"{target} = {value} if {fast.format(v=value)} else _leaf({type_name}, {value})"]
             coerce = self.name(gtype.coerce_output_value, "F")
             return [
                 f"{target} = {coerce}({value})",

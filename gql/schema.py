@@ -12,6 +12,7 @@ import datetime
 import enum
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -183,11 +184,16 @@ class RunLogPage:
     page_info: PageInfo = strawberry.field(description="Where the page ends.")
 
 
+# `strawberry.ID` is a NewType, a Python-level call that returns its argument:
+# `str` itself, typed as making an ID, saves three calls on every line.
+_as_id: Callable[[object], strawberry.ID] = str  # type: ignore[assignment]
+
+
 def _line(row: store.Line) -> RunLogLine:
     return RunLogLine(
-        id=strawberry.ID(str(row.id)),
-        run_id=strawberry.ID(str(row.run_id)),
-        step_id=None if row.step_id is None else strawberry.ID(str(row.step_id)),
+        id=_as_id(row.id),
+        run_id=_as_id(row.run_id),
+        step_id=None if row.step_id is None else _as_id(row.step_id),
         kind=_ENUM_BY_WIRE_NAME.get(row.kind),
         kind_name=row.kind,
         phase=row.phase,

@@ -157,17 +157,12 @@ async def read_page(
     query = page_query(run_id=run_id, kinds=kinds, limit=limit, after=after)
     async with engine.connect() as conn:
         rows = (await conn.execute(query)).all()
+    utc = datetime.UTC
+    # Unpacked in the order page_query selects: by position is several times
+    # cheaper than by name, on every line of every page.
     lines = [
-        Line(
-            id=row.id,
-            run_id=row.run_id,
-            step_id=row.step_id,
-            kind=row.kind,
-            phase=row.phase,
-            detail=row.detail,
-            at=row.at.replace(tzinfo=datetime.UTC),
-        )
-        for row in rows[:limit]
+        Line(line_id, run, step, kind, phase, detail, at.replace(tzinfo=utc))
+        for line_id, run, step, kind, phase, detail, at in rows[:limit]
     ]
     return Page(lines=lines, has_next=len(rows) > limit)
 
