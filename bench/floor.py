@@ -142,8 +142,13 @@ def main() -> None:
     # As `python -m gql serve` runs the service: the same server, the same log level.
     level = Settings.from_env().log_level.lower()
     if args.workers > 1:
-        uvicorn.run(
-            "bench.floor:create_app", factory=True, port=args.port, workers=args.workers, log_level=level
+        from gql.cli import _serve_workers
+
+        # As the service runs several workers (TCP_NODELAY on the shared socket).
+        _serve_workers(
+            uvicorn.Config(
+                "bench.floor:create_app", factory=True, port=args.port, workers=args.workers, log_level=level
+            )
         )
     else:
         uvicorn.run(create_app(), port=args.port, log_level=level)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import datetime
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, TextIO
 from .settings import Settings, SettingsError
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from . import retention
 
 
@@ -72,14 +75,16 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
 
     if workers > 1:
         # Each worker builds its own app (and pool) from the environment.
-        uvicorn.run(
-            "gql.app:create_app",
-            factory=True,
-            host=host,
-            port=port,
-            workers=workers,
-            log_level=settings.log_level.lower(),
-            proxy_headers=True,
+        _serve_workers(
+            uvicorn.Config(
+                "gql.app:create_app",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_level=settings.log_level.lower(),
+                proxy_headers=True,
+            )
         )
         return 0
     from .app import create_app
@@ -285,3 +290,20 @@ def _demo(settings: Settings, allow_non_embedded: bool, then_serve: bool) -> int
     if not then_serve:
         print("Explore it: python -m gql serve, then open http://127.0.0.1:8000/graphql")
     return 0
+
+
+def _serve_workers(config: uvicorn.Config) -> None:
+    """What `uvicorn.run` does for several workers, with Nagle's algorithm off.
+
+    uvicorn binds the socket it shares between workers without naming TCP as
+    its protocol, so asyncio does not set TCP_NODELAY on the connections it
+    accepts; uvicorn writes a response's head and body separately, and the
+    body then waits for the client's delayed ACK: about 40 ms on every
+    keep-alive request (a third of the throughput of one worker, measured).
+    Accepted connections inherit TCP_NODELAY from the listening socket.
+    """
+    from uvicorn.supervisors import Multiprocess
+
+    sock = config.bind_socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    Multiprocess(config, sockets=[sock]).run()
