@@ -21,6 +21,7 @@ from graphql import GraphQLError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
+from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.scalars import JSON
 
 from . import retention, store, writes
@@ -34,7 +35,7 @@ from .details import (
     dump_detail,
     read_detail,
 )
-from .fastpath import PageExecutor
+from .fastpath import HookCachingRunner, PageExecutor
 from .kinds import BY_WIRE_NAME, DESCRIPTIONS, TERMINAL_STATUSES, Kind
 from .settings import Settings
 
@@ -563,6 +564,12 @@ def _one_line(text: str) -> str:
 
 
 class RunLogSchema(strawberry.Schema):
+    def create_extensions_runner(
+        self, execution_context: Any, extensions: list[SchemaExtension]
+    ) -> SchemaExtensionsRunner:
+        # The same extensions, run the same way; their hooks are looked up once per class.
+        return HookCachingRunner(execution_context=execution_context, extensions=extensions)
+
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         # Strawberry logs every error with its stack. A refusal the caller can
         # act on is not a server problem, and unexpected errors are logged
