@@ -34,6 +34,7 @@ from graphql import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.extensions import (
+    AddValidationRules,
     MaxAliasesLimiter,
     MaxTokensLimiter,
     QueryDepthLimiter,
@@ -48,12 +49,20 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     """The extensions that hold a request to `settings`' limits.
 
     Factories, not instances: Strawberry makes one extension per request from
-    each, so no state is shared between concurrent requests.
+    each, so no state is shared between concurrent requests. The depth and
+    alias rules are built once, here: each limiter makes a new rule class
+    when it is made, and the same classes on every request are what lets a
+    validated query text be looked up instead of validated again (validation
+    results are cached by document and rules, see fastpath.py). A rule class
+    keeps nothing between validations: graphql-core makes a new rule object
+    for each.
     """
+    depth = _DepthLimiter(max_depth=settings.max_depth).validation_rules
+    aliases = MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules
     return [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
-        lambda: _DepthLimiter(max_depth=settings.max_depth),
-        lambda: MaxAliasesLimiter(max_alias_count=settings.max_aliases),
+        lambda: AddValidationRules(depth),
+        lambda: AddValidationRules(aliases),
         lambda: LineBudget(max_lines=settings.max_lines_per_request),
     ]
 

@@ -338,3 +338,34 @@ def test_refusals_and_failures_are_the_same_errors(fake_store: dict[str, Any], p
     fast, slow = _both(text, {}, caller, policy)
     assert fast == slow
     assert '"errors"' in fast and '"data": null' in fast
+
+
+def test_a_query_text_is_parsed_and_validated_once_with_the_apps_limits(
+    make_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app's extensions (limits included) keep the same rules, so the caches hit."""
+    import graphql
+    import strawberry.schema.schema as strawberry_schema
+
+    validated: list[Any] = []
+    parsed: list[Any] = []
+    validate = strawberry_schema.validate_document
+    parse = strawberry_schema.parse
+
+    def counting_validate(*args: Any) -> Any:
+        validated.append(args)
+        return validate(*args)
+
+    def counting_parse(*args: Any, **kwargs: Any) -> graphql.DocumentNode:
+        parsed.append(args)
+        return parse(*args, **kwargs)
+
+    monkeypatch.setattr(strawberry_schema, "validate_document", counting_validate)
+    monkeypatch.setattr(strawberry_schema, "parse", counting_parse)
+    api = make_api()
+    for run_id in ("1", "2", "3"):
+        api.data("query($r: ID!) { runLog(runId: $r, limit: 5) { nodes { id } } }", {"r": run_id})
+    assert len(parsed) == 1 and len(validated) == 1
+    # A text that fails validation is answered the same way every time.
+    first, second = (api.post("{ runLog(runId: 1) { nodes { nope } } }") for _ in range(2))
+    assert first == second and "Cannot query field 'nope'" in first["errors"][0]["message"]
