@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from cross_web import HTTPException
 import orjson
+from cross_web import HTTPException
 from graphql import GraphQLError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
@@ -28,10 +28,10 @@ from strawberry.types import ExecutionResult
 from . import store
 from .auth import Policy
 from .db import create_engine, init_db
+from .fastpath import DocumentCaches
 from .graphiql import graphiql_html
 from .limits import BodyLimit, query_limits
 from .retention import Sweeper
-from .fastpath import DocumentCaches
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
 
@@ -109,6 +109,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if not isinstance(value, dict | list):
             raise HTTPException(400, "The request body must be a JSON object")
         return value
+
     def encode_json(self, data: object) -> bytes:
         # orjson writes a 2,000-line page ten times faster than json.dumps. It
         # refuses what JSON cannot hold exactly (an integer past 64 bits in a

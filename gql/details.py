@@ -640,4 +640,3 @@ def _undefined(value: Any) -> None:
     if value is Undefined:
         return None
     raise TypeError(f"{type(value).__name__} is not JSON")
-
