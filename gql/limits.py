@@ -57,12 +57,13 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     keeps nothing between validations: graphql-core makes a new rule object
     for each.
     """
-    depth = _DepthLimiter(max_depth=settings.max_depth).validation_rules
-    aliases = MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules
+    rules = [
+        *_DepthLimiter(max_depth=settings.max_depth).validation_rules,
+        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
+    ]
     return [
         lambda: MaxTokensLimiter(max_token_count=settings.max_tokens),
-        lambda: AddValidationRules(depth),
-        lambda: AddValidationRules(aliases),
+        lambda: AddValidationRules(rules),
         lambda: LineBudget(max_lines=settings.max_lines_per_request),
     ]
 
