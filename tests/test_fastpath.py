@@ -17,6 +17,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import orjson
 import pytest
 from graphql import GraphQLObjectType, GraphQLUnionType
 from hypothesis import HealthCheck, given, settings
@@ -245,6 +246,9 @@ def _both(text: str, variables: dict[str, Any], caller: Caller, policy: Policy) 
             body = {"data": result.data}
             if result.errors:
                 body["errors"] = [error.formatted for error in result.errors]
+            # The service writes bodies with orjson: the same JSON as json.dumps, key order included.
+            assert json.loads(orjson.dumps(body)) == json.loads(json.dumps(body))
+            assert list(orjson.loads(orjson.dumps(body))) == list(body)
             answers.append(json.dumps(body))
         return answers[0], answers[1]
 
