@@ -17,9 +17,20 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import hypothesis_graphql
 import orjson
 import pytest
-from graphql import GraphQLObjectType, GraphQLUnionType
+from graphql import (
+    ArgumentNode,
+    GraphQLObjectType,
+    GraphQLUnionType,
+    NullValueNode,
+    StringValueNode,
+    Visitor,
+    parse,
+    print_ast,
+    visit,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -271,6 +282,42 @@ def test_the_plan_answers_what_graphql_core_answers(
     assert fast == slow
     if '"data": null' not in fast and "blockingRun" not in text:
         assert fastpath.STATS.planned == 1, "the plan was not used"
+
+
+def _readable(text: str) -> str:
+    """A generated query made to read run 7 from its newest line, whatever it asked for."""
+
+    class Rewrite(Visitor):
+        def enter_argument(self, node: ArgumentNode, *_: Any) -> Any:
+            if node.name.value == "runId":
+                return ArgumentNode(name=node.name, value=StringValueNode(value="7"))
+            if node.name.value == "after":
+                return ArgumentNode(name=node.name, value=NullValueNode())
+            return None
+
+    return print_ast(visit(parse(text), Rewrite()))
+
+
+GENERATED = hypothesis_graphql.queries(
+    FAST.as_str(),
+    fields=["runLog"],
+    custom_scalars={
+        "DateTime": st.just("2026-01-01T00:00:00Z").map(hypothesis_graphql.nodes.String),
+        "JSON": st.just("x").map(hypothesis_graphql.nodes.String),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=rows(), text=GENERATED)
+def test_the_plan_answers_what_graphql_core_answers_for_hypothesis_graphql_queries(
+    fake_store: dict[str, Any], lines: list[store.Line], text: str
+) -> None:
+    """Queries from hypothesis-graphql (it works with graphql-core 3.3), as a second opinion."""
+    fake_store["lines"] = lines
+    text = _readable(text)
+    fast, slow = _both(text, {}, ANYONE, OPEN)
+    assert fast == slow
 
 
 def test_the_plan_is_used_for_the_frontends_query(fake_store: dict[str, Any]) -> None:
