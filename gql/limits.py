@@ -14,6 +14,7 @@ from typing import Any
 
 from graphql import (
     BREAK,
+    ASTValidationRule,
     DocumentNode,
     ExecutionResult,
     FieldNode,
@@ -169,7 +170,7 @@ class RequestLimits(LineBudget):
     order; `on_execute` is `LineBudget`'s.
     """
 
-    def __init__(self, max_tokens: int, rules: list[type[ValidationRule]], max_lines: int) -> None:
+    def __init__(self, max_tokens: int, rules: list[type[ASTValidationRule]], max_lines: int) -> None:
         super().__init__(max_lines=max_lines)
         self.max_tokens = max_tokens
         self.rules = tuple(rules)
