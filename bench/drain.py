@@ -28,14 +28,13 @@ import uuid
 from dataclasses import dataclass, field
 
 import httpx
-import pymysql
-import sqlalchemy as sa
 
 from gql.db import create_engine, init_db
 from gql.retention import Outcome, Sweeper, lock_name
 from gql.settings import Settings
 
-SERVER_URL = sa.make_url(os.environ.get("RUNLOG_BENCH_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
+from .mariadb import MARIADB_URL, connect
+
 TERMINAL = ("completed", "cancelled", "failed", "missed")
 RETENTION = 30 * 86400.0
 LIVE_RUN = 900_000  # a run that is running now: its lines are never eligible
@@ -62,16 +61,6 @@ def main() -> int:
 # ── the database ─────────────────────────────────────────────────────────────
 
 
-def _root() -> pymysql.Connection:  # type: ignore[type-arg]
-    return pymysql.connect(
-        host=SERVER_URL.host or "127.0.0.1",
-        port=SERVER_URL.port or 3306,
-        user=SERVER_URL.username or "root",
-        password=SERVER_URL.password or "",
-        autocommit=True,
-    )
-
-
 def _fill(database: str, lines: int, runs: int) -> None:
     """The backlog: `lines` lines of `runs` terminal runs that ended 60 to 90 days ago.
 
@@ -79,7 +68,7 @@ def _fill(database: str, lines: int, runs: int) -> None:
     (the last round takes only what is still missing), so a million lines take
     a few statements rather than a million round trips.
     """
-    conn = _root()
+    conn = connect()
     conn.select_db(database)
     with conn.cursor() as cur:
         cur.executemany(
@@ -119,7 +108,7 @@ def _fill(database: str, lines: int, runs: int) -> None:
 
 
 def _count(database: str, sql: str, *params: int) -> int:
-    conn = _root()
+    conn = connect()
     conn.select_db(database)
     with conn.cursor() as cur:
         cur.execute(sql, params)
@@ -203,9 +192,9 @@ async def _writer(port: int, interval: float, stop: asyncio.Event, writes: Write
 
 async def _bench(lines: int, runs: int, writers: int, rate: float) -> int:
     database = f"runlog_bench_{uuid.uuid4().hex[:10]}"
-    url = SERVER_URL.set(database=database)
+    url = MARIADB_URL.set(database=database)
     settings = Settings(database_url=url.render_as_string(hide_password=False))
-    root = _root()
+    root = connect()
     with root.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
         cur.execute("SELECT VERSION()")

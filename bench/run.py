@@ -48,8 +48,9 @@ from gql.db import metadata
 from gql.details import dump_detail
 from gql.kinds import Kind
 
+from .mariadb import MARIADB_URL, connect
+
 ROOT = Path(__file__).resolve().parent.parent
-MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_BENCH_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
 
 PINNED = os.environ.get("RUNLOG_BENCH_PIN", "1") != "0"  # 0: let the kernel place everything
 LOG_DIR = Path(tempfile.gettempdir())  # the servers' output, runlog-bench-<name>-<port>.log
@@ -153,17 +154,6 @@ def base_rows() -> list[tuple[Any, ...]]:
                 kind, detail = chosen.value, dump_detail(examples[chosen])
             rows.append((run, (i % 40) or None, kind, i % 5, detail, at))
     return rows
-
-
-def connect(database: str | None = None) -> pymysql.Connection:  # type: ignore[type-arg]
-    return pymysql.connect(
-        host=MARIADB_URL.host or "127.0.0.1",
-        port=MARIADB_URL.port or 3306,
-        user=MARIADB_URL.username or "root",
-        password=MARIADB_URL.password or "",
-        database=database,
-        autocommit=True,
-    )
 
 
 @contextmanager
