@@ -8,11 +8,12 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from inspect import isawaitable
 from typing import Any
 
 import orjson
 from cross_web import HTTPException
-from graphql import GraphQLError
+from graphql import GraphQLError, execute
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -21,21 +22,28 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.execution import optimized_is_awaitable
 from strawberry.extensions import DisableIntrospection, MaskErrors
 from strawberry.http import GraphQLHTTPResponse
+from strawberry.schema.base import BaseSchema
 from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET
 
 from . import store
 from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCaches
 from .graphiql import graphiql_html
-from .limits import BodyLimit, query_limits
+from .limits import BodyLimit, lines_asked, query_limits
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
 
 log = logging.getLogger("gql.app")
+
+
+# The content types `run_prepared` reads; Strawberry accepts any that contains "application/json".
+_PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
 
 
 class _MaskUnexpected(MaskErrors):
@@ -97,6 +105,97 @@ def _should_mask(error: GraphQLError) -> bool:
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
+    def __init__(
+        self,
+        schema: BaseSchema,
+        *,
+        caches: DocumentCaches,
+        max_lines: int,
+        prepared: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(schema, **options)
+        self.caches = caches
+        self.max_lines = max_lines
+        self.prepared = prepared
+
+    async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
+        if self.prepared and isinstance(request, Request) and request.method == "POST":
+            response = await self.run_prepared(request)
+            if response is not None:
+                return response
+        return await super().run(request, context, root_value)
+
+    async def run_prepared(self, request: Request) -> Response | None:
+        """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
+
+        Strawberry's `run` does the same work for every request: it reads the
+        content type, builds an execution context and a sub-response, and runs
+        each extension's hooks around parsing, validation and execution. For a
+        50-line page that is about a third of the CPU the service spends
+        beyond the floor's (bench/floor.py). Once a text has parsed and
+        validated cleanly under this app's rules (the token, depth and alias
+        limits, introspection), none of it can change the answer: what is left
+        per request is what depends on the request. That is done here with the
+        same pieces `run` uses: `get_context`, the schema's executor, the line
+        budget's count, the schema's error processing, `process_result` (which
+        masks), and `create_response`.
+
+        Anything else goes to `run`, untouched: a body this does not read
+        exactly as `run` would (another content type, JSON that orjson and
+        `json` may read differently, `extensions`), a text not prepared yet,
+        a request over the line budget (for its error).
+        """
+        if request.headers.get("content-type") not in _PLAIN_JSON:
+            return None
+        try:
+            data = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            return None
+        if type(data) is not dict:
+            return None
+        query = data.get("query")
+        variables = data.get("variables")
+        name = data.get("operationName")
+        if (
+            type(query) is not str
+            or (variables is not None and type(variables) is not dict)
+            or (name is not None and type(name) is not str)
+            or data.get("extensions") is not None
+        ):
+            return None
+        prepared = self.caches.prepared_operation(query, name)
+        if prepared is None:
+            return None
+        document, operation = prepared
+        if lines_asked(document, operation, variables)[0] > self.max_lines:
+            return None
+        sub_response = await self.get_sub_response(request)
+        context = await self.get_context(request, response=sub_response)
+        schema = self.schema
+        try:
+            outcome = execute(
+                schema._schema,  # type: ignore[attr-defined]
+                document,
+                root_value=None,  # this view does not override get_root_value
+                context_value=context,
+                variable_values=variables,
+                operation_name=name,
+                executor_class=schema.execution_context_class,  # type: ignore[attr-defined]
+                is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
+            )
+            if isawaitable(outcome):
+                outcome = await outcome
+            result = ExecutionResult(data=outcome.data, errors=outcome.errors)
+        except Exception as exc:  # as Strawberry's execute: the error is the answer
+            result = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
+        if result.errors:
+            schema._process_errors(result.errors)
+        response_data = await self.process_result(request, result)
+        if result.errors:
+            self._handle_errors(result.errors, response_data)
+        return self.create_response(response_data, sub_response)
+
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
         # The last stop before the client, behind MaskErrors: an exception
         # raised while the document is parsed or validated (a validation rule
@@ -149,8 +248,12 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return HTMLResponse(graphiql_html())
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
-    """Build the app for `settings` (read from the environment when omitted)."""
+def create_app(settings: Settings | None = None, *, prepared: bool = True) -> Starlette:
+    """Build the app for `settings` (read from the environment when omitted).
+
+    `prepared=False` answers every request through Strawberry's full pipeline
+    (tests compare the two).
+    """
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
 
@@ -177,10 +280,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
     if not settings.introspection:
         extensions.append(DisableIntrospection)
     # Last, so a document another extension supplied is left as it is.
-    extensions.append(DocumentCaches().extension)
+    caches = DocumentCaches()
+    extensions.append(caches.extension)
     schema = build_schema(extensions=extensions)
     graphql_app = RunLogGraphQL(
         schema,
+        caches=caches,
+        max_lines=settings.max_lines_per_request,
+        prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
         allow_queries_via_get=False,
     )

@@ -59,6 +59,8 @@ from graphql import (
     GraphQLString,
     GraphQLUnionType,
     InlineFragmentNode,
+    OperationDefinitionNode,
+    OperationType,
     SelectionSetNode,
     VariableNode,
     is_enum_type,
@@ -470,6 +472,12 @@ class DocumentCaches:
     query with every fragment that costs about what validating does. Here the
     parse cache hands back one document object per query text, so validation
     can be keyed on that object's identity.
+
+    A text that parsed and validated cleanly is also kept as a
+    `PreparedDocument`, so that a later request with the same text can skip
+    the per-request pipeline altogether (`app.RunLogGraphQL.run_prepared`).
+    The app's parse options and validation rules are the same for every
+    request (they come from its settings), so the text alone is the key.
     """
 
     def __init__(self, size: int = DOCUMENT_CACHE_SIZE) -> None:
@@ -478,10 +486,42 @@ class DocumentCaches:
         self.validated: OrderedDict[tuple[int, tuple[Any, ...]], tuple[DocumentNode, list[GraphQLError]]] = (
             OrderedDict()
         )
+        self.prepared: OrderedDict[str, PreparedDocument] = OrderedDict()
         self.lock = threading.Lock()
 
     def extension(self) -> SchemaExtension:
         return _DocumentCache(self)
+
+    def prepared_operation(
+        self, query: str, operation_name: str | None
+    ) -> tuple[DocumentNode, OperationDefinitionNode] | None:
+        """The valid document for `query` and its operation `operation_name`, if both are known."""
+        with self.lock:
+            prepared = self.prepared.get(query)
+            if prepared is None:
+                return None
+            self.prepared.move_to_end(query)
+        operation = prepared.operations.get(operation_name)
+        return None if operation is None else (prepared.document, operation)
+
+    def _prepare(self, query: str, document: DocumentNode) -> None:
+        with self.lock:
+            if query in self.prepared:
+                return
+        operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        by_name: dict[str | None, OperationDefinitionNode] = {
+            o.name.value: o for o in operations if o.name is not None
+        }
+        if len(operations) == 1:
+            by_name[None] = operations[0]  # no operationName needed, as graphql-core has it
+        # A subscription is answered by other means, and is left to Strawberry.
+        kept = {
+            name: o
+            for name, o in by_name.items()
+            if o.operation in (OperationType.QUERY, OperationType.MUTATION)
+        }
+        if kept:
+            self._put(self.prepared, query, PreparedDocument(document, kept))
 
     def _put(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         with self.lock:
@@ -491,11 +531,20 @@ class DocumentCaches:
                 cache.popitem(last=False)
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedDocument:
+    """A query text's document, valid under the app's rules, and its operations by name."""
+
+    document: DocumentNode
+    operations: dict[str | None, OperationDefinitionNode]
+
+
 class _DocumentCache(SchemaExtension):
     """Skips parsing and validating a query text seen before; both are pure functions of it."""
 
     def __init__(self, caches: DocumentCaches) -> None:
         self.caches = caches
+        self.parsed_text: str | None = None  # the text the request's document was parsed from
 
     def on_parse(self) -> Iterator[None]:
         context = self.execution_context
@@ -508,11 +557,13 @@ class _DocumentCache(SchemaExtension):
                     self.caches.parsed.move_to_end(key)
             if document is not None:
                 context.graphql_document = document
+                self.parsed_text = context.query
                 key = None
         yield
         # A text that did not parse is not cached: its error is cheap to find again.
         if key is not None and context.graphql_document is not None and not context.pre_execution_errors:
             self.caches._put(self.caches.parsed, key, context.graphql_document)
+            self.parsed_text = context.query
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
@@ -528,6 +579,8 @@ class _DocumentCache(SchemaExtension):
         yield
         if key is not None and context.pre_execution_errors is not None:
             self.caches._put(self.caches.validated, key, (document, list(context.pre_execution_errors)))
+        if self.parsed_text is not None and document is not None and context.pre_execution_errors == []:
+            self.caches._prepare(self.parsed_text, document)
 
 
 # ── extension hooks, looked up once per extension class ──────────────────────

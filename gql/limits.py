@@ -132,22 +132,13 @@ class LineBudget(SchemaExtension):
         document = context.graphql_document
         operation = _operation(document.definitions, context.operation_name) if document else None
         if document is not None and operation is not None:
-            fragments = {
-                d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
-            }
-            defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
-            limits = [
-                _read_limit(field, context.variables or {}, defaults)
-                for field in _root_fields(operation.selection_set, fragments, set())
-                if field.name.value == "runLog"
-            ]
-            lines = sum(limits)
+            lines, fields = lines_asked(document, operation, context.variables)
             if lines > self.max_lines:
                 context.result = ExecutionResult(
                     data=None,
                     errors=[
                         GraphQLError(
-                            f"This request could read {lines} lines ({len(limits)} runLog fields); "
+                            f"This request could read {lines} lines ({fields} runLog fields); "
                             f"the limit is {self.max_lines} lines per request "
                             "(RUNLOG_MAX_LINES_PER_REQUEST). Ask for fewer or smaller pages.",
                             nodes=[operation],
@@ -160,6 +151,20 @@ class LineBudget(SchemaExtension):
                     ],
                 )
         yield
+
+
+def lines_asked(
+    document: DocumentNode, operation: OperationDefinitionNode, variables: Mapping[str, Any] | None
+) -> tuple[int, int]:
+    """The lines `operation`'s runLog fields could read together, and how many such fields it has."""
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
+    limits = [
+        _read_limit(field, variables or {}, defaults)
+        for field in _root_fields(operation.selection_set, fragments, set())
+        if field.name.value == "runLog"
+    ]
+    return sum(limits), len(limits)
 
 
 class RequestLimits(LineBudget):

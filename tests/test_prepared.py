@@ -1,0 +1,246 @@
+"""A prepared query text is answered exactly as Strawberry's full pipeline answers it.
+
+Two apps run on the same database, one answering prepared texts itself
+(`create_app(prepared=True)`, as served) and one sending every request through
+Strawberry (`prepared=False`). Each request goes twice to the first (the first
+time prepares its text, the second is answered from it) and once to the
+second; status, content type and body must be the same, request ids aside.
+The requests cover what a prepared text can meet: every argument, aliases and
+fragments at the root, several operations in one document, refusals, bad
+variables, the line budget, writes, admin queries, introspection, a database
+that refuses connections and an unexpected failure that must be masked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from gql.app import create_app
+from gql.settings import Settings
+
+from .conftest import ADMIN, Backend, free_port
+
+READER = "reader-token-0123456789"
+WRITER = "writer-token-0123456789"
+
+PAGE = (
+    "query Page($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String) {"
+    " runLog(runId: $runId, kinds: $kinds, limit: $limit, after: $after) {"
+    " nodes { id kind kindName at phase stepId detail { __typename"
+    " ... on RunStatusDetail { from to reason }"
+    " ... on RunBlockedDetail { blockingRunId concurrencyKey blockingRun { id status terminal } }"
+    " ... on NoteDetail { text actor }"
+    " ... on UnreadableDetail { text problem } } }"
+    " pageInfo { hasNextPage endCursor } } }"
+)
+ROOT_SHAPES = (
+    "query Shapes($skip: Boolean!) { __typename"
+    " newest: runLog(runId: 7, limit: 2) { nodes { id } }"
+    " ...Older"
+    " skipped: runLog(runId: 7) @skip(if: $skip) { nodes { id } } }"
+    " fragment Older on Query { older: runLog(runId: 7, limit: 3) { pageInfo { hasNextPage } } }"
+)
+TWO_OPERATIONS = (
+    "query Notes { runLog(runId: 7, kinds: [NOTE]) { nodes { id } } }"
+    " query Statuses { runLog(runId: 7, kinds: [RUN_STATUS]) { nodes { id } } }"
+)
+WRITE = (
+    "mutation W($runId: ID!, $kind: String!, $detail: JSON) {"
+    " writeRunLog(runId: $runId, kind: $kind, detail: $detail) }"
+)
+
+# (what, body, token): a body is sent as JSON, as clients send it.
+CASES: list[tuple[str, dict[str, Any], str | None]] = [
+    ("a page", {"query": PAGE, "variables": {"runId": "7", "limit": 3}}, READER),
+    ("every line", {"query": PAGE, "variables": {"runId": "7"}}, READER),
+    ("kinds", {"query": PAGE, "variables": {"runId": "7", "kinds": ["NOTE", "RUN_BLOCKED"]}}, READER),
+    ("no kinds", {"query": PAGE, "variables": {"runId": "7", "kinds": []}}, READER),
+    ("operation named", {"query": PAGE, "variables": {"runId": "7"}, "operationName": "Page"}, READER),
+    (
+        "variables null",
+        {"query": "{ runLog(runId: 7, limit: 1) { nodes { id } } }", "variables": None},
+        READER,
+    ),
+    ("root shapes", {"query": ROOT_SHAPES, "variables": {"skip": True}}, READER),
+    ("root shapes, not skipped", {"query": ROOT_SHAPES, "variables": {"skip": False}}, READER),
+    ("first of two", {"query": TWO_OPERATIONS, "operationName": "Notes"}, READER),
+    ("second of two", {"query": TWO_OPERATIONS, "operationName": "Statuses"}, READER),
+    ("two, none named", {"query": TWO_OPERATIONS}, READER),
+    ("unknown operation", {"query": TWO_OPERATIONS, "operationName": "Nope"}, READER),
+    ("no token", {"query": PAGE, "variables": {"runId": "7"}}, None),
+    ("a writer reading", {"query": PAGE, "variables": {"runId": "7"}}, WRITER),
+    ("a bad run id", {"query": PAGE, "variables": {"runId": "seven"}}, READER),
+    ("a bad cursor", {"query": PAGE, "variables": {"runId": "7", "after": "nope"}}, READER),
+    ("a limit of the wrong type", {"query": PAGE, "variables": {"runId": "7", "limit": "ten"}}, READER),
+    ("a kind misspelt", {"query": PAGE, "variables": {"runId": "7", "kinds": ["NOTEE"]}}, READER),
+    ("a missing variable", {"query": PAGE, "variables": {}}, READER),
+    ("over the line budget", {"query": PAGE, "variables": {"runId": "7", "limit": 2000}}, READER),
+    (
+        "a write",
+        {"query": WRITE, "variables": {"runId": "8", "kind": "note", "detail": {"text": "hi"}}},
+        WRITER,
+    ),
+    ("a refused write", {"query": WRITE, "variables": {"runId": "8", "kind": "nope"}}, WRITER),
+    ("a write without a token", {"query": WRITE, "variables": {"runId": "8", "kind": "note"}}, None),
+    ("retention", {"query": "{ retention { enabled retention eligibleLines } }"}, ADMIN),
+    ("retention, not an admin", {"query": "{ retention { enabled } }"}, READER),
+    ("prune nothing", {"query": 'mutation { pruneTerminal(before: "2000-01-01T00:00:00Z") }'}, ADMIN),
+    (
+        "introspection",
+        {"query": '{ __schema { queryType { name } } __type(name: "NoteDetail") { name } }'},
+        None,
+    ),
+    ("extensions", {"query": PAGE, "variables": {"runId": "7"}, "extensions": {"x": 1}}, READER),
+    ("an unknown key", {"query": PAGE, "variables": {"runId": "7"}, "id": "abc"}, READER),
+]
+
+
+def _normalised(text: str) -> Any:
+    """The body as JSON, with each request id (which differs by request) as REQUEST."""
+    return json.loads(
+        re.sub(r"(?<=request id )[0-9a-f]{16}|(?<=\"requestId\":\")[0-9a-f]{16}", "REQUEST", text)
+    )
+
+
+class Pair:
+    """The same settings served twice: with prepared texts, and through Strawberry alone."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.prepared = TestClient(create_app(settings, prepared=True))
+        self.full = TestClient(create_app(settings, prepared=False))
+        self.answered: list[bool] = []  # whether run_prepared answered, per prepared request
+        view = self.prepared.app.routes[0].endpoint  # type: ignore[attr-defined]
+        run_prepared = view.run_prepared
+
+        async def counting(request: Any) -> Any:
+            response = await run_prepared(request)
+            self.answered.append(response is not None)
+            return response
+
+        view.run_prepared = counting
+
+    def __enter__(self) -> Pair:
+        self.prepared.__enter__()
+        self.full.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.full.__exit__(*exc)
+        self.prepared.__exit__(*exc)
+
+    def compare(self, body: dict[str, Any], token: str | None, content_type: str = "application/json") -> Any:
+        """Send `body` to both; assert the answers are the same; answer it (parsed)."""
+        headers = {"content-type": content_type}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        raw = json.dumps(body)
+        answers = []
+        for client in (self.prepared, self.prepared, self.full):
+            response = client.post("/graphql", content=raw, headers=headers)
+            request_id = re.fullmatch(r"[0-9a-f]{16}", response.headers.get("x-request-id", ""))
+            answers.append(
+                (
+                    response.status_code,
+                    response.headers["content-type"],
+                    request_id is not None,
+                    _normalised(response.text) if response.status_code == 200 else response.text,
+                )
+            )
+        assert answers[0] == answers[1] == answers[2]
+        assert answers[2][2] or answers[2][0] != 200  # every GraphQL answer has its request id
+        return answers[2][3]
+
+
+@pytest.fixture
+def pair(tables: Backend) -> Iterator[Callable[..., Pair]]:
+    made: list[Pair] = []
+
+    def make(**overrides: Any) -> Pair:
+        settings = tables.settings(
+            reader_tokens=(READER,), writer_tokens=(WRITER,), max_lines_per_request=1000, **overrides
+        )
+        made.append(Pair(settings).__enter__())
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.__exit__(None, None, None)
+
+
+def _arrange(backend: Backend) -> None:
+    backend.add_run(37, "live", None, "2026-05-01 10:00:00")
+    lines = [
+        ("run.status", '{"from": "scheduled", "to": "live", "reason": null}'),
+        ("note", '{"text": "checked", "actor": "ops"}'),
+        ("run.blocked", '{"blockingRunId": "37", "concurrencyKey": "venue-1"}'),
+        ("run.blocked", '{"blockingRunId": "999", "concurrencyKey": "venue-1"}'),
+        ("run.status", "not json {"),
+        ("run.teleported", '{"to": "mars"}'),
+        ("note", None),
+    ]
+    for i, (kind, detail) in enumerate(lines):
+        backend.execute(
+            "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
+            "VALUES (7, :step, :kind, 1, :detail, :at)",
+            step=i or None,
+            kind=kind,
+            detail=detail,
+            at=f"2026-05-01 10:00:0{i}.250",
+        )
+
+
+@pytest.mark.parametrize(("what", "body", "token"), CASES, ids=[case[0] for case in CASES])
+def test_a_prepared_text_is_answered_as_strawberry_answers_it(
+    pair: Callable[..., Pair], tables: Backend, what: str, body: dict[str, Any], token: str | None
+) -> None:
+    _arrange(tables)
+    both = pair()
+    answer = both.compare(body, token)
+    assert answer if isinstance(answer, str) else answer.get("data") is not None or answer.get("errors")
+
+
+def test_the_prepared_path_answers_what_it_should_and_leaves_the_rest(
+    pair: Callable[..., Pair], tables: Backend
+) -> None:
+    _arrange(tables)
+    both = pair()
+    for _what, body, token in CASES:
+        both.answered.clear()
+        both.compare(body, token)
+        answered = both.answered[1]  # the second time: the text has been seen
+        declined = body.get("extensions") is not None or body.get("operationName") == "Nope"
+        declined = declined or (body.get("query") == TWO_OPERATIONS and "operationName" not in body)
+        # Over the budget: a limit that is not an Int counts as the most a page can be.
+        declined = declined or (body.get("variables") or {}).get("limit") in (2000, "ten")
+        assert answered is not declined, (_what, both.answered)
+    # Another content type is left to Strawberry, which answers it as before.
+    both.answered.clear()
+    page = {"query": PAGE, "variables": {"runId": "7", "limit": 1}}
+    assert both.compare(page, READER, "application/json; charset=utf-8")["data"]["runLog"]["nodes"]
+    assert both.answered[1]
+    both.answered.clear()
+    assert both.compare(page, READER, "application/json;charset=UTF-8")["data"]["runLog"]["nodes"]
+    assert both.answered == [False, False]
+
+
+def test_an_unavailable_database_is_the_same_answer(tmp_path: Any) -> None:
+    url = f"mysql+aiomysql://root@127.0.0.1:{free_port()}/nothing"
+    with Pair(Settings(database_url=url, reader_tokens=(READER,), connect_timeout=1)) as both:
+        answer = both.compare({"query": PAGE, "variables": {"runId": "7"}}, READER)
+    assert answer["errors"][0]["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+    assert both.answered == [False, True]
+
+
+def test_an_unexpected_failure_is_masked_the_same_way(pair: Callable[..., Pair], tables: Backend) -> None:
+    both = pair()
+    tables.execute("DROP TABLE event_run_log")  # a fault of the server's database, not the caller's
+    answer = both.compare({"query": PAGE, "variables": {"runId": "7"}}, READER)
+    assert answer["errors"][0]["message"] == "Unexpected error (request id REQUEST)."
+    assert "event_run_log" not in json.dumps(answer)
+    assert both.answered == [False, True]
