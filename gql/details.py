@@ -561,7 +561,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
     converters = tuple((name, fn) for name, fn in builders.items() if fn is not _same)
 
     def construct(model: pydantic.BaseModel) -> Any:
-        values = model.__dict__.copy()
+        values = model.__dict__  # the model is thrown away: no need for a copy
         for name, fn in converters:
             values[name] = fn(values[name])
         return tp(**values)

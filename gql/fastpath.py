@@ -393,9 +393,10 @@ class _Compiler:
             slow = f"(None if {value} is None else {slow})"
         if is_enum_type(gtype) and isinstance(wrapped, enum.EnumMeta):
             # Strawberry's enum coercion scans the values one by one; ask it once per member.
+            # Keyed by the member's name: an enum member hashes in Python, its name in C.
             every: list[enum.Enum] = list(wrapped)
-            names = self.name({m: gtype.coerce_output_value(m) for m in every}, "M")
-            return f"{names}[{value}] if type({value}) is {self.name(wrapped, 'W')} else {slow}"
+            names = self.name({m._name_: gtype.coerce_output_value(m) for m in every}, "M")
+            return f"{names}[{value}._name_] if type({value}) is {self.name(wrapped, 'W')} else {slow}"
         fast = _IDENTITY_WHEN.get(gtype)
         if fast is not None:
             return f"{value} if {fast.format(v=value)} else {slow}"

@@ -12,7 +12,7 @@ import binascii
 import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, delete, func, insert, or_, select, text
 from sqlalchemy import exc as sa_exc
@@ -25,9 +25,12 @@ READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
 PRUNE_LIMIT_DEFAULT, PRUNE_LIMIT_MAX = 5000, 50_000
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
-    """One stored line, as stored: `kind` and `detail` are not interpreted here."""
+class Line(NamedTuple):
+    """One stored line, as stored: `kind` and `detail` are not interpreted here.
+
+    A named tuple rather than a frozen dataclass: one is made for every line
+    of every page, and a tuple is made in a third of the time.
+    """
 
     id: int
     run_id: int
