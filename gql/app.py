@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,6 +45,10 @@ log = logging.getLogger("gql.app")
 
 # The content types `run_prepared` reads; Strawberry accepts any that contains "application/json".
 _PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
+# orjson reads an integer outside 64 bits as a float, where `json` keeps it
+# exact; every integer of 18 digits or fewer fits. A body with a longer run of
+# digits (in a number or not) is left to Strawberry.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 
 class _MaskUnexpected(MaskErrors):
@@ -141,15 +146,19 @@ class RunLogGraphQL(GraphQL[Context, None]):
         budget's count, the schema's error processing, `process_result` (which
         masks), and `create_response`.
 
-        Anything else goes to `run`, untouched: a body this does not read
-        exactly as `run` would (another content type, JSON that orjson and
-        `json` may read differently, `extensions`), a text not prepared yet,
-        a request over the line budget (for its error).
+        Anything else goes to `run`, untouched: a body this might not read
+        exactly as `run` would (another content type, `extensions`, JSON that
+        orjson refuses and `json` takes, such as `NaN`, or a number orjson
+        would read as a float), a text not prepared yet, a request over the
+        line budget (for its error).
         """
         if request.headers.get("content-type") not in _PLAIN_JSON:
             return None
+        body = await request.body()
+        if _LONG_NUMBER.search(body):
+            return None
         try:
-            data = orjson.loads(await request.body())
+            data = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
         if type(data) is not dict:
