@@ -22,25 +22,34 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
+from strawberry import Schema
 from strawberry.asgi import GraphQL
 from strawberry.execution import optimized_is_awaitable
 from strawberry.extensions import DisableIntrospection, MaskErrors
 from strawberry.http import GraphQLHTTPResponse
-from strawberry.schema.base import BaseSchema
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from . import store
 from .auth import Policy
 from .db import create_engine, init_db
-from .fastpath import DocumentCaches
+from .fastpath import DocumentCacheExtension, DocumentCaches
 from .graphiql import graphiql_html
-from .limits import BodyLimit, lines_asked, query_limits
+from .limits import BodyLimit, RequestLimits, lines_asked, query_limits
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
 
 log = logging.getLogger("gql.app")
+
+
+def _reproduced(extension: Any) -> bool:
+    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
+    made = extension if isinstance(extension, type) else type(extension())
+    # Masking is in process_result, the limits and introspection are in the
+    # cached validation and lines_asked, and the document cache is what
+    # prepares the texts.
+    return made in (_MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
 
 
 # The content types `run_prepared` reads; Strawberry accepts any that contains "application/json".
@@ -112,7 +121,7 @@ def _should_mask(error: GraphQLError) -> bool:
 class RunLogGraphQL(GraphQL[Context, None]):
     def __init__(
         self,
-        schema: BaseSchema,
+        schema: Schema,
         *,
         caches: DocumentCaches,
         max_lines: int,
@@ -122,7 +131,12 @@ class RunLogGraphQL(GraphQL[Context, None]):
         super().__init__(schema, **options)
         self.caches = caches
         self.max_lines = max_lines
-        self.prepared = prepared
+        # With an extension whose per-request effect run_prepared does not
+        # reproduce (a tracer, a resolver middleware, added later), every
+        # request goes through Strawberry, which runs it.
+        self.prepared = prepared and not schema.directives and all(map(_reproduced, schema.extensions))
+        self.graphql_schema = schema._schema
+        self.executor_class = schema.execution_context_class
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         if self.prepared and isinstance(request, Request) and request.method == "POST":
@@ -181,16 +195,15 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return None
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
-        schema = self.schema
         try:
             outcome = execute(
-                schema._schema,  # type: ignore[attr-defined]
+                self.graphql_schema,
                 document,
                 root_value=None,  # this view does not override get_root_value
                 context_value=context,
                 variable_values=variables,
                 operation_name=name,
-                executor_class=schema.execution_context_class,  # type: ignore[attr-defined]
+                executor_class=self.executor_class,
                 is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
             )
             if isawaitable(outcome):
@@ -199,7 +212,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         except Exception as exc:  # as Strawberry's execute: the error is the answer
             result = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
         if result.errors:
-            schema._process_errors(result.errors)
+            self.schema._process_errors(result.errors)
         response_data = await self.process_result(request, result)
         if result.errors:
             self._handle_errors(result.errors, response_data)

@@ -491,7 +491,7 @@ class DocumentCaches:
         self.lock = threading.Lock()
 
     def extension(self) -> SchemaExtension:
-        return _DocumentCache(self)
+        return DocumentCacheExtension(self)
 
     def prepared_operation(
         self, query: str, operation_name: str | None
@@ -540,7 +540,7 @@ class PreparedDocument:
     operations: dict[str | None, OperationDefinitionNode]
 
 
-class _DocumentCache(SchemaExtension):
+class DocumentCacheExtension(SchemaExtension):
     """Skips parsing and validating a query text seen before; both are pure functions of it."""
 
     def __init__(self, caches: DocumentCaches) -> None:

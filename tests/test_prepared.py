@@ -276,3 +276,21 @@ def test_a_number_past_64_bits_is_stored_exactly(pair: Callable[..., Pair], tabl
     ]
     assert stored == [answer] * 3
     assert both.answered == [False, False]  # orjson would have read 2**70 as a float
+
+
+def test_an_extension_it_does_not_reproduce_turns_prepared_texts_off() -> None:
+    """A tracer added to the schema later must see every request: Strawberry then answers them all."""
+    from strawberry.extensions import SchemaExtension
+
+    from gql.app import RunLogGraphQL, _MaskUnexpected
+    from gql.fastpath import DocumentCaches
+    from gql.schema import build_schema
+
+    class Tracer(SchemaExtension):
+        pass
+
+    caches = DocumentCaches()
+    known = build_schema([_MaskUnexpected, caches.extension])
+    assert RunLogGraphQL(known, caches=caches, max_lines=10).prepared
+    traced = build_schema([_MaskUnexpected, caches.extension, Tracer])
+    assert not RunLogGraphQL(traced, caches=caches, max_lines=10).prepared
