@@ -58,6 +58,8 @@ RUN_LINES = 2500  # lines per run: more than the biggest page
 BASE_RUNS = 4  # 4 runs of 2,500: the 10,000-line table
 HOT_RUN = 2  # the run every read reads
 RARE_KIND = Kind.CLEANUP_RETRY  # one line in a hundred
+# A position halfway down the hot run's 2,500 lines: where "50 after a cursor" reads from.
+MIDDLE = store.Cursor(at=datetime.datetime(2026, 3, 1) + datetime.timedelta(milliseconds=40 * 1200), id=10**9)
 
 
 # ── the queries ──────────────────────────────────────────────────────────────
@@ -471,11 +473,8 @@ def table_size(sizes: dict[str, dict[str, Server]], count: int, rounds: int = 5)
     server in turn, so that the sizes are compared at the same moments of a
     noisy machine. Keys of the answer are "case|name|size".
     """
-    middle = store.Cursor(
-        at=datetime.datetime(2026, 3, 1) + datetime.timedelta(milliseconds=40 * 1200), id=10**9
-    )
     after = store.encode_cursor(
-        store.Line(id=middle.id, run_id=HOT_RUN, step_id=None, kind="", phase=None, detail=None, at=middle.at)
+        store.Line(id=MIDDLE.id, run_id=HOT_RUN, step_id=None, kind="", phase=None, detail=None, at=MIDDLE.at)
     )
     cases = {
         "newest 50": lambda t: read_request(t, 50),
@@ -675,11 +674,8 @@ def big_table(
 
 
 def _explained() -> dict[str, tuple[list[str] | None, store.Cursor | None]]:
-    middle = store.Cursor(
-        at=datetime.datetime(2026, 3, 1) + datetime.timedelta(milliseconds=40 * 1200), id=10**9
-    )
     return {
         "newest 50": (None, None),
         f"rare kind ({RARE_KIND.value})": ([RARE_KIND.value], None),
-        "50 after a cursor": (None, middle),
+        "50 after a cursor": (None, MIDDLE),
     }
