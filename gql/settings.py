@@ -7,6 +7,7 @@ rather than surfacing later as a confusing failure on the first request.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -83,23 +84,25 @@ class Settings:
             admin_tokens=reader.tokens("RUNLOG_ADMIN_TOKEN"),
             reader_tokens=reader.tokens("RUNLOG_READER_TOKEN"),
             writer_tokens=reader.tokens("RUNLOG_WRITER_TOKEN"),
-            write_timeout=reader.get("RUNLOG_WRITE_TIMEOUT", _seconds(max_=4.5), 3.0),
-            read_timeout=reader.get("RUNLOG_READ_TIMEOUT", _seconds(), 8.0),
-            prune_timeout=reader.get("RUNLOG_PRUNE_TIMEOUT", _seconds(), 30.0),
-            connect_timeout=reader.get("RUNLOG_CONNECT_TIMEOUT", _seconds(), 2.0),
-            pool_size=reader.get("RUNLOG_POOL_SIZE", _positive_int, 10),
-            pool_recycle=reader.get("RUNLOG_POOL_RECYCLE", _seconds(), 1800.0),
-            max_detail_bytes=reader.get("RUNLOG_MAX_DETAIL_BYTES", _positive_int, 64 * 1024),
+            write_timeout=reader.get("RUNLOG_WRITE_TIMEOUT", _seconds(0.05, 4.5), 3.0),
+            read_timeout=reader.get("RUNLOG_READ_TIMEOUT", _seconds(0.05, 300), 8.0),
+            prune_timeout=reader.get("RUNLOG_PRUNE_TIMEOUT", _seconds(0.05, 3600), 30.0),
+            connect_timeout=reader.get("RUNLOG_CONNECT_TIMEOUT", _seconds(0.05, 60), 2.0),
+            pool_size=reader.get("RUNLOG_POOL_SIZE", _whole(1, 1000), 10),
+            pool_recycle=reader.get("RUNLOG_POOL_RECYCLE", _seconds(1, 7 * 86400), 1800.0),
+            max_detail_bytes=reader.get("RUNLOG_MAX_DETAIL_BYTES", _whole(1, 16 * 1024 * 1024), 64 * 1024),
             graphiql=reader.get("RUNLOG_GRAPHIQL", _boolean, True),
             introspection=reader.get("RUNLOG_INTROSPECTION", _boolean, True),
             log_level=reader.get("RUNLOG_LOG_LEVEL", _log_level, "INFO"),
-            max_depth=reader.get("RUNLOG_MAX_DEPTH", _positive_int, 10),
-            max_aliases=reader.get("RUNLOG_MAX_ALIASES", _positive_int, 30),
-            max_tokens=reader.get("RUNLOG_MAX_TOKENS", _positive_int, 2000),
-            max_lines_per_request=reader.get("RUNLOG_MAX_LINES_PER_REQUEST", _positive_int, 10_000),
-            max_body_bytes=reader.get("RUNLOG_MAX_BODY_BYTES", _positive_int, 4 * 1024 * 1024),
-            retention=reader.get("RUNLOG_RETENTION", _optional_duration, None),
-            sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration, 60.0),
+            max_depth=reader.get("RUNLOG_MAX_DEPTH", _whole(1, 100), 10),
+            max_aliases=reader.get("RUNLOG_MAX_ALIASES", _whole(1, 1000), 30),
+            max_tokens=reader.get("RUNLOG_MAX_TOKENS", _whole(1, 100_000), 2000),
+            max_lines_per_request=reader.get("RUNLOG_MAX_LINES_PER_REQUEST", _whole(1, 1_000_000), 10_000),
+            max_body_bytes=reader.get(
+                "RUNLOG_MAX_BODY_BYTES", _whole(1, 1024 * 1024 * 1024), 4 * 1024 * 1024
+            ),
+            retention=reader.get("RUNLOG_RETENTION", _optional_duration("1m", "36500d"), None),
+            sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),
         )
 
 
@@ -149,29 +152,40 @@ def _database_url(raw: str) -> str:
     return raw
 
 
-def _seconds(max_: float | None = None) -> Callable[[str], float]:
+# Every number bounds something (a wait, a pool, a size): a value outside its
+# range is refused, never clamped, and the refusal gives the range. `inf` and
+# `nan` parse as floats and would make a bound no bound at all; a timeout of a
+# nanosecond, or a pool of a million connections, is a typo, not a setting.
+
+
+def _seconds(min_: float, max_: float) -> Callable[[str], float]:
     def parse(raw: str) -> float:
         try:
             value = float(raw)
         except ValueError:
             raise ValueError("expected a number of seconds, such as 2 or 0.5") from None
-        if not value > 0:
+        if value <= 0:
             raise ValueError("expected a positive number of seconds")
-        if max_ is not None and value > max_:
-            raise ValueError(f"expected at most {max_} seconds")
+        if not min_ <= value <= max_:  # nan and inf too
+            raise ValueError(f"expected at least {min_:g} and at most {max_:g} seconds")
         return value
 
     return parse
 
 
-def _positive_int(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError("expected a whole number, such as 10") from None
-    if value < 1:
-        raise ValueError("expected a whole number of at least 1")
-    return value
+def _whole(min_: int, max_: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"expected a whole number from {min_} to {max_}, such as 10") from None
+        if value < 1:
+            raise ValueError(f"expected a whole number of at least 1 (and at most {max_})")
+        if not min_ <= value <= max_:
+            raise ValueError(f"expected a whole number from {min_} to {max_}")
+        return value
+
+    return parse
 
 
 def _boolean(raw: str) -> bool:
@@ -208,14 +222,29 @@ def parse_duration(raw: str) -> float:
         raise ValueError(f"{raw!r} has no unit: add s, m, h or d (for example {number}d)")
     if not value > 0:
         raise ValueError(f"{raw!r} is not a positive duration")
+    if not math.isfinite(value * _UNITS[unit]):
+        raise ValueError(f"{raw!r} is not a finite duration")
     return value * _UNITS[unit]
 
 
-def _duration(raw: str) -> float:
-    return parse_duration(raw)
+def _duration(min_: str, max_: str) -> Callable[[str], float]:
+    low, high = parse_duration(min_), parse_duration(max_)
+
+    def parse(raw: str) -> float:
+        value = parse_duration(raw)
+        if not low <= value <= high:
+            raise ValueError(f"{raw!r} is outside what is accepted: from {min_} to {max_}")
+        return value
+
+    return parse
 
 
-def _optional_duration(raw: str) -> float | None:
-    if raw.lower() in ("off", "none", "0"):
-        return None
-    return parse_duration(raw)
+def _optional_duration(min_: str, max_: str) -> Callable[[str], float | None]:
+    bounded = _duration(min_, max_)
+
+    def parse(raw: str) -> float | None:
+        if raw.lower() in ("off", "none", "0"):
+            return None
+        return bounded(raw)
+
+    return parse
