@@ -50,11 +50,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_init_db(settings))
     if args.command == "prune":
         return _prune(settings, args)
+    if args.command == "serve":
+        refused = _refuse_workers(settings, args.workers)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
+            return 2
     if args.command == "demo" or args.demo:
         status = _demo(settings, args.allow_non_embedded, then_serve=args.command == "serve")
         if status or args.command == "demo":
             return status
     return _serve(settings, args.host, args.port, args.workers)
+
+
+def _refuse_workers(settings: Settings, workers: int) -> str | None:
+    """Why `serve --workers N` cannot run on these settings, or None when it can."""
+    if workers < 1:
+        return f"--workers {workers} is not accepted: give a number of processes of at least 1"
+    if workers > 1 and settings.is_embedded:
+        # Every worker builds its own app: each would create the tables at
+        # start and run a retention sweeper of its own, and the embedded
+        # database has no GET_LOCK to keep two sweepers from pruning at once.
+        # One process serves what one SQLite file can take (one writer at a time).
+        return (
+            f"--workers {workers} is refused on the embedded SQLite database "
+            f"({settings.safe_database_url}): each worker would create the tables and run its "
+            "own retention sweeper on one file, which only MySQL/MariaDB coordinate; "
+            "use --workers 1 here, or set RUNLOG_DATABASE_URL to MySQL/MariaDB for several workers"
+        )
+    return None
 
 
 async def _init_db(settings: Settings) -> int:

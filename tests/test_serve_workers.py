@@ -48,3 +48,25 @@ def test_two_workers_answer_keep_alive_requests_without_delayed_ack_stalls(maria
         except subprocess.TimeoutExpired:
             server.kill()
             server.communicate()
+
+
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_several_workers_on_the_embedded_database_are_refused_with_why(tmp_path: Path, workers: str) -> None:
+    path = tmp_path / "runlog.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "gql", "serve", "--port", str(free_port()), "--workers", workers],
+        env={**os.environ, "RUNLOG_DATABASE_URL": f"sqlite+aiosqlite:///{path}", "RUNLOG_RETENTION": "30d"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"--workers {workers} is" in done.stderr
+    if workers == "2":
+        assert "refused on the embedded SQLite database" in done.stderr
+        assert "use --workers 1 here, or set RUNLOG_DATABASE_URL to MySQL/MariaDB" in done.stderr
+    else:
+        assert "at least 1" in done.stderr
+    # Refused before anything started: no worker created the database file.
+    assert not path.exists()
