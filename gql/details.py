@@ -144,6 +144,10 @@ def _external_id() -> Any:
 
 # ── what a detail links to ───────────────────────────────────────────────────
 
+# Marks a detail field that is looked up when read, never stored: the codecs
+# leave it out, so a writer that sends it is refused as for any unknown key.
+LOADED = "runlog.loaded"
+
 
 @strawberry.type(description="A run as the events system has it now (table `event_runs`).")
 class Run:
@@ -214,14 +218,17 @@ class RunBlockedDetail:
         "is still live, or select `blockingRun`."
     )
     concurrency_key: str = strawberry.field(description="The key both runs need (`invasion:Yew`).")
-
-    @strawberry.field(
+    # Plain data, filled in by the page's resolver with one batched lookup
+    # (schema.attach_blocking_runs) when the query selects it: an async
+    # resolver per line would keep the page off the compiled plan
+    # (fastpath.py). An exception in its place is the lookup's failure, which
+    # graphql-core raises at this field alone: the line stays on its page.
+    blocking_run: Run | None = strawberry.field(
+        default=None,
         description="The run that holds the key, as it is now; null if the events system "
-        "no longer has it. Loaded once per request for all lines that name it."
+        "no longer has it. Loaded once per request for all lines that name it.",
+        metadata={LOADED: True},
     )
-    async def blocking_run(self, info: strawberry.Info) -> Run | None:
-        run: Run | None = await info.context.load_run(self.blocking_run_id)
-        return run
 
 
 @strawberry.type(description="`run.health`: the run's health changed (not its status).")
@@ -538,8 +545,8 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
     for forbid in (False, True):
         spec: dict[str, Any] = {}
         for field in definition.fields:
-            if field.base_resolver is not None:
-                continue  # computed, never stored
+            if field.base_resolver is not None or field.metadata.get(LOADED):
+                continue  # computed or looked up, never stored
             ptype, build = _pydantic_type(field.type, forbid, codecs)
             builders[field.python_name] = build
             nullable = isinstance(field.type, StrawberryOptional)

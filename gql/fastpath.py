@@ -16,10 +16,11 @@ and logging are the same code), error locations, null propagation.
 The plan covers only what it knows to be plain data: fields read by
 Strawberry's default resolver, the standard scalars, custom scalars and enums
 through their own `coerce_output_value`, lists, and the detail union
-dispatched on the exact class. Anything else in the selection (`blockingRun`,
-which loads a run; a field given a permission class or an extension later; a
-resolver middleware) makes the plan "not compilable" and the page is completed
-by graphql-core as before. While completing, anything the plan did not expect
+dispatched on the exact class. (`blockingRun` is plain data too: the page's
+resolver looks the runs up in one query before the page is completed.)
+Anything else in the selection (a field given a resolver, a permission class
+or an extension later; a resolver middleware) makes the plan "not
+compilable" and the page is completed by graphql-core as before. While completing, anything the plan did not expect
 (a null where the schema says non-null, a value of another type) abandons the
 plan's result and hands the same page object to graphql-core, which then
 produces exactly the data or errors it always would.

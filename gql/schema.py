@@ -13,16 +13,16 @@ import enum
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import strawberry
 from graphql import GraphQLError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from strawberry.dataloader import DataLoader
 from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.scalars import JSON
+from strawberry.types.nodes import SelectedField, Selection
 
 from . import retention, store, writes
 from .auth import Action, Caller, Policy
@@ -30,6 +30,7 @@ from .details import (
     DETAIL_TYPES,
     DetailError,
     Run,
+    RunBlockedDetail,
     RunLogDetail,
     check_detail,
     dump_detail,
@@ -76,7 +77,6 @@ class Context:
     request_id: str
     request: Any = None
     sweeper: retention.Sweeper | None = None  # None when retention is off
-    _runs: DataLoader[int, Run | None] | None = field(default=None, repr=False)
 
     def require(self, action: Action, what: str) -> None:
         """Raise a refusal that says who the caller would have to be."""
@@ -91,30 +91,47 @@ class Context:
             )
         raise ClientError(f"{what} is refused: the caller is not {who}", "FORBIDDEN")
 
-    async def load_run(self, run_id: str) -> Run | None:
-        number = _positive_int(run_id)
-        if number is None:
-            return None
-        if self._runs is None:
-            self._runs = DataLoader(load_fn=self._load_runs)
-        return await self._runs.load(number)
-
-    async def _load_runs(self, ids: list[int]) -> list[Run | None]:
-        try:
-            async with asyncio.timeout(self.settings.read_timeout):
-                found = await store.find_runs(self.engine, ids)
-        except Exception as exc:
-            if not store.is_unavailable(exc):
-                raise
-            raise _unavailable(self, "blockingRun", exc) from None
-        return [_run(found[i]) if i in found else None for i in ids]
-
 
 _ROLE_WORDS = {
     Action.READ: "a reader",
     Action.WRITE: "a writer",
     Action.ADMINISTER: "an admin",
 }
+
+
+def _selects(selections: list[Selection], name: str) -> bool:
+    """Whether a field called `name` is selected anywhere in `selections`, @skip or not."""
+    return any(
+        (isinstance(selection, SelectedField) and selection.name == name)
+        or _selects(selection.selections, name)
+        for selection in selections
+    )
+
+
+async def _attach_blocking_runs(context: Context, lines: list[RunLogLine], deadline: float) -> None:
+    """Set each blocked line's `blockingRun`, all of a page's in one query, by `deadline`.
+
+    The runs become plain data on the details, so the page is completed by
+    the compiled plan like any other field. A failed lookup is put in their
+    place instead: graphql-core raises it at each `blockingRun`, and the
+    lines stay on the page with that field null.
+    """
+    blocked = [line.detail for line in lines if type(line.detail) is RunBlockedDetail]
+    if not blocked:
+        return
+    numbers = [_positive_int(detail.blocking_run_id) for detail in blocked]
+    found: dict[int, store.Run] | Exception
+    try:
+        async with asyncio.timeout_at(deadline):
+            found = await store.find_runs(context.engine, [n for n in numbers if n is not None])
+    except Exception as exc:
+        found = _unavailable(context, "blockingRun", exc) if store.is_unavailable(exc) else exc
+    for detail, number in zip(blocked, numbers, strict=True):
+        if isinstance(found, Exception):
+            detail.blocking_run = found  # type: ignore[assignment]  # see RunBlockedDetail
+        else:
+            row = None if number is None else found.get(number)
+            detail.blocking_run = None if row is None else _run(row)
 
 
 def _run(row: store.Run) -> Run:
@@ -354,8 +371,10 @@ class Query:
             cursor = store.decode_cursor(after) if after is not None else None
         except store.CursorError as exc:
             raise ClientError(str(exc), "BAD_USER_INPUT") from None
+        # One deadline for the page and, when selected, its blocking runs.
+        deadline = asyncio.get_running_loop().time() + context.settings.read_timeout
         try:
-            async with asyncio.timeout(context.settings.read_timeout):
+            async with asyncio.timeout_at(deadline):
                 page = await store.read_page(
                     context.engine,
                     run_id=number,
@@ -367,8 +386,11 @@ class Query:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
             raise _unavailable(context, f"runLog of run {number}", exc) from None
+        nodes = [_line(row) for row in page.lines]
+        if _selects(info.selected_fields, "blockingRun"):
+            await _attach_blocking_runs(context, nodes, deadline)
         return RunLogPage(
-            nodes=[_line(row) for row in page.lines],
+            nodes=nodes,
             page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
         )
 

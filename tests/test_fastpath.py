@@ -24,6 +24,7 @@ from graphql import (
     GraphQLObjectType,
     GraphQLUnionType,
     NullValueNode,
+    OperationDefinitionNode,
     StringValueNode,
     Visitor,
     parse,
@@ -33,7 +34,7 @@ from graphql import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gql import fastpath, store
+from gql import fastpath, graphiql, store
 from gql.app import _MaskUnexpected
 from gql.auth import Caller, Policy, Role
 from gql.details import dump_detail
@@ -41,6 +42,7 @@ from gql.kinds import Kind
 from gql.schema import Context, build_schema
 from gql.settings import Settings
 
+from .conftest import Backend
 from .details_examples import EXAMPLES
 
 FAST = build_schema([_MaskUnexpected], fast_path=True)
@@ -72,6 +74,9 @@ def stored_detail(draw: st.DrawFn, kind: str) -> str | None:
     if known is None:
         return '{"to": "mars"}'
     example = EXAMPLES[known]
+    if known is Kind.RUN_BLOCKED:
+        # An odd id names a run the fake store has; an even one, or not a number, does not.
+        example = {**example, "blockingRunId": draw(st.sampled_from([37, 38, "41", "x"]))}
     keep = draw(st.lists(st.booleans(), min_size=len(example), max_size=len(example)))
     return dump_detail(_thin(example, keep))
 
@@ -143,8 +148,6 @@ def object_selection(draw: st.DrawFn, gtype: GraphQLObjectType, query: Query, de
     picked = draw(st.lists(st.sampled_from([*names, "__typename"]), min_size=1, max_size=len(names) + 2))
     parts = []
     for name in picked:
-        if name == "blockingRun" and draw(st.integers(0, 3)) != 0:
-            continue  # sometimes: the field the plan leaves to graphql-core
         alias = _alias(draw) if name != "__typename" else draw(st.sampled_from(["", "t: "]))
         inner = _named(gtype.fields[name].type) if name != "__typename" else None
         sub = ""
@@ -230,7 +233,7 @@ def _context(caller: Caller, policy: Policy) -> Context:
 @pytest.fixture
 def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The store, replaced by the generated page (both schemas read the same one)."""
-    state: dict[str, Any] = {"lines": [], "fail": False}
+    state: dict[str, Any] = {"lines": [], "fail": False, "runs": None}
 
     async def read_page(engine: Any, *, run_id: int, kinds: Any, limit: int, after: Any) -> store.Page:
         if state["fail"]:
@@ -241,6 +244,11 @@ def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         return store.Page(lines=lines[:limit], has_next=len(lines) > limit)
 
     async def find_runs(engine: Any, ids: Any) -> dict[int, store.Run]:
+        state["lookups"] = state.get("lookups", 0) + 1
+        if state["runs"] == "away":
+            raise OSError("the database is away")  # a refusal the caller can act on
+        if state["runs"] == "broken":
+            raise RuntimeError("no such table: event_runs")  # masked
         return {i: store.Run(id=i, status="live", ended_at=None, updated_at=START) for i in ids if i % 2 == 1}
 
     monkeypatch.setattr(store, "read_page", read_page)
@@ -270,16 +278,21 @@ ANYONE = Caller(roles=frozenset(), authenticated=False)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=rows(), query=page_queries())
+@given(
+    lines=rows(),
+    query=page_queries(),
+    runs=st.sampled_from([None, None, None, "away", "broken"]),
+)
 def test_the_plan_answers_what_graphql_core_answers(
-    fake_store: dict[str, Any], lines: list[store.Line], query: tuple[str, dict[str, Any]]
+    fake_store: dict[str, Any], lines: list[store.Line], query: tuple[str, dict[str, Any]], runs: str | None
 ) -> None:
     fake_store["lines"] = lines
+    fake_store["runs"] = runs  # how the page's blocking runs are found, or why not
     text, variables = query
     fastpath.STATS.reset()
     fast, slow = _both(text, variables, ANYONE, OPEN)
     assert fast == slow
-    if '"data": null' not in fast and "blockingRun" not in text:
+    if '"data": null' not in fast and runs is None:
         assert fastpath.STATS.planned == 1, "the plan was not used"
 
 
@@ -341,26 +354,56 @@ def test_the_plan_is_used_for_the_frontends_query(fake_store: dict[str, Any]) ->
     assert '"__typename": "CleanupRetryDetail"' in fast
 
 
-def test_blocking_run_is_left_to_graphql_core(fake_store: dict[str, Any]) -> None:
-    fake_store["lines"] = [
-        store.Line(
-            id=1,
-            run_id=7,
-            step_id=None,
-            kind="run.blocked",
-            phase=None,
-            detail=dump_detail({"blockingRunId": 37, "concurrencyKey": "k"}),
-            at=START,
-        )
-    ]
+def _blocked(run_id: Any) -> store.Line:
+    detail = dump_detail({"blockingRunId": run_id, "concurrencyKey": "k"})
+    return _line_at(START)._replace(kind="run.blocked", detail=detail)
+
+
+BLOCKING = (
+    "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { blockingRun { id status } } } } } }"
+)
+
+
+def test_blocking_runs_are_looked_up_in_one_query_and_planned(fake_store: dict[str, Any]) -> None:
+    fake_store["lines"] = [_blocked(37), _blocked(39), _blocked(37), _blocked(38)]
     fastpath.STATS.reset()
-    text = (
-        "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { blockingRun { id status } } } } } }"
-    )
-    fast, slow = _both(text, {}, ANYONE, OPEN)
+    fast, slow = _both(BLOCKING, {}, ANYONE, OPEN)
     assert fast == slow
-    assert '"status": "live"' in fast
-    assert fastpath.STATS.planned == 0 and fastpath.STATS.not_compilable == 1
+    assert json.loads(fast)["data"]["runLog"]["nodes"] == [
+        {"detail": {"blockingRun": {"id": "37", "status": "live"}}},
+        {"detail": {"blockingRun": {"id": "39", "status": "live"}}},
+        {"detail": {"blockingRun": {"id": "37", "status": "live"}}},
+        {"detail": {"blockingRun": None}},  # the events system has no run 38
+    ]
+    assert fake_store["lookups"] == 2  # one per schema, for the four lines
+    assert fastpath.STATS.planned == 1 and fastpath.STATS.not_compilable == 0  # SLOW has no plan
+
+
+def test_a_page_that_does_not_select_blocking_runs_does_not_look_them_up(fake_store: dict[str, Any]) -> None:
+    fake_store["lines"] = [_blocked(37)]
+    _both(
+        "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { concurrencyKey } } } } }",
+        {},
+        ANYONE,
+        OPEN,
+    )
+    assert "lookups" not in fake_store
+
+
+@pytest.mark.parametrize("runs", ["away", "broken"])
+def test_a_failed_lookup_is_an_error_on_each_blocking_run_and_the_lines_stay(
+    fake_store: dict[str, Any], runs: str
+) -> None:
+    fake_store["lines"] = [_blocked(37), _blocked(39)]
+    fake_store["runs"] = runs
+    fast, slow = _both(BLOCKING, {}, ANYONE, OPEN)
+    assert fast == slow
+    body = json.loads(fast)
+    assert body["data"]["runLog"]["nodes"] == [{"detail": {"blockingRun": None}}] * 2
+    code = "DATABASE_UNAVAILABLE" if runs == "away" else "INTERNAL_SERVER_ERROR"
+    assert [(e["path"], e["extensions"]["code"]) for e in body["errors"]] == [
+        (["runLog", "nodes", i, "detail", "blockingRun"], code) for i in (0, 1)
+    ]
 
 
 def test_a_value_the_plan_does_not_expect_is_completed_by_graphql_core(fake_store: dict[str, Any]) -> None:
@@ -418,3 +461,75 @@ def test_a_query_text_is_parsed_and_validated_once_with_the_apps_limits(
     # A text that fails validation is answered the same way every time.
     first, second = (api.post("{ runLog(runId: 1) { nodes { nope } } }") for _ in range(2))
     assert first == second and "Cannot query field 'nope'" in first["errors"][0]["message"]
+
+
+# ── the shipped operations ───────────────────────────────────────────────────
+
+
+def _shipped() -> list[tuple[str, str]]:
+    """Every operation in gql/operations, as a whole document with the fragments it uses."""
+    fragments = graphiql._fragments()
+    files = sorted(
+        p.name for p in graphiql.OPERATIONS_DIR.glob("*.graphql") if p.name != graphiql.FRAGMENTS_FILE
+    )
+    assert files, "no operations found"
+    return [(name, graphiql._document(name, fragments)) for name in files]
+
+
+def _variables(document: str) -> dict[str, Any]:
+    """A value for every variable the operation requires, by its type; the rest left out."""
+    (operation,) = [d for d in parse(document).definitions if isinstance(d, OperationDefinitionNode)]
+    values = {"ID": "7", "String": "a note", "Int": 2000, "Boolean": True, "RunLogKind": "RUN_BLOCKED"}
+    variables: dict[str, Any] = {}
+    for definition in operation.variable_definitions:
+        written = print_ast(definition.type)
+        if not written.endswith("!") or definition.default_value is not None:
+            continue
+        value = values[written.strip("[]!")]
+        variables[definition.variable.name.value] = [value] if written.startswith("[") else value
+    return variables
+
+
+@pytest.mark.parametrize(("name", "document"), _shipped(), ids=[name for name, _ in _shipped()])
+def test_every_shipped_operation_takes_the_fast_path(
+    tables: Backend, make_api: Any, monkeypatch: pytest.MonkeyPatch, name: str, document: str
+) -> None:
+    """Each page of a shipped query is completed by the plan, blocking runs included;
+    every shipped operation, the mutation too, is parsed and validated once."""
+    import strawberry.schema.schema as strawberry_schema
+
+    tables.add_run(37, "live", None, "2026-01-01 00:00:00")
+    api = make_api()
+    for kind in Kind:
+        assert api.write(7, kind.value, EXAMPLES[kind])
+    checked: list[Any] = []
+    for step in ("parse", "validate_document"):
+        original = getattr(strawberry_schema, step)
+
+        def counting(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            checked.append(args)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(strawberry_schema, step, counting)
+    variables = _variables(document)
+    is_query = parse(document).definitions[0].operation.value == "query"  # type: ignore[attr-defined]
+    answers = []
+    for _ in range(3):
+        fastpath.STATS.reset()
+        body = api.post(document, variables)
+        assert "errors" not in body, body
+        answers.append(body)
+        if is_query:
+            assert (fastpath.STATS.planned, fastpath.STATS.unplanned, fastpath.STATS.not_compilable) == (
+                1,
+                0,
+                0,
+            )
+    assert len(checked) <= 2, "the text was parsed or validated again"
+    if "blockingRun" in document:
+        blocked = [n for n in answers[0]["data"]["runLog"]["nodes"] if n["kind"] == "RUN_BLOCKED"]
+        assert blocked and blocked[0]["detail"]["blockingRun"] == {
+            "id": "37",
+            "status": "live",
+            "terminal": False,
+        }
