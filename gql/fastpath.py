@@ -20,10 +20,11 @@ dispatched on the exact class. (`blockingRun` is plain data too: the page's
 resolver looks the runs up in one query before the page is completed.)
 Anything else in the selection (a field given a resolver, a permission class
 or an extension later; a resolver middleware) makes the plan "not
-compilable" and the page is completed by graphql-core as before. While completing, anything the plan did not expect
-(a null where the schema says non-null, a value of another type) abandons the
-plan's result and hands the same page object to graphql-core, which then
-produces exactly the data or errors it always would.
+compilable" and the page is completed by graphql-core as before. While
+completing, anything the plan did not expect (a null where the schema says
+non-null, a value of another type) abandons the plan's result and hands the
+same page object to graphql-core, which then produces exactly the data or
+errors it always would.
 
 The caches are per process and only caches: bounded, keyed by the document's
 identity (the parse cache hands back one document object per query text), and
