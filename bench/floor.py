@@ -1,16 +1,30 @@
-"""The floor: the same reads and writes as the service, with no GraphQL at all.
+"""The floor: the same requests answered with no GraphQL and no SQLAlchemy.
 
-A plain Starlette app on the same engine (driver, pool, timeouts: `gql.db.create_engine`
-with the same settings), running the same SQL (`gql.store.page_query` for a page, the
-same INSERT for a line), building the response JSON by hand: each stored detail is
-parsed with `json.loads` and given its `__typename`, nothing is checked, and the body
-is serialised with orjson. What the service costs on top of this is what GraphQL,
-typed details and checking cost.
+A plain Starlette endpoint at `POST /graphql` that takes the same request bytes
+as the service and does the work of answering them, and nothing else:
 
-    python -m bench.floor --port 8101        # RUNLOG_DATABASE_URL as for the service
+- a page (`runLog`): one round trip for the page's lines (the statement of
+  `gql.store.page_query`, written out), rows to JSON with each stored detail
+  parsed and shaped into its type's fields, and, when the page names any
+  blocking run and the request selects `blockingRun`, one more round trip for
+  all of them;
+- a write (`writeRunLog`): one autocommit INSERT.
 
-POST /read  {"runId": 1, "kinds": ["NOTE"] | null, "limit": 50, "after": null}
-POST /write {"runId": 1, "kind": "note", "stepId": null, "phase": null, "detail": {...}}
+With `--driver physical` (the default) it talks to MariaDB with aiomysql
+directly, on a pool of autocommit connections (no ping on checkout, no
+rollback on return, no separate COMMIT), and writes the body with orjson.
+With `--driver sqlalchemy` the same endpoint goes through the service's own
+engine (`gql.db.create_engine`: pre-ping, rollback on return, a transaction
+per write): the difference between the two is what the engine costs.
+
+It answers the JSON shape the service answers for that request: the fields
+the request selects, under their response keys, in its order. That shape is
+worked out once per query text (graphql-core parses it, and `schema.graphql`
+says which fields are ids) and kept, as a hand-written endpoint would have it
+written in; a request only looks it up. Nothing is checked: a detail is parsed
+and its fields picked, never validated.
+
+    python -m bench.floor --port 8101 [--driver sqlalchemy]   # RUNLOG_DATABASE_URL as for the service
 """
 
 from __future__ import annotations
@@ -18,114 +32,499 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
-import json
-from collections.abc import AsyncIterator
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import insert
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    ValueNode,
+    build_schema,
+    parse,
+)
+from graphql.language import (
+    BooleanValueNode,
+    EnumValueNode,
+    FloatValueNode,
+    IntValueNode,
+    ListValueNode,
+    NullValueNode,
+    ObjectValueNode,
+    StringValueNode,
+    VariableNode,
+)
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gql import store
-from gql.db import create_engine, event_run_log
-from gql.kinds import BY_WIRE_NAME, Kind
+from gql.kinds import TERMINAL_STATUSES, Kind
 from gql.settings import Settings
 
+SCHEMA = Path(__file__).resolve().parent.parent / "schema.graphql"
 _TYPENAME = {kind.value: "".join(p.title() for p in kind.value.split(".")) + "Detail" for kind in Kind}
 _ENUM_NAME = {kind.value: kind.name for kind in Kind}
+_JSON = orjson.OPT_NAIVE_UTC  # a stored DATETIME is UTC: served with +00:00, as the service does
+
+_PAGE = (
+    "SELECT id, run_id, step_id, kind, phase, detail, at FROM event_run_log WHERE run_id = %s{kinds}{after}"
+    " ORDER BY at DESC, id DESC LIMIT %s"
+)
+_AFTER = " AND at <= %s AND (at < %s OR at = %s AND id < %s)"
+_RUNS = "SELECT id, status, ended_at, updated_at FROM event_runs WHERE id IN ({})"
+_INSERT = (
+    "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) VALUES (%s, %s, %s, %s, %s, %s)"
+)
 
 
-def _node(row: Any) -> dict[str, Any]:
-    detail = row.detail
-    if detail is not None:
-        typename = _TYPENAME.get(row.kind, "UnreadableDetail")
-        try:
-            parsed = json.loads(detail)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and typename != "UnreadableDetail":
-            parsed["__typename"] = typename
-            detail = parsed
-        else:
-            detail = {"__typename": "UnreadableDetail", "text": detail, "problem": "unreadable"}
-    return {
-        "id": str(row.id),
-        "kind": _ENUM_NAME.get(row.kind),
-        "at": row.at.replace(tzinfo=datetime.UTC).isoformat(),
-        "phase": row.phase,
-        "stepId": None if row.step_id is None else str(row.step_id),
-        "detail": detail,
-    }
+# ── the database, two ways ───────────────────────────────────────────────────
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+class Database(Protocol):
+    async def page(self, run_id: int, kinds: list[str] | None, limit: int, after: Any) -> Sequence[Any]: ...
+    async def runs(self, ids: list[int]) -> Sequence[Any]: ...
+    async def insert(self, row: tuple[Any, ...]) -> None: ...
+    async def close(self) -> None: ...
+
+
+def _page_sql(kinds: list[str] | None, after: Any) -> tuple[str, list[Any]]:
+    where_kinds = "" if kinds is None else f" AND kind IN ({', '.join(['%s'] * len(kinds))})"
+    return _PAGE.format(kinds=where_kinds, after="" if after is None else _AFTER), [
+        *(kinds or ()),
+        *(() if after is None else (after[0], after[0], after[0], after[1])),
+    ]
+
+
+class Physical:
+    """aiomysql straight: one autocommit round trip a statement."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, url: str, size: int) -> Physical:
+        import aiomysql
+
+        parts = urllib.parse.urlsplit(url)
+        pool = await aiomysql.create_pool(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=urllib.parse.unquote(parts.username or "root"),
+            password=urllib.parse.unquote(parts.password or ""),
+            db=parts.path.lstrip("/"),
+            minsize=1,
+            maxsize=size,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+        return cls(pool)
+
+    async def _fetch(self, sql: str, args: Sequence[Any]) -> Sequence[Any]:
+        async with self.pool.acquire() as conn, conn.cursor() as cur:
+            await cur.execute(sql, args)
+            rows: Sequence[Any] = await cur.fetchall()
+            return rows
+
+    async def page(self, run_id: int, kinds: list[str] | None, limit: int, after: Any) -> Sequence[Any]:
+        sql, args = _page_sql(kinds, after)
+        return await self._fetch(sql, [run_id, *args, limit + 1])
+
+    async def runs(self, ids: list[int]) -> Sequence[Any]:
+        return await self._fetch(_RUNS.format(", ".join(["%s"] * len(ids))), ids)
+
+    async def insert(self, row: tuple[Any, ...]) -> None:
+        async with self.pool.acquire() as conn, conn.cursor() as cur:
+            await cur.execute(_INSERT, row)
+
+    async def close(self) -> None:
+        self.pool.close()
+        await self.pool.wait_closed()
+
+
+class Engine:
+    """The service's engine and statements: what SQLAlchemy and its pool settings add."""
+
+    def __init__(self, settings: Settings) -> None:
+        from gql.db import create_engine
+
+        self.engine = create_engine(settings)
+
+    async def page(self, run_id: int, kinds: list[str] | None, limit: int, after: Any) -> Sequence[Any]:
+        from gql import store
+
+        cursor = None if after is None else store.Cursor(at=after[0], id=after[1])
+        query = store.page_query(run_id=run_id, kinds=kinds, limit=limit, after=cursor)
+        async with self.engine.connect() as conn:
+            rows: Sequence[Any] = (await conn.execute(query)).all()
+            return rows
+
+    async def runs(self, ids: list[int]) -> Sequence[Any]:
+        from gql import store
+
+        found = await store.find_runs(self.engine, ids)
+        return [(r.id, r.status, r.ended_at, r.updated_at) for r in found.values()]
+
+    async def insert(self, row: tuple[Any, ...]) -> None:
+        from sqlalchemy import insert
+
+        from gql.db import event_run_log
+
+        names = ("run_id", "step_id", "kind", "phase", "detail", "at")
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(event_run_log).values(dict(zip(names, row, strict=True))))
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+# ── the shape of an answer, worked out once per query text ──────────────────
+
+# A field of an object as answered: its response key, and how to get its value.
+Getter = Callable[[Any, "Answer"], Any]
+
+
+@dataclass
+class Answer:
+    """What one request's answer collects on its way: where a blocking run goes, once looked up."""
+
+    blocking: list[tuple[dict[str, Any], str, int, Callable[[Any], Any]]]
+
+
+class Shapes:
+    """Field getters by type, for the selections of one query text."""
+
+    def __init__(self, schema: GraphQLSchema, fragments: dict[str, FragmentDefinitionNode]) -> None:
+        self.schema = schema
+        self.fragments = fragments
+
+    def fields(
+        self, type_name: str, selection_sets: list[SelectionSetNode]
+    ) -> list[tuple[str, list[FieldNode]]]:
+        """The selected fields of a `type_name` object, merged by response key, in order."""
+        merged: dict[str, list[FieldNode]] = {}
+
+        def walk(selection_set: SelectionSetNode) -> None:
+            for selection in selection_set.selections:
+                if isinstance(selection, FieldNode):
+                    key = selection.alias.value if selection.alias else selection.name.value
+                    merged.setdefault(key, []).append(selection)
+                elif isinstance(selection, InlineFragmentNode):
+                    if self._applies(selection.type_condition, type_name):
+                        walk(selection.selection_set)
+                elif isinstance(selection, FragmentSpreadNode):
+                    fragment = self.fragments[selection.name.value]
+                    if self._applies(fragment.type_condition, type_name):
+                        walk(fragment.selection_set)
+
+        for selection_set in selection_sets:
+            walk(selection_set)
+        return list(merged.items())
+
+    def _applies(self, condition: Any, type_name: str) -> bool:
+        if condition is None or condition.name.value == type_name:
+            return True
+        abstract = self.schema.get_type(condition.name.value)
+        concrete = self.schema.get_type(type_name)
+        return abstract is not None and self.schema.is_sub_type(abstract, concrete)  # type: ignore[arg-type]
+
+    def stored(self, type_name: str, selection_sets: list[SelectionSetNode]) -> Callable[[Any], Any]:
+        """How a parsed stored value (a dict, or a list of them) of `type_name` is answered."""
+        tp = self.schema.get_type(type_name)
+        assert isinstance(tp, GraphQLObjectType), type_name
+        getters: list[tuple[str, Getter]] = []
+        runs: list[tuple[str, Callable[[Any], Any]]] = []
+        for key, nodes in self.fields(type_name, selection_sets):
+            name = nodes[0].name.value
+            if name == "__typename":
+                getters.append((key, _constant(type_name)))
+            elif name == "blockingRun":
+                getters.append((key, lambda _v, _a: None))
+                runs.append((key, self._run_shape([n.selection_set for n in nodes if n.selection_set])))
+            else:
+                getters.append((key, self._value(name, tp.fields[name].type, nodes)))
+
+        def shape(value: Any, answer: Answer) -> Any:
+            if not isinstance(value, dict):
+                return None
+            out: dict[str, Any] = {}
+            for key, get in getters:
+                out[key] = get(value, answer)
+            for key, run in runs:
+                run_id = value.get("blockingRunId")
+                if run_id is not None:
+                    # Filled in after one query for every blocking run of the page.
+                    answer.blocking.append((out, key, int(run_id), run))
+            return out
+
+        return shape  # type: ignore[return-value]
+
+    def _value(self, name: str, field_type: Any, nodes: list[FieldNode]) -> Getter:
+        listed = False
+        inner = field_type
+        while isinstance(inner, GraphQLNonNull | GraphQLList):
+            listed = listed or isinstance(inner, GraphQLList)
+            inner = inner.of_type
+        if isinstance(inner, GraphQLObjectType):
+            sub = self.stored(inner.name, [n.selection_set for n in nodes if n.selection_set])
+            if listed:
+                return lambda v, a: None if (x := v.get(name)) is None else [sub(i, a) for i in x]  # type: ignore[call-arg]
+            return lambda v, a: sub(v.get(name), a)  # type: ignore[call-arg]
+        if inner.name == "ID":  # stored as a number or a string, served as a string
+            if listed:
+                return lambda v, a: None if (x := v.get(name)) is None else [str(i) for i in x]
+            return lambda v, a: None if (x := v.get(name)) is None else str(x)
+        return lambda v, a: v.get(name)
+
+    def _run_shape(self, selection_sets: list[SelectionSetNode]) -> Callable[[Any], Any]:
+        getters: list[tuple[str, Callable[[Any], Any]]] = []
+        for key, nodes in self.fields("Run", selection_sets):
+            getters.append((key, _RUN_FIELDS[nodes[0].name.value]))
+
+        def shape(row: Any) -> dict[str, Any]:
+            return {key: get(row) for key, get in getters}
+
+        return shape
+
+
+_RUN_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "__typename": lambda r: "Run",
+    "id": lambda r: str(r[0]),
+    "status": lambda r: r[1],
+    "terminal": lambda r: r[1] in TERMINAL_STATUSES,
+    "endedAt": lambda r: r[2],
+    "updatedAt": lambda r: r[3],
+}
+
+
+def _column(get: Callable[[Any], Any]) -> Getter:
+    return lambda row, _a: get(row)
+
+
+def _cursor(row: Any) -> str:
+    raw = f"{row[6].isoformat(timespec='milliseconds')}|{row[0]}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(value: str) -> tuple[datetime.datetime, int]:
+    at, line_id = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode().split("|")
+    return datetime.datetime.fromisoformat(at), int(line_id)
+
+
+_LINE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "__typename": lambda r: "RunLogLine",
+    "id": lambda r: str(r[0]),
+    "runId": lambda r: str(r[1]),
+    "stepId": lambda r: None if r[2] is None else str(r[2]),
+    "kind": lambda r: _ENUM_NAME.get(r[3]),
+    "kindName": lambda r: r[3],
+    "phase": lambda r: r[4],
+    "at": lambda r: r[6],
+}
+
+
+def _constant(value: Any) -> Getter:
+    return lambda _v, _a: value
+
+
+def _argument(nodes: list[FieldNode], name: str) -> ValueNode | None:
+    return next((a.value for a in nodes[0].arguments or () if a.name.value == name), None)
+
+
+def _evaluate(node: ValueNode | None, variables: dict[str, Any]) -> Any:
+    """A value as written in the query, its variables filled in (a missing one is null)."""
+    if node is None or isinstance(node, NullValueNode):
+        return None
+    if isinstance(node, VariableNode):
+        return variables.get(node.name.value)
+    if isinstance(node, IntValueNode):
+        return int(node.value)
+    if isinstance(node, FloatValueNode):
+        return float(node.value)
+    if isinstance(node, StringValueNode | EnumValueNode):
+        return node.value
+    if isinstance(node, BooleanValueNode):
+        return node.value
+    if isinstance(node, ListValueNode):
+        return [_evaluate(v, variables) for v in node.values]
+    if isinstance(node, ObjectValueNode):
+        return {f.name.value: _evaluate(f.value, variables) for f in node.fields}
+    raise ValueError(f"the floor does not read a {type(node).__name__}")
+
+
+class Plan:
+    """How the floor answers one query text."""
+
+    def __init__(self, text: str, schema: GraphQLSchema, database: Database) -> None:
+        document = parse(text)
+        fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+        (operation,) = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        shapes = Shapes(schema, fragments)
+        root = "Mutation" if operation.operation.value == "mutation" else "Query"
+        self.roots = shapes.fields(root, [operation.selection_set])
+        for _key, nodes in self.roots:
+            if nodes[0].name.value not in ("runLog", "writeRunLog"):
+                raise ValueError(f"the floor answers runLog and writeRunLog, not {nodes[0].name.value}")
+        self.database = database
+        self.shapes = shapes
+        self.pages: dict[str, Any] = {}
+        for key, nodes in self.roots:
+            if nodes[0].name.value == "runLog":
+                self.pages[key] = self._page_shape(shapes, nodes)
+
+    def _page_shape(self, shapes: Shapes, nodes: list[FieldNode]) -> Any:
+        page_sets = [n.selection_set for n in nodes if n.selection_set]
+        line_getters: list[tuple[str, Callable[[Any, Answer], Any]]] = []
+        info: list[tuple[str, str]] = []
+        page_fields = []
+        for key, fields in shapes.fields("RunLogPage", page_sets):
+            name = fields[0].name.value
+            page_fields.append((key, name))
+            sets = [n.selection_set for n in fields if n.selection_set]
+            if name == "nodes":
+                for line_key, line_fields in shapes.fields("RunLogLine", sets):
+                    line_name = line_fields[0].name.value
+                    if line_name == "detail":
+                        detail_sets = [n.selection_set for n in line_fields if n.selection_set]
+                        line_getters.append((line_key, self._detail(shapes, detail_sets)))
+                    else:
+                        line_getters.append((line_key, _column(_LINE_FIELDS[line_name])))
+            elif name == "pageInfo":
+                info = [(k, f[0].name.value) for k, f in shapes.fields("PageInfo", sets)]
+        return line_getters, info, page_fields
+
+    def _detail(self, shapes: Shapes, sets: list[SelectionSetNode]) -> Callable[[Any, Answer], Any]:
+        by_type = {name: shapes.stored(name, sets) for name in [*_TYPENAME.values(), "UnreadableDetail"]}
+        unreadable = by_type["UnreadableDetail"]
+
+        def get(row: Any, answer: Answer) -> Any:
+            text = row[5]
+            if text is None:
+                return None
+            typename = _TYPENAME.get(row[3])
+            if typename is not None:
+                try:
+                    parsed = orjson.loads(text)
+                except orjson.JSONDecodeError:
+                    parsed = None
+                if isinstance(parsed, dict):
+                    return by_type[typename](parsed, answer)  # type: ignore[call-arg]
+            return unreadable({"text": text, "problem": "unreadable"}, answer)  # type: ignore[call-arg]
+
+        return get
+
+    async def answer(self, variables: dict[str, Any]) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for key, nodes in self.roots:
+            if nodes[0].name.value == "runLog":
+                data[key] = await self._read(self.pages[key], nodes, variables)
+            else:
+                data[key] = await self._write(nodes, variables)
+        return {"data": data}
+
+    async def _read(self, shape: Any, nodes: list[FieldNode], variables: dict[str, Any]) -> Any:
+        line_getters, info, page_fields = shape
+        run_id = int(_evaluate(_argument(nodes, "runId"), variables))
+        kinds = _evaluate(_argument(nodes, "kinds"), variables)
+        wire = None if kinds is None else sorted({Kind[k].value for k in kinds})
+        limit = _evaluate(_argument(nodes, "limit"), variables)
+        limit = 500 if not limit else min(max(limit, 1), 2000)
+        after = _evaluate(_argument(nodes, "after"), variables)
+        rows: Sequence[Any] = []
+        if wire is None or wire:
+            rows = await self.database.page(
+                run_id, wire, limit, None if after is None else _decode_cursor(after)
+            )
+        page = rows[:limit]
+        answer = Answer(blocking=[])
+        lines = []
+        for row in page:
+            line = {}
+            for key, get in line_getters:
+                line[key] = get(row, answer)
+            lines.append(line)
+        if answer.blocking:
+            found = {r[0]: r for r in await self.database.runs(sorted({b[2] for b in answer.blocking}))}
+            for out, key, blocking_id, run in answer.blocking:
+                row = found.get(blocking_id)
+                out[key] = None if row is None else run(row)
+        result: dict[str, Any] = {}
+        for key, name in page_fields:
+            if name == "nodes":
+                result[key] = lines
+            elif name == "pageInfo":
+                result[key] = {
+                    k: (len(rows) > limit if n == "hasNextPage" else _cursor(page[-1]) if page else None)
+                    for k, n in info
+                }
+            elif name == "__typename":
+                result[key] = "RunLogPage"
+        return result
+
+    async def _write(self, nodes: list[FieldNode], variables: dict[str, Any]) -> bool:
+        detail = _evaluate(_argument(nodes, "detail"), variables)
+        step = _evaluate(_argument(nodes, "stepId"), variables)
+        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        await self.database.insert(
+            (
+                int(_evaluate(_argument(nodes, "runId"), variables)),
+                None if step is None else int(step),
+                _evaluate(_argument(nodes, "kind"), variables),
+                _evaluate(_argument(nodes, "phase"), variables),
+                None if detail is None else orjson.dumps(detail).decode(),
+                now.replace(microsecond=now.microsecond // 1000 * 1000),
+            )
+        )
+        return True
+
+
+def create_app(settings: Settings | None = None, driver: str = "physical") -> Starlette:
     settings = Settings.from_env() if settings is None else settings
+    schema = build_schema(SCHEMA.read_text())
+    plans: dict[str, Plan] = {}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        app.state.engine = create_engine(settings)
+        if driver == "physical":
+            app.state.database = await Physical.open(settings.database_url, settings.pool_size)
+        else:
+            app.state.database = Engine(settings)
         try:
             yield
         finally:
-            await app.state.engine.dispose()
+            await app.state.database.close()
 
-    async def read(request: Request) -> Response:
-        args = json.loads(await request.body())
-        kinds = args.get("kinds")
-        wire = None if kinds is None else [Kind[name].value for name in kinds]
-        limit = store.clamp_read_limit(args.get("limit"))
-        after = store.decode_cursor(args["after"]) if args.get("after") else None
-        rows: list[Any] = []
-        if wire is None or wire:
-            query = store.page_query(run_id=int(args["runId"]), kinds=wire, limit=limit, after=after)
-            async with request.app.state.engine.connect() as conn:
-                rows = list((await conn.execute(query)).all())
-        page = rows[:limit]
-        end = None
-        if page:
-            last = page[-1]
-            raw = f"{last.at.isoformat(timespec='milliseconds')}|{last.id}"
-            end = base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-        body = {
-            "data": {
-                "runLog": {
-                    "nodes": [_node(row) for row in page],
-                    "pageInfo": {"hasNextPage": len(rows) > limit, "endCursor": end},
-                }
-            }
-        }
-        return Response(orjson.dumps(body), media_type="application/json")
-
-    async def write(request: Request) -> Response:
-        args = json.loads(await request.body())
-        stored = False
-        if args.get("kind") in BY_WIRE_NAME:
-            detail = args.get("detail")
-            async with request.app.state.engine.begin() as conn:
-                await conn.execute(
-                    insert(event_run_log).values(
-                        run_id=int(args["runId"]),
-                        step_id=args.get("stepId"),
-                        kind=args["kind"],
-                        phase=args.get("phase"),
-                        detail=None if detail is None else json.dumps(detail, separators=(",", ":")),
-                        at=store.utc_now_millis(),
-                    )
-                )
-            stored = True
-        return Response(orjson.dumps({"data": {"writeRunLog": stored}}), media_type="application/json")
+    async def graphql(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        text = body["query"]
+        plan = plans.get(text)
+        if plan is None:
+            try:
+                plan = plans[text] = Plan(text, schema, request.app.state.database)
+            except ValueError as exc:
+                refusal = {"errors": [{"message": str(exc)}]}
+                return Response(orjson.dumps(refusal), status_code=400, media_type="application/json")
+        answer = await plan.answer(body.get("variables") or {})
+        return Response(orjson.dumps(answer, option=_JSON), media_type="application/json")
 
     async def healthz(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
 
     return Starlette(
         routes=[
-            Route("/read", read, methods=["POST"]),
-            Route("/write", write, methods=["POST"]),
+            Route("/graphql", graphql, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
         ],
         lifespan=lifespan,
@@ -138,6 +537,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.floor")
     parser.add_argument("--port", type=int, default=8101)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--driver", choices=("physical", "sqlalchemy"), default="physical")
     args = parser.parse_args()
     # As `python -m gql serve` runs the service: the same server, the same log level.
     level = Settings.from_env().log_level.lower()
@@ -145,13 +545,18 @@ def main() -> None:
         from gql.cli import _serve_workers
 
         # As the service runs several workers (TCP_NODELAY on the shared socket).
+        factory = (
+            "bench.floor:create_sqlalchemy_app" if args.driver == "sqlalchemy" else "bench.floor:create_app"
+        )
         _serve_workers(
-            uvicorn.Config(
-                "bench.floor:create_app", factory=True, port=args.port, workers=args.workers, log_level=level
-            )
+            uvicorn.Config(factory, factory=True, port=args.port, workers=args.workers, log_level=level)
         )
     else:
-        uvicorn.run(create_app(), port=args.port, log_level=level)
+        uvicorn.run(create_app(driver=args.driver), port=args.port, log_level=level)
+
+
+def create_sqlalchemy_app() -> Starlette:
+    return create_app(driver="sqlalchemy")
 
 
 if __name__ == "__main__":

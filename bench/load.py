@@ -5,12 +5,16 @@ request is one pre-encoded `bytes`, a response is read by its Content-Length.
 That costs the client a few tens of microseconds a request, against several
 hundred for an httpx client, so the client is never what limits the rate.
 
-Run by `bench.run`, one job per process, as JSON on stdin; answers JSON on stdout:
+Run by `bench.run` with a list of jobs as JSON on stdin, done one after the
+other (the rounds of several servers, alternating); answers a list of results
+as JSON on stdout:
 
     {"port": 8100, "mode": "latency", "requests": [[path, body], ...], "count": 50, "warmup": 5}
-      -> {"latencies_ms": [...], "bytes": n, "errors": 0}
+      -> {"latencies_ms": [...], "bytes": n, "errors": 0, "sent": n}
     {"port": 8100, "mode": "throughput", "requests": [...], "clients": 8, "seconds": 10}
-      -> {"completed": n, "seconds": s, "latencies_ms": [...], "errors": 0}
+      -> {"completed": n, "seconds": s, "latencies_ms": [...], "errors": 0, "sent": n}
+
+`sent` counts every request, warm-up ones included (what a write adds to the table).
 
 Each client takes the requests in turn (client i starts at request i). A
 response is an error when its status is not 200 or its body holds `"errors"`
@@ -82,7 +86,8 @@ async def latency(job: dict[str, Any], raws: list[bytes]) -> dict[str, Any]:
         errors += is_error(status, body, job.get("expect_true", False))
         size = len(body)
     conn.close()
-    return {"latencies_ms": latencies, "bytes": size, "errors": errors}
+    sent = job.get("warmup", 0) + job["count"]
+    return {"latencies_ms": latencies, "bytes": size, "errors": errors, "sent": sent}
 
 
 async def throughput(job: dict[str, Any], raws: list[bytes]) -> dict[str, Any]:
@@ -115,16 +120,27 @@ async def throughput(job: dict[str, Any], raws: list[bytes]) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     for conn in conns:
         conn.close()
-    return {"completed": sum(counts), "seconds": elapsed, "latencies_ms": latencies, "errors": sum(errors)}
+    return {
+        "completed": sum(counts),
+        "seconds": elapsed,
+        "latencies_ms": latencies,
+        "errors": sum(errors),
+        "sent": sum(counts) + clients,
+    }
+
+
+async def run(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    results = []
+    for job in jobs:
+        headers = job.get("headers", {})
+        raws = [encode(job["port"], path, body, headers) for path, body in job["requests"]]
+        mode = latency if job["mode"] == "latency" else throughput
+        results.append(await mode(job, raws))
+    return results
 
 
 def main() -> None:
-    job = json.load(sys.stdin)
-    headers = job.get("headers", {})
-    raws = [encode(job["port"], path, body, headers) for path, body in job["requests"]]
-    run = latency if job["mode"] == "latency" else throughput
-    result = asyncio.run(run(job, raws))
-    json.dump(result, sys.stdout)
+    json.dump(asyncio.run(run(json.load(sys.stdin))), sys.stdout)
 
 
 if __name__ == "__main__":

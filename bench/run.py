@@ -1,21 +1,34 @@
-"""The side-by-side benchmark: the service over HTTP against the floor, on the same data.
+"""The benchmark: the service against the physical floor, on the operations the clients ship.
 
     .venv/bin/python -m bench            # the full run: a few minutes
-    .venv/bin/python -m bench --quick    # a small version: under a minute
+    .venv/bin/python -m bench --quick    # a small version: about a minute
     .venv/bin/python -m bench --big      # also a second database of 10,000,000 lines, read side by side
 
 Method. A database of its own is created on the MariaDB at RUNLOG_BENCH_MARIADB_URL
-(default root@127.0.0.1:3306) and dropped at the end. Two servers run at once
-against it, each under uvicorn as `python -m gql serve` runs it (same log level,
-one worker unless the case says otherwise): the service, and the floor
-(`bench/floor.py`: plain Starlette, same engine and SQL, JSON by hand, orjson).
-Requests come from `bench/load.py`, a separate process speaking keep-alive
-HTTP/1.1 with pre-encoded requests. With one worker the server is pinned to CPU
-0 and the load generator to CPU 1 (the machine has two; MariaDB floats), so the
-client does not take the server's CPU; the two-worker case unpins both. Each
-figure is a median, and every goal is a ratio of the service against the floor
-measured in the same run, so the noise of a shared machine cancels as far as
-it can.
+(default root@127.0.0.1:3306), filled with 10,000 lines, and dropped at the end.
+Three servers run at once against it, each under uvicorn as `python -m gql
+serve` runs it (one worker unless the case says otherwise):
+
+- the service (`python -m gql serve`);
+- the floor (`bench/floor.py`): a plain Starlette endpoint taking the same
+  request bytes, answering with aiomysql round trips straight to MariaDB (one
+  for a page, one more for its blocking runs; one autocommit INSERT for a
+  write) and orjson, in the same JSON shape;
+- the SQLAlchemy floor: the same endpoint through the service's engine
+  (pre-ping on checkout, rollback on return, a transaction per write), to
+  show what the engine costs.
+
+The workload is `bench/operations.py`: every operation in `gql/operations/`,
+with the fragments it uses, as the TypeScript client sends it, plus a page
+query built from the service's introspection that selects every field of every
+detail type. Before an operation is timed, each server answers it once and the
+answers are compared (same lines, same ids, same page info, same fields), so a
+floor that does less cannot look fast. Requests come from `bench/load.py`, a
+separate process speaking keep-alive HTTP/1.1 with pre-encoded requests. With
+one worker each server is pinned to CPU 0 and the load generator to CPU 1 (the
+machine has two; MariaDB floats). Each case runs in alternating rounds
+(service, floor, SQLAlchemy floor, service, ...), and every goal is the ratio
+of the service to the floor in the same run.
 """
 
 from __future__ import annotations
@@ -33,13 +46,14 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pymysql
 import sqlalchemy as sa
 
@@ -49,6 +63,7 @@ from gql.details import dump_detail
 from gql.kinds import Kind
 
 from .mariadb import MARIADB_URL, connect
+from .operations import HOT_RUN, RARE_KIND, WRITE_RUN, Operation, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,70 +71,14 @@ PINNED = os.environ.get("RUNLOG_BENCH_PIN", "1") != "0"  # 0: let the kernel pla
 LOG_DIR = Path(tempfile.gettempdir())  # the servers' output, runlog-bench-<name>-<port>.log
 RUN_LINES = 2500  # lines per run: more than the biggest page
 BASE_RUNS = 4  # 4 runs of 2,500: the 10,000-line table
-HOT_RUN = 2  # the run every read reads
-RARE_KIND = Kind.CLEANUP_RETRY  # one line in a hundred
+BIG_PAGE, SMALL_PAGE = 2000, 50
+TARGETS = ("service", "floor", "sa floor")
+FLOORS = TARGETS[1:]
+# The runs a `run.blocked` line names: most are in `event_runs`, the last two are not.
+BLOCKING_RUNS = range(30, 42)
+KNOWN_BLOCKING = {run: ("completed", "live", "cancelled")[run % 3] for run in BLOCKING_RUNS[:-2]}
 # A position halfway down the hot run's 2,500 lines: where "50 after a cursor" reads from.
 MIDDLE = store.Cursor(at=datetime.datetime(2026, 3, 1) + datetime.timedelta(milliseconds=40 * 1200), id=10**9)
-
-
-# ── the queries ──────────────────────────────────────────────────────────────
-
-
-def detail_fragments() -> str:
-    """A fragment on every typed detail, every stored field (not `blockingRun`, which loads a run)."""
-    from gql.schema import build_schema
-
-    union: Any = build_schema()._schema.type_map["RunLogDetail"]
-    parts = []
-    for member in union.types:
-        selected = []
-        for name, definition in member.fields.items():
-            if name == "blockingRun":
-                continue
-            inner = definition.type
-            while hasattr(inner, "of_type"):
-                inner = inner.of_type
-            subfields = getattr(inner, "fields", None)
-            selected.append(f"{name} {{ {' '.join(subfields)} }}" if subfields else name)
-        parts.append(f"... on {member.name} {{ {' '.join(selected)} }}")
-    return " ".join(parts)
-
-
-def page_query() -> str:
-    return (
-        "query Page($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String) {"
-        " runLog(runId: $runId, kinds: $kinds, limit: $limit, after: $after) {"
-        " nodes { id kind at phase stepId detail { __typename " + detail_fragments() + " } }"
-        " pageInfo { hasNextPage endCursor } } }"
-    )
-
-
-WRITE = (
-    "mutation Write($runId: ID!, $kind: String!, $stepId: ID, $phase: Int, $detail: JSON) {"
-    " writeRunLog(runId: $runId, kind: $kind, stepId: $stepId, phase: $phase, detail: $detail) }"
-)
-WRITE_VARIABLES = {
-    "runId": "9999",
-    "kind": "run.status",
-    "stepId": "4",
-    "phase": 2,
-    "detail": {"from": "live", "to": "done"},
-}
-
-
-def read_request(
-    target: str, limit: int, kinds: list[str] | None = None, after: str | None = None
-) -> list[str]:
-    variables = {"runId": str(HOT_RUN), "kinds": kinds, "limit": limit, "after": after}
-    if target == "service":
-        return ["/graphql", json.dumps({"query": page_query(), "variables": variables})]
-    return ["/read", json.dumps(variables)]
-
-
-def write_request(target: str) -> list[str]:
-    if target == "service":
-        return ["/graphql", json.dumps({"query": WRITE, "variables": WRITE_VARIABLES})]
-    return ["/write", json.dumps(WRITE_VARIABLES)]
 
 
 # ── the data ─────────────────────────────────────────────────────────────────
@@ -153,7 +112,10 @@ def base_rows() -> list[tuple[Any, ...]]:
                 kind, detail = "run.teleported", '{"to": "mars"}'  # a kind from a newer writer
             else:
                 chosen = kinds[rng.randrange(len(kinds))]
-                kind, detail = chosen.value, dump_detail(examples[chosen])
+                example = examples[chosen]
+                if chosen is Kind.RUN_BLOCKED:
+                    example = {**example, "blockingRunId": BLOCKING_RUNS[i % len(BLOCKING_RUNS)]}
+                kind, detail = chosen.value, dump_detail(example)
             rows.append((run, (i % 40) or None, kind, i % 5, detail, at))
     return rows
 
@@ -185,9 +147,30 @@ def fill_base(database: str) -> None:
                 "VALUES (%s, %s, %s, %s, %s, %s)",
                 rows[i : i + 1000],
             )
+        cur.executemany(
+            "INSERT INTO event_runs (id, status, ended_at, updated_at) VALUES (%s, %s, %s, %s)",
+            [
+                (
+                    run,
+                    status,
+                    None if status == "live" else datetime.datetime(2026, 2, 1),
+                    datetime.datetime(2026, 2, 1),
+                )
+                for run, status in KNOWN_BLOCKING.items()
+            ],
+        )
         cur.execute("ANALYZE TABLE event_run_log")
         cur.fetchall()
     conn.close()
+
+
+def count_lines(database: str, run_id: int) -> int:
+    conn = connect(database)
+    with conn.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM event_run_log WHERE run_id = %s", (run_id,))
+        (count,) = cur.fetchone()
+    conn.close()
+    return int(count)
 
 
 def fill_big(database: str, target: int, say: Any) -> int:
@@ -224,7 +207,7 @@ def fill_big(database: str, target: int, say: Any) -> int:
 def explain(database: str, kinds: list[str] | None, after: store.Cursor | None) -> list[dict[str, Any]]:
     from sqlalchemy.dialects import mysql
 
-    query = store.page_query(run_id=HOT_RUN, kinds=kinds, limit=50, after=after)
+    query = store.page_query(run_id=HOT_RUN, kinds=kinds, limit=SMALL_PAGE, after=after)
     sql = str(query.compile(dialect=mysql.dialect(), compile_kwargs={"literal_binds": True}))
     conn = connect(database)
     with conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -232,6 +215,27 @@ def explain(database: str, kinds: list[str] | None, after: store.Cursor | None) 
         plan = list(cur.fetchall())
     conn.close()
     return plan
+
+
+def settle(database: str, say: Any, timeout: float = 60) -> None:
+    """Wait (up to `timeout`) until InnoDB has written out most of the fill's dirty pages.
+
+    Otherwise the first reads after a fill compete with the flushing it left
+    behind, which has nothing to do with the table's size.
+    """
+    conn = connect(database)
+    started = time.monotonic()
+    with conn.cursor() as cur:
+        while True:
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_%'")
+            pages = {name: int(value) for name, value in cur.fetchall() if value.isdigit()}
+            dirty, total = pages["Innodb_buffer_pool_pages_dirty"], pages["Innodb_buffer_pool_pages_total"]
+            if dirty <= total // 10 or time.monotonic() - started > timeout:
+                break
+            time.sleep(1)
+    conn.close()
+    waited = time.monotonic() - started
+    say(f"  waited {waited:.0f}s for InnoDB's flushing: {dirty:,} of {total:,} pages dirty")
 
 
 # ── servers and load ─────────────────────────────────────────────────────────
@@ -263,6 +267,15 @@ class Server:
                     total += int(line.split()[1])
         return total
 
+    def post(self, body: str) -> Any:
+        response = httpx.post(
+            f"http://127.0.0.1:{self.port}/graphql",
+            content=body.encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=30,
+        )
+        return response.json()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -290,13 +303,15 @@ def start(name: str, database: str, workers: int = 1, pin: int | None = 0) -> Se
     port = free_port()
     url = MARIADB_URL.set(database=database).render_as_string(hide_password=False)
     env = {**os.environ, "RUNLOG_DATABASE_URL": url, "RUNLOG_LOG_LEVEL": "WARNING"}
+    common = ["--port", str(port), "--workers", str(workers)]
     if name == "service":
-        command = [sys.executable, "-m", "gql", "serve", "--port", str(port), "--workers", str(workers)]
+        command = [sys.executable, "-m", "gql", "serve", *common]
     else:
-        command = [sys.executable, "-m", "bench.floor", "--port", str(port), "--workers", str(workers)]
+        driver = "sqlalchemy" if name == "sa floor" else "physical"
+        command = [sys.executable, "-m", "bench.floor", "--driver", driver, *common]
     if pin is not None and PINNED:
         command = ["taskset", "-c", str(pin), *command]
-    with open(LOG_DIR / f"runlog-bench-{name}-{port}.log", "wb") as log:
+    with open(LOG_DIR / f"runlog-bench-{name.replace(' ', '-')}-{port}.log", "wb") as log:
         # Our own interpreter and modules, with arguments built here.
         process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
     deadline = time.monotonic() + 60
@@ -307,20 +322,36 @@ def start(name: str, database: str, workers: int = 1, pin: int | None = 0) -> Se
         except httpx.TransportError:
             pass
         if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not start")
+            raise RuntimeError(f"{name} did not start: see {log.name}")
         time.sleep(0.2)
     return Server(name, port, process, workers)
 
 
-def load(job: dict[str, Any], pin: int | None = 1) -> dict[str, Any]:
+def load(jobs: list[dict[str, Any]], pin: int | None = 1) -> list[dict[str, Any]]:
+    """Run `jobs` one after the other in one load-generator process; their results, in order."""
     command = [sys.executable, "-m", "bench.load"]
     if pin is not None and PINNED:
         command = ["taskset", "-c", str(pin), *command]
     done = subprocess.run(  # noqa: S603 -- our own interpreter and module
-        command, input=json.dumps(job).encode(), capture_output=True, cwd=ROOT, check=True
+        command, input=json.dumps(jobs).encode(), capture_output=True, cwd=ROOT, check=True
     )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return results
+
+
+def alternate(
+    servers: dict[str, Server], rounds: int, job: Callable[[str], dict[str, Any]], pin: int | None = 1
+) -> dict[str, list[dict[str, Any]]]:
+    """Each server's results of `rounds` rounds, the servers taking turns within each round."""
+    names = list(servers)
+    jobs = [{**job(name), "port": servers[name].port} for _ in range(rounds) for name in names]
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for spec, result in zip(jobs, load(jobs, pin), strict=True):
+        name = next(n for n in names if servers[n].port == spec["port"])
+        if result["errors"]:
+            raise RuntimeError(f"{name} answered {result['errors']} request(s) with an error or false")
+        results[name].append(result)
+    return results
 
 
 # ── the report ───────────────────────────────────────────────────────────────
@@ -328,32 +359,33 @@ def load(job: dict[str, Any], pin: int | None = 1) -> dict[str, Any]:
 
 @dataclass
 class Report:
-    rows: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+    rows: list[tuple[str, ...]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
-    def add(self, case: str, unit: str, service: float, floor: float, ratio: float, goal: str) -> None:
-        met = "" if not goal else "met" if _meets(ratio, goal) else "NOT met"
-        self.rows.append(
-            (
-                case,
-                unit,
-                f"{service:,.1f}",
-                f"{floor:,.1f}",
-                f"{ratio:.3f}",
-                f"{goal} {met}".strip() or "(shown only)",
-            )
-        )
+    def add(
+        self, case: str, unit: str, figures: dict[str, float], ratio: float, goal: str, note: str = ""
+    ) -> None:
+        """A row: the figure of each server, the service's ratio to the floor, and the goal's verdict."""
+        verdict = "(shown)" if not goal else f"{goal} {'met' if _meets(ratio, goal) else 'NOT met'}"
+        cells = [f"{figures[t]:,.1f}" if t in figures else "-" for t in TARGETS]
+        self.rows.append((case, unit, *cells, f"{ratio:.3f}", verdict, note))
+
+    def unmeasured(self, case: str, goal: str, why: str) -> None:
+        self.rows.append((case, "", "-", "-", "-", "-", f"{goal} NOT measured", why))
 
     def print(self) -> None:
-        head = ("case", "unit", "service", "baseline", "ratio", "goal")
-        widths = [max(len(str(r[i])) for r in [head, *self.rows]) for i in range(6)]
-        line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
+        head = ("case", "unit", *TARGETS, "ratio", "goal", "")
+        widths = [max(len(str(r[i])) for r in [head, *self.rows]) for i in range(len(head))]
+        line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()
         print(line)
         print("-" * len(line))
         for row in self.rows:
-            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         for note in self.notes:
             print(note)
+        for problem in self.failed:
+            print(f"!! {problem}")
 
 
 def _meets(ratio: float, goal: str) -> bool:
@@ -369,303 +401,325 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+# ── do the floors answer what the service answers? ──────────────────────────
+
+
+def _pages(data: Any) -> Iterator[tuple[str, Any]]:
+    """Every page in an answer's data, by its response key."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, dict) and isinstance(value.get("nodes"), list):
+                yield key, value
+
+
+def _shape(value: Any) -> Any:
+    """The keys of a JSON value, all the way down, without the values."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value[:1]]
+    return None
+
+
+def compare_reads(servers: dict[str, Server], op: Operation, limit: int, after: str | None = None) -> str:
+    """Ask each server once; raise Mismatch unless the floors answer the service's lines."""
+    body = op.body(limit, after)
+    return compare_answers({name: server.post(body) for name, server in servers.items()})
+
+
+def compare_answers(answers: dict[str, Any]) -> str:
+    """Raise Mismatch unless every floor's answer has the service's lines; say how alike they are.
+
+    The lines must be the same in number and ids, with the same page info and
+    the same fields all the way down. Values may differ where the floor does
+    not check (an unreadable detail's `problem`): how many lines are
+    byte-identical is said, not required.
+    """
+    for name, answer in answers.items():
+        if "errors" in answer or "data" not in answer:
+            raise Mismatch(f"{name} answered {str(answer)[:300]}")
+    service = dict(_pages(answers["service"]["data"]))
+    if not service:
+        raise Mismatch(f"the service's answer holds no page: {str(answers['service'])[:300]}")
+    alike = []
+    for name in sorted(answers.keys() - {"service"}):
+        floor = dict(_pages(answers[name]["data"]))
+        if floor.keys() != service.keys():
+            raise Mismatch(f"{name} answered pages {sorted(floor)}, the service {sorted(service)}")
+        for key, page in service.items():
+            theirs = floor[key]
+            ids = [n.get("id") for n in page["nodes"]]
+            their_ids = [n.get("id") for n in theirs["nodes"]]
+            if ids != their_ids:
+                raise Mismatch(
+                    f"{name}: {len(their_ids)} lines where the service has {len(ids)}, "
+                    f"or not the same ids (first {their_ids[:3]} against {ids[:3]})"
+                )
+            if page.get("pageInfo") != theirs.get("pageInfo"):
+                raise Mismatch(f"{name}: pageInfo {theirs.get('pageInfo')} against {page.get('pageInfo')}")
+            for line, their_line in zip(page["nodes"], theirs["nodes"], strict=True):
+                if _shape(line) != _shape(their_line):
+                    raise Mismatch(f"{name}: line {line.get('id')} has other fields than the service's")
+            same = sum(
+                orjson.dumps(a) == orjson.dumps(b)
+                for a, b in zip(page["nodes"], theirs["nodes"], strict=True)
+            )
+            alike.append(f"{name} {same}/{len(ids)} lines byte-identical")
+    lines = sum(len(p["nodes"]) for p in service.values())
+    return f"{lines} lines, same ids and fields; " + ", ".join(alike)
+
+
+def compare_writes(servers: dict[str, Server], op: Operation, database: str) -> None:
+    """Each server stores one line for one request, and says so."""
+    for name, server in servers.items():
+        before = count_lines(database, WRITE_RUN)
+        answer = server.post(op.body(SMALL_PAGE))
+        stored = count_lines(database, WRITE_RUN) - before
+        values = list((answer.get("data") or {}).values())
+        if "errors" in answer or values != [True] or stored != 1:
+            raise Mismatch(f"{name} answered {str(answer)[:200]} and stored {stored} line(s) for one write")
+
+
+class Mismatch(Exception):
+    """A floor does not answer what the service answers: their figures are not comparable."""
+
+
 # ── the cases ────────────────────────────────────────────────────────────────
 
 
-def big_page(report: Report, servers: dict[str, Server], count: int) -> None:
-    say("goal 1: runLog(limit: 2000), every fragment, one client, sequential")
-    results = {}
-    # Interleaved rounds, so a noisy moment hits both sides alike.
-    rounds = 3
-    latencies: dict[str, list[float]] = {"service": [], "floor": []}
-    for _ in range(rounds):
-        for name in ("service", "floor"):
-            job = {
-                "port": servers[name].port,
-                "mode": "latency",
-                "requests": [read_request(name, 2000)],
-                "count": max(count // rounds, 3),
-                "warmup": 3,
-            }
-            result = load(job)
-            assert result["errors"] == 0, (name, result)
-            latencies[name] += result["latencies_ms"]
-            results[name] = result
-    service, floor = median(latencies["service"]), median(latencies["floor"])
-    report.add("1 big page latency (2000 lines)", "ms", service, floor, service / floor, "<= 1.5")
-    report.notes.append(
-        f"   response bytes: service {results['service']['bytes']:,}, floor {results['floor']['bytes']:,}"
+@dataclass
+class Plan:
+    """How long each case runs."""
+
+    latency_rounds: int
+    latency_count: int  # requests per server per round
+    rate_rounds: int
+    rate_seconds: float  # per server per round
+
+
+def big_page(report: Report, servers: dict[str, Server], op: Operation, plan: Plan, goal: str) -> None:
+    label = f"{op.name}, {BIG_PAGE:,}-line page, 1 client"
+    say(f"{label} ({op.origin})")
+    try:
+        report.notes.append(f"   {op.name}, limit {BIG_PAGE:,}: {compare_reads(servers, op, BIG_PAGE)}")
+    except Mismatch as exc:
+        report.unmeasured(label, goal or "(shown)", "answers differ")
+        report.failed.append(f"{label}: {exc}")
+        return
+    request = ["/graphql", op.body(BIG_PAGE)]
+    results = alternate(
+        servers,
+        plan.latency_rounds,
+        lambda _name: {"mode": "latency", "requests": [request], "count": plan.latency_count, "warmup": 2},
     )
+    figures = {name: median([ms for r in rs for ms in r["latencies_ms"]]) for name, rs in results.items()}
+    sizes = ", ".join(f"{name} {rs[-1]['bytes']:,}" for name, rs in results.items())
+    report.add(label, "ms", figures, figures["service"] / figures["floor"], goal, f"bytes: {sizes}")
 
 
-def throughput(
+def rate(
+    report: Report,
     servers: dict[str, Server],
-    requests: dict[str, list[list[str]]],
-    seconds: float,
+    label: str,
+    request: list[str],
+    plan: Plan,
+    goal: str,
     expect_true: bool = False,
-    rounds: int = 3,
-) -> dict[str, float]:
-    """Requests a second with 8 clients, service and floor in alternate rounds of seconds/rounds each."""
-    completed = {"service": 0.0, "floor": 0.0}
-    elapsed = {"service": 0.0, "floor": 0.0}
-    latencies: dict[str, list[float]] = {"service": [], "floor": []}
-    for _ in range(rounds):
-        for name in ("service", "floor"):
-            job = {
-                "port": servers[name].port,
-                "mode": "throughput",
-                "requests": requests[name],
-                "clients": 8,
-                "seconds": seconds / rounds,
-                "expect_true": expect_true,
-            }
-            result = load(job, pin=1 if servers[name].workers == 1 else None)
-            assert result["errors"] == 0, (name, result["errors"])
-            completed[name] += result["completed"]
-            elapsed[name] += result["seconds"]
-            latencies[name] += result["latencies_ms"]
-    rates: dict[str, float] = {}
-    for name in ("service", "floor"):
-        rates[name] = completed[name] / elapsed[name]
-        rates[f"{name}_p50"] = median(latencies[name])
-    return rates
-
-
-def small_pages(report: Report, servers: dict[str, Server], seconds: float) -> None:
-    say("goal 2: runLog(limit: 50), 8 clients")
-    requests = {name: [read_request(name, 50)] for name in ("service", "floor")}
-    rates = throughput(servers, requests, seconds)
-    report.add(
-        "2 small pages, 8 clients",
-        "req/s",
-        rates["service"],
-        rates["floor"],
-        rates["service"] / rates["floor"],
-        ">= 0.75",
+    pin: int | None = 1,
+) -> dict[str, list[dict[str, Any]]]:
+    """Requests a second with 8 clients, in alternating rounds; a row in the report."""
+    results = alternate(
+        servers,
+        plan.rate_rounds,
+        lambda _name: {
+            "mode": "throughput",
+            "requests": [request],
+            "clients": 8,
+            "seconds": plan.rate_seconds,
+            "expect_true": expect_true,
+        },
+        pin=pin,
     )
-    report.notes.append(
-        f"   median latency: service {rates['service_p50']:.1f} ms, floor {rates['floor_p50']:.1f} ms"
-    )
-
-
-def writes(report: Report, servers: dict[str, Server], seconds: float) -> None:
-    say("goal 3: writeRunLog, 8 clients")
-    requests = {name: [write_request(name)] for name in ("service", "floor")}
-    rates = throughput(servers, requests, seconds, expect_true=True)
-    report.add(
-        "3 writes, 8 clients",
-        "req/s",
-        rates["service"],
-        rates["floor"],
-        rates["service"] / rates["floor"],
-        ">= 0.8",
-    )
-    report.notes.append(
-        f"   median latency: service {rates['service_p50']:.1f} ms, floor {rates['floor_p50']:.1f} ms"
-    )
-
-
-def table_size(sizes: dict[str, dict[str, Server]], count: int, rounds: int = 5) -> dict[str, float]:
-    """Median latency of the three table-size reads, per server and table size.
-
-    `sizes` maps a table size ("small", "big") to its service and floor. Each
-    case is read in `rounds` alternating rounds of count/rounds requests, every
-    server in turn, so that the sizes are compared at the same moments of a
-    noisy machine. Keys of the answer are "case|name|size".
-    """
-    after = store.encode_cursor(
-        store.Line(id=MIDDLE.id, run_id=HOT_RUN, step_id=None, kind="", phase=None, detail=None, at=MIDDLE.at)
-    )
-    cases = {
-        "newest 50": lambda t: read_request(t, 50),
-        f"rare kind ({RARE_KIND.name})": lambda t: read_request(t, 50, kinds=[RARE_KIND.name]),
-        "50 after a cursor": lambda t: read_request(t, 50, after=after),
+    figures = {
+        name: sum(r["completed"] for r in rs) / sum(r["seconds"] for r in rs) for name, rs in results.items()
     }
-    latencies: dict[str, list[float]] = {}
-    for label, make in cases.items():
-        for _ in range(rounds):
-            for size, servers in sizes.items():
-                for name in ("service", "floor"):
-                    job = {
-                        "port": servers[name].port,
-                        "mode": "latency",
-                        "requests": [make(name)],
-                        "count": max(1, count // rounds),
-                        "warmup": 3,
-                    }
-                    result = load(job)
-                    assert result["errors"] == 0, (name, result)
-                    latencies.setdefault(f"{label}|{name}|{size}", []).extend(result["latencies_ms"])
-    return {key: median(values) for key, values in latencies.items()}
+    p50 = ", ".join(
+        f"{name} {median([ms for r in rs for ms in r['latencies_ms']]):.1f}" for name, rs in results.items()
+    )
+    report.add(label, "req/s", figures, figures["service"] / figures["floor"], goal, f"median ms: {p50}")
+    return results
 
 
-def settle(database: str, say: Any, timeout: float = 60) -> None:
-    """Wait (up to `timeout`) until InnoDB has written out most of the fill's dirty pages.
-
-    Otherwise the first reads after a fill compete with the flushing it left
-    behind, which has nothing to do with the table's size.
-    """
-    conn = connect(database)
-    started = time.monotonic()
-    with conn.cursor() as cur:
-        while True:
-            cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_%'")
-            pages = {name: int(value) for name, value in cur.fetchall() if value.isdigit()}
-            dirty, total = pages["Innodb_buffer_pool_pages_dirty"], pages["Innodb_buffer_pool_pages_total"]
-            if dirty <= total // 10 or time.monotonic() - started > timeout:
-                break
-            time.sleep(1)
-    conn.close()
-    waited = time.monotonic() - started
-    say(f"  waited {waited:.0f}s for InnoDB's flushing: {dirty:,} of {total:,} pages dirty")
+def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan: Plan, goal: str) -> None:
+    label = f"{op.name}, {SMALL_PAGE}-line pages, 8 clients"
+    say(f"{label} ({op.origin})")
+    try:
+        report.notes.append(f"   {op.name}, limit {SMALL_PAGE}: {compare_reads(servers, op, SMALL_PAGE)}")
+    except Mismatch as exc:
+        report.unmeasured(label, goal or "(shown)", "answers differ")
+        report.failed.append(f"{label}: {exc}")
+        return
+    rate(report, servers, label, ["/graphql", op.body(SMALL_PAGE)], plan, goal)
 
 
-def memory(report: Report, servers: dict[str, Server], first: int, total: int) -> None:
-    say(f"goal 5: service RSS after {first:,} and {total:,} mixed requests")
+def writes(
+    report: Report, servers: dict[str, Server], op: Operation, plan: Plan, goal: str, database: str
+) -> None:
+    label = f"{op.name}, 8 clients"
+    say(f"{label} ({op.origin})")
+    try:
+        compare_writes(servers, op, database)
+    except Mismatch as exc:
+        report.unmeasured(label, goal or "(shown)", "answers differ")
+        report.failed.append(f"{label}: {exc}")
+        return
+    before = count_lines(database, WRITE_RUN)
+    results = rate(report, servers, label, ["/graphql", op.body(SMALL_PAGE)], plan, goal, expect_true=True)
+    sent = sum(r["sent"] for rs in results.values() for r in rs)
+    stored = count_lines(database, WRITE_RUN) - before
+    if stored != sent:
+        report.failed.append(f"{label}: {sent:,} writes answered true but {stored:,} lines stored")
+
+
+def memory(report: Report, server: Server, workload: Workload, first: int, total: int) -> None:
+    say(f"service RSS after {first:,} and {total:,} mixed requests")
     mixed = []
     for i in range(100):
-        if i % 20 == 0:
-            mixed.append(read_request("service", 2000))
-        elif i % 10 in (1, 2, 3):
-            mixed.append(write_request("service"))
-        elif i % 10 == 4:
-            mixed.append(read_request("service", 50, kinds=[RARE_KIND.name]))
+        if i % 10 in (1, 2, 3) and workload.writes:
+            mixed.append(["/graphql", workload.writes[i % len(workload.writes)].body(SMALL_PAGE)])
         else:
-            mixed.append(read_request("service", 50))
+            op = workload.reads[i % len(workload.reads)]
+            mixed.append(["/graphql", op.body(BIG_PAGE if i % 20 == 0 else SMALL_PAGE)])
 
-    def batch(start: int, n: int) -> None:
+    def batch(begin: int, n: int) -> None:
         requests = []
-        for j in range(start, start + n):
+        for j in range(begin, begin + n):
             if j % 10 == 9:
                 # A query text never seen before: the caches must stay bounded.
                 text = f"query Unique{j} {{ runLog(runId: {HOT_RUN}, limit: 5) {{ nodes {{ id }} }} }}"
                 requests.append(["/graphql", json.dumps({"query": text})])
             else:
                 requests.append(mixed[j % len(mixed)])
-        job = {
-            "port": servers["service"].port,
-            "mode": "latency",
-            "requests": requests,
-            "count": n,
-            "warmup": 0,
-        }
-        result = load(job)
-        assert result["errors"] == 0, result
+        (result,) = load([{"port": server.port, "mode": "latency", "requests": requests, "count": n}])
+        if result["errors"]:
+            raise RuntimeError(f"the service answered {result['errors']} mixed request(s) with an error")
 
     batch(0, first)
-    after_first = servers["service"].rss_kib()
+    after_first = server.rss_kib()
     batch(first, total - first)
-    after_total = servers["service"].rss_kib()
-    ratio = after_total / after_first
+    after_total = server.rss_kib()
     report.add(
-        f"5 service RSS {first:,} -> {total:,} requests",
+        f"service RSS, {first:,} -> {total:,} mixed requests",
         "MiB",
-        after_total / 1024,
-        after_first / 1024,
-        ratio,
+        {"service": after_total / 1024, "floor": after_first / 1024},
+        after_total / after_first,
         "<= 1.1",
+        "service after all, then after the first (in the floor column); ratio = growth",
     )
 
 
-def workers(report: Report, database: str, seconds: float) -> None:
-    say("goal 6: 1 and 2 uvicorn workers, runLog(limit: 50), 8 clients, nothing pinned")
-    requests = {name: [read_request(name, 50)] for name in ("service", "floor")}
+def workers(report: Report, database: str, op: Operation, plan: Plan) -> None:
+    say(f"1 and 2 uvicorn workers, {op.name} {SMALL_PAGE}-line pages, 8 clients, nothing pinned")
     for count in (1, 2):
         servers = {name: start(name, database, workers=count, pin=None) for name in ("service", "floor")}
         try:
             for server in servers.values():
-                server.workers = max(server.workers, 2)  # unpinned load generator
-            rates = throughput(servers, requests, seconds)
+                server.workers = max(server.workers, 2)  # RSS of the children; unpinned load generator
+            label = f"{op.name}, {count} worker{'s' if count > 1 else ''}, 8 clients"
+            rate(report, servers, label, ["/graphql", op.body(SMALL_PAGE)], plan, "", pin=None)
         finally:
             for server in servers.values():
                 server.stop()
-        report.add(
-            f"6 {count} worker{'s' if count > 1 else ''}, small pages",
-            "req/s",
-            rates["service"],
-            rates["floor"],
-            rates["service"] / rates["floor"],
-            "",  # shown, not judged: how much a second worker adds on this machine
-        )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def table_size(
+    sizes: dict[str, dict[str, Server]], cases: dict[str, str], count: int, rounds: int = 5
+) -> dict[str, float]:
+    """Median latency of each case's request, per server and table size ("case|name|size").
+
+    `sizes` maps a table size ("small", "big") to its servers. Each case is
+    read in `rounds` alternating rounds, every server of every size in turn,
+    so the sizes are compared at the same moments of a noisy machine.
+    """
+    latencies: dict[str, list[float]] = {}
+    for label, body in cases.items():
+        jobs, keys = [], []
+        for _ in range(rounds):
+            for size, servers in sizes.items():
+                for name, server in servers.items():
+                    jobs.append(
+                        {
+                            "port": server.port,
+                            "mode": "latency",
+                            "requests": [["/graphql", body]],
+                            "count": max(1, count // rounds),
+                            "warmup": 3,
+                        }
+                    )
+                    keys.append(f"{label}|{name}|{size}")
+        for key, result in zip(keys, load(jobs), strict=True):
+            if result["errors"]:
+                raise RuntimeError(f"{key}: {result['errors']} error(s)")
+            latencies.setdefault(key, []).extend(result["latencies_ms"])
+    return {key: median(values) for key, values in latencies.items()}
+
+
+def size_cases(workload: Workload) -> dict[str, tuple[str, list[str] | None, store.Cursor | None]]:
+    """The three reads that must not slow down as the table grows: body, and the statement to EXPLAIN."""
+    newest = workload.read("RunLog") or workload.reads[0]
+    by_kind = next((op for op in workload.reads if op.has_variable("kinds")), None)
+    paged = next((op for op in workload.reads if op.has_variable("after")), newest)
+    after = store.encode_cursor(
+        store.Line(id=MIDDLE.id, run_id=HOT_RUN, step_id=None, kind="", phase=None, detail=None, at=MIDDLE.at)
     )
-    parser.add_argument("--quick", action="store_true", help="a small version, under a minute")
-    parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
-    parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    quick = args.quick
-    seconds = 2.0 if quick else 10.0
-    report = Report()
-    started = time.monotonic()
-    with bench_database() as database:
-        fill_base(database)
-        say(f"database {database}: {BASE_RUNS * RUN_LINES:,} lines")
-        servers = {name: start(name, database) for name in ("service", "floor")}
-        try:
-            big_page(report, servers, 12 if quick else 90)
-            small_pages(report, servers, seconds)
-            # Goal 4 before the writes of goals 5 and 3 add lines to the 10,000.
-            plans_small = {label: explain(database, *spec) for label, spec in _explained().items()}
-            if args.big:
-                plans_big = big_table(report, servers, args.big_lines, 10 if quick else 200)
-            else:
-                for key, value in table_size({"small": servers}, 10 if quick else 200).items():
-                    label, name, _size = key.split("|")
-                    report.notes.append(
-                        f"   goal 4 (no --big): {label}, {name}: {value:.2f} ms at 10,000 lines"
-                    )
-                plans_big = {}
-            memory(report, servers, *((200, 1500) if quick else (1000, 10_000)))
-            writes(report, servers, seconds)
-        finally:
-            for server in servers.values():
-                server.stop()
-        workers(report, database, seconds)
-    print()
-    report.print()
-    print()
-    for label in plans_small:
-        for size, plans in (("10,000 lines", plans_small), ("big table", plans_big)):
-            if label in plans:
-                print(f"EXPLAIN {label}, {size}:")
-                for row in plans[label]:
-                    print(
-                        "   ",
-                        {k: row[k] for k in ("table", "type", "key", "key_len", "ref", "rows", "Extra")},
-                    )
-    print(f"\n(bench took {time.monotonic() - started:.0f}s)")
-    return 0
+    cases: dict[str, tuple[str, list[str] | None, store.Cursor | None]] = {
+        f"newest {SMALL_PAGE} ({newest.name})": (newest.body(SMALL_PAGE), None, None)
+    }
+    if by_kind is not None:
+        cases[f"rare kind {RARE_KIND.name} ({by_kind.name})"] = (
+            by_kind.body(SMALL_PAGE),
+            [RARE_KIND.value],
+            None,
+        )
+    cases[f"{SMALL_PAGE} after a cursor ({paged.name})"] = (paged.body(SMALL_PAGE, after), None, MIDDLE)
+    return cases
 
 
 def big_table(
-    report: Report, small: dict[str, Server], lines: int, count: int
+    report: Report, small: dict[str, Server], workload: Workload, lines: int, count: int
 ) -> dict[str, list[dict[str, Any]]]:
-    """Goal 4: the same reads on a second database of `lines` lines, side by side with the first."""
-    say(f"goal 4: filling {lines:,} lines in a second database")
+    """The same reads on a second database of `lines` lines, side by side with the first."""
+    say(f"filling {lines:,} lines in a second database")
+    cases = size_cases(workload)
+    bodies = {label: body for label, (body, _, _) in cases.items()}
+    pair = {name: small[name] for name in ("service", "floor")}
     with bench_database() as database:
         fill_base(database)
         fill_started = time.monotonic()
         filled = fill_big(database, lines, say)
         report.notes.append(f"   filled {filled:,} lines in {time.monotonic() - fill_started:.0f}s")
         settle(database, say)
-        big = {name: start(name, database) for name in ("service", "floor")}
+        big = {name: start(name, database) for name in pair}
         try:
-            found = table_size({"small": small, "big": big}, count)
+            found = table_size({"small": pair, "big": big}, bodies, count)
         finally:
             for server in big.values():
                 server.stop()
-        plans = {label: explain(database, *spec) for label, spec in _explained().items()}
+        plans = {label: explain(database, kinds, after) for label, (_, kinds, after) in cases.items()}
     for key, value in found.items():
         label, name, size = key.split("|")
         if size != "big":
             continue
         base = found[f"{label}|{name}|small"]
         if name == "service":
-            report.add(f"4 {label}: {filled:,} vs 10,000 lines", "ms", value, base, value / base, "<= 1.2")
+            report.add(
+                f"{label}: {filled:,} vs 10,000 lines",
+                "ms",
+                {"service": value, "floor": base},
+                value / base,
+                "<= 1.2",
+                "service at each size (10,000 in the floor column)",
+            )
         else:
             report.notes.append(
                 f"   floor, {label}: {value:.2f} ms at {filled:,} lines, {base:.2f} ms at 10,000"
@@ -673,9 +727,72 @@ def big_table(
     return plans
 
 
-def _explained() -> dict[str, tuple[list[str] | None, store.Cursor | None]]:
-    return {
-        "newest 50": (None, None),
-        f"rare kind ({RARE_KIND.value})": ([RARE_KIND.value], None),
-        "50 after a cursor": (None, MIDDLE),
-    }
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a small version, about a minute")
+    parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
+    parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    plan = Plan(3, 4, 3, 0.6) if quick else Plan(5, 20, 5, 2.0)
+    report = Report()
+    started = time.monotonic()
+    plans_small: dict[str, list[dict[str, Any]]] = {}
+    plans_big: dict[str, list[dict[str, Any]]] = {}
+    with bench_database() as database:
+        fill_base(database)
+        say(f"database {database}: {BASE_RUNS * RUN_LINES:,} lines")
+        servers = {name: start(name, database) for name in TARGETS}
+        try:
+            workload = Workload.build(servers["service"].port)
+            for op in workload.skipped:
+                report.failed.append(f"{op.name} ({op.origin}) is NOT benchmarked: {op.skip}")
+            say(
+                "operations: "
+                + ", ".join(f"{op.name} ({op.origin})" for op in [*workload.reads, *workload.writes])
+            )
+            for op in workload.reads:
+                big_page(report, servers, op, plan, "<= 1.5" if op.name == "RunLog" else "")
+            for op in workload.reads:
+                small_pages(report, servers, op, plan, ">= 0.75" if op.name == "RunLog" else "")
+            if workload.read("RunLog") is None:
+                report.unmeasured("RunLog pages", "<= 1.5, >= 0.75", "no operation RunLog in gql/operations")
+            cases = size_cases(workload)
+            plans_small = {
+                label: explain(database, kinds, after) for label, (_, kinds, after) in cases.items()
+            }
+            if args.big:
+                plans_big = big_table(report, servers, workload, args.big_lines, 10 if quick else 200)
+            else:
+                report.unmeasured(f"flat at {args.big_lines:,} lines", "<= 1.2", "run with --big")
+            memory(report, servers["service"], workload, *((200, 1500) if quick else (1000, 10_000)))
+            for op in workload.writes:
+                writes(report, servers, op, plan, ">= 0.8" if op.name == "WriteNote" else "", database)
+            if workload.write("WriteNote") is None:
+                report.unmeasured("WriteNote", ">= 0.8", "no operation WriteNote in gql/operations")
+        finally:
+            for server in servers.values():
+                server.stop()
+        runlog = workload.read("RunLog")
+        if not quick and runlog is not None:
+            workers(report, database, runlog, plan)
+    print()
+    report.print()
+    print()
+    for label in plans_small:
+        for size, found in (("10,000 lines", plans_small), ("big table", plans_big)):
+            if label in found:
+                print(f"EXPLAIN {label}, {size}:")
+                for row in found[label]:
+                    print(
+                        "   ",
+                        {k: row[k] for k in ("table", "type", "key", "key_len", "ref", "rows", "Extra")},
+                    )
+    load1, load5, _ = os.getloadavg()
+    print(
+        f"\n(bench took {time.monotonic() - started:.0f}s; "
+        f"load average {load1:.2f} now, {load5:.2f} over 5 minutes)"
+    )
+    return 1 if report.failed else 0

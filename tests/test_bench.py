@@ -1,0 +1,142 @@
+"""The benchmark's workload and floor (`bench/`): what it sends, and that its floor does the work."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from graphql import Node, OperationType, parse
+from starlette.testclient import TestClient
+
+from bench import floor, run
+from bench.operations import HOT_RUN, OPERATIONS, shipped
+from gql.app import create_app
+
+from .conftest import Backend
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERATED_TS = ROOT / "clients" / "ts" / "src" / "generated" / "graphql.ts"
+
+
+def _as_graphql_js(node: Any) -> Any:
+    """A graphql-core AST as graphql-js writes it to JSON (what the TS client's documents are)."""
+    if isinstance(node, Node):
+        out: dict[str, Any] = {"kind": type(node).__name__.removesuffix("Node")}
+        for key in node.keys:
+            value = getattr(node, key)
+            if key == "loc" or value is None or value == () or value == []:
+                continue
+            if key == "block" and value is False:
+                continue
+            camel = re.sub(r"_(\w)", lambda m: m.group(1).upper(), key)
+            out[camel] = _as_graphql_js(value)
+        return out
+    if isinstance(node, tuple | list):
+        return [_as_graphql_js(v) for v in node]
+    if isinstance(node, OperationType):
+        return node.value
+    return node
+
+
+def _drop_false_block(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_false_block(v) for k, v in value.items() if not (k == "block" and v is False)}
+    if isinstance(value, list):
+        return [_drop_false_block(v) for v in value]
+    return value
+
+
+def test_the_bench_sends_each_operation_as_the_typescript_client_prints_it() -> None:
+    # The TS client sends `print(document)`: the same document prints the same text.
+    generated = GENERATED_TS.read_text()
+    operations = shipped()
+    assert {op.name for op in operations} >= {"RunLog", "RunLogByKinds", "RunLogPage", "WriteNote"}
+    for op in operations:
+        found = re.search(rf"export const {op.name}Document = (\{{.*?\}}) as unknown as", generated)
+        assert found, f"{op.name} is not in {GENERATED_TS}"
+        theirs = _drop_false_block(json.loads(found.group(1)))
+        assert _as_graphql_js(parse(op.text, no_location=True)) == theirs, op.name
+
+
+def test_an_added_operation_is_benchmarked_and_one_it_cannot_fill_is_skipped_by_name(tmp_path: Path) -> None:
+    for path in OPERATIONS.glob("*.graphql"):
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "Newest.graphql").write_text(
+        "query Newest($runId: ID!, $limit: Int) { runLog(runId: $runId, limit: $limit) "
+        "{ nodes { ...RunLogLineFields } } }"
+    )
+    (tmp_path / "Mystery.graphql").write_text(
+        "query Mystery($runId: ID!, $mystery: Int!) "
+        "{ runLog(runId: $runId, limit: $mystery) { nodes { id } } }"
+    )
+    by_name = {op.name: op for op in shipped(tmp_path)}
+    newest = by_name["Newest"]
+    assert newest.skip is None
+    assert json.loads(newest.body(50))["variables"] == {"runId": str(HOT_RUN), "limit": 50}
+    assert "fragment RunLogLineFields on RunLogLine" in newest.text
+    assert "fragment RunCreatedFields on RunCreatedDetail" in newest.text
+    assert "fragment RunLogLineFields" not in by_name["Mystery"].text
+    assert by_name["Mystery"].skip is not None and "$mystery: Int!" in by_name["Mystery"].skip
+
+
+@pytest.mark.mariadb
+def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> None:
+    """Same request bytes, same lines, ids, page info and fields: a floor that does less would fail here."""
+    mariadb.create_tables()
+    rows = run.base_rows()[: 4 * 300]  # 300 lines a run
+    with mariadb.sync.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
+            "VALUES (%s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO event_runs (id, status, ended_at, updated_at) VALUES (%s, %s, NULL, '2026-02-01')",
+            list(run.KNOWN_BLOCKING.items()),
+        )
+    settings = mariadb.settings()
+    apps = {
+        "service": create_app(settings),
+        "floor": floor.create_app(settings),
+        "sa floor": floor.create_app(settings, driver="sqlalchemy"),
+    }
+    clients = {name: TestClient(app) for name, app in apps.items()}
+    for client in clients.values():
+        client.__enter__()
+    try:
+        reads = [op for op in shipped() if op.kind == "query"]
+        blocking_seen = False
+        for op in reads:
+            for limit in (50, 2000):
+                body = op.body(limit)
+                answers = {
+                    name: client.post(
+                        "/graphql", content=body, headers={"Content-Type": "application/json"}
+                    ).json()
+                    for name, client in clients.items()
+                }
+                run.compare_answers(answers)
+                nodes = answers["floor"]["data"]["runLog"]["nodes"]
+                blocked = [n["detail"] for n in nodes if (n.get("detail") or {}).get("blockingRun")]
+                blocking_seen = blocking_seen or bool(blocked)
+        assert blocking_seen, "no page had a blocking run looked up: the floor skipped the second round trip"
+
+        # A floor that answered fewer lines would not pass.
+        answers["floor"]["data"]["runLog"]["nodes"].pop()
+        with pytest.raises(run.Mismatch):
+            run.compare_answers(answers)
+
+        (write,) = [op for op in shipped() if op.kind == "mutation"]
+        for name, client in clients.items():
+            before = mariadb.scalar("SELECT COUNT(*) FROM event_run_log")
+            answer = client.post(
+                "/graphql", content=write.body(50), headers={"Content-Type": "application/json"}
+            ).json()
+            assert answer == {"data": {"writeRunLog": True}}, name
+            assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == before + 1, name
+    finally:
+        for client in clients.values():
+            client.__exit__(None, None, None)
