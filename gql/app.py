@@ -6,17 +6,18 @@ import asyncio
 import json
 import logging
 import re
-import uuid
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from inspect import isawaitable
 from typing import Any
 
 import orjson
-from cross_web import HTTPException
+from cross_web import HTTPException, StarletteRequestAdapter
 from graphql import GraphQLError, execute
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -36,6 +37,7 @@ from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
 from .graphiql import graphiql_html
 from .limits import BodyLimit, RequestLimits, lines_asked, query_limits
+from .request_id import RequestId, error_body
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
 from .settings import Settings
@@ -52,7 +54,8 @@ def _reproduced(extension: Any) -> bool:
     return made in (_MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
 
 
-# The content types `run_prepared` reads; Strawberry accepts any that contains "application/json".
+# The content types `run_prepared` reads: the commonest spellings of what
+# `_json_content_type` accepts; any other goes through `run`, which checks it.
 _PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
 # orjson reads an integer outside 64 bits as a float, where `json` keeps it
 # exact; every integer of 18 digits or fewer fits. A body with a longer run of
@@ -118,7 +121,18 @@ def _should_mask(error: GraphQLError) -> bool:
     return not (error.path is None and isinstance(original, GraphQLError))
 
 
+class _RequestAdapter(StarletteRequestAdapter):
+    @property
+    def content_type(self) -> str | None:
+        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry
+        # compares it: case-sensitively ("Application/JSON" is JSON too).
+        header = super().content_type
+        return "application/json" if _json_content_type(header) is None else header
+
+
 class RunLogGraphQL(GraphQL[Context, None]):
+    request_adapter_class = _RequestAdapter
+
     def __init__(
         self,
         schema: Schema,
@@ -139,11 +153,26 @@ class RunLogGraphQL(GraphQL[Context, None]):
         self.executor_class = schema.execution_context_class
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
-        if self.prepared and isinstance(request, Request) and request.method == "POST":
-            response = await self.run_prepared(request)
-            if response is not None:
-                return response
-        return await super().run(request, context, root_value)
+        try:
+            if self.prepared and isinstance(request, Request) and request.method == "POST":
+                response = await self.run_prepared(request)
+                if response is not None:
+                    return response
+            return await super().run(request, context, root_value)
+        except HTTPException as exc:
+            # Strawberry answers these in plain text; a GraphQL client reads JSON.
+            return _json_error(request, exc.status_code, exc.reason)
+
+    async def parse_http_body(self, request: Any) -> Any:
+        # Strawberry executes any content type that contains "application/json"
+        # ("text/plain, application/json", "application/jsonp"). Only JSON is
+        # read here; multipart uploads are off (Strawberry's default), there is
+        # no Upload scalar.
+        if request.method == "POST":
+            refusal = _json_content_type(request.headers.get("content-type"))
+            if refusal is not None:
+                raise HTTPException(415, refusal)
+        return await super().parse_http_body(request)
 
     async def run_prepared(self, request: Request) -> Response | None:
         """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
@@ -234,8 +263,18 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # string or null would otherwise be a 500.
         try:
             value = json.loads(data)
+        except json.JSONDecodeError:
+            raise  # Strawberry's own 400
         except (UnicodeDecodeError, RecursionError):
             raise HTTPException(400, "Unable to parse request body as JSON") from None
+        except ValueError:
+            # Python refuses to read an integer of more than 4300 digits
+            # (sys.get_int_max_str_digits): a defence of its own, kept.
+            raise HTTPException(
+                400,
+                f"Unable to parse request body as JSON: a number has more than "
+                f"{sys.get_int_max_str_digits()} digits",
+            ) from None
         if not isinstance(value, dict | list):
             raise HTTPException(400, "The request body must be a JSON object")
         return value
@@ -251,10 +290,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
-        request_id = uuid.uuid4().hex[:16]
-        request.state.request_id = request_id
-        if response is not None:
-            response.headers["X-Request-Id"] = request_id
+        # Given by the RequestId middleware, which also puts it on the response.
+        request_id = request.state.request_id
         return Context(
             engine=state.engine,
             settings=state.settings,
@@ -336,12 +373,44 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             Route("/healthz", healthz, methods=["GET"]),
         ],
         lifespan=lifespan,
-        # Outermost, so an oversized body is refused before anything reads it.
-        middleware=[Middleware(BodyLimit, max_bytes=settings.max_body_bytes)],
+        middleware=[
+            # Outermost, so that every response carries the request's id, the
+            # body limit's 413 included, and nothing leaves as a bare 500.
+            Middleware(RequestId),
+            # Then the body limit, so an oversized body is refused before anything reads it.
+            Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        ],
+        # The router's 404 and 405, in JSON like every other error.
+        exception_handlers={RouteError: _route_error},
     )
     app.state.settings = settings
     app.state.policy = policy
     return app
+
+
+def _json_content_type(header: str | None) -> str | None:
+    """None when `header` is JSON as this service reads it, else why not."""
+    accepted = "the body must be sent as Content-Type: application/json (optionally ; charset=utf-8)"
+    media_type, *parameters = (header or "").split(";")
+    if media_type.strip().lower() != "application/json":
+        shown = "no Content-Type" if header is None else f"Content-Type {header[:100]!r}"
+        return f"Unsupported content type: {shown}; {accepted}"
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return f"Unsupported charset {value.strip()[:40]!r}: JSON is read as UTF-8; {accepted}"
+    return None
+
+
+def _json_error(request: Request, status: int, message: str, headers: Any = None) -> Response:
+    body = error_body(status, message, request.state.request_id)
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+async def _route_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, RouteError):  # registered for RouteError only
+        raise exc
+    return _json_error(request, exc.status_code, exc.detail, exc.headers)
 
 
 def _log_start(settings: Settings, policy: Policy) -> None:

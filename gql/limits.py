@@ -8,7 +8,6 @@ before it executes. Each error names the limit it hit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -41,6 +40,7 @@ from strawberry.extensions import (
 )
 
 from . import store
+from .request_id import error_body, request_id
 from .settings import Settings
 
 
@@ -254,7 +254,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._refuse(send, declared)
+            await self._refuse(scope, send, declared)
             return
         messages: list[Message] = []
         size = 0
@@ -265,7 +265,7 @@ class BodyLimit:
                 break
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                await self._refuse(send, None)
+                await self._refuse(scope, send, None)
                 return
             if not message.get("more_body", False):
                 break
@@ -275,19 +275,15 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send, declared: int | None) -> None:
+    async def _refuse(self, scope: Scope, send: Send, declared: int | None) -> None:
         size = f"{declared} bytes" if declared is not None else "more bytes than that"
-        body = json.dumps(
-            {
-                "errors": [
-                    {
-                        "message": f"The request body is over the limit of {self.max_bytes} bytes "
-                        f"(RUNLOG_MAX_BODY_BYTES): it has {size}.",
-                        "extensions": {"code": "BODY_TOO_LARGE", "maxBytes": self.max_bytes},
-                    }
-                ]
-            }
-        ).encode()
+        body = error_body(
+            413,
+            f"The request body is over the limit of {self.max_bytes} bytes "
+            f"(RUNLOG_MAX_BODY_BYTES): it has {size}.",
+            request_id(scope),
+            maxBytes=self.max_bytes,
+        )
         await send(
             {
                 "type": "http.response.start",

@@ -59,8 +59,8 @@ def test_a_request_the_caller_got_wrong_says_what_is_wrong(
         (b"[" * 100_000 + b"]" * 100_000, "application/json", 400),  # past the recursion limit
         (b'{"query": 5}', "application/json", 400),
         (b'{"query": "{ __typename }", "variables": [1]}', "application/json", 400),
-        (b"query={__typename}", "application/x-www-form-urlencoded", 400),
-        (b"--x\r\n", "multipart/form-data; boundary=x", 400),  # uploads are off
+        (b"query={__typename}", "application/x-www-form-urlencoded", 415),
+        (b"--x\r\n", "multipart/form-data; boundary=x", 415),  # uploads are off
     ],
 )
 def test_a_body_that_is_not_a_graphql_request_is_a_400_never_a_500(

@@ -255,7 +255,7 @@ def test_a_batch_is_refused_whole_before_any_sql(api: Api) -> None:
     with statements(api) as seen:
         response = api.client.post("/graphql", json=batch)
     assert response.status_code == 400
-    assert response.text == "Batching is not enabled"
+    assert response.json()["errors"][0]["message"] == "Batching is not enabled"
     assert seen == []
 
 
@@ -269,7 +269,11 @@ def test_a_body_over_its_declared_limit_is_refused_with_413_before_it_is_read(
         response = api.client.post("/graphql", json=padded)
     assert response.status_code == 413
     (error,) = response.json()["errors"]
-    assert error["extensions"] == {"code": "BODY_TOO_LARGE", "maxBytes": 1000}
+    assert error["extensions"] == {
+        "code": "BODY_TOO_LARGE",
+        "maxBytes": 1000,
+        "requestId": response.headers["X-Request-Id"],
+    }
     assert "over the limit of 1000 bytes (RUNLOG_MAX_BODY_BYTES)" in error["message"]
     assert seen == []
     fits = {"query": query + " " * (1000 - len(query) - 20)}
