@@ -198,7 +198,27 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
             )
             return 0
         progress.total = lines
-        done = await retention.drain(engine, before=horizon, limit=limit, on_slice=progress.show)
+        lock = retention.lock_name(settings.url)
+
+        def waiting() -> None:
+            print(
+                f"waiting up to {retention.SLICE_TIMEOUT:g}s for the sweep lock {lock!r}: "
+                "a server's retention sweeper is pruning a slice",
+                file=sys.stderr,
+            )
+
+        # The sweepers' lock, held for the whole drain: their ticks skip
+        # meanwhile, rather than prune the same lines beside it.
+        async with retention.sweep_lock(engine, lock, wait=retention.SLICE_TIMEOUT, on_wait=waiting) as taken:
+            if not taken:
+                print(
+                    f"error: another process held the sweep lock {lock!r} for "
+                    f"{retention.SLICE_TIMEOUT:g}s, longer than a sweeper's slice may take; "
+                    "nothing was deleted, try again later",
+                    file=sys.stderr,
+                )
+                return 1
+            done = await retention.drain(engine, before=horizon, limit=limit, on_slice=progress.show)
     except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels, then raises KeyboardInterrupt
         progress.finish()
         print(

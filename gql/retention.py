@@ -153,17 +153,31 @@ def lock_name(url: URL) -> str:
 
 
 @asynccontextmanager
-async def sweep_lock(engine: AsyncEngine, name: str) -> AsyncIterator[bool]:
+async def sweep_lock(
+    engine: AsyncEngine,
+    name: str,
+    *,
+    wait: float = 0,
+    on_wait: Callable[[], None] | None = None,
+) -> AsyncIterator[bool]:
     """Hold the sweep lock while the block runs; yield whether it was taken.
 
-    Never waits: a lock held by another process means that process is sweeping
-    and this tick has nothing to do.
+    A sweeper's tick never waits (`wait=0`): a lock held by another process
+    means that process is sweeping and this tick has nothing to do. The
+    `prune` command waits up to `wait` seconds for a sweeper's slice to end,
+    calling `on_wait` first, so that it never prunes beside a sweeper.
     """
     if engine.dialect.name == "sqlite":
         yield True
         return
     async with engine.connect() as conn:
         taken = (await conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": name})).scalar()
+        if taken != 1 and wait > 0:
+            if on_wait is not None:
+                on_wait()
+            taken = (
+                await conn.execute(text("SELECT GET_LOCK(:name, :wait)"), {"name": name, "wait": wait})
+            ).scalar()
         await conn.commit()
         if taken != 1:
             yield False

@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, delete, func, insert, or_, select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .db import event_run_log, event_runs
 from .kinds import TERMINAL_STATUSES
@@ -206,12 +207,28 @@ async def write_lines(engine: AsyncEngine, lines: Sequence[NewLine]) -> None:
         )
 
 
-def _eligible_runs(before: datetime.datetime):  # type: ignore[no-untyped-def]
+def _eligible_runs(before: datetime.datetime) -> Select[Any]:
+    """The ids of the runs whose lines a prune with this horizon deletes."""
     r = event_runs
     return select(r.c.id).where(
         r.c.status.in_(TERMINAL_STATUSES),
         func.coalesce(r.c.ended_at, r.c.updated_at) < as_naive_utc(before),
     )
+
+
+@asynccontextmanager
+async def _lockless(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection in autocommit: each SELECT is a consistent read of its own, taking no lock.
+
+    `event_runs` belongs to the events system: what the prune reads of it must
+    never make the events system wait. In a transaction, InnoDB reads with
+    locks where a statement also writes (`DELETE ... WHERE run_id IN (SELECT
+    ... FROM event_runs)` takes shared locks on the runs it reads, until
+    commit) and under SERIALIZABLE even a plain SELECT locks; in autocommit a
+    SELECT locks nothing at any isolation level.
+    """
+    async with engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,44 +247,55 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
 async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
     """Delete at most `limit` lines of terminal runs that ended before `before`.
 
-    MariaDB refuses the seed's `DELETE ... JOIN ... LIMIT`, so a slice is the
-    ids of at most `limit` eligible lines, then a delete by primary key: one
-    bounded piece of work that holds its row locks only for those ids. The
-    delete checks the run again, so a run that left its terminal status
-    between the two statements keeps its lines.
+    Three statements, none of which locks a row of `event_runs`: the ids of at
+    most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
+    ... LIMIT`), a fresh read of whether their runs are still eligible, then a
+    delete by primary key, in a transaction of its own so that a cancelled
+    slice is rolled back whole. The delete names only `event_run_log` ids: its
+    locks are on those lines and nothing else, so the events system's updates
+    of its runs never wait on a prune.
+
+    What remains is the window between the second read and the delete, one
+    round trip: a run that left its terminal status just then would still
+    lose the lines chosen for this slice. That is accepted, because a terminal
+    status is final in the events system (a run that completed, failed, was
+    cancelled or missed is not run again), so only a hand edit could hit it;
+    closing the window would take a lock on the run's row, which is what made
+    the events system wait.
     """
-    runs = _eligible_runs(before)
-    async with engine.begin() as conn:
+    async with _lockless(engine) as conn:
         found = (
-            await conn.execute(select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(runs)).limit(limit))
+            await conn.execute(
+                select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(_eligible_runs(before))).limit(limit)
+            )
         ).all()
         if not found:
             return PruneSlice(deleted=0, run_ids=frozenset())
-        ids = [row.id for row in found]
-        result = await conn.execute(
-            delete(_l).where(_l.c.id.in_(ids), _l.c.run_id.in_(_eligible_runs(before)))
-        )
-        deleted = int(result.rowcount)
-        if deleted == len(ids):
-            return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found))
-        # Rarely, some lines were kept (their run left its terminal status, or
-        # another pruner took them first). Within this transaction the lines it
-        # deleted are gone and the others still visible, so what is left names
-        # exactly the runs it did not touch.
-        kept = set((await conn.execute(select(_l.c.id).where(_l.c.id.in_(ids)))).scalars().all())
-    return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.id not in kept))
+        # Read again, just before the delete: a run that left its terminal
+        # status while the slice was being chosen keeps its lines.
+        chosen = sorted({row.run_id for row in found})
+        still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
+    ids = [row.id for row in found if row.run_id in still]
+    if not ids:
+        return PruneSlice(deleted=0, run_ids=frozenset())
+    async with engine.begin() as conn:
+        deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
+    # Fewer deleted than chosen only when another pruner (a pruneTerminal
+    # call, the prune command) took some of the same lines first; the runs
+    # named are then those whose lines this slice saw go.
+    return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.run_id in still))
 
 
 async def count_eligible_runs(engine: AsyncEngine, *, before: datetime.datetime) -> int:
     """How many runs have lines a prune with this horizon would delete."""
-    async with engine.connect() as conn:
+    async with _lockless(engine) as conn:
         query = select(func.count(_l.c.run_id.distinct())).where(_l.c.run_id.in_(_eligible_runs(before)))
         return int((await conn.execute(query)).scalar_one())
 
 
 async def count_eligible(engine: AsyncEngine, *, before: datetime.datetime) -> int:
     """How many lines a prune with this horizon would delete, in all."""
-    async with engine.connect() as conn:
+    async with _lockless(engine) as conn:
         query = select(func.count()).select_from(_l).where(_l.c.run_id.in_(_eligible_runs(before)))
         return int((await conn.execute(query)).scalar_one())
 

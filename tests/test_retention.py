@@ -341,6 +341,45 @@ def test_a_tick_does_not_sweep_while_another_process_holds_the_lock(
     _release_lock(other_connection, name)
 
 
+@pytest.mark.mariadb
+def test_the_prune_command_waits_for_a_sweeper_holding_the_lock_then_prunes(
+    mariadb_world: Backend,
+    other_connection: pymysql.Connection,  # type: ignore[type-arg]
+) -> None:
+    world = mariadb_world
+    name = lock_name(sa.make_url(world.url))
+    assert _get_lock(other_connection, name) == 1  # a sweeper is mid-slice
+    command = subprocess.Popen(
+        [sys.executable, "-m", "gql", "prune", "--older-than", "30d"],
+        env={**os.environ, "RUNLOG_DATABASE_URL": world.url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The command is queued on the lock (MariaDB shows the wait in the
+        # process list) and has deleted nothing.
+        deadline = time.monotonic() + 30
+        while not world.scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+            "WHERE INFO LIKE 'SELECT GET_LOCK(%' AND STATE = 'User lock'"
+        ):
+            assert command.poll() is None, command.communicate()
+            assert time.monotonic() < deadline, "the prune command never waited for the sweep lock"
+            time.sleep(0.1)
+        assert lines_per_run(world) == {**ELIGIBLE, **KEPT}
+    finally:
+        _release_lock(other_connection, name)
+    out, err = command.communicate(timeout=60)
+    assert command.returncode == 0, err
+    assert f"waiting up to 60s for the sweep lock {name!r}" in err
+    assert "pruned 18 lines of 3 runs" in out
+    assert lines_per_run(world) == KEPT
+    # It let go of the lock when done.
+    assert _get_lock(other_connection, name) == 1
+    _release_lock(other_connection, name)
+
+
 def test_the_lock_is_per_database() -> None:
     url = sa.make_url("mysql+aiomysql://root@127.0.0.1:3306/runlog")
     assert lock_name(url) == "runlog.sweep.runlog"
