@@ -282,6 +282,10 @@ class Shapes:
             if listed:
                 return lambda v, a: None if (x := v.get(name)) is None else [sub(i, a) for i in x]  # type: ignore[call-arg]
             return lambda v, a: sub(v.get(name), a)  # type: ignore[call-arg]
+        if inner.name == "DateTime":  # served in UTC with its offset, as the service serves it
+            if listed:
+                return lambda v, a: None if (x := v.get(name)) is None else [_utc(i) for i in x]
+            return lambda v, a: None if (x := v.get(name)) is None else _utc(x)
         if inner.name == "ID":  # stored as a number or a string, served as a string
             if listed:
                 return lambda v, a: None if (x := v.get(name)) is None else [str(i) for i in x]
@@ -333,6 +337,14 @@ _LINE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "phase": lambda r: r[4],
     "at": lambda r: r[6],
 }
+
+
+def _utc(value: Any) -> Any:
+    try:
+        at = datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return value
+    return at.replace(tzinfo=datetime.UTC) if at.tzinfo is None else at.astimezone(datetime.UTC)
 
 
 def _constant(value: Any) -> Getter:
@@ -421,7 +433,8 @@ class Plan:
                     parsed = None
                 if isinstance(parsed, dict):
                     return by_type[typename](parsed, answer)  # type: ignore[call-arg]
-            return unreadable({"text": text, "problem": "unreadable"}, answer)  # type: ignore[call-arg]
+            problem = "unreadable" if typename else f"kind {row[3]!r} is not known to this server"
+            return unreadable({"text": text, "problem": problem}, answer)  # type: ignore[call-arg]
 
         return get
 

@@ -397,8 +397,11 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+_STARTED = time.monotonic()
+
+
 def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(f"[{time.monotonic() - _STARTED:5.0f}s] {text}", file=sys.stderr, flush=True)
 
 
 # ── do the floors answer what the service answers? ──────────────────────────
@@ -609,12 +612,12 @@ def memory(report: Report, server: Server, workload: Workload, first: int, total
     batch(first, total - first)
     after_total = server.rss_kib()
     report.add(
-        f"service RSS, {first:,} -> {total:,} mixed requests",
+        f"service RSS after {total:,} mixed requests",
         "MiB",
-        {"service": after_total / 1024, "floor": after_first / 1024},
+        {"service": after_total / 1024},
         after_total / after_first,
         "<= 1.1",
-        "service after all, then after the first (in the floor column); ratio = growth",
+        f"ratio: growth since {after_first / 1024:.1f} MiB after the first {first:,}",
     )
 
 
@@ -712,17 +715,15 @@ def big_table(
             continue
         base = found[f"{label}|{name}|small"]
         if name == "service":
+            floor_big, floor_small = found[f"{label}|floor|big"], found[f"{label}|floor|small"]
             report.add(
-                f"{label}: {filled:,} vs 10,000 lines",
+                f"{label}, {filled:,} lines",
                 "ms",
-                {"service": value, "floor": base},
+                {"service": value, "floor": floor_big},
                 value / base,
                 "<= 1.2",
-                "service at each size (10,000 in the floor column)",
-            )
-        else:
-            report.notes.append(
-                f"   floor, {label}: {value:.2f} ms at {filled:,} lines, {base:.2f} ms at 10,000"
+                f"ratio: to the service at 10,000 lines ({base:.2f} ms); "
+                f"the floor's is {floor_big / floor_small:.3f}",
             )
     return plans
 
