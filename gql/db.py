@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import (
@@ -19,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .settings import Settings
 
@@ -91,6 +93,16 @@ def create_engine(settings: Settings) -> AsyncEngine:
         "init_command": "SET time_zone = '+00:00'",
         "charset": "utf8mb4",
     }
+    # One round trip where one will do. Connections autocommit, so a read is
+    # its statement alone and a write commits with its INSERT: no COMMIT, no
+    # ROLLBACK when a connection goes back to the pool, and no ping when it
+    # comes out (together they made a 50-line page three round trips, and
+    # halved what a plain endpoint served on these settings). A connection the
+    # server has closed (wait_timeout, a restart, KILL) is found when it is
+    # used instead: SQLAlchemy sees the disconnect, invalidates the pool's
+    # connections, and the reads retry once (store.py); see SQLAlchemy's
+    # "Dealing with Disconnects". Work that needs a transaction asks for one
+    # (`transaction` below).
     return create_async_engine(
         url,
         connect_args=connect_args,
@@ -98,8 +110,28 @@ def create_engine(settings: Settings) -> AsyncEngine:
         max_overflow=settings.pool_size,
         pool_timeout=settings.connect_timeout,
         pool_recycle=settings.pool_recycle,
-        pool_pre_ping=True,
+        isolation_level="AUTOCOMMIT",
+        pool_reset_on_return=None,
+        # Closing a connection that autobegan would still send a ROLLBACK.
+        skip_autocommit_rollback=True,
     )
+
+
+@asynccontextmanager
+async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection in one real transaction, committed at the end unless it raises.
+
+    On MySQL/MariaDB the engine's connections autocommit (see `create_engine`),
+    where `engine.begin()` would commit each statement on its own. This one
+    leaves autocommit for its duration (a few round trips, for the rare work
+    that needs them: a prune slice, loading the demo); the pool puts the
+    connection back in autocommit when it returns.
+    """
+    async with engine.connect() as conn:
+        if conn.dialect.name != "sqlite":
+            await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            yield conn
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import create_engine, event_run_log, event_runs, init_db
+from .db import create_engine, event_run_log, event_runs, init_db, transaction
 from .details import DetailError, check_detail, dump_detail
 from .kinds import Kind
 from .settings import Settings
@@ -577,7 +577,7 @@ async def load(engine: AsyncEngine, *, embedded: bool, now: datetime.datetime | 
     runs = build_runs(now)
     check_lines(runs)
     await init_db(engine)
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         replaced = await _demo_runs_present(conn, embedded=embedded)
         await conn.execute(delete(event_run_log).where(event_run_log.c.run_id.in_(RUN_IDS)))
         await conn.execute(delete(event_runs).where(event_runs.c.id.in_(RUN_IDS)))

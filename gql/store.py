@@ -15,11 +15,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, delete, func, insert, or_, select, text
+from sqlalchemy import Executable, Select, and_, delete, func, insert, or_, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import event_run_log, event_runs
+from .db import event_run_log, event_runs, transaction
 from .kinds import TERMINAL_STATUSES
 
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
@@ -159,8 +159,7 @@ async def read_page(
     if kinds is not None and not kinds:
         return Page(lines=[], has_next=False)
     query = page_query(run_id=run_id, kinds=kinds, limit=limit, after=after)
-    async with engine.connect() as conn:
-        rows = (await conn.execute(query)).all()
+    rows = await _read(engine, query)
     utc = datetime.UTC
     # Unpacked in the order page_query selects: by position is several times
     # cheaper than by name, on every line of every page.
@@ -169,6 +168,25 @@ async def read_page(
         for line_id, run, step, kind, phase, detail, at in rows[:limit]
     ]
     return Page(lines=lines, has_next=len(rows) > limit)
+
+
+async def _read(engine: AsyncEngine, statement: Executable) -> Sequence[Any]:
+    """The rows of one read, retried once on a connection the server had closed.
+
+    The pool does not ping a connection before handing it out (db.py), so a
+    connection closed by the server since its last use (wait_timeout, a
+    restart, KILL) fails on first use. SQLAlchemy sees the disconnect and
+    invalidates the pool's connections; a read changes nothing, so it is sent
+    again, once, on a fresh one. Any other failure is the caller's to handle.
+    """
+    try:
+        async with engine.connect() as conn:
+            return (await conn.execute(statement)).all()
+    except sa_exc.DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+    async with engine.connect() as conn:
+        return (await conn.execute(statement)).all()
 
 
 async def write_line(engine: AsyncEngine, line: NewLine) -> int:
@@ -278,7 +296,7 @@ async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: 
     ids = [row.id for row in found if row.run_id in still]
     if not ids:
         return PruneSlice(deleted=0, run_ids=frozenset())
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
     # Fewer deleted than chosen only when another pruner (a pruneTerminal
     # call, the prune command) took some of the same lines first; the runs
@@ -305,12 +323,9 @@ async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
     if not wanted:
         return {}
     r = event_runs
-    async with engine.connect() as conn:
-        rows = (
-            await conn.execute(
-                select(r.c.id, r.c.status, r.c.ended_at, r.c.updated_at).where(r.c.id.in_(wanted))
-            )
-        ).all()
+    rows = await _read(
+        engine, select(r.c.id, r.c.status, r.c.ended_at, r.c.updated_at).where(r.c.id.in_(wanted))
+    )
     return {
         row.id: Run(
             id=row.id,
@@ -328,8 +343,7 @@ def _aware(value: datetime.datetime | None) -> datetime.datetime | None:
 
 async def ping(engine: AsyncEngine) -> None:
     """Raise unless the database answers a trivial query."""
-    async with engine.connect() as conn:
-        await conn.execute(text("SELECT 1"))
+    await _read(engine, text("SELECT 1"))
 
 
 # MySQL/MariaDB errors that mean "not reachable now, try again", as opposed to

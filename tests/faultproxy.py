@@ -38,6 +38,8 @@ class FaultProxy:
       a database behind a dead network path does.
     - `recover()`: forward again; connections that lost bytes while hanging
       are reset (their protocol state is gone), the others carry on.
+    - `commands`: every command a client sent, in order, as (name, text):
+      ("query", "SELECT ..."), ("ping", ""), ...: each is one round trip.
     """
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
@@ -45,6 +47,7 @@ class FaultProxy:
         self.port = 0
         self.links: set[_Link] = set()
         self.hanging = False
+        self.commands: list[tuple[str, str]] = []
         self._server: asyncio.Server | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -112,7 +115,7 @@ class FaultProxy:
                 self._reset(link)
                 return
             link.tasks = [
-                asyncio.ensure_future(self._pump(reader, link.upstream, link)),
+                asyncio.ensure_future(self._pump(reader, link.upstream, link, bytearray())),
                 asyncio.ensure_future(self._pump(up_reader, writer, link)),
             ]
             await asyncio.wait(link.tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -121,14 +124,38 @@ class FaultProxy:
         finally:
             self._reset(link)
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link) -> None:
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        sent: bytearray | None = None,
+    ) -> None:
+        """Forward bytes; from the client (`sent` given), also note each command."""
         with contextlib.suppress(OSError):
             while data := await reader.read(65536):
                 if self.hanging or link.broken:
                     link.broken = True
                     continue  # the bytes are lost, as on a dead path
+                if sent is not None:
+                    sent.extend(data)
+                    self._note_commands(sent)
                 writer.write(data)
                 await writer.drain()
+
+    def _note_commands(self, sent: bytearray) -> None:
+        # A MySQL packet is a 3-byte length, a sequence number, the payload. A
+        # client's packet with sequence number 0 starts a command (the login
+        # packet after the greeting is number 1, so it is not one).
+        while len(sent) >= 4:
+            size = int.from_bytes(sent[:3], "little")
+            if len(sent) < 4 + size:
+                return
+            sequence, payload = sent[3], bytes(sent[4 : 4 + size])
+            del sent[: 4 + size]
+            if sequence == 0 and payload:
+                name = _COMMANDS.get(payload[0], f"command {payload[0]}")
+                self.commands.append((name, payload[1:].decode("utf-8", "replace")))
 
     def _reset(self, link: _Link) -> None:
         """Close both sides at once; the client's side with a TCP reset."""
@@ -145,3 +172,6 @@ class FaultProxy:
         link.client.transport.abort()
         if link.upstream is not None:
             link.upstream.transport.abort()
+
+
+_COMMANDS = {0x01: "quit", 0x03: "query", 0x0E: "ping", 0x16: "prepare", 0x17: "execute"}

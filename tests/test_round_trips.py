@@ -1,0 +1,124 @@
+"""One round trip where one will do, and a connection the server closed is replaced unseen.
+
+The service's pool neither pings a connection when it hands it out nor rolls
+it back when it comes back, and its connections autocommit: a page is one
+statement on the wire, and its blocking runs one more. The cost of that is
+finding a dead connection on first use: a read that meets one is sent again on
+a fresh connection, so the caller never sees it. Both are checked against the
+real MariaDB: the round trips through `FaultProxy`, which notes every command
+a client sends, and the dead connections by killing them with `KILL`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pymysql
+import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+
+from gql.app import create_app
+from gql.db import create_engine, transaction
+
+from .conftest import MARIADB_URL, Api, Backend
+from .faultproxy import FaultProxy
+
+pytestmark = pytest.mark.mariadb
+
+PAGE = "{ runLog(runId: 7, limit: 50) { nodes { id kind detail { __typename } } pageInfo { endCursor } } }"
+BLOCKED = (
+    "{ runLog(runId: 7, limit: 50) { nodes { id detail { ... on RunBlockedDetail"
+    " { blockingRun { id status } } } } } }"
+)
+UPSTREAM = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+
+
+def _through(proxy: FaultProxy, backend: Backend, **overrides: Any) -> Any:
+    url = sa.make_url(backend.url).set(host="127.0.0.1", port=proxy.port)
+    return backend.settings(database_url=url.render_as_string(hide_password=False), **overrides)
+
+
+def test_a_page_is_one_round_trip_and_its_blocking_runs_one_more(mariadb: Backend) -> None:
+    mariadb.create_tables()
+    mariadb.add_run(37, "live", None, "2026-01-01 00:00:00")
+    with FaultProxy(*UPSTREAM) as proxy, TestClient(create_app(_through(proxy, mariadb))) as client:
+        api = Api(client)
+        assert api.write(7, "note", {"text": "hello"})
+        assert api.write(7, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "k"})
+        for _ in range(3):  # the first read may open a connection; every read is the same
+            proxy.commands.clear()
+            assert len(api.data(PAGE)["runLog"]["nodes"]) == 2
+            assert [name for name, _ in proxy.commands] == ["query"], proxy.commands
+            assert proxy.commands[0][1].startswith("SELECT")
+        proxy.commands.clear()
+        nodes = api.data(BLOCKED)["runLog"]["nodes"]
+        assert nodes[0]["detail"]["blockingRun"] == {"id": "37", "status": "live"}
+        queries = [text for _, text in proxy.commands]
+        assert len(queries) == 2 and "event_run_log" in queries[0] and "event_runs" in queries[1]
+
+
+def _kill_connections(backend: Backend) -> int:
+    """KILL every connection to the backend's database, as a restart or wait_timeout would close them."""
+    database = sa.make_url(backend.url).database
+    killer = pymysql.connect(
+        host=UPSTREAM[0],
+        port=UPSTREAM[1],
+        user=MARIADB_URL.username or "root",
+        password=MARIADB_URL.password or "",
+        autocommit=True,
+    )
+    try:
+        with killer.cursor() as cursor:
+            cursor.execute(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = %s AND ID <> CONNECTION_ID()",
+                (database,),
+            )
+            ids = [row[0] for row in cursor.fetchall()]
+            for connection_id in ids:
+                cursor.execute(f"KILL {int(connection_id)}")
+    finally:
+        killer.close()
+    backend.sync.dispose()  # the test's own connections were among them
+    return len(ids)
+
+
+def test_a_connection_the_server_killed_is_replaced_without_failing_the_read(mariadb: Backend) -> None:
+    mariadb.create_tables()
+    mariadb.add_run(37, "live", None, "2026-01-01 00:00:00")
+    # A pool of several connections, all in use once: each of them is killed.
+    with TestClient(create_app(mariadb.settings(pool_size=3))) as client:
+        api = Api(client)
+        assert api.write(7, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "k"})
+        first = api.data(BLOCKED)
+        assert first["runLog"]["nodes"][0]["detail"]["blockingRun"] == {"id": "37", "status": "live"}
+        assert _kill_connections(mariadb) >= 1
+        # The page and its blocking runs each meet a dead connection first.
+        assert api.data(BLOCKED) == first
+        assert _kill_connections(mariadb) >= 1
+        assert api.data(PAGE)["runLog"]["nodes"][0]["id"] == first["runLog"]["nodes"][0]["id"]
+        assert client.get("/healthz").status_code == 200
+
+
+def test_work_that_needs_a_transaction_still_gets_one(mariadb: Backend) -> None:
+    """On an engine whose connections autocommit, `transaction` is all or nothing, and
+    the connection goes back to the pool autocommitting."""
+    mariadb.create_tables()
+
+    async def run() -> None:
+        engine = create_engine(mariadb.settings(pool_size=1))
+        try:
+            with pytest.raises(RuntimeError):
+                async with transaction(engine) as conn:
+                    await conn.execute(sa.text("INSERT INTO event_runs VALUES (1, 'live', NULL, NOW())"))
+                    raise RuntimeError("half way")
+            async with engine.connect() as conn:  # the same pooled connection
+                assert (await conn.execute(sa.text("SELECT @@autocommit"))).scalar() == 1
+                await conn.execute(sa.text("INSERT INTO event_runs VALUES (2, 'live', NULL, NOW())"))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    # Rolled back as a whole; the plain statement committed by itself.
+    assert mariadb.rows("SELECT id FROM event_runs") == [(2,)]
