@@ -55,6 +55,25 @@ event_run_log = Table(
     mysql_charset="utf8mb4",
 )
 
+# Ours: the idempotency keys of keyed writes (`writeRunLog(idempotencyKey:)`).
+# The contract fixes event_run_log's columns, so a key lives here, written in
+# the same transaction as its line: either both are stored or neither, and a
+# retry after a lost answer finds the key. The key is kept as its SHA-256, so
+# any key fits and no collation (case, trailing spaces) can make two keys one.
+# Keys are forgotten after a day (writes.KEY_TTL), which bounds the table.
+event_run_log_keys = Table(
+    "event_run_log_keys",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=False),
+    Column("key_digest", String(64), primary_key=True),
+    # The line the key stored, so a key reused for another line is refused.
+    Column("line_digest", String(64), nullable=False),
+    Column("created_at", _Millis, nullable=False),
+    Index("ix_event_run_log_keys_created", "created_at"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
 # Owned by the events system. The service reads only these four columns and
 # creates the table only in a fresh database (tests, the demo, a laptop).
 event_runs = Table(

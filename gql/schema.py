@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import enum
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,16 +27,13 @@ from . import retention, store, writes
 from .auth import Action, Caller, Policy
 from .details import (
     DETAIL_TYPES,
-    DetailError,
     Run,
     RunBlockedDetail,
     RunLogDetail,
-    check_detail,
-    dump_detail,
     read_detail,
 )
 from .fastpath import HookCachingRunner, PageExecutor
-from .kinds import BY_WIRE_NAME, DESCRIPTIONS, TERMINAL_STATUSES, Kind
+from .kinds import DESCRIPTIONS, TERMINAL_STATUSES, Kind
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -404,11 +400,13 @@ class Query:
 @strawberry.type
 class Mutation:
     @strawberry.mutation(
-        description="Write one line; answers whether it was stored. Never a GraphQL error: an "
-        "unknown kind, a detail that does not fit its kind, a run id that is not a positive "
-        "integer, a caller that may not write, or a database that is down or slow all answer "
-        "false, and the whole line is logged by the server so nothing is lost without a trace. "
-        "`kind` is the wire name (`run.status`)."
+        description="Write one line; answers whether it was stored: true once it is stored, "
+        "exactly once; false when it is not. Never a GraphQL error: an unknown kind, a detail "
+        "that does not fit its kind, a run id that is not a positive integer, a caller that "
+        "may not write, or a database that is down or slow all answer false, and the line is "
+        "logged by the server so nothing is lost without a trace. One case is not known: a "
+        "database that stops answering after the line was sent may have stored it; send an "
+        "`idempotencyKey` to retry such a line safely. `kind` is the wire name (`run.status`)."
     )
     async def write_run_log(
         self,
@@ -428,24 +426,30 @@ class Mutation:
                 "64 KiB as JSON by default."
             ),
         ] = None,
+        idempotency_key: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Makes a retry safe: the same key for the same run stores the line "
+                "at most once, and a retry of a line already stored under it answers true. "
+                "Send the same key when retrying after false or no answer; keys are kept a "
+                "day. 1 to 256 characters; a key reused for a different line answers false."
+            ),
+        ] = None,
     ) -> bool:
         context = info.context
-        line = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
-        try:
-            problem = await _write(context, run_id, kind, step_id, phase, detail)
-        except Exception as exc:  # the one rule: never an error from a write
-            problem = _reason(exc)
-            if not store.is_unavailable(exc):
-                log.exception("writeRunLog: unexpected failure, request %s", context.request_id)
-        if problem is None:
-            return True
-        log.warning(
-            "run log line not stored: %s; request %s; line %s",
-            _one_line(problem),
-            context.request_id,
-            _dump_for_log(line),
+        # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
+        return await writes.write_run_log(
+            context.engine,
+            context.settings,
+            may_write=context.policy.allows(context.caller, Action.WRITE),
+            request_id=context.request_id,
+            run_id=run_id,
+            kind=kind,
+            step_id=step_id,
+            phase=phase,
+            detail=detail,
+            idempotency_key=idempotency_key,
         )
-        return False
 
     @strawberry.mutation(
         description="Admin only. Delete at most `limit` lines (null or 0 means 5000, clamped "
@@ -490,56 +494,6 @@ class Mutation:
         return deleted
 
 
-async def _write(
-    context: Context,
-    run_id: Any,
-    kind: str,
-    step_id: Any,
-    phase: int | None,
-    detail: Any,
-) -> str | None:
-    """Store the line, or answer why not."""
-    if not context.policy.allows(context.caller, Action.WRITE):
-        return "the caller is not a writer"
-    known = BY_WIRE_NAME.get(kind)
-    if known is None:
-        return f"kind {kind!r} is not one of the {len(BY_WIRE_NAME)} kinds this server knows"
-    run_number = _positive_int(run_id)
-    if run_number is None:
-        return f"runId must be a positive integer up to {MAX_ID}, got {run_id!r}"
-    step_number = None
-    if step_id is not None:
-        step_number = _positive_int(step_id)
-        if step_number is None:
-            return f"stepId must be a positive integer up to {MAX_ID}, got {step_id!r}"
-    text = None
-    if detail is not None:
-        try:
-            text = dump_detail(detail)
-            # A lone surrogate ("\ud800") is valid JSON but not UTF-8: refuse
-            # it here rather than fail in the driver.
-            size = len(text.encode())
-        except ValueError as exc:
-            return f"detail is not storable JSON: {exc}"
-        if size > context.settings.max_detail_bytes:
-            return f"detail is {size} bytes as JSON, over the limit of {context.settings.max_detail_bytes}"
-        try:
-            check_detail(known, text)
-        except DetailError as exc:
-            return str(exc)
-    try:
-        async with asyncio.timeout(context.settings.write_timeout):
-            # Grouped with the lines written at the same moment (see writes.py).
-            await writes.write_line(
-                context.engine,
-                store.NewLine(run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text),
-                bound=context.settings.write_timeout,
-            )
-    except TimeoutError:
-        return f"the database did not answer within {context.settings.write_timeout:g}s"
-    return None
-
-
 def _unavailable(context: Context, what: str, exc: Exception) -> ClientError:
     """The refusal for a database that is down, unreachable, slow or busy.
 
@@ -562,24 +516,6 @@ def _reason(exc: BaseException) -> str:
         return "the database did not answer in time"
     original = getattr(exc, "orig", None) or exc
     return f"{type(original).__name__}: {original}".splitlines()[0]
-
-
-def _dump_for_log(line: dict[str, Any]) -> str:
-    """The line as one line of JSON, every character of it as sent."""
-    return _one_line(json.dumps(line, ensure_ascii=False, default=str))
-
-
-def _one_line(text: str) -> str:
-    """`text` with every character that is not printable escaped as in JSON.
-
-    A writer's kind, detail keys and values reach the log: a newline, U+2028
-    or NEL in them must not start a forged log line, and a lone surrogate
-    cannot be written to a UTF-8 log at all. Inside JSON text the escapes
-    are valid JSON, so the logged line still parses to the line as sent.
-    """
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
 
 
 # ── schema ───────────────────────────────────────────────────────────────────

@@ -7,19 +7,21 @@ between tasks. Nothing here knows about GraphQL.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import datetime
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Executable, Select, and_, delete, func, insert, or_, select, text
+from sqlalchemy import Executable, Select, and_, bindparam, delete, func, or_, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import event_run_log, event_runs, transaction
+from .db import event_run_log, event_run_log_keys, event_runs, transaction
 from .kinds import TERMINAL_STATUSES
 
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
@@ -189,40 +191,304 @@ async def _read(engine: AsyncEngine, statement: Executable) -> Sequence[Any]:
         return (await conn.execute(statement)).all()
 
 
-async def write_line(engine: AsyncEngine, line: NewLine) -> int:
-    """Store one line, stamped with the current UTC millisecond; answer its id."""
+# ── writing lines ────────────────────────────────────────────────────────────
+# A write's answer must be exact: `true` once stored, `false` only when nothing
+# was stored. So every failure below says which of three it is: the line was
+# never sent (NotStored), the database answered with an error and the
+# statement rolled back (NotStored, `refused_by_database`), or the statement
+# was sent and no answer came back (OutcomeUnknown: it may have committed).
+
+# Least time worth starting a statement with: a line with less left is not
+# sent at all, since its caller could not wait for the commit.
+MIN_STATEMENT_SECONDS = 0.05
+# How long past a line's deadline its caller waits for an answer the database
+# owes it. The statement itself is bounded on the server to end by the
+# deadline; this covers the round trip and a slow commit, and is the one
+# bound left when the database stops answering at all.
+ANSWER_GRACE_SECONDS = 1.0
+
+
+class NotStored(Exception):
+    """Nothing of the line (or batch) was stored; `refused_by_database` when the database said no."""
+
+    def __init__(self, reason: str, *, refused_by_database: bool = False, transient: bool = True) -> None:
+        super().__init__(reason)
+        self.refused_by_database = refused_by_database
+        # A refusal about time or locks: trying the same lines again now would
+        # only spend time the callers do not have.
+        self.transient = transient
+
+
+class OutcomeUnknown(Exception):
+    """The statement was sent and no answer came back: the line may have been stored."""
+
+
+class KeyReused(Exception):
+    """An idempotency key already stored a different line of the same run."""
+
+
+def _bound_text(count: int) -> str:
+    rows = ", ".join(f"(:r{i}, :s{i}, :k{i}, :p{i}, :d{i}, :a{i})" for i in range(count))
+    # Only our own table name and placeholders: every value is a bound parameter.
+    return f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
+
+
+def _insert(engine: AsyncEngine, lines: Sequence[NewLine], at: datetime.datetime, seconds: float) -> Any:
+    """One multi-row INSERT, bounded on MariaDB's side to `seconds`.
+
+    Written as text rather than `insert(table)` with a list: the driver would
+    run a list as many statements, and MariaDB's `SET STATEMENT ... FOR`
+    must come before the INSERT, where SQLAlchemy has no place for a prefix.
+    `max_statement_time` ends the statement (error 1969, rolled back) when a
+    lock or anything else holds it past the bound; measured here on MariaDB
+    10.11 against `LOCK TABLES ... WRITE` and a row lock alike. SQLite's
+    bound is its busy timeout, set around the statement (`_sqlite_bounded`).
+    """
+    sql = _bound_text(len(lines))
+    if getattr(engine.dialect, "is_mariadb", False):
+        sql = f"SET STATEMENT max_statement_time={seconds:.3f} FOR {sql}"
+    params: dict[str, Any] = {}
+    for i, line in enumerate(lines):
+        params.update(
+            {
+                f"r{i}": line.run_id,
+                f"s{i}": line.step_id,
+                f"k{i}": line.kind,
+                f"p{i}": line.phase,
+                f"d{i}": line.detail,
+                f"a{i}": at,
+            }
+        )
+    at_type = _l.c.at.type
+    statement = text(sql).bindparams(*(bindparam(f"a{i}", type_=at_type) for i in range(len(lines))))
+    return statement, params
+
+
+def answered_by_database(exc: BaseException, dialect_name: str) -> bool:
+    """Whether `exc` is the database's own answer to a statement (so it rolled back).
+
+    MySQL's client errors (2000 to 2999: lost connection, gone away) are the
+    driver's, not the server's: the statement may have run. SQLite runs in the
+    process, so every error it raises is its answer.
+    """
+    if not isinstance(exc, sa_exc.DBAPIError) or exc.connection_invalidated:
+        return False
+    if dialect_name == "sqlite":
+        return True
+    args: tuple[Any, ...] = getattr(exc.orig, "args", ())
+    code = args[0] if args else None
+    return isinstance(code, int) and not 2000 <= code < 3000
+
+
+@dataclass
+class _Progress:
+    """How far a write got: what its failure means depends on it."""
+
+    sent: bool = False  # a statement of it reached the driver
+    committing: bool = False  # its COMMIT was sent (a keyed write)
+    done: bool = False  # the database answered that it was stored
+
+
+async def insert_lines(engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float) -> None:
+    """Store `lines` in one INSERT and one commit, in autocommit, all stamped with now.
+
+    `deadline` is the event loop's time by which the statement must have
+    ended. No statement is started with less than MIN_STATEMENT_SECONDS left;
+    the database is told to end it by the deadline; the answer is awaited
+    until ANSWER_GRACE_SECONDS past it. Raises NotStored or OutcomeUnknown.
+    """
+
+    async def run(conn: AsyncConnection, seconds: float, progress: _Progress) -> None:
+        statement, params = _insert(conn.engine, lines, utc_now_millis(), seconds)
+        progress.sent = True
+        await conn.execute(statement, params)
+        progress.done = True
+
+    # Autocommit: the INSERT is its own transaction, one round trip, with no
+    # BEGIN or COMMIT of its own.
+    await _bounded(engine, deadline, run, isolation_level="AUTOCOMMIT")
+
+
+async def insert_keyed(
+    engine: AsyncEngine, line: NewLine, *, key_digest: str, line_digest: str, deadline: float
+) -> bool:
+    """Store `line` under an idempotency key; False when the key already stored this same line.
+
+    The key and the line are written in one transaction, so either both are
+    stored or neither: a retry after a lost answer finds the key and stores
+    nothing. Raises KeyReused when the key stored a different line of this
+    run, and NotStored or OutcomeUnknown as `insert_lines` does.
+    """
+    keys = event_run_log_keys
+    outcome: list[bool] = []
+
+    async def run(conn: AsyncConnection, seconds: float, progress: _Progress) -> None:
+        now = utc_now_millis()
+        key_sql = (  # our own table name; every value is a bound parameter
+            f"INSERT INTO {keys.name} (run_id, key_digest, line_digest, created_at) VALUES (:r, :k, :l, :c)"  # noqa: S608
+        )
+        if getattr(conn.engine.dialect, "is_mariadb", False):
+            key_sql = f"SET STATEMENT max_statement_time={seconds:.3f} FOR {key_sql}"
+        key_statement = text(key_sql).bindparams(bindparam("c", type_=keys.c.created_at.type))
+        statement, params = _insert(conn.engine, [line], now, seconds)
+        progress.sent = True
+        try:
+            # The key first: a second writer with the same key waits here on
+            # the first one's row lock, then finds the key once it commits.
+            await conn.execute(key_statement, {"r": line.run_id, "k": key_digest, "l": line_digest, "c": now})
+        except sa_exc.IntegrityError:
+            await conn.rollback()
+            stored_digest = (
+                await conn.execute(
+                    select(keys.c.line_digest).where(
+                        keys.c.run_id == line.run_id, keys.c.key_digest == key_digest
+                    )
+                )
+            ).scalar()
+            await conn.rollback()
+            if stored_digest is None:
+                raise
+            if stored_digest != line_digest:
+                raise KeyReused("its idempotency key already stored a different line of this run") from None
+            outcome.append(False)
+            progress.done = True
+            return
+        await conn.execute(statement, params)
+        progress.committing = True
+        await conn.commit()
+        outcome.append(True)
+        progress.done = True
+
+    # Whatever the engine's default, the key and the line need one real
+    # transaction: the database's own default level gives one.
+    await _bounded(engine, deadline, run, isolation_level=None)
+    return outcome[0]
+
+
+async def _bounded(
+    engine: AsyncEngine,
+    deadline: float,
+    run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
+    *,
+    isolation_level: str | None,
+) -> None:
+    """Check out a connection by `deadline`, then `run` a write bounded to end by it.
+
+    A connection not had by the deadline means nothing was sent. Once the
+    write is sent, its answer is awaited ANSWER_GRACE_SECONDS past the
+    deadline: the database was told to end the statement by the deadline, so
+    only a database that stopped answering is cut off, and then the outcome
+    is unknown (for a transaction, only once its COMMIT was sent: before
+    that, a dropped connection rolls it back).
+    """
+    loop = asyncio.get_running_loop()
+    name = engine.dialect.name
+    progress = _Progress()
+    try:
+        async with asyncio.timeout_at(deadline + ANSWER_GRACE_SECONDS):
+            conn = engine.connect()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await conn.start()
+                    level = isolation_level or conn.default_isolation_level
+                    # The statement's text carries its bound, so it is kept
+                    # out of the compiled cache.
+                    await conn.execution_options(
+                        compiled_cache=None, **({"isolation_level": level} if level else {})
+                    )
+                seconds = deadline - loop.time()
+                if seconds < MIN_STATEMENT_SECONDS:
+                    raise NotStored("the line's deadline came before a database connection was free")
+                if name == "sqlite":
+                    await _sqlite_bounded(conn, seconds, run, progress)
+                else:
+                    await run(conn, seconds, progress)
+            finally:
+                if conn.sync_connection is not None:  # it was checked out
+                    await conn.close()
+    except TimeoutError:
+        if progress.done:
+            return  # stored; only handing the connection back was slow
+        if not progress.sent:
+            raise NotStored("no database connection within the line's deadline") from None
+        if isolation_level is None and not progress.committing:
+            raise NotStored("the database did not answer before the commit; nothing was committed") from None
+        raise OutcomeUnknown("the database did not answer the statement in time") from None
+    except (NotStored, OutcomeUnknown, KeyReused):
+        raise
+    except Exception as exc:
+        if progress.done:
+            return
+        if not progress.sent:
+            raise NotStored(one_line_reason(exc)) from exc
+        if answered_by_database(exc, name) or (isolation_level is None and not progress.committing):
+            raise NotStored(
+                one_line_reason(exc), refused_by_database=True, transient=is_unavailable(exc)
+            ) from exc
+        raise OutcomeUnknown(one_line_reason(exc)) from exc
+
+
+async def _sqlite_bounded(
+    conn: AsyncConnection,
+    seconds: float,
+    run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
+    progress: _Progress,
+) -> None:
+    """Run `run` with SQLite's busy timeout set to `seconds`, then put the connection's back.
+
+    Another connection holding the write lock makes SQLite wait in its busy
+    handler, in aiosqlite's thread, where no asyncio timeout reaches: the busy
+    timeout is the one bound that ends that wait (SQLITE_BUSY, nothing stored).
+    """
+    before = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+    await conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(int(seconds * 1000), 1)}")
+    try:
+        await run(conn, seconds, progress)
+    finally:
+        with contextlib.suppress(Exception):  # a connection that broke is thrown away anyway
+            await conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(before or 0)}")
+
+
+def one_line_reason(exc: BaseException) -> str:
+    """A one-line account of a failure for the server's log: the driver's own words."""
+    original = getattr(exc, "orig", None) or exc
+    return f"{type(original).__name__}: {original}".splitlines()[0]
+
+
+async def forget_keys(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> int:
+    """Delete at most `limit` idempotency keys stored before `before`; answer how many."""
+    keys = event_run_log_keys
     async with engine.begin() as conn:
-        result = await conn.execute(
-            insert(_l).values(
-                run_id=line.run_id,
-                step_id=line.step_id,
-                kind=line.kind,
-                phase=line.phase,
-                detail=line.detail,
-                at=utc_now_millis(),
+        found = (
+            await conn.execute(
+                select(keys.c.run_id, keys.c.key_digest).where(keys.c.created_at < before).limit(limit)
             )
-        )
-    return int(result.inserted_primary_key[0])  # type: ignore[index]
+        ).all()
+        for run_id, key_digest in found:
+            await conn.execute(delete(keys).where(keys.c.run_id == run_id, keys.c.key_digest == key_digest))
+    return len(found)
 
 
-async def write_lines(engine: AsyncEngine, lines: Sequence[NewLine]) -> None:
-    """Store several lines in one multi-row INSERT and one commit, all stamped with now."""
-    at = utc_now_millis()
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(_l),
-            [
-                {
-                    "run_id": line.run_id,
-                    "step_id": line.step_id,
-                    "kind": line.kind,
-                    "phase": line.phase,
-                    "detail": line.detail,
-                    "at": at,
-                }
-                for line in lines
-            ],
-        )
+async def detail_capacity(engine: AsyncEngine) -> int | None:
+    """The most bytes the `detail` column holds, or None when it has no such limit (SQLite).
+
+    An existing table may have TEXT (65,535 bytes) where this service creates
+    MEDIUMTEXT; a longer detail would be refused by the database (or cut
+    short, outside strict mode).
+    """
+    if engine.dialect.name == "sqlite":
+        return None
+    async with engine.connect() as conn:
+        octets = (
+            await conn.execute(
+                text(
+                    "SELECT CHARACTER_OCTET_LENGTH FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = :t AND COLUMN_NAME = 'detail'"
+                ),
+                {"t": _l.name},
+            )
+        ).scalar()
+    return None if octets is None else int(octets)
 
 
 def _eligible_runs(before: datetime.datetime) -> Select[Any]:

@@ -1,106 +1,373 @@
-"""Concurrent writes grouped into one multi-row INSERT, each caller answered after its commit.
+"""The write path: the checks on a line, its one deadline, the grouping, and the answer.
 
-The event runner writes many small lines at once. Written one by one, each
-line costs a pool checkout, a ping, an INSERT and a COMMIT: four round trips
-and an fsync. Here a line joins a queue; while one INSERT is at the database,
-the lines that arrive wait, and go together in the next one. No line waits
-for a timer: with nothing in flight a line goes at once, so a lone write costs
-what it did, and under load the round trips are shared.
+`true` means the line is stored, once. `false` means it is not, with one
+exception that no server can close: the database stopped answering after the
+statement was sent, so no one knows whether it committed (logged as "outcome
+unknown"). A writer that must not lose or double a line in that case sends an
+idempotency key, and retries with the same key until it hears `true`.
 
-A caller is answered only once the INSERT holding its line has committed (or
-failed). A caller that gives up first (its write timeout) leaves the queue: a
-line not yet sent is never stored behind the back of a caller told `false`.
-If a grouped INSERT fails for a reason other than time, its lines are tried
-one by one, so one line the database refuses cannot take the others with it.
+How a line keeps that promise:
+
+- **One deadline per line**, RUNLOG_WRITE_TIMEOUT from the moment its caller
+  arrives, for the wait in the queue and the INSERT together.
+- **No INSERT its caller cannot wait for.** A line goes to the database only
+  with time left, and the database is told to end the statement by the
+  line's deadline (`store.insert_lines`); its caller then waits for the
+  answer, never cancelled mid-commit. A line still queued at its deadline is
+  answered `false` and never sent.
+- **Grouped.** The event runner writes many small lines at once. A line joins
+  a queue; up to `IN_FLIGHT` batches are at the database at once (a commit
+  waiting on fsync leaves the process otherwise idle), and the lines that
+  arrive meanwhile go together in the next INSERT: one statement and one
+  commit, in autocommit, for the lot. No line waits for a timer.
+- **Retried one by one only when nothing was stored.** A batch the database
+  refused for what a line holds (a value out of range) is retried line by
+  line, so one bad line cannot take the others with it. After a timeout, a
+  lost connection or any other unknown outcome, nothing is retried.
+- **Keyed lines** take a slower path of their own: the key and the line in
+  one transaction (`store.insert_keyed`).
+
 Nothing here knows about GraphQL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import hashlib
+import json
+import logging
 import weakref
 from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import store
+from .details import DetailError, check_detail, dump_detail
+from .kinds import BY_WIRE_NAME
+from .settings import Settings
+
+log = logging.getLogger("gql.runlog")
 
 MAX_LINES = 200  # lines in one INSERT
 MAX_BYTES = 1024 * 1024  # detail text in one INSERT, well under MySQL's max_allowed_packet
+# Batches at the database at once. A few keep the process busy while a commit
+# waits on fsync; more would only queue inside the database (and never more
+# than the pool). SQLite has one writer at a time: a second batch would only
+# wait in its busy handler.
+IN_FLIGHT = 4
+MAX_ID = 2**31 - 1  # the id columns are INT
+MAX_KEY_CHARS = 256
+# A key is kept this long: a retry within a day of the first try is safe.
+KEY_TTL = datetime.timedelta(days=1)
+# Every this many keyed writes, one bounded slice of expired keys is deleted.
+KEY_SWEEP_EVERY = 100
+# A refused line is logged whole up to the detail limit plus this much for
+# its other fields; past that, a prefix of this many characters, the size and
+# a digest.
+LOG_SLACK = 1024
+LOG_PREFIX_CHARS = 1024
+
+
+async def write_run_log(
+    engine: AsyncEngine,
+    settings: Settings,
+    *,
+    may_write: bool,
+    request_id: str,
+    run_id: Any,
+    kind: str,
+    step_id: Any = None,
+    phase: int | None = None,
+    detail: Any = None,
+    idempotency_key: str | None = None,
+) -> bool:
+    """Store one line; True once it is stored, False (and logged) when it is not."""
+    deadline = asyncio.get_running_loop().time() + settings.write_timeout
+    sent: dict[str, Any] = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase}
+    sent["detail"] = detail
+    if idempotency_key is not None:
+        sent["idempotencyKey"] = idempotency_key
+    try:
+        problem = await _write(
+            engine, settings, may_write, deadline, run_id, kind, step_id, phase, detail, idempotency_key
+        )
+    except Exception as exc:  # the one rule: never an error from a write
+        problem = f"unexpected failure: {store.one_line_reason(exc)}"
+        log.exception("writeRunLog: unexpected failure, request %s", request_id)
+    if problem is None:
+        return True
+    log_refused(problem, request_id, sent, settings.max_detail_bytes)
+    return False
+
+
+async def _write(
+    engine: AsyncEngine,
+    settings: Settings,
+    may_write: bool,
+    deadline: float,
+    run_id: Any,
+    kind: str,
+    step_id: Any,
+    phase: int | None,
+    detail: Any,
+    key: str | None,
+) -> str | None:
+    """Store the line, or answer why not."""
+    if not may_write:
+        return "the caller is not a writer"
+    known = BY_WIRE_NAME.get(kind)
+    if known is None:
+        return f"kind {short(kind)} is not one of the {len(BY_WIRE_NAME)} kinds this server knows"
+    run_number = as_id(run_id)
+    if run_number is None:
+        return f"runId must be a positive integer up to {MAX_ID}, got {short(run_id)}"
+    step_number = None
+    if step_id is not None:
+        step_number = as_id(step_id)
+        if step_number is None:
+            return f"stepId must be a positive integer up to {MAX_ID}, got {short(step_id)}"
+    if phase is not None and not -(2**31) <= phase < 2**31:
+        return f"phase must be a 32-bit integer, got {short(phase)}"
+    if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
+        return f"idempotencyKey must be 1 to {MAX_KEY_CHARS} characters, got {len(key)}"
+    text = None
+    if detail is not None:
+        try:
+            text = dump_detail(detail)
+            # A lone surrogate ("\ud800") is valid JSON but not UTF-8: refuse
+            # it here rather than fail in the driver.
+            size = len(text.encode())
+        except ValueError as exc:
+            return f"detail is not storable JSON: {exc}"
+        limit, where = await _detail_limit(engine, settings)
+        if size > limit:
+            return f"detail is {size} bytes as JSON, over the limit of {limit} ({where})"
+        try:
+            check_detail(known, text)
+        except DetailError as exc:
+            return str(exc)
+    line = store.NewLine(run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text)
+    try:
+        if key is None:
+            await write_line(engine, line, deadline=deadline, pool_size=settings.pool_size)
+        else:
+            await _write_keyed(engine, line, key, deadline)
+    except store.NotStored as exc:
+        return f"not stored: {exc}"
+    except store.OutcomeUnknown as exc:
+        return f"outcome unknown, the line may have been stored: {exc}" + (
+            "" if key is not None else "; send an idempotencyKey to retry safely"
+        )
+    except store.KeyReused as exc:
+        return f"not stored: {exc}"
+    return None
+
+
+def as_id(value: Any) -> int | None:
+    """`value` as a run or step id (1..2**31-1), or None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        number = value
+    # Ten digits at most: a longer string is no id, and int() of thousands of
+    # digits costs time (Python refuses past 4,300).
+    elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:
+        number = int(value)
+    else:
+        return None
+    return number if 0 < number <= MAX_ID else None
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """`value`'s repr for a refusal, cut to `limit` characters with its length said."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+# ── the detail limit, as the column found has it ─────────────────────────────
+
+_capacities: weakref.WeakKeyDictionary[AsyncEngine, int | None] = weakref.WeakKeyDictionary()
+
+
+async def _detail_limit(engine: AsyncEngine, settings: Settings) -> tuple[int, str]:
+    """The largest detail a write accepts, and where that limit comes from.
+
+    RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less
+    (the events system's existing table has TEXT: 65,535 bytes). The column
+    is looked at once per engine; while the database cannot be asked, the
+    setting stands alone.
+    """
+    configured = settings.max_detail_bytes
+    if engine not in _capacities:
+        try:
+            async with asyncio.timeout(settings.connect_timeout):
+                _capacities[engine] = await store.detail_capacity(engine)
+        except Exception:
+            return configured, "RUNLOG_MAX_DETAIL_BYTES"
+    capacity = _capacities[engine]
+    if capacity is not None and capacity < configured:
+        return capacity, "what the detail column holds"
+    return configured, "RUNLOG_MAX_DETAIL_BYTES"
+
+
+# ── keyed writes ─────────────────────────────────────────────────────────────
+
+_keyed_writes = 0
+
+
+async def _write_keyed(engine: AsyncEngine, line: store.NewLine, key: str, deadline: float) -> None:
+    global _keyed_writes
+    what = json.dumps([line.kind, line.step_id, line.phase, line.detail], ensure_ascii=False)
+    await store.insert_keyed(
+        engine,
+        line,
+        key_digest=_digest(key),
+        line_digest=_digest(what),
+        deadline=deadline,
+    )
+    _keyed_writes += 1
+    if _keyed_writes % KEY_SWEEP_EVERY == 0:
+        task = asyncio.get_running_loop().create_task(_forget_keys(engine))
+        _sweeps.add(task)
+        task.add_done_callback(_sweeps.discard)
+
+
+_sweeps: set[asyncio.Task[None]] = set()
+
+
+async def _forget_keys(engine: AsyncEngine) -> None:
+    before = store.utc_now_millis() - KEY_TTL
+    try:
+        async with asyncio.timeout(10):
+            await store.forget_keys(engine, before=before, limit=1000)
+    except Exception as exc:  # the next sweep tries again
+        log.warning("forgetting idempotency keys before %s failed: %s", before, store.one_line_reason(exc))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# ── the queue ────────────────────────────────────────────────────────────────
+
+
+@dataclass(eq=False)
+class _Entry:
+    line: store.NewLine
+    deadline: float
+    future: asyncio.Future[None]
+    sent: bool = False
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
 
 class _Queue:
-    """The lines waiting for one engine, and the task that sends them."""
+    """The lines waiting for one engine, and the batches at its database."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, in_flight: int) -> None:
         self.engine = weakref.ref(engine)
-        self.waiting: deque[tuple[store.NewLine, asyncio.Future[None]]] = deque()
-        self.sender: asyncio.Task[None] | None = None
+        self.waiting: deque[_Entry] = deque()
+        self.in_flight = 0
+        self.max_in_flight = in_flight
+        self.tasks: set[asyncio.Task[None]] = set()
 
-    async def write(self, line: store.NewLine, bound: float) -> None:
+    async def write(self, line: store.NewLine, deadline: float) -> None:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        # A caller that timed out never reads its answer; keep asyncio from
+        entry = _Entry(line, deadline, loop.create_future())
+        # A caller that went away never reads its answer; keep asyncio from
         # reporting an exception no one retrieved.
-        future.add_done_callback(_consume)
-        self.waiting.append((line, future))
-        if self.sender is None or self.sender.done():
-            self.sender = loop.create_task(self._send(bound))
-        await future
+        entry.future.add_done_callback(_consume)
+        entry.timer = loop.call_at(deadline, _expire, entry)
+        self.waiting.append(entry)
+        self._start()
+        await entry.future
 
-    def _take(self) -> list[tuple[store.NewLine, asyncio.Future[None]]]:
-        batch: list[tuple[store.NewLine, asyncio.Future[None]]] = []
-        size = 0
-        while self.waiting and len(batch) < MAX_LINES:
-            line, future = self.waiting[0]
-            if future.done():  # its caller gave up
-                self.waiting.popleft()
-                continue
-            length = len(line.detail or "")
-            if batch and size + length > MAX_BYTES:
-                break
-            self.waiting.popleft()
-            batch.append((line, future))
-            size += length
-        return batch
-
-    async def _send(self, bound: float) -> None:
-        while self.waiting:
+    def _start(self) -> None:
+        while self.waiting and self.in_flight < self.max_in_flight:
             batch = self._take()
             if not batch:
                 continue
-            engine = self.engine()
-            if engine is None:
-                _settle(batch, RuntimeError("the engine was disposed"))
+            self.in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    def _take(self) -> list[_Entry]:
+        batch: list[_Entry] = []
+        size = 0
+        now = asyncio.get_running_loop().time()
+        while self.waiting and len(batch) < MAX_LINES:
+            entry = self.waiting[0]
+            if entry.future.done():  # its caller went away, or its deadline passed
+                self.waiting.popleft()
+                continue
+            if entry.deadline - now < store.MIN_STATEMENT_SECONDS:
+                self.waiting.popleft()
+                _settle([entry], store.NotStored("its deadline came while it waited for the database"))
+                continue
+            length = len(entry.line.detail or "")
+            if batch and size + length > MAX_BYTES:
+                break
+            self.waiting.popleft()
+            entry.sent = True  # from here on its caller waits for the database's answer
+            batch.append(entry)
+            size += length
+        return batch
+
+    async def _send(self, batch: list[_Entry]) -> None:
+        try:
+            await self._insert(batch)
+        finally:
+            self.in_flight -= 1
+            self._start()
+
+    async def _insert(self, batch: list[_Entry]) -> None:
+        engine = self.engine()
+        if engine is None:
+            _settle(batch, store.NotStored("the server is shutting down"))
+            return
+        try:
+            await store.insert_lines(engine, [e.line for e in batch], deadline=min(e.deadline for e in batch))
+        except store.NotStored as exc:
+            if len(batch) == 1 or not exc.refused_by_database or exc.transient:
+                _settle(batch, exc)
                 return
-            try:
-                async with asyncio.timeout(bound):
-                    await store.write_lines(engine, [line for line, _ in batch])
-            except Exception as exc:
-                if len(batch) == 1 or isinstance(exc, TimeoutError):
-                    _settle(batch, exc)
-                    continue
-                for line, future in batch:
-                    if future.done():
-                        continue
-                    try:
-                        async with asyncio.timeout(bound):
-                            await store.write_lines(engine, [line])
-                    except Exception as single:
-                        _settle([(line, future)], single)
-                    else:
-                        _settle([(line, future)], None)
-            else:
-                _settle(batch, None)
+            # The database refused the batch for what some line holds, and
+            # stored none of it: each line on its own, each by its own deadline.
+            for entry in batch:
+                try:
+                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline)
+                except Exception as single:
+                    _settle([entry], single)
+                else:
+                    _settle([entry], None)
+        except Exception as exc:
+            _settle(batch, exc)
+        else:
+            _settle(batch, None)
 
 
-def _settle(batch: list[tuple[store.NewLine, asyncio.Future[None]]], error: BaseException | None) -> None:
-    for _, future in batch:
-        if not future.done():
+def _expire(entry: _Entry) -> None:
+    """At a line's deadline: a line never sent is answered, and never will be sent."""
+    if not entry.sent and not entry.future.done():
+        entry.future.set_exception(store.NotStored("its deadline came while it waited for the database"))
+
+
+def _settle(batch: list[_Entry], error: BaseException | None) -> None:
+    for entry in batch:
+        if entry.timer is not None:
+            entry.timer.cancel()
+        if not entry.future.done():
             if error is None:
-                future.set_result(None)
+                entry.future.set_result(None)
             else:
-                future.set_exception(error)
+                entry.future.set_exception(error)
 
 
 def _consume(future: asyncio.Future[None]) -> None:
@@ -113,20 +380,67 @@ _queues: weakref.WeakKeyDictionary[AsyncEngine, dict[asyncio.AbstractEventLoop, 
 )
 
 
-def _queue(engine: AsyncEngine) -> _Queue:
+def _queue(engine: AsyncEngine, pool_size: int) -> _Queue:
     loop = asyncio.get_running_loop()
     per_loop = _queues.setdefault(engine, {})
     queue = per_loop.get(loop)
     if queue is None:
         for old in [old for old in per_loop if old.is_closed()]:
             del per_loop[old]
-        queue = per_loop[loop] = _Queue(engine)
+        in_flight = 1 if engine.dialect.name == "sqlite" else min(IN_FLIGHT, pool_size)
+        queue = per_loop[loop] = _Queue(engine, in_flight)
     return queue
 
 
-async def write_line(engine: AsyncEngine, line: store.NewLine, *, bound: float) -> None:
-    """Store `line`, grouped with the lines written at the same time; raise if it was not stored.
+async def write_line(engine: AsyncEngine, line: store.NewLine, *, deadline: float, pool_size: int) -> None:
+    """Store `line`, grouped with the lines written at the same time, by `deadline` (the loop's time).
 
-    `bound` (seconds) bounds each INSERT the line takes part in; the caller bounds its own wait.
+    Raises store.NotStored when it was not stored, store.OutcomeUnknown when
+    the database stopped answering after the line was sent.
     """
-    await _queue(engine).write(line, bound)
+    await _queue(engine, pool_size).write(line, deadline)
+
+
+# ── what a refused line leaves in the log ────────────────────────────────────
+
+
+def log_refused(reason: str, request_id: str, line: dict[str, Any], detail_limit: int) -> None:
+    """Log a line that was not stored, at WARNING, with the reason and the line as sent.
+
+    The whole line, up to the detail limit (plus LOG_SLACK for its other
+    fields); past that a prefix, its size and its SHA-256, so a caller that
+    sends megabytes (of escaped characters, which the log would escape again)
+    cannot fill the log, and the line can still be matched to what was sent.
+    """
+    log.warning(
+        "run log line not stored: %s; request %s; line %s",
+        _one_line(reason),
+        request_id,
+        bounded_line(line, detail_limit),
+    )
+
+
+def bounded_line(line: dict[str, Any], detail_limit: int) -> str:
+    """The line as one line of JSON, every character as sent, or its prefix, size and digest."""
+    text = json.dumps(line, ensure_ascii=False, default=str)
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= detail_limit + LOG_SLACK:
+        return _one_line(text)
+    digest = hashlib.sha256(data).hexdigest()
+    return (
+        f"{_one_line(text[:LOG_PREFIX_CHARS])}... (cut: {len(data)} bytes as JSON, "
+        f"over the {detail_limit + LOG_SLACK} logged whole; sha256 {digest})"
+    )
+
+
+def _one_line(text: str) -> str:
+    """`text` with every character that is not printable escaped as in JSON.
+
+    A writer's kind, detail keys and values reach the log: a newline, U+2028
+    or NEL in them must not start a forged log line, and a lone surrogate
+    cannot be written to a UTF-8 log at all. Inside JSON text the escapes
+    are valid JSON, so the logged line still parses to the line as sent.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)

@@ -40,6 +40,11 @@ class FaultProxy:
       are reset (their protocol state is gone), the others carry on.
     - `commands`: every command a client sent, in order, as (name, text):
       ("query", "SELECT ..."), ("ping", ""), ...: each is one round trip.
+    - `deafen()`: carry the service's bytes to the server, but lose every
+      answer, as a path that fails after a statement was sent does: the server
+      runs (and commits) what it gets, and the service never hears.
+    - `reset_open()`: reset every open connection and keep accepting new ones,
+      as a server that dropped its connections does.
     """
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
@@ -48,6 +53,7 @@ class FaultProxy:
         self.links: set[_Link] = set()
         self.hanging = False
         self.commands: list[tuple[str, str]] = []
+        self.deaf = False
         self._server: asyncio.Server | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -72,6 +78,12 @@ class FaultProxy:
     def recover(self) -> None:
         self._call(self._recover())
 
+    def deafen(self) -> None:
+        self._call(self._deafen())
+
+    def reset_open(self) -> None:
+        self._call(self._reset_open())
+
     def _call(self, coro: Coroutine[Any, Any, None]) -> None:
         asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=10)
 
@@ -89,8 +101,16 @@ class FaultProxy:
     async def _hang(self) -> None:
         self.hanging = True
 
+    async def _deafen(self) -> None:
+        self.deaf = True
+
+    async def _reset_open(self) -> None:
+        for link in list(self.links):
+            self._reset(link)
+
     async def _recover(self) -> None:
         self.hanging = False
+        self.deaf = False
         for link in list(self.links):
             if link.broken:
                 self._reset(link)
@@ -134,7 +154,8 @@ class FaultProxy:
         """Forward bytes; from the client (`sent` given), also note each command."""
         with contextlib.suppress(OSError):
             while data := await reader.read(65536):
-                if self.hanging or link.broken:
+                # `sent` is given for the client's side: the other side carries answers.
+                if self.hanging or link.broken or (sent is None and self.deaf):
                     link.broken = True
                     continue  # the bytes are lost, as on a dead path
                 if sent is not None:

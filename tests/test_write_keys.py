@@ -1,0 +1,107 @@
+"""`writeRunLog(idempotencyKey:)`: a retry with the same key stores the line at most once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+
+from gql.app import create_app
+
+from .conftest import MARIADB_URL, Api, Backend
+from .faultproxy import FaultProxy
+
+KEYED = (
+    "mutation W($runId: ID!, $kind: String!, $detail: JSON, $key: String) {"
+    " writeRunLog(runId: $runId, kind: $kind, detail: $detail, idempotencyKey: $key) }"
+)
+
+
+def keyed(api: Api, run_id: int, text: str, key: str | None) -> bool:
+    body = api.post(KEYED, {"runId": run_id, "kind": "note", "detail": {"text": text}, "key": key})
+    assert "errors" not in body, body
+    answer: bool = body["data"]["writeRunLog"]
+    return answer
+
+
+def lines(backend: Backend) -> list[tuple[int, str]]:
+    return [
+        (row.run_id, row.detail)
+        for row in backend.rows("SELECT run_id, detail FROM event_run_log ORDER BY id")
+    ]
+
+
+def test_the_same_key_for_the_same_run_stores_the_line_once(tables: Backend, api: Api) -> None:
+    assert keyed(api, 1, "once", "k-1")
+    assert keyed(api, 1, "once", "k-1")  # a retry of a stored line: true, nothing more stored
+    assert keyed(api, 2, "once", "k-1")  # another run: its own line
+    assert keyed(api, 1, "again", "k-2")
+    assert keyed(api, 1, "no key", None)
+    assert lines(tables) == [
+        (1, '{"text":"once"}'),
+        (2, '{"text":"once"}'),
+        (1, '{"text":"again"}'),
+        (1, '{"text":"no key"}'),
+    ]
+
+
+def test_concurrent_retries_with_one_key_store_one_line(tables: Backend, api: Api) -> None:
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda _: keyed(api, 1, "raced", "k-race"), range(6)))
+    assert answers == [True] * 6
+    assert lines(tables) == [(1, '{"text":"raced"}')]
+
+
+def test_a_key_reused_for_another_line_answers_false(
+    tables: Backend, api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert keyed(api, 1, "first", "k-1")
+    with caplog.at_level(logging.WARNING, logger="gql"):
+        assert keyed(api, 1, "second", "k-1") is False
+    assert "already stored a different line" in caplog.text
+    assert lines(tables) == [(1, '{"text":"first"}')]
+
+
+@pytest.mark.parametrize("key", ["", "k" * 257])
+def test_a_key_outside_1_to_256_characters_answers_false(tables: Backend, api: Api, key: str) -> None:
+    assert keyed(api, 1, "x", key) is False
+    assert lines(tables) == []
+
+
+@pytest.mark.mariadb
+def test_a_commit_whose_answer_was_lost_then_retried_with_its_key_is_stored_once(
+    mariadb: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    mariadb.create_tables()
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+    with FaultProxy(*upstream) as proxy:
+        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
+        settings = mariadb.settings(database_url=url.render_as_string(hide_password=False), write_timeout=1.5)
+        with TestClient(create_app(settings)) as client:
+            api = Api(client)
+            assert keyed(api, 1, "warm", "k-warm")
+            engine = client.app.state.engine  # type: ignore[attr-defined]
+
+            def lose_the_answer(conn: Any) -> None:
+                proxy.deafen()  # the COMMIT reaches the server; its answer does not come back
+
+            sa.event.listen(engine.sync_engine, "commit", lose_the_answer)
+            with caplog.at_level(logging.WARNING, logger="gql"):
+                told = keyed(api, 1, "committed, answer lost", "k-lost")
+            sa.event.remove(engine.sync_engine, "commit", lose_the_answer)
+            assert told is False  # the caller was told false...
+            assert "outcome unknown" in caplog.text
+            proxy.recover()
+            deadline = time.monotonic() + 5
+            while (1, '{"text":"committed, answer lost"}') not in lines(mariadb):
+                assert time.monotonic() < deadline, "the commit never landed"
+                time.sleep(0.1)
+            # ...and the line was stored. The retry with its key answers true
+            # and stores nothing more.
+            assert keyed(api, 1, "committed, answer lost", "k-lost")
+    assert lines(mariadb).count((1, '{"text":"committed, answer lost"}')) == 1
