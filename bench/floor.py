@@ -22,7 +22,8 @@ the request selects, under their response keys, in its order. That shape is
 worked out once per query text (graphql-core parses it, and `schema.graphql`
 says which fields are ids) and kept, as a hand-written endpoint would have it
 written in; a request only looks it up. Nothing is checked: a detail is parsed
-and its fields picked, never validated.
+and its fields picked, never validated. Directives (`@skip`, `@include`) are
+not read: no shipped operation has one.
 
     python -m bench.floor --port 8101 [--driver sqlalchemy]   # RUNLOG_DATABASE_URL as for the service
 """
@@ -192,7 +193,7 @@ class Engine:
 
 # ── the shape of an answer, worked out once per query text ──────────────────
 
-# A field of an object as answered: its response key, and how to get its value.
+# How a field's value is answered, from a row or a parsed stored detail, as one request's answer goes.
 Getter = Callable[[Any, "Answer"], Any]
 
 
@@ -240,7 +241,7 @@ class Shapes:
         concrete = self.schema.get_type(type_name)
         return abstract is not None and self.schema.is_sub_type(abstract, concrete)  # type: ignore[arg-type]
 
-    def stored(self, type_name: str, selection_sets: list[SelectionSetNode]) -> Callable[[Any], Any]:
+    def stored(self, type_name: str, selection_sets: list[SelectionSetNode]) -> Getter:
         """How a parsed stored value (a dict, or a list of them) of `type_name` is answered."""
         tp = self.schema.get_type(type_name)
         assert isinstance(tp, GraphQLObjectType), type_name
@@ -269,7 +270,7 @@ class Shapes:
                     answer.blocking.append((out, key, int(run_id), run))
             return out
 
-        return shape  # type: ignore[return-value]
+        return shape
 
     def _value(self, name: str, field_type: Any, nodes: list[FieldNode]) -> Getter:
         listed = False
@@ -280,8 +281,8 @@ class Shapes:
         if isinstance(inner, GraphQLObjectType):
             sub = self.stored(inner.name, [n.selection_set for n in nodes if n.selection_set])
             if listed:
-                return lambda v, a: None if (x := v.get(name)) is None else [sub(i, a) for i in x]  # type: ignore[call-arg]
-            return lambda v, a: sub(v.get(name), a)  # type: ignore[call-arg]
+                return lambda v, a: None if (x := v.get(name)) is None else [sub(i, a) for i in x]
+            return lambda v, a: sub(v.get(name), a)
         if inner.name == "DateTime":  # served in UTC with its offset, as the service serves it
             if listed:
                 return lambda v, a: None if (x := v.get(name)) is None else [_utc(i) for i in x]
@@ -432,9 +433,9 @@ class Plan:
                 except orjson.JSONDecodeError:
                     parsed = None
                 if isinstance(parsed, dict):
-                    return by_type[typename](parsed, answer)  # type: ignore[call-arg]
+                    return by_type[typename](parsed, answer)
             problem = "unreadable" if typename else f"kind {row[3]!r} is not known to this server"
-            return unreadable({"text": text, "problem": problem}, answer)  # type: ignore[call-arg]
+            return unreadable({"text": text, "problem": problem}, answer)
 
         return get
 

@@ -31,6 +31,7 @@ from graphql import (
     GraphQLNamedType,
     GraphQLNonNull,
     GraphQLObjectType,
+    GraphQLSchema,
     GraphQLUnionType,
     OperationDefinitionNode,
     OperationType,
@@ -202,7 +203,7 @@ def _collect(
 # ── every field of every detail type, from the running service ──────────────
 
 
-def introspect(port: int) -> Any:
+def introspect(port: int) -> GraphQLSchema:
     """The running service's schema, as a client sees it through introspection."""
     response = httpx.post(
         f"http://127.0.0.1:{port}/graphql", json={"query": get_introspection_query()}, timeout=30
@@ -211,9 +212,8 @@ def introspect(port: int) -> Any:
     return build_client_schema(response.json()["data"])
 
 
-def every_detail_field(port: int) -> Operation:
+def every_detail_field(schema: GraphQLSchema) -> Operation:
     """A page query selecting every field of the line, of every detail type and of what they link to."""
-    schema = introspect(port)
     line = schema.get_type("RunLogLine")
     page = schema.get_type("RunLogPage")
     assert isinstance(line, GraphQLObjectType) and isinstance(page, GraphQLObjectType)
@@ -289,7 +289,7 @@ class Workload:
     @classmethod
     def build(cls, port: int) -> Workload:
         workload = cls()
-        for operation in [*shipped(), every_detail_field(port)]:
+        for operation in [*shipped(), every_detail_field(introspect(port))]:
             if operation.skip is not None:
                 workload.skipped.append(operation)
             elif operation.kind == "mutation":

@@ -38,6 +38,7 @@ import datetime
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -67,7 +68,8 @@ from .operations import HOT_RUN, RARE_KIND, WRITE_RUN, Operation, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PINNED = os.environ.get("RUNLOG_BENCH_PIN", "1") != "0"  # 0: let the kernel place everything
+# 0: let the kernel place everything (as it does where there is no taskset).
+PINNED = os.environ.get("RUNLOG_BENCH_PIN", "1") != "0" and shutil.which("taskset") is not None
 LOG_DIR = Path(tempfile.gettempdir())  # the servers' output, runlog-bench-<name>-<port>.log
 RUN_LINES = 2500  # lines per run: more than the biggest page
 BASE_RUNS = 4  # 4 runs of 2,500: the 10,000-line table

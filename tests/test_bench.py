@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphql import Node, OperationType, parse
+from graphql import Node, OperationType, build_client_schema, get_introspection_query, parse
 from starlette.testclient import TestClient
 
 from bench import floor, run
-from bench.operations import HOT_RUN, OPERATIONS, shipped
+from bench.operations import HOT_RUN, OPERATIONS, every_detail_field, shipped
 from gql.app import create_app
+from gql.details import DETAIL_TYPES
+from gql.settings import Settings
 
 from .conftest import Backend
 
@@ -80,6 +82,22 @@ def test_an_added_operation_is_benchmarked_and_one_it_cannot_fill_is_skipped_by_
     assert "fragment RunCreatedFields on RunCreatedDetail" in newest.text
     assert "fragment RunLogLineFields" not in by_name["Mystery"].text
     assert by_name["Mystery"].skip is not None and "$mystery: Int!" in by_name["Mystery"].skip
+
+
+def test_the_introspection_query_selects_every_field_of_every_detail(tmp_path: Path) -> None:
+    with TestClient(
+        create_app(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}"))
+    ) as client:
+        introspection = client.post("/graphql", json={"query": get_introspection_query()}).json()["data"]
+        op = every_detail_field(build_client_schema(introspection))
+        answer = client.post("/graphql", content=op.body(50), headers={"Content-Type": "application/json"})
+    assert "errors" not in answer.json(), answer.json()
+    for detail in [*DETAIL_TYPES.values(), "UnreadableDetail"]:
+        name = detail if isinstance(detail, str) else detail.__name__
+        assert f"... on {name} {{" in op.text
+    for nested in ("blockingRun {", "byStatus {", "caps {", "kindName", "endCursor"):
+        assert nested in op.text
+    assert "endedAt" in op.text and "maxAttempts" in op.text
 
 
 @pytest.mark.mariadb
