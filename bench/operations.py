@@ -212,7 +212,12 @@ def introspect(port: int) -> GraphQLSchema:
     return build_client_schema(response.json()["data"])
 
 
-def every_detail_field(schema: GraphQLSchema) -> Operation:
+def every_detail_field(port: int) -> Operation:
+    """The page query selecting every field of every detail type, as the service at `port` has them."""
+    return every_detail_field_of(introspect(port))
+
+
+def every_detail_field_of(schema: GraphQLSchema) -> Operation:
     """A page query selecting every field of the line, of every detail type and of what they link to."""
     line = schema.get_type("RunLogLine")
     page = schema.get_type("RunLogPage")
@@ -289,7 +294,7 @@ class Workload:
     @classmethod
     def build(cls, port: int) -> Workload:
         workload = cls()
-        for operation in [*shipped(), every_detail_field(introspect(port))]:
+        for operation in [*shipped(), every_detail_field(port)]:
             if operation.skip is not None:
                 workload.skipped.append(operation)
             elif operation.kind == "mutation":

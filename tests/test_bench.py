@@ -12,7 +12,7 @@ from graphql import Node, OperationType, build_client_schema, get_introspection_
 from starlette.testclient import TestClient
 
 from bench import floor, run
-from bench.operations import HOT_RUN, OPERATIONS, every_detail_field, shipped
+from bench.operations import HOT_RUN, OPERATIONS, every_detail_field_of, shipped
 from gql.app import create_app
 from gql.details import DETAIL_TYPES
 from gql.settings import Settings
@@ -89,7 +89,7 @@ def test_the_introspection_query_selects_every_field_of_every_detail(tmp_path: P
         create_app(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}"))
     ) as client:
         introspection = client.post("/graphql", json={"query": get_introspection_query()}).json()["data"]
-        op = every_detail_field(build_client_schema(introspection))
+        op = every_detail_field_of(build_client_schema(introspection))
         answer = client.post("/graphql", content=op.body(50), headers={"Content-Type": "application/json"})
     assert "errors" not in answer.json(), answer.json()
     for detail in [*DETAIL_TYPES.values(), "UnreadableDetail"]:
