@@ -607,12 +607,51 @@ def _describe(error: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+# Detail fields that name a run (event_runs.id, an INT): what a reader selects
+# through them (`blockingRun`) is looked up by that id, so only an id that
+# can be one is stored.
+_RUN_ID_FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
+    Kind.RUN_BLOCKED: (("blocking_run_id", "blockingRunId"),),
+    Kind.VERSION_VERIFIED: (("dry_run_id", "dryRunId"),),
+}
+_MAX_RUN_ID = 2**31 - 1
+
+
+def _is_run_id(value: str | int) -> bool:
+    if isinstance(value, str):
+        # Ten digits at most: int() of thousands of digits costs time (and
+        # Python refuses past 4,300).
+        if not (value.isascii() and value.isdigit() and len(value) <= 10):
+            return False
+        value = int(value)
+    return 0 < value <= _MAX_RUN_ID
+
+
 def check_detail(kind: Kind, text: str) -> None:
-    """Raise DetailError unless `text` is a JSON detail that fits `kind`'s type exactly."""
+    """Raise DetailError unless `text` is a JSON detail that fits `kind`'s type exactly.
+
+    What is accepted must be readable: beyond the type, a run id must be one
+    (1..2147483647), and the detail must come back typed through
+    `read_detail`, the function every read uses (a date that is past the
+    year 9999 once in UTC, say, fits the type but cannot be served).
+    """
     try:
-        _BY_KIND[kind].writer.model_validate_json(text)
+        model = _BY_KIND[kind].writer.model_validate_json(text)
     except pydantic.ValidationError as exc:
         raise DetailError(f"detail does not fit {kind.value}: {_describe(exc)}") from None
+    for name, alias in _RUN_ID_FIELDS.get(kind, ()):
+        value = getattr(model, name)
+        if value is not None and not _is_run_id(value):
+            shown = repr(value)
+            if len(shown) > 40:
+                shown = f"{shown[:40]}... ({len(str(value))} characters)"
+            raise DetailError(
+                f"detail does not fit {kind.value}: {alias} must be a run id, a positive "
+                f"integer up to {_MAX_RUN_ID}, got {shown}"
+            )
+    read = read_detail(kind.value, text)
+    if isinstance(read, UnreadableDetail):
+        raise DetailError(f"detail could not be read back as written: {read.problem}")
 
 
 def read_detail(kind_name: str, text: str | None) -> Any:
