@@ -560,6 +560,13 @@ def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan:
     say(f"{label} ({op.origin})")
     try:
         report.notes.append(f"   {op.name}, limit {SMALL_PAGE}: {compare_reads(servers, op, SMALL_PAGE)}")
+        if op.has_variable("after"):
+            # The next page too: the floors must read a cursor as the service does.
+            first = dict(_pages(servers["service"].post(op.body(SMALL_PAGE))["data"]))
+            cursor = next(iter(first.values()), {}).get("pageInfo", {}).get("endCursor")
+            if cursor is not None:
+                found = compare_reads(servers, op, SMALL_PAGE, after=cursor)
+                report.notes.append(f"   {op.name}, limit {SMALL_PAGE}, the next page: {found}")
     except Mismatch as exc:
         report.unmeasured(label, goal or "(shown)", "answers differ")
         report.failed.append(f"{label}: {exc}")

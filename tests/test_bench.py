@@ -137,6 +137,18 @@ def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> No
                     for name, client in clients.items()
                 }
                 run.compare_answers(answers)
+                cursor = answers["service"]["data"]["runLog"]["pageInfo"]["endCursor"]
+                if op.has_variable("after") and cursor is not None:
+                    # The next page: the floors read the service's cursor as the service does.
+                    after = op.body(limit, after=cursor)
+                    run.compare_answers(
+                        {
+                            name: client.post(
+                                "/graphql", content=after, headers={"Content-Type": "application/json"}
+                            ).json()
+                            for name, client in clients.items()
+                        }
+                    )
                 nodes = answers["floor"]["data"]["runLog"]["nodes"]
                 blocked = [n["detail"] for n in nodes if (n.get("detail") or {}).get("blockingRun")]
                 blocking_seen = blocking_seen or bool(blocked)
