@@ -36,7 +36,7 @@ from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
 from .graphiql import graphiql_html
-from .limits import BodyLimit, RequestLimits, lines_asked, query_limits
+from .limits import MAX_VARIABLE_VALUES, BodyLimit, RequestLimits, lines_asked, query_limits, variable_values
 from .request_id import RequestId, error_body
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema
@@ -222,6 +222,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         document, operation = prepared
         if lines_asked(document, operation, variables)[0] > self.max_lines:
             return None
+        if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
+            return None  # refused by RequestLimits, in Strawberry's pipeline
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
         try:

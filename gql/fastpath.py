@@ -39,6 +39,7 @@ import functools
 import inspect
 import itertools
 import logging
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -64,6 +65,7 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
+    Token,
     VariableNode,
     is_enum_type,
     is_scalar_type,
@@ -87,8 +89,21 @@ log = logging.getLogger("gql.fastpath")
 
 PAGE_TYPE_NAME = "RunLogPage"
 PLAN_CACHE_SIZE = 256  # distinct runLog selections per process
+PLAN_CACHE_BYTES = 32 * 1024 * 1024  # and what they may hold (see _PlanCache)
+# A compiled plan holds about 11 bytes per character of its source (tracemalloc:
+# 151 KB for the 13,000 characters of the frontend's page with every fragment).
+PLAN_BYTES_PER_CHAR = 16
 VARIANTS_PER_SELECTION = 16  # @skip/@include combinations kept per selection
 DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
+# What the document caches may hold, in bytes as `document_bytes` counts them:
+# the shipped operations hold about 170 KB each, so this is room for about
+# two hundred texts the size of the frontend's biggest.
+DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024
+# A longer text is parsed each time, never cached: the frontend's biggest
+# query with every fragment is about 4,300 characters.
+CACHED_TEXT_CHARS = 16 * 1024
+TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
+ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
 
 _BACKREF = GraphQLCoreConverter.DEFINITION_BACKREF
 
@@ -129,13 +144,45 @@ class _Selection:
     plans: OrderedDict[tuple[Any, ...], Callable[[Any], dict[str, Any]] | None] = field(
         default_factory=OrderedDict
     )
+    held: int = 0  # bytes: the document its nodes keep alive, and its plans
+    plan_bytes: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
 
 class _PlanCache:
-    def __init__(self, size: int) -> None:
+    """Plans by selection, bounded in count and in bytes.
+
+    A selection's nodes keep their whole document alive (a node's location
+    links every token of the text), so each selection counts its document as
+    `document_bytes` does, and each plan its compiled size.
+    """
+
+    def __init__(self, size: int, max_bytes: int = PLAN_CACHE_BYTES) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self.entries: OrderedDict[tuple[int, ...], _Selection] = OrderedDict()
+        self.held_bytes = 0
         self.lock = threading.Lock()
+
+    def add_plan(
+        self, selection: _Selection, variant: tuple[Any, ...], plan: Callable[[Any], Any] | None, held: int
+    ) -> None:
+        with self.lock:
+            counted = self.entries.get(tuple(map(id, selection.nodes))) is selection
+            selection.plans[variant] = plan
+            added = held - selection.plan_bytes.pop(variant, 0)
+            selection.plan_bytes[variant] = held
+            while len(selection.plans) > VARIANTS_PER_SELECTION:
+                dropped, _ = selection.plans.popitem(last=False)
+                added -= selection.plan_bytes.pop(dropped, 0)
+            selection.held += added
+            if counted:
+                self.held_bytes += added
+                self._evict()
+
+    def _evict(self) -> None:
+        while self.entries and (self.held_bytes > self.max_bytes or len(self.entries) > self.size):
+            _, dropped = self.entries.popitem(last=False)
+            self.held_bytes -= dropped.held
 
     def selection(self, nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> _Selection:
         key = tuple(map(id, nodes))
@@ -145,11 +192,30 @@ class _PlanCache:
                 self.entries.move_to_end(key)
                 return entry
         entry = _Selection(nodes=nodes, variables=_directive_variables(nodes, fragments))
+        entry.held = _nodes_bytes(nodes)
         with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.held_bytes -= old.held
             self.entries[key] = entry
-            while len(self.entries) > self.size:
-                self.entries.popitem(last=False)
+            self.held_bytes += entry.held
+            self._evict()
         return entry
+
+
+def _nodes_bytes(nodes: tuple[FieldNode, ...]) -> int:
+    """What the document of `nodes` holds, as `document_bytes` counts it."""
+    loc = nodes[0].loc if nodes else None
+    if loc is None:
+        return 0
+    tokens = 0
+    token: Token | None = loc.start_token
+    while token is not None and token.prev is not None:
+        token = token.prev
+    while token is not None:
+        tokens += 1
+        token = token.next
+    return 2 * sys.getsizeof(loc.source.body) + TOKEN_BYTES * tokens
 
 
 def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> tuple[str, ...]:
@@ -245,18 +311,16 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
             if variant in selection.plans:
                 selection.plans.move_to_end(variant)
                 return selection.plans[variant]
+        compiler = _Compiler(self)
         try:
-            plan: Callable[[Any], dict[str, Any]] | None = _Compiler(self).compile(
-                page_type, field_details_list
-            )
+            plan: Callable[[Any], dict[str, Any]] | None = compiler.compile(page_type, field_details_list)
             STATS.compiled += 1
+            held = PLAN_BYTES_PER_CHAR * len(compiler.text)
         except _NotCompilable as exc:
             log.debug("runLog selection completed by graphql-core: %s", exc)
             plan = None
-        with cache.lock:
-            selection.plans[variant] = plan
-            while len(selection.plans) > VARIANTS_PER_SELECTION:
-                selection.plans.popitem(last=False)
+            held = 0
+        cache.add_plan(selection, variant, plan, held)
         return plan
 
 
@@ -467,49 +531,136 @@ class _Compiler:
 # ── caching parsed and validated documents ───────────────────────────────────
 
 
+def document_bytes(text: str, document: DocumentNode) -> int:
+    """About the memory a parsed `text` holds, the text included.
+
+    Measured with tracemalloc (graphql-core 3.3): a document holds about 450
+    bytes per token (392 to 452 for the shipped operations, GraphiQL's
+    introspection and 1,800 aliases), plus a copy of every comment and string
+    in its tokens, which can be the whole text again. Counting the tokens walks
+    the document's token list: at most RUNLOG_MAX_TOKENS steps, done once per
+    text cached. Without locations (Strawberry always parses with them) the
+    text's length bounds the tokens.
+    """
+    loc = document.loc
+    if loc is None:
+        tokens = len(text) + 2
+    else:
+        tokens = 0
+        token: Token | None = loc.start_token
+        while token is not None:
+            tokens += 1
+            token = token.next
+    return 2 * sys.getsizeof(text) + TOKEN_BYTES * tokens
+
+
+def _errors_bytes(errors: list[GraphQLError]) -> int:
+    # An error holds its message, locations and path; its nodes are the document's.
+    return sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
+
+
+@dataclass(slots=True)
+class _Document:
+    """What is known of one query text: its document, its validation, its operations."""
+
+    options: tuple[Any, ...]  # the parse options it was parsed with
+    document: DocumentNode
+    held: int  # bytes, as document_bytes counts them, plus what was added since
+    validated: dict[tuple[Any, ...], list[GraphQLError]] = field(default_factory=dict)
+    prepared: PreparedDocument | None = None
+
+
 class DocumentCaches:
-    """Parsed documents by query text, and validation results by document, for one schema.
+    """Parsed documents by query text, their validation results, and prepared texts, for one schema.
 
     Strawberry's own `ValidationCache` keys on the document itself, and a
     graphql-core document hashes by walking its whole tree: for the frontend's
     query with every fragment that costs about what validating does. Here the
     parse cache hands back one document object per query text, so validation
-    can be keyed on that object's identity.
+    is kept beside the text it was done for.
 
     A text that parsed and validated cleanly is also kept as a
     `PreparedDocument`, so that a later request with the same text can skip
     the per-request pipeline altogether (`app.RunLogGraphQL.run_prepared`).
     The app's parse options and validation rules are the same for every
     request (they come from its settings), so the text alone is the key.
+
+    Bounded in bytes, not only in count: texts padded with comments, which no
+    token limit counts, once grew a process past 2 GiB. A text of more than
+    `max_text` characters is not cached at all (it is parsed each time, and
+    RUNLOG_MAX_QUERY_BYTES bounds what that costs), and the least recently
+    used texts are dropped once what is held passes `max_bytes`.
     """
 
-    def __init__(self, size: int = DOCUMENT_CACHE_SIZE) -> None:
+    def __init__(
+        self,
+        size: int = DOCUMENT_CACHE_SIZE,
+        max_bytes: int = DOCUMENT_CACHE_BYTES,
+        max_text: int = CACHED_TEXT_CHARS,
+    ) -> None:
         self.size = size
-        self.parsed: OrderedDict[tuple[str, tuple[Any, ...]], DocumentNode] = OrderedDict()
-        self.validated: OrderedDict[tuple[int, tuple[Any, ...]], tuple[DocumentNode, list[GraphQLError]]] = (
-            OrderedDict()
-        )
-        self.prepared: OrderedDict[str, PreparedDocument] = OrderedDict()
+        self.max_bytes = max_bytes
+        self.max_text = max_text
+        self.texts: OrderedDict[str, _Document] = OrderedDict()
+        self.held_bytes = 0
         self.lock = threading.Lock()
 
     def extension(self) -> SchemaExtension:
         return DocumentCacheExtension(self)
+
+    def document(self, query: str, options: tuple[Any, ...]) -> DocumentNode | None:
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.options != options:
+                return None
+            self.texts.move_to_end(query)
+            return known.document
+
+    def add_document(self, query: str, options: tuple[Any, ...], document: DocumentNode) -> None:
+        if len(query) > self.max_text:
+            return
+        held = document_bytes(query, document)
+        with self.lock:
+            old = self.texts.pop(query, None)
+            if old is not None:
+                self.held_bytes -= old.held
+            self.texts[query] = _Document(options, document, held)
+            self.held_bytes += held
+            self._evict()
+
+    def validation(
+        self, query: str, document: DocumentNode, rules: tuple[Any, ...]
+    ) -> list[GraphQLError] | None:
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.document is not document:
+                return None
+            return known.validated.get(rules)
+
+    def add_validation(
+        self, query: str, document: DocumentNode, rules: tuple[Any, ...], errors: list[GraphQLError]
+    ) -> None:
+        self._add(
+            query, document, _errors_bytes(errors), lambda known: known.validated.update({rules: errors})
+        )
 
     def prepared_operation(
         self, query: str, operation_name: str | None
     ) -> tuple[DocumentNode, OperationDefinitionNode] | None:
         """The valid document for `query` and its operation `operation_name`, if both are known."""
         with self.lock:
-            prepared = self.prepared.get(query)
-            if prepared is None:
+            known = self.texts.get(query)
+            if known is None or known.prepared is None:
                 return None
-            self.prepared.move_to_end(query)
+            self.texts.move_to_end(query)
+            prepared = known.prepared
         operation = prepared.operations.get(operation_name)
         return None if operation is None else (prepared.document, operation)
 
     def _prepare(self, query: str, document: DocumentNode) -> None:
         with self.lock:
-            if query in self.prepared:
+            known = self.texts.get(query)
+            if known is None or known.prepared is not None:
                 return
         operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
         by_name: dict[str | None, OperationDefinitionNode] = {
@@ -524,14 +675,25 @@ class DocumentCaches:
             if o.operation in (OperationType.QUERY, OperationType.MUTATION)
         }
         if kept:
-            self._put(self.prepared, query, PreparedDocument(document, kept))
+            prepared = PreparedDocument(document, kept)
+            self._add(
+                query, document, ERROR_BYTES * len(kept), lambda known: setattr(known, "prepared", prepared)
+            )
 
-    def _put(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    def _add(self, query: str, document: DocumentNode, held: int, add: Callable[[_Document], None]) -> None:
         with self.lock:
-            cache[key] = value
-            cache.move_to_end(key)
-            while len(cache) > self.size:
-                cache.popitem(last=False)
+            known = self.texts.get(query)
+            if known is None or known.document is not document:
+                return  # dropped meanwhile, or parsed again: nothing to add to
+            add(known)
+            known.held += held
+            self.held_bytes += held
+            self._evict()
+
+    def _evict(self) -> None:
+        while self.texts and (self.held_bytes > self.max_bytes or len(self.texts) > self.size):
+            _, dropped = self.texts.popitem(last=False)
+            self.held_bytes -= dropped.held
 
 
 @dataclass(frozen=True, slots=True)
@@ -551,39 +713,38 @@ class DocumentCacheExtension(SchemaExtension):
 
     def on_parse(self) -> Iterator[None]:
         context = self.execution_context
-        key = None
+        options = None
         if context.graphql_document is None and context.query is not None:
-            key = (context.query, tuple(sorted(context.parse_options.items())))
-            with self.caches.lock:
-                document = self.caches.parsed.get(key)
-                if document is not None:
-                    self.caches.parsed.move_to_end(key)
+            options = tuple(sorted(context.parse_options.items()))
+            document = self.caches.document(context.query, options)
             if document is not None:
                 context.graphql_document = document
                 self.parsed_text = context.query
-                key = None
+                options = None
         yield
         # A text that did not parse is not cached: its error is cheap to find again.
-        if key is not None and context.graphql_document is not None and not context.pre_execution_errors:
-            self.caches._put(self.caches.parsed, key, context.graphql_document)
+        if options is not None and context.graphql_document is not None and not context.pre_execution_errors:
+            self.caches.add_document(context.query, options, context.graphql_document)  # type: ignore[arg-type]
             self.parsed_text = context.query
 
     def on_validate(self) -> Iterator[None]:
         context = self.execution_context
         document = context.graphql_document
-        key = None
-        if document is not None and context.pre_execution_errors is None:
-            key = (id(document), tuple(context.validation_rules))
-            with self.caches.lock:
-                found = self.caches.validated.get(key)
-            if found is not None and found[0] is document:
-                context.pre_execution_errors = list(found[1])
-                key = None
+        text = self.parsed_text
+        rules = tuple(context.validation_rules)
+        if text is None or document is None or context.pre_execution_errors is not None:
+            yield
+            return
+        found = self.caches.validation(text, document, rules)
+        if found is not None:
+            context.pre_execution_errors = list(found)
         yield
-        if key is not None and context.pre_execution_errors is not None:
-            self.caches._put(self.caches.validated, key, (document, list(context.pre_execution_errors)))
-        if self.parsed_text is not None and document is not None and context.pre_execution_errors == []:
-            self.caches._prepare(self.parsed_text, document)
+        if context.pre_execution_errors is None:
+            return
+        if found is None:
+            self.caches.add_validation(text, document, rules, list(context.pre_execution_errors))
+        if context.pre_execution_errors == []:
+            self.caches._prepare(text, document)
 
 
 # ── extension hooks, looked up once per extension class ──────────────────────

@@ -1,9 +1,10 @@
 """What one request may ask of the service: its size, its shape, and how many lines it reads.
 
 Every limit refuses a request before any SQL runs: the body's size before it
-is parsed, the token count while it is parsed, depth and aliases while it is
-validated, and the lines it asks for once its variables are known, just
-before it executes. Each error names the limit it hit.
+is parsed, the query text's size before that is parsed, the token count while
+it is parsed, depth and aliases while it is validated, and the values its
+variables hold and the lines it asks for once its variables are known, just
+before they are coerced and it executes. Each error names the limit it hit.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from graphql import (
     GraphQLError,
     InlineFragmentNode,
     IntValueNode,
+    ListTypeNode,
+    NonNullTypeNode,
     NullValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    TypeNode,
     ValidationContext,
     ValidationRule,
     ValueNode,
@@ -68,6 +72,7 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
             max_tokens=settings.max_tokens,
             rules=rules,
             max_lines=settings.max_lines_per_request,
+            max_query_bytes=settings.max_query_bytes,
         )
     ]
 
@@ -133,7 +138,10 @@ class LineBudget(SchemaExtension):
         operation = _operation(document.definitions, context.operation_name) if document else None
         if document is not None and operation is not None:
             lines, fields = lines_asked(document, operation, context.variables)
-            if lines > self.max_lines:
+            values = variable_values(operation, context.variables)
+            if values > MAX_VARIABLE_VALUES:
+                context.result = ExecutionResult(data=None, errors=[_too_many_values(operation, values)])
+            elif lines > self.max_lines:
                 context.result = ExecutionResult(
                     data=None,
                     errors=[
@@ -151,6 +159,87 @@ class LineBudget(SchemaExtension):
                     ],
                 )
         yield
+
+
+# graphql-core checks each value of a variable against its type one by one,
+# about 3.5 µs each: `kinds` with 600,000 entries held the event loop for
+# 2 s. Ten thousand values cost about 35 ms; `kinds` needs at most one per
+# kind. A `JSON` variable (a write's detail) is handed over whole, as one
+# value, and is bounded by RUNLOG_MAX_DETAIL_BYTES instead.
+MAX_VARIABLE_VALUES = 10_000
+
+
+def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> int:
+    """How many values graphql-core will check to coerce `variables`, counted up to just past the limit.
+
+    Each value counts one, and so does each item of a list where the
+    variable's type has a list; an object counts its members (an input object
+    checks each), except as a `JSON` value, which is handed over whole.
+    Counting stops once past MAX_VARIABLE_VALUES, so a huge value costs no more
+    to refuse than that.
+    """
+    if not variables:
+        return 0
+    count = 0
+    pending: list[tuple[Any, TypeNode]] = [
+        (variables[d.variable.name.value], d.type)
+        for d in operation.variable_definitions or ()
+        if d.variable.name.value in variables
+    ]
+    while pending and count <= MAX_VARIABLE_VALUES:
+        value, type_node = pending.pop()
+        if isinstance(type_node, NonNullTypeNode):
+            pending.append((value, type_node.type))
+        elif isinstance(type_node, ListTypeNode) and isinstance(value, list):
+            count += 1
+            pending.extend((item, type_node.type) for item in value[: MAX_VARIABLE_VALUES + 1])
+        elif isinstance(type_node, ListTypeNode):
+            pending.append((value, type_node.type))  # one value is read as a list of it
+        else:
+            count += 1
+            if isinstance(value, dict) and type_node.name.value != "JSON":  # type: ignore[attr-defined]
+                count += _members(value, MAX_VARIABLE_VALUES + 1 - count)
+    return count
+
+
+def _members(value: dict[str, Any], most: int) -> int:
+    """The members of `value` and of every object and list inside it, counted up to `most`."""
+    count = 0
+    pending: list[Any] = [value]
+    while pending and count < most:
+        found = pending.pop()
+        inner = found.values() if isinstance(found, dict) else found
+        for item in inner:
+            count += 1
+            if isinstance(item, dict | list):
+                pending.append(item)
+            if count >= most:
+                break
+    return count
+
+
+def _too_many_values(operation: OperationDefinitionNode, values: int) -> GraphQLError:
+    return GraphQLError(
+        f"The variables hold more than {MAX_VARIABLE_VALUES} values (list items and object "
+        f"members count one each, a JSON detail counts one); the limit is {MAX_VARIABLE_VALUES} "
+        "values per request. `kinds` needs no more entries than there are kinds.",
+        nodes=[operation],
+        extensions={"code": "TOO_MANY_VALUES", "maxValues": MAX_VARIABLE_VALUES},
+    )
+
+
+def query_text_refusal(query: str | None, max_bytes: int) -> GraphQLError | None:
+    """The error for a query text over `max_bytes` bytes, or None."""
+    if query is None or len(query) * 4 <= max_bytes:
+        return None  # no text of that many characters can be longer in UTF-8
+    size = len(query) if query.isascii() else len(query.encode("utf-8", "surrogatepass"))
+    if size <= max_bytes:
+        return None
+    return GraphQLError(
+        f"The query text is {size} bytes; the limit is {max_bytes} bytes (RUNLOG_MAX_QUERY_BYTES). "
+        "Send a shorter text: comments count, variables do not.",
+        extensions={"code": "QUERY_TOO_LARGE", "bytes": size, "maxBytes": max_bytes},
+    )
 
 
 def lines_asked(
@@ -175,13 +264,26 @@ class RequestLimits(LineBudget):
     order; `on_execute` is `LineBudget`'s.
     """
 
-    def __init__(self, max_tokens: int, rules: list[type[ASTValidationRule]], max_lines: int) -> None:
+    def __init__(
+        self,
+        max_tokens: int,
+        rules: list[type[ASTValidationRule]],
+        max_lines: int,
+        max_query_bytes: int = 128 * 1024,
+    ) -> None:
         super().__init__(max_lines=max_lines)
         self.max_tokens = max_tokens
         self.rules = tuple(rules)
+        self.max_query_bytes = max_query_bytes
 
     def on_operation(self) -> Iterator[None]:
         context = self.execution_context
+        # Before anything reads the text: the token limit does not count
+        # comments, and a 4 MiB comment, string or name took about a second
+        # to parse (and to hash, as the document cache's key).
+        refusal = query_text_refusal(context.query, self.max_query_bytes)
+        if refusal is not None:
+            raise refusal  # Strawberry answers an exception here as the request's error
         context.parse_options["max_tokens"] = self.max_tokens
         context.validation_rules = context.validation_rules + self.rules
         yield

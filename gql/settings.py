@@ -55,6 +55,9 @@ class Settings:
     max_depth: int = 10
     max_aliases: int = 30
     max_tokens: int = 2000
+    # Twice the default detail limit: a write with its 64 KiB detail written
+    # inline (not as a variable) still fits.
+    max_query_bytes: int = 128 * 1024
     max_lines_per_request: int = 10_000
     max_body_bytes: int = 4 * 1024 * 1024
     # Retention: off unless set (seconds).
@@ -97,6 +100,8 @@ class Settings:
             max_depth=reader.get("RUNLOG_MAX_DEPTH", _whole(1, 100), 10),
             max_aliases=reader.get("RUNLOG_MAX_ALIASES", _whole(1, 1000), 30),
             max_tokens=reader.get("RUNLOG_MAX_TOKENS", _whole(1, 100_000), 2000),
+            # At 512 KiB a text of one comment takes about 0.1 s to parse.
+            max_query_bytes=reader.get("RUNLOG_MAX_QUERY_BYTES", _whole(1, 512 * 1024), 128 * 1024),
             max_lines_per_request=reader.get("RUNLOG_MAX_LINES_PER_REQUEST", _whole(1, 1_000_000), 10_000),
             max_body_bytes=reader.get(
                 "RUNLOG_MAX_BODY_BYTES", _whole(1, 1024 * 1024 * 1024), 4 * 1024 * 1024
