@@ -39,7 +39,7 @@ from .graphiql import graphiql_html
 from .limits import MAX_VARIABLE_VALUES, BodyLimit, RequestLimits, lines_asked, query_limits, variable_values
 from .request_id import RequestId, error_body
 from .retention import Sweeper
-from .schema import ClientError, Context, build_schema
+from .schema import ClientError, Context, build_schema, log_unrun_writes
 from .settings import Settings
 
 log = logging.getLogger("gql.app")
@@ -118,7 +118,10 @@ def _should_mask(error: GraphQLError) -> bool:
     original = error.original_error
     if original is None or isinstance(original, ClientError):
         return False
-    return not (error.path is None and isinstance(original, GraphQLError))
+    # A literal Python will not read (an Int of 5,000 digits) fails validation
+    # around a ValueError, with the literal's node: the caller's, like any
+    # other error that points into the document.
+    return not (error.path is None and (isinstance(original, GraphQLError) or error.nodes))
 
 
 class _RequestAdapter(StarletteRequestAdapter):
@@ -256,6 +259,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if result.errors:
             request_id = request.state.request_id
             result.errors = [_anonymise(e, request_id) if _should_mask(e) else e for e in result.errors]
+            if result.data is None:  # refused before it ran: its lines are logged all the same
+                log_unrun_writes(request_id, await request.body(), result.errors, request.app.state.settings)
         return await super().process_result(request, result)
 
     def decode_json(self, data: str | bytes) -> object:

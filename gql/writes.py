@@ -181,14 +181,16 @@ def as_id(value: Any) -> int | None:
     return number if 0 < number <= MAX_ID else None
 
 
+def short_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, with its length said when it was cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def short(value: Any, limit: int = 80) -> str:
     """`value`'s repr for a refusal, cut to `limit` characters with its length said."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text)} characters)"
+    return short_text(repr(value), limit)
 
 
 # ── the detail limit, as the column found has it ─────────────────────────────
