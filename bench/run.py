@@ -724,6 +724,9 @@ def big_table(
         settle(database, say)
         big = {name: start(name, database) for name in pair}
         try:
+            for label, body in bodies.items():
+                agreed = compare_answers({name: server.post(body) for name, server in big.items()})
+                report.notes.append(f"   {label}, {filled:,} lines: {agreed}")
             found = table_size({"small": pair, "big": big}, bodies, count)
         finally:
             for server in big.values():
