@@ -556,6 +556,8 @@ def log_unrun_writes(request_id: str, body: bytes, errors: list[GraphQLError], s
     try:
         request = json.loads(body)
         query, variables = request.get("query"), request.get("variables") or {}
+        if len(query) > settings.max_query_bytes:
+            raise ValueError("a text this long is not parsed again")  # it costs the loop
         document = parse(query, no_location=True, max_tokens=settings.max_tokens)
     except Exception:  # not a request this can read: the body, bounded, is the trace
         writes.log_refused(

@@ -330,7 +330,6 @@ async def insert_keyed(
         if getattr(conn.engine.dialect, "is_mariadb", False):
             key_sql = f"SET STATEMENT max_statement_time={seconds:.3f} FOR {key_sql}"
         key_statement = text(key_sql).bindparams(bindparam("c", type_=keys.c.created_at.type))
-        statement, params = _insert(conn.engine, [line], now, seconds)
         progress.sent = True
         try:
             # The key first: a second writer with the same key waits here on
@@ -353,6 +352,9 @@ async def insert_keyed(
             outcome.append(False)
             progress.done = True
             return
+        # The line's own bound is what is left of the deadline after the key.
+        left = max(deadline - asyncio.get_running_loop().time(), MIN_STATEMENT_SECONDS)
+        statement, params = _insert(conn.engine, [line], now, left)
         await conn.execute(statement, params)
         progress.committing = True
         await conn.commit()
