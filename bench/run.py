@@ -760,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick
-    plan = Plan(3, 4, 3, 0.6) if quick else Plan(5, 20, 5, 2.0)
+    plan = Plan(3, 3, 3, 0.5) if quick else Plan(5, 20, 5, 2.0)
     report = Report()
     started = time.monotonic()
     plans_small: dict[str, list[dict[str, Any]]] = {}
@@ -795,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
                     plans_big = big_table(report, servers, workload, args.big_lines, 10 if quick else 200)
                 else:
                     report.unmeasured(f"flat at {args.big_lines:,} lines", "<= 1.2", "run with --big")
-                memory(report, servers["service"], workload, *((200, 1500) if quick else (1000, 10_000)))
+                memory(report, servers["service"], workload, *((200, 1000) if quick else (1000, 10_000)))
             else:
                 report.unmeasured("flat, RSS", "<= 1.2, <= 1.1", "no read the floors answer alike")
             for op in workload.writes:
