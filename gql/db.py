@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     event,
     inspect,
+    text,
 )
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection
@@ -45,14 +46,49 @@ event_run_log = Table(
     # may hold text that is not JSON, and they must still be readable.
     Column("detail", Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=True),
     Column("at", _Millis, nullable=False),
-    # Serves the read (a run's lines newest first, keyset on at, id) and the
-    # prune's join from a terminal run to its lines.
-    Index("ix_event_run_log_run_at", "run_id", "at", "id"),
-    # Serves a read filtered by kind: a rare kind is an index range, never a
-    # scan of the run's whole log.
-    Index("ix_event_run_log_run_kind_at", "run_id", "kind", "at", "id"),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
+)
+
+# SQLite keeps `at` as whatever text (or number) its writer stored, and compares
+# it as text: `2026-03-01 12:00:00` sorts before `2026-03-01T11:00:00Z`. Its
+# reads therefore order by this normalised form: UTC, `YYYY-MM-DD HH:MM:SS.SSS`,
+# from any text SQLite's date functions read (with `T`, `Z`, `+02:00`, any
+# fraction), and '' (older than every time) for a value that is not a date
+# (`yesterday`, '', a number, NULL). The GLOB keeps `now` and Julian day
+# numbers out: SQLite would read them as times, and `now` would move. An index
+# on the expression keeps a page an index range; a query must spell it exactly
+# so for SQLite to match it with the index.
+SQLITE_AT_ORDER = (
+    "coalesce(CASE WHEN at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
+    "THEN strftime('%Y-%m-%d %H:%M:%f', at) END, '')"
+)
+_MYSQL = ("mysql", "mariadb")
+
+
+def _index(name: str, *columns: Any, dialects: tuple[str, ...]) -> None:
+    """An index on the run log that only `dialects` get; init-db reads `info` to know which."""
+    index = Index(name, *columns, info={"dialects": dialects})
+    # ddl_if documents "a string or tuple of strings"; its type hint names only str.
+    index.ddl_if(dialect=dialects)  # type: ignore[arg-type]
+
+
+_log = event_run_log.c
+# Serve the read (a run's lines newest first, keyset on at, id) and the prune's
+# join from a terminal run to its lines; the kind's index serves a read
+# filtered by kind, so that a rare kind is an index range, never a scan of the
+# run's whole log.
+_index("ix_event_run_log_run_at", _log.run_id, _log.at, _log.id, dialects=_MYSQL)
+_index("ix_event_run_log_run_kind_at", _log.run_id, _log.kind, _log.at, _log.id, dialects=_MYSQL)
+# The same two on SQLite, over the normalised `at` its reads order by.
+_index("ix_event_run_log_run_utc", _log.run_id, text(SQLITE_AT_ORDER), _log.id, dialects=("sqlite",))
+_index(
+    "ix_event_run_log_run_kind_utc",
+    _log.run_id,
+    _log.kind,
+    text(SQLITE_AT_ORDER),
+    _log.id,
+    dialects=("sqlite",),
 )
 
 # Ours: the idempotency keys of keyed writes (`writeRunLog(idempotencyKey:)`).
@@ -181,10 +217,25 @@ def _create_missing(conn: Connection) -> list[str]:
     created = [table.name for table in metadata.sorted_tables if table.name not in existing]
     metadata.create_all(conn, checkfirst=True)
     if event_run_log.name in existing:
-        have = {tuple(ix["column_names"]) for ix in inspector.get_indexes(event_run_log.name)}
+        names, have = _indexes(conn)
         for index in event_run_log.indexes:
-            columns = tuple(column.name for column in index.columns)
-            if columns not in have:
+            if conn.dialect.name not in index.info["dialects"] or index.name in names:
+                continue
+            columns = [getattr(column, "name", None) for column in index.expressions]
+            if None in columns or tuple(columns) not in have:
                 index.create(conn)
                 created.append(f"{event_run_log.name}.{index.name}")
     return created
+
+
+def _indexes(conn: Connection) -> tuple[set[str], set[tuple[str | None, ...]]]:
+    """The run log's index names, and the column lists of those on plain columns."""
+    if conn.dialect.name == "sqlite":
+        # SQLAlchemy does not reflect an index on an expression on SQLite (it
+        # warns and skips it); the names are enough to know what is there.
+        rows = conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (event_run_log.name,)
+        )
+        return set(rows.scalars()), set()
+    found = inspect(conn).get_indexes(event_run_log.name)
+    return {ix["name"] for ix in found if ix["name"]}, {tuple(ix["column_names"]) for ix in found}

@@ -399,7 +399,9 @@ class CleanupRetryDetail:
     "It is served, never turned into an error: one bad line must not break a page."
 )
 class UnreadableDetail:
-    text: str = strawberry.field(description="The stored detail, exactly as stored.")
+    text: str = strawberry.field(
+        description="The stored detail, exactly as stored (bytes that are not UTF-8 read as U+FFFD)."
+    )
     problem: str = strawberry.field(description="What was wrong with it.")
 
 
@@ -478,9 +480,11 @@ class _Codec:
     build: Callable[[pydantic.BaseModel], Any]
 
     @property
-    def read_json(self) -> Callable[[str], pydantic.BaseModel]:
+    def read_json(self) -> Callable[[str | bytes], pydantic.BaseModel]:
         """`reader.model_validate_json` without its per-call Python wrapper."""
-        validate: Callable[[str], pydantic.BaseModel] = self.reader.__pydantic_validator__.validate_json
+        validate: Callable[[str | bytes], pydantic.BaseModel] = (
+            self.reader.__pydantic_validator__.validate_json
+        )
         return validate
 
 
@@ -581,7 +585,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
 _codecs: dict[type, _Codec] = {}
 _BY_KIND: dict[Kind, _Codec] = {kind: _codec(tp, _codecs) for kind, tp in DETAIL_TYPES.items()}
 # What reading a line needs, by stored kind name: read on every line of every page.
-_READERS: dict[str, tuple[Callable[[Any], Any], Callable[[str], Any]]] = {
+_READERS: dict[str, tuple[Callable[[Any], Any], Callable[[str | bytes], Any]]] = {
     kind.value: (codec.build, codec.read_json) for kind, codec in _BY_KIND.items()
 }
 
@@ -654,20 +658,38 @@ def check_detail(kind: Kind, text: str) -> None:
         raise DetailError(f"detail could not be read back as written: {read.problem}")
 
 
-def read_detail(kind_name: str, text: str | None) -> Any:
-    """Build the typed detail for a stored line; never raises on bad data."""
+def read_detail(kind_name: str, text: str | bytes | None) -> Any:
+    """Build the typed detail for a stored line; never raises on bad data.
+
+    `text` may be the stored bytes (SQLite's reads, an older binary column):
+    pydantic reads UTF-8 bytes as they are, and bytes that are not UTF-8 come
+    back as `UnreadableDetail` saying where.
+    """
     if text is None:
         return None
     read = _READERS.get(kind_name)
     if read is None:
-        return UnreadableDetail(text=text, problem=f"kind {kind_name!r} is not known to this server")
+        return _unreadable(text, f"kind {kind_name!r} is not known to this server")
     build, validate_json = read
     try:
         return build(validate_json(text))
     except pydantic.ValidationError as exc:
-        return UnreadableDetail(text=text, problem=f"does not fit {kind_name}: {_describe(exc)}")
+        return _unreadable(text, f"does not fit {kind_name}: {_describe(exc)}")
     except (ValueError, OverflowError) as exc:  # a datetime out of range, say
-        return UnreadableDetail(text=text, problem=f"does not fit {kind_name}: {exc}")
+        return _unreadable(text, f"does not fit {kind_name}: {exc}")
+
+
+def _unreadable(stored: str | bytes, problem: str) -> UnreadableDetail:
+    if isinstance(stored, str):
+        return UnreadableDetail(text=stored, problem=problem)
+    try:
+        return UnreadableDetail(text=stored.decode(), problem=problem)
+    except UnicodeDecodeError as exc:
+        return UnreadableDetail(
+            # U+FFFD in place of each byte that is not UTF-8, so the rest still reads.
+            text=stored.decode(errors="replace"),
+            problem=f"is not UTF-8 text: byte {exc.start} is 0x{stored[exc.start]:02x}",
+        )
 
 
 def dump_detail(detail: Any) -> str:

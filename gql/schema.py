@@ -164,10 +164,20 @@ def _positive_int(value: Any) -> int | None:
     if isinstance(value, int):
         number = value
     elif isinstance(value, str) and value.isascii() and value.isdigit():
-        number = int(value)
+        # Python refuses int() of more than 4,300 digits; an id has at most 10.
+        digits = value.lstrip("0")
+        if len(digits) > len(str(MAX_ID)):
+            return None
+        number = int(digits or "0")
     else:
         return None
     return number if 0 < number <= MAX_ID else None
+
+
+def _shown(value: Any) -> str:
+    """A caller's value for an error's text: as they sent it, but never long."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else f"{shown[:60]}... ({len(shown)} characters)"
 
 
 # ── types ────────────────────────────────────────────────────────────────────
@@ -189,11 +199,21 @@ class RunLogLine:
     )
     phase: int | None = strawberry.field(description="The phase the line is about, if any.")
     at: datetime.datetime = strawberry.field(
-        description="When the line was written, UTC, to the millisecond."
+        description="When the line was written, UTC, to the millisecond. On a line whose "
+        "stored `at` is not a time (see `problem`), 0001-01-01T00:00:00Z; such a line sorts "
+        "as the oldest."
     )
     detail: RunLogDetail | None = strawberry.field(
         description="What the line records, typed by its kind; `UnreadableDetail` when the "
         "stored text cannot be read as that type; null when the line has no detail."
+    )
+    problem: str | None = strawberry.field(
+        default=None,
+        description="Null on a line as this service writes it. On a row another writer left "
+        "with a value no line can hold, what was stored (`stored at 'yesterday' is not a "
+        "time`, `stored kind is null`, `stored phase 4294967296 is not an integer ...`); the "
+        "field shows a stand-in instead: `at` 0001-01-01T00:00:00Z, `kindName` '', `phase` "
+        "null. The line keeps its place in the order, and pages go on past it.",
     )
 
 
@@ -230,6 +250,7 @@ def _line(row: store.Line) -> RunLogLine:
         phase=row.phase,
         at=row.at,
         detail=read_detail(row.kind, row.detail),
+        problem=row.problem,
     )
 
 
@@ -377,7 +398,7 @@ class Query:
         number = _positive_int(run_id)
         if number is None:
             raise ClientError(
-                f"runId must be a positive integer up to {MAX_ID}, got {run_id!r}",
+                f"runId must be a positive integer up to {MAX_ID}, got {_shown(run_id)}",
                 "BAD_USER_INPUT",
             )
         try:

@@ -12,20 +12,44 @@ import base64
 import binascii
 import contextlib
 import datetime
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Executable, Select, and_, bindparam, delete, func, or_, select, text
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    LargeBinary,
+    Select,
+    String,
+    and_,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    literal,
+    literal_column,
+    null,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import event_run_log, event_run_log_keys, event_runs, transaction
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys, event_runs, transaction
 from .kinds import TERMINAL_STATUSES
 
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
 PRUNE_LIMIT_DEFAULT, PRUNE_LIMIT_MAX = 5000, 50_000
+LINE_ID_MAX = 2**63 - 1  # BIGINT, and the largest integer SQLite holds
+PHASE_MIN, PHASE_MAX = -(2**31), 2**31 - 1  # what GraphQL's Int holds
+# What `at` reads as on a line whose stored `at` is not a time: the earliest
+# DateTime, since such lines sort as the oldest (see SQLITE_AT_ORDER).
+STAND_IN_AT = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 
 
 class Line(NamedTuple):
@@ -33,15 +57,25 @@ class Line(NamedTuple):
 
     A named tuple rather than a frozen dataclass: one is made for every line
     of every page, and a tuple is made in a third of the time.
+
+    A row this service did not write may hold what no line can (`at` that is
+    not a time, a NULL kind, a phase past 32 bits): it is still a line, with
+    a stand-in where the value cannot be shown and `problem` saying what was
+    stored, so that one bad row never breaks its page.
     """
 
     id: int
     run_id: int
-    step_id: int | None
+    step_id: int | str | None
     kind: str
     phase: int | None
-    detail: str | None
-    at: datetime.datetime  # aware, UTC
+    detail: str | bytes | None  # bytes: as stored, maybe not UTF-8 (details.read_detail decodes)
+    at: datetime.datetime  # aware, UTC; STAND_IN_AT when `position` is set
+    problem: str | None = None
+    # Set when `at` is a stand-in: what the database orders the line by, in
+    # the text it compares ('' when it holds no time at all). The cursor
+    # carries it, so paging stays exact across such lines.
+    position: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +99,8 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    at: datetime.datetime  # naive UTC, as stored
+    # Naive UTC; or a line's `position` when its stored `at` is not a time.
+    at: datetime.datetime | str
     id: int
 
 
@@ -109,44 +144,136 @@ def as_naive_utc(value: datetime.datetime) -> datetime.datetime:
 
 
 def encode_cursor(line: Line) -> str:
-    at = as_naive_utc(line.at)
-    raw = f"{at.isoformat(timespec='milliseconds')}|{line.id}"
+    if line.position is not None:
+        raw = f"!{line.position}|{line.id}"
+    else:
+        at = as_naive_utc(line.at)
+        # Milliseconds as the column keeps them; finer only if an older column holds finer.
+        spec = "milliseconds" if at.microsecond % 1000 == 0 else "microseconds"
+        raw = f"{at.isoformat(timespec=spec)}|{line.id}"
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
+# A cursor is a few dozen characters; anything much longer was not issued here.
+_CURSOR_MAX = 200
+# A position is a date as SQLite's normalised form or MariaDB prints it
+# (`0000-00-00 00:00:00.000`, `2026-02-30 00:00:00.000`), or '' for no time.
+_POSITION = re.compile(r"[0-9 :.-]{0,40}")
+_ID = re.compile(r"[0-9]{1,19}")
+
+
 def decode_cursor(value: str) -> Cursor:
+    shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
+    issued = f"after={shown!r} is not a cursor this service issued: pass a page's pageInfo.endCursor"
+    if len(value) > _CURSOR_MAX:
+        raise CursorError(issued)
     try:
         padded = value + "=" * (-len(value) % 4)
-        at_text, id_text = base64.urlsafe_b64decode(padded).decode().split("|")
-        return Cursor(at=datetime.datetime.fromisoformat(at_text), id=int(id_text))
+        at_text, id_text = base64.urlsafe_b64decode(padded).decode().rsplit("|", 1)
     except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise CursorError(issued) from None
+    if _ID.fullmatch(id_text) is None or not 0 < int(id_text) <= LINE_ID_MAX:
         raise CursorError(
-            f"after={value!r} is not a cursor this service issued: pass a page's pageInfo.endCursor"
-        ) from None
+            f"{issued} (its line id {id_text[:30]!r} is not an integer from 1 to {LINE_ID_MAX})"
+        )
+    if at_text.startswith("!"):
+        if _POSITION.fullmatch(at_text[1:]) is None:
+            raise CursorError(issued)
+        return Cursor(at=at_text[1:], id=int(id_text))
+    try:
+        at = as_naive_utc(datetime.datetime.fromisoformat(at_text))
+    except ValueError:
+        raise CursorError(issued) from None
+    except OverflowError:
+        raise CursorError(f"{issued} (its time {at_text!r} is outside the years 1 to 9999 in UTC)") from None
+    return Cursor(at=at, id=int(id_text))
 
 
 _l = event_run_log
+# What SQLite orders a line by; spelt as the index spells it (db.SQLITE_AT_ORDER).
+_sqlite_at: ColumnElement[Any] = literal_column(SQLITE_AT_ORDER)
 
 
-def page_query(*, run_id: int, kinds: Sequence[str] | None, limit: int, after: Cursor | None) -> Select[Any]:
-    """The one statement that reads a page (kinds must not be empty)."""
+def _sqlite_text(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """A column another writer may have filled with text that is not UTF-8, as bytes.
+
+    SQLite's driver fails the whole fetch on one such value; as bytes it is
+    decoded line by line, and a bad one is stated on its line.
+    """
+    return cast(column, LargeBinary)
+
+
+def _sqlite_number(column: ColumnElement[Any]) -> ColumnElement[Any]:
+    """An INTEGER column: text in it (maybe not UTF-8) comes as bytes, numbers as they are."""
+    return case((func.typeof(column) == "text", cast(column, LargeBinary)), else_=column)
+
+
+def page_query(
+    *,
+    run_id: int,
+    kinds: Sequence[str] | None,
+    limit: int,
+    after: Cursor | None,
+    sqlite: bool = False,
+) -> Select[Any]:
+    """The one statement that reads a page (kinds must not be empty).
+
+    On MariaDB `at` is a DATETIME, compared and ordered as it is, through its
+    index. On SQLite (`sqlite=True`) it is ordered by its normalised form, and
+    the text columns come as bytes (see `_sqlite_text`).
+    """
+    if sqlite:
+        order = _sqlite_at
+        columns = [
+            _l.c.id,
+            _l.c.run_id,
+            _sqlite_number(_l.c.step_id).label("step_id"),
+            _sqlite_text(_l.c.kind).label("kind"),
+            _sqlite_number(_l.c.phase).label("phase"),
+            _sqlite_text(_l.c.detail).label("detail"),
+            order.label("at"),
+            _sqlite_text(_l.c.at).label("stored_at"),
+        ]
+    else:
+        order = _l.c.at
+        columns = [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, _l.c.detail, _l.c.at]
     query = (
-        select(_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, _l.c.detail, _l.c.at)
+        select(*columns)
         .where(_l.c.run_id == run_id)
-        .order_by(_l.c.at.desc(), _l.c.id.desc())
+        .order_by(order.desc(), _l.c.id.desc())
         # One more than asked: its presence is what makes hasNextPage exact.
         .limit(limit + 1)
     )
     if kinds is not None:
         query = query.where(_l.c.kind.in_(sorted(set(kinds))))
     if after is not None:
-        # `at <= x AND (at < x OR id < y)` rather than a row comparison: both
-        # MariaDB and SQLite turn the first term into an index range.
-        query = query.where(
-            _l.c.at <= after.at,
-            or_(_l.c.at < after.at, and_(_l.c.at == after.at, _l.c.id < after.id)),
-        )
+        query = query.where(_older_than(after, order, sqlite=sqlite))
     return query
+
+
+def _older_than(after: Cursor, order: ColumnElement[Any], *, sqlite: bool) -> ColumnElement[bool]:
+    """The lines after the cursor's, newest first by (order, id)."""
+    if isinstance(after.at, str):
+        if not after.at and not sqlite:
+            # A NULL `at` (an older table's column may allow it) sorts after
+            # every time on MariaDB. `<=>`, not IS NULL: MariaDB reads
+            # `at IS NULL` on a NOT NULL DATETIME as "is the zero date".
+            return and_(_l.c.at.op("<=>")(null()), _l.c.id < after.id)
+        # Compared as the database compares its own value: a zero date on
+        # MariaDB, the normalised text on SQLite.
+        value: Any = literal(after.at, String())
+    elif sqlite:
+        value = after.at.isoformat(sep=" ", timespec="milliseconds")
+    else:
+        value = after.at
+    # `at <= x AND (at < x OR id < y)` rather than a row comparison: both
+    # MariaDB and SQLite turn the first term into an index range.
+    older = and_(order <= value, or_(order < value, and_(order == value, _l.c.id < after.id)))
+    if sqlite:
+        return older
+    # Lines with a NULL `at` come last, after every cursor with a time: still
+    # one index range for MariaDB, and nothing at all on a NOT NULL column.
+    return or_(older, _l.c.at.op("<=>")(null()))
 
 
 async def read_page(
@@ -160,16 +287,105 @@ async def read_page(
     """One page of a run's lines, newest first by (at, id), in one query."""
     if kinds is not None and not kinds:
         return Page(lines=[], has_next=False)
-    query = page_query(run_id=run_id, kinds=kinds, limit=limit, after=after)
+    sqlite = engine.dialect.name == "sqlite"
+    query = page_query(run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite)
     rows = await _read(engine, query)
-    utc = datetime.UTC
+    lines = _sqlite_lines(rows[:limit]) if sqlite else _lines(rows[:limit])
+    return Page(lines=lines, has_next=len(rows) > limit)
+
+
+def _lines(rows: Sequence[Any]) -> list[Line]:
+    """MariaDB's rows as lines: a row as this service writes it on the fast path."""
+    utc, moment = datetime.UTC, datetime.datetime
+    low, high = PHASE_MIN, PHASE_MAX
     # Unpacked in the order page_query selects: by position is several times
     # cheaper than by name, on every line of every page.
-    lines = [
+    return [
         Line(line_id, run, step, kind, phase, detail, at.replace(tzinfo=utc))
-        for line_id, run, step, kind, phase, detail, at in rows[:limit]
+        if type(at) is moment
+        and type(kind) is str
+        and type(detail) is not bytes
+        and (phase is None or (type(phase) is int and low <= phase <= high))
+        else _odd_line(line_id, run, step, kind, phase, detail, at, at)
+        for line_id, run, step, kind, phase, detail, at in rows
     ]
-    return Page(lines=lines, has_next=len(rows) > limit)
+
+
+def _sqlite_lines(rows: Sequence[Any]) -> list[Line]:
+    """SQLite's rows as lines: `at` is the normalised text, text columns are bytes."""
+    lines = []
+    parse, utc, moment = datetime.datetime.fromisoformat, datetime.UTC, datetime.datetime
+    low, high = PHASE_MIN, PHASE_MAX
+    for line_id, run, step, kind, phase, detail, at, stored_at in rows:
+        try:
+            when = parse(at).replace(tzinfo=utc) if at else at  # '' holds no time
+        except ValueError:  # a date SQLite reads and Python does not (`2026-02-30`)
+            when = at
+        if (
+            type(when) is moment
+            and type(kind) is bytes
+            and kind.isascii()  # every kind's name is; anything else is looked at closely
+            and (step is None or type(step) is int)
+            and (phase is None or (type(phase) is int and low <= phase <= high))
+        ):
+            lines.append(Line(line_id, run, step, kind.decode(), phase, detail, when))
+        else:
+            lines.append(_odd_line(line_id, run, step, kind, phase, detail, when, stored_at))
+    return lines
+
+
+def _odd_line(
+    line_id: int, run: int, step: Any, kind: Any, phase: Any, detail: Any, at: Any, stored_at: Any
+) -> Line:
+    """A row as another writer left it: stand-ins where needed, and what was wrong.
+
+    `at` is a datetime if the row holds a time, else the text the database
+    orders it by (or None); `stored_at` is what the row holds.
+    """
+    problems = []
+    position = None
+    if type(at) is datetime.datetime:
+        at = at if at.tzinfo else at.replace(tzinfo=datetime.UTC)
+    else:
+        position = "" if at is None else str(at)
+        problems.append(
+            "stored at is null" if stored_at is None else f"stored at {_shown(stored_at)} is not a time"
+        )
+        at = STAND_IN_AT
+    if type(kind) is not str:
+        if kind is None:
+            problems.append("stored kind is null")
+            kind = ""
+        else:
+            kind, problem = _text(kind)
+            if problem:
+                problems.append(f"stored kind {problem}")
+    if type(step) is bytes:
+        step, problem = _text(step)
+        if problem:
+            problems.append(f"stored stepId {problem}")
+    if phase is not None and not (type(phase) is int and PHASE_MIN <= phase <= PHASE_MAX):
+        problems.append(f"stored phase {_shown(phase)} is not an integer from {PHASE_MIN} to {PHASE_MAX}")
+        phase = None
+    return Line(line_id, run, step, kind, phase, detail, at, "; ".join(problems) or None, position)
+
+
+def _text(value: Any) -> tuple[str, str | None]:
+    """Stored bytes as text, and what was wrong if they are not UTF-8."""
+    if type(value) is not bytes:
+        return str(value), None
+    try:
+        return value.decode(), None
+    except UnicodeDecodeError as exc:
+        return value.decode(errors="replace"), f"is not UTF-8 (byte {exc.start})"
+
+
+def _shown(value: Any) -> str:
+    """A stored value for a problem's text: quoted if text, and never long."""
+    if type(value) is bytes:
+        value = value.decode(errors="replace")
+    shown = repr(value)
+    return shown if len(shown) <= 60 else f"{shown[:60]}... ({len(shown)} characters)"
 
 
 async def _read(engine: AsyncEngine, statement: Executable) -> Sequence[Any]:
@@ -587,26 +803,48 @@ async def count_eligible(engine: AsyncEngine, *, before: datetime.datetime) -> i
 
 
 async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
-    wanted = sorted(set(ids))
+    """The runs with these ids, as the events system has them now, by id.
+
+    The events system's table may hold what its own columns do not promise
+    (a zero date on MariaDB, text that is not a date on SQLite): such a time
+    reads as null, and a missing status as '', never failing the lookup.
+    """
+    wanted = sorted({i for i in ids if 0 < i <= LINE_ID_MAX})
     if not wanted:
         return {}
     r = event_runs
-    rows = await _read(
-        engine, select(r.c.id, r.c.status, r.c.ended_at, r.c.updated_at).where(r.c.id.in_(wanted))
-    )
+    sqlite = engine.dialect.name == "sqlite"
+    # On SQLite, as bytes: the DateTime type would fail on a value it cannot
+    # parse, and the driver on text that is not UTF-8.
+    columns: list[ColumnElement[Any]] = [r.c.status, r.c.ended_at, r.c.updated_at]
+    if sqlite:
+        columns = [cast(column, LargeBinary) for column in columns]
+    rows = await _read(engine, select(r.c.id, *columns).where(r.c.id.in_(wanted)))
     return {
-        row.id: Run(
-            id=row.id,
-            status=row.status,
-            ended_at=_aware(row.ended_at),
-            updated_at=_aware(row.updated_at),
-        )
-        for row in rows
+        run_id: Run(id=run_id, status=_status(status), ended_at=_time(ended), updated_at=_time(updated))
+        for run_id, status, ended, updated in rows
     }
 
 
-def _aware(value: datetime.datetime | None) -> datetime.datetime | None:
-    return None if value is None else value.replace(tzinfo=datetime.UTC)
+def _status(value: Any) -> str:
+    return "" if value is None else _text(value)[0]
+
+
+def _time(value: Any) -> datetime.datetime | None:
+    """A stored time as aware UTC, or None where it holds none (NULL, a zero date, not a date)."""
+    if type(value) is bytes:
+        try:
+            value = datetime.datetime.fromisoformat(value.decode())
+        except ValueError:  # UnicodeDecodeError too
+            return None
+    if not isinstance(value, datetime.datetime):
+        return None  # MariaDB's driver hands back a zero date as its text
+    if value.tzinfo is None:
+        return value.replace(tzinfo=datetime.UTC)
+    try:
+        return value.astimezone(datetime.UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+01:00
+        return None
 
 
 async def ping(engine: AsyncEngine) -> None:

@@ -154,6 +154,7 @@ class RunLogClient(BaseClient):
               kindName
               phase
               at
+              problem
               detail {
                 __typename
                 ...RunCreatedFields
@@ -370,6 +371,7 @@ class RunLogClient(BaseClient):
               kindName
               phase
               at
+              problem
               detail {
                 __typename
                 ...RunCreatedFields

@@ -176,6 +176,7 @@ class RunLogLineFields(BaseModel):
     kind_name: str = Field(alias="kindName")
     phase: Optional[int]
     at: datetime
+    problem: Optional[str]
     detail: Optional[
         Annotated[
             Union[
