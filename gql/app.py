@@ -384,8 +384,9 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             # Outermost, so that every response carries the request's id, the
             # body limit's 413 included, and nothing leaves as a bare 500.
             Middleware(RequestId),
-            # Then the body limit, so an oversized body is refused before anything reads it.
-            Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+            # Then the body limit, so an oversized or too slow body is refused
+            # before anything reads it.
+            Middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout),
         ],
         # The router's 404 and 405, in JSON like every other error.
         exception_handlers={RouteError: _route_error},

@@ -96,11 +96,14 @@ async def _init_db(settings: Settings) -> int:
 def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
     import uvicorn
 
+    from . import server
+
     if workers > 1:
         # Each worker builds its own app (and pool) from the environment.
         _serve_workers(
-            uvicorn.Config(
+            server.config(
                 "gql.app:create_app",
+                settings,
                 factory=True,
                 host=host,
                 port=port,
@@ -114,14 +117,19 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
 
     # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets requests in
     # flight finish, then runs the lifespan's shutdown (which disposes the pool).
-    uvicorn.run(
-        create_app(settings),
-        host=host,
-        port=port,
-        log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=10,
+    # This is what uvicorn.run does for one process, with our Config.
+    served = uvicorn.Server(
+        server.config(
+            create_app(settings),
+            settings,
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            timeout_graceful_shutdown=10,
+        )
     )
-    return 0
+    served.run()
+    return 0 if served.started else 3  # uvicorn's own exit status for a failed start
 
 
 # ── prune ────────────────────────────────────────────────────────────────────

@@ -9,6 +9,7 @@ before they are coerced and it executes. Each error names the limit it hit.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -339,16 +340,20 @@ def _read_limit(
 
 
 class BodyLimit:
-    """ASGI middleware: refuse a request body over `max_bytes` with 413, before anyone parses it.
+    """ASGI middleware: refuse a request body over `max_bytes` with 413, or one too slow with 408.
 
     A declared Content-Length over the limit is refused without reading a
     byte; a chunked body is counted as it streams in and refused as soon as it
-    passes the limit. A body within the limit is handed on unchanged.
+    passes the limit. The whole body must arrive within `timeout` seconds of
+    the request's head, however it trickles in: a client that sends a byte
+    every few seconds would otherwise hold its connection and this task for
+    ever. A body within both limits is handed on unchanged.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -360,8 +365,16 @@ class BodyLimit:
             return
         messages: list[Message] = []
         size = 0
+        deadline = asyncio.get_running_loop().time() + self.timeout
         while True:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                await self._too_slow(scope, send, size)
+                return
+            if message["type"] == "http.disconnect":
+                return  # the client is gone: no one to answer
             messages.append(message)
             if message["type"] != "http.request":
                 break
@@ -379,27 +392,35 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, send: Send, declared: int | None) -> None:
         size = f"{declared} bytes" if declared is not None else "more bytes than that"
-        body = error_body(
-            413,
+        message = (
             f"The request body is over the limit of {self.max_bytes} bytes "
-            f"(RUNLOG_MAX_BODY_BYTES): it has {size}.",
-            request_id(scope),
-            maxBytes=self.max_bytes,
+            f"(RUNLOG_MAX_BODY_BYTES): it has {size}."
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    # The rest of the body is not read: the connection cannot
-                    # carry another request after it.
-                    (b"connection", b"close"),
-                ],
-            }
+        await _closing(send, 413, error_body(413, message, request_id(scope), maxBytes=self.max_bytes))
+
+    async def _too_slow(self, scope: Scope, send: Send, size: int) -> None:
+        message = (
+            f"The request body did not arrive within {self.timeout:g} seconds (RUNLOG_BODY_TIMEOUT): "
+            f"{size} bytes came in that time."
         )
-        await send({"type": "http.response.body", "body": body})
+        body = error_body(408, message, request_id(scope), timeoutSeconds=self.timeout)
+        await _closing(send, 408, body)
+
+
+async def _closing(send: Send, status: int, body: bytes) -> None:
+    """Answer `status` and close: the rest of the body is unread, so no request can follow it."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -60,6 +60,14 @@ class Settings:
     max_query_bytes: int = 128 * 1024
     max_lines_per_request: int = 10_000
     max_body_bytes: int = 4 * 1024 * 1024
+    # Slow clients (seconds; see gql/server.py): a request's head must arrive
+    # within header_timeout, its body within body_timeout of the head, and an
+    # idle keep-alive connection is closed after keepalive_timeout.
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    keepalive_timeout: float = 5.0
+    # Connections and requests at once, past which new requests get 503.
+    max_connections: int = 1000
     # Retention: off unless set (seconds).
     retention: float | None = None
     sweep_interval: float = 60.0
@@ -106,6 +114,10 @@ class Settings:
             max_body_bytes=reader.get(
                 "RUNLOG_MAX_BODY_BYTES", _whole(1, 1024 * 1024 * 1024), 4 * 1024 * 1024
             ),
+            header_timeout=reader.get("RUNLOG_HEADER_TIMEOUT", _seconds(0.1, 300), 10.0),
+            body_timeout=reader.get("RUNLOG_BODY_TIMEOUT", _seconds(0.1, 3600), 30.0),
+            keepalive_timeout=reader.get("RUNLOG_KEEPALIVE_TIMEOUT", _seconds(0.1, 300), 5.0),
+            max_connections=reader.get("RUNLOG_MAX_CONNECTIONS", _whole(1, 100_000), 1000),
             retention=reader.get("RUNLOG_RETENTION", _optional_duration("1m", "36500d"), None),
             sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),
         )

@@ -1,0 +1,104 @@
+"""How uvicorn serves the app: timeouts and a cap, so that slow sockets cannot hold the process.
+
+uvicorn bounds an idle keep-alive connection (`timeout_keep_alive`) and the
+requests it takes at once (`limit_concurrency`, past which it answers 503),
+but nothing bounds a connection that opens and sends nothing, or trickles a
+request's head a byte at a time: its keep-alive timer starts only after a
+response, and every byte received cancels it. `HTTPProtocol` adds that bound:
+a request's head (request line and headers) must be complete within
+RUNLOG_HEADER_TIMEOUT of the connection opening or of the previous response,
+or the connection is closed. The body is bounded by the app itself
+(`limits.BodyLimit`, RUNLOG_BODY_TIMEOUT), which can answer 408.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from .settings import Settings
+
+# The protocol's timeout travels on uvicorn's Config, which each worker
+# process receives (pickled) from the supervisor.
+_CONFIG_KEY = "runlog_header_timeout"
+
+
+class _HeadDeadline:
+    """A deadline for a request's head, mixed into uvicorn's own HTTP protocol.
+
+    It relies on uvicorn's protocol internals, which are not a public API
+    (checked against uvicorn 0.54, h11 and httptools alike; pyproject pins the
+    minor version): `connection_made` and `data_received` (asyncio's protocol
+    methods), `on_response_complete` (called once a response is sent), and
+    `cycle`, the request/response cycle uvicorn creates once a request's head
+    is parsed, and `transport`.
+    """
+
+    transport: asyncio.Transport
+    cycle: Any
+
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)  # type: ignore[call-arg]
+        self.head_timeout: float = getattr(config, _CONFIG_KEY, 10.0)
+        self.head_timer: asyncio.TimerHandle | None = None
+        self.waiting_since: Any = None  # the cycle that was current when the wait began
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._await_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        if self.head_timer is not None and self.cycle is not self.waiting_since:
+            self._stop()  # a new request's head is complete
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]
+        if not self.transport.is_closing():
+            self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _await_head(self) -> None:
+        self._stop()
+        self.waiting_since = self.cycle
+        loop = asyncio.get_running_loop()
+        self.head_timer = loop.call_later(self.head_timeout, self._too_slow)
+
+    def _stop(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _too_slow(self) -> None:
+        self.head_timer = None
+        answering = self.cycle is not None and not self.cycle.response_complete
+        if self.cycle is self.waiting_since and not answering and not self.transport.is_closing():
+            # No request is being answered on it: nothing is lost but the socket.
+            self.transport.close()
+
+
+class HTTPProtocol(_HeadDeadline, AutoHTTPProtocol):  # type: ignore[valid-type,misc]
+    """uvicorn's HTTP protocol (httptools if installed, else h11), with a deadline for each head."""
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """The uvicorn.Config keywords that bound what slow or idle clients can hold."""
+    return {
+        "http": "gql.server:HTTPProtocol",
+        "timeout_keep_alive": settings.keepalive_timeout,
+        # Past this many connections and requests together, uvicorn answers
+        # 503 at once instead of queueing.
+        "limit_concurrency": settings.max_connections,
+    }
+
+
+def config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
+    made = uvicorn.Config(app, **uvicorn_options(settings), **options)
+    setattr(made, _CONFIG_KEY, settings.header_timeout)
+    return made

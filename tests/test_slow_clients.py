@@ -1,0 +1,214 @@
+"""Slow and idle clients, against a real `python -m gql serve`: each is closed within its timeout.
+
+No speed is asserted: each socket must be closed by the server well before a
+generous bound, and a normal request is answered while they are open.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gql.settings import Settings, SettingsError
+
+from .conftest import free_port, wait_until_healthy
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 1.0  # each of the header, body and keep-alive timeouts, in seconds
+BOUND = 20.0  # a socket still open this long after the client began was never closed
+HEAD = b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+QUERY = b'{"query": "{ __typename }"}'
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[int]:
+    """`python -m gql serve` on this checkout's code, with one-second timeouts."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "RUNLOG_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}",
+        "RUNLOG_HEADER_TIMEOUT": str(TIMEOUT),
+        "RUNLOG_BODY_TIMEOUT": str(TIMEOUT),
+        "RUNLOG_KEEPALIVE_TIMEOUT": str(TIMEOUT),
+    }
+    log = tmp_path / "serve.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gql", "serve", "--port", str(port)],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    try:
+        wait_until_healthy(f"http://127.0.0.1:{port}", process)  # type: ignore[arg-type]
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in log.read_text()
+
+
+def until_closed(conn: socket.socket, trickle: bytes = b"") -> bytes:
+    """Read until the server closes `conn`, sending `trickle` a byte every 0.2 s meanwhile.
+
+    Fails if the connection is still open after BOUND seconds.
+    """
+    received = b""
+    deadline = time.monotonic() + BOUND
+    position = 0
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([conn], [], [], 0.2)
+        if readable:
+            try:
+                data = conn.recv(65536)
+            except ConnectionResetError:
+                return received
+            if not data:
+                return received
+            received += data
+        elif position < len(trickle):
+            try:
+                conn.send(trickle[position : position + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                return received
+            position += 1
+    pytest.fail(f"the server kept the connection open for {BOUND}s; it received {received[:200]!r}")
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+
+
+def sends_nothing(port: int) -> bytes:
+    with connect(port) as conn:
+        return until_closed(conn)
+
+
+def trickles_its_head(port: int) -> bytes:
+    with connect(port) as conn:
+        conn.sendall(HEAD)
+        return until_closed(conn, trickle=b"X-Padding: " + b"a" * 500)
+
+
+def trickles_its_body(port: int) -> bytes:
+    with connect(port) as conn:
+        conn.sendall(HEAD + f"Content-Length: {len(QUERY) + 500}\r\n\r\n".encode())
+        return until_closed(conn, trickle=QUERY + b" " * 500)
+
+
+def idles_after_a_request(port: int) -> bytes:
+    with connect(port) as conn:
+        conn.sendall(HEAD + f"Content-Length: {len(QUERY)}\r\n\r\n".encode() + QUERY)
+        return until_closed(conn)
+
+
+SLOW: dict[str, Callable[[int], bytes]] = {
+    "sends nothing": sends_nothing,
+    "trickles its head": trickles_its_head,
+    "trickles its body": trickles_its_body,
+    "idles after a request": idles_after_a_request,
+}
+
+
+def test_slow_and_idle_clients_are_closed_while_others_are_answered(server: int) -> None:
+    answers: dict[str, bytes | BaseException] = {}
+
+    def run(name: str, client: Callable[[int], bytes]) -> None:
+        try:
+            answers[name] = client(server)
+        except BaseException as exc:  # reported below, in the test's thread
+            answers[name] = exc
+
+    threads = [threading.Thread(target=run, args=item) for item in SLOW.items()]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)  # the slow clients are connected and sending
+    answered = httpx.post(
+        f"http://127.0.0.1:{server}/graphql", content=QUERY, headers={"content-type": "application/json"}
+    )
+    assert answered.json() == {"data": {"__typename": "Query"}}
+    for thread in threads:
+        thread.join(BOUND + 5)
+    for name, answer in answers.items():
+        assert not isinstance(answer, BaseException), f"{name}: {answer}"
+    assert set(answers) == set(SLOW)
+    # A request that was answered is not cut; a body too slow is told why.
+    assert answers["idles after a request"].startswith(b"HTTP/1.1 200 ")  # type: ignore[union-attr]
+    body_too_slow = answers["trickles its body"]
+    assert isinstance(body_too_slow, bytes) and body_too_slow.startswith(b"HTTP/1.1 408 "), body_too_slow[
+        :300
+    ]
+    assert b"RUNLOG_BODY_TIMEOUT" in body_too_slow and b"x-request-id" in body_too_slow.lower()
+    assert answers["sends nothing"] == b"" and answers["trickles its head"] == b""
+    # The server is still there for everyone else.
+    again = httpx.post(
+        f"http://127.0.0.1:{server}/graphql", content=QUERY, headers={"content-type": "application/json"}
+    )
+    assert again.status_code == 200
+
+
+def test_a_request_slower_than_the_header_timeout_to_answer_is_not_cut(server: int) -> None:
+    # The head deadline covers the head only: once it is in, the request is
+    # answered however long it takes, here two keep-alive requests in a row.
+    with connect(server) as conn:
+        for _ in range(2):
+            conn.sendall(HEAD + f"Content-Length: {len(QUERY)}\r\n\r\n".encode() + QUERY)
+            answer = b""
+            while b'"Query"}}' not in answer:
+                answer += conn.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200 ")
+            time.sleep(TIMEOUT / 2)
+
+
+def test_the_timeouts_and_the_connection_cap_are_settings() -> None:
+    settings = Settings.from_env(
+        {
+            "RUNLOG_HEADER_TIMEOUT": "4",
+            "RUNLOG_BODY_TIMEOUT": "20",
+            "RUNLOG_KEEPALIVE_TIMEOUT": "2.5",
+            "RUNLOG_MAX_CONNECTIONS": "50",
+        }
+    )
+    assert (settings.header_timeout, settings.body_timeout, settings.keepalive_timeout) == (4, 20, 2.5)
+    assert settings.max_connections == 50
+    defaults = Settings.from_env({})
+    assert (defaults.header_timeout, defaults.body_timeout, defaults.keepalive_timeout) == (10, 30, 5)
+    assert defaults.max_connections == 1000
+    for key in ("RUNLOG_HEADER_TIMEOUT", "RUNLOG_BODY_TIMEOUT", "RUNLOG_KEEPALIVE_TIMEOUT"):
+        with pytest.raises(SettingsError, match=key):
+            Settings.from_env({key: "inf"})
+    with pytest.raises(SettingsError, match="RUNLOG_MAX_CONNECTIONS"):
+        Settings.from_env({"RUNLOG_MAX_CONNECTIONS": "0"})
+
+
+def test_serve_passes_the_bounds_to_uvicorn() -> None:
+    from gql import server
+
+    settings = Settings(header_timeout=3, keepalive_timeout=4, max_connections=7)
+    config = server.config("gql.app:create_app", settings, factory=True)
+    config.load()
+    assert issubclass(config.http_protocol_class, server.HTTPProtocol)
+    assert (config.timeout_keep_alive, config.limit_concurrency) == (4, 7)
+    assert config.runlog_header_timeout == 3  # type: ignore[attr-defined]
+
+
+def test_a_request_head_over_16_kib_is_refused(server: int) -> None:
+    with connect(server) as conn:
+        conn.sendall(HEAD + b"X-Padding: " + b"a" * 17 * 1024 + b"\r\n")
+        assert until_closed(conn, trickle=b"\r\n").startswith(b"HTTP/1.1 400 ")
