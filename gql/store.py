@@ -855,9 +855,10 @@ async def ping(engine: AsyncEngine) -> None:
 # MySQL/MariaDB errors that mean "not reachable now, try again", as opposed to
 # a fault of this server or its schema: too many connections (1040), shutdown
 # in progress (1053), lock wait timeout (1205), deadlock (1213), query
-# interrupted (1317), connection killed (1927), and the client's own can't
-# connect (2002, 2003), server gone away (2006), lost connection (2013, 2055).
-_TRANSIENT_MYSQL_ERRORS = frozenset({1040, 1053, 1205, 1213, 1317, 1927, 2002, 2003, 2006, 2013, 2055})
+# interrupted (1317), connection killed (1927), a statement past its
+# max_statement_time (1969), and the client's own can't connect (2002, 2003),
+# server gone away (2006), lost connection (2013, 2055).
+_TRANSIENT_MYSQL_ERRORS = frozenset({1040, 1053, 1205, 1213, 1317, 1927, 1969, 2002, 2003, 2006, 2013, 2055})
 
 
 def is_unavailable(exc: BaseException) -> bool:

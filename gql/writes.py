@@ -343,6 +343,8 @@ class _Queue:
             # The database refused the batch for what some line holds, and
             # stored none of it: each line on its own, each by its own deadline.
             for entry in batch:
+                if entry.future.done():  # its caller went away: no one waits for this line
+                    continue
                 try:
                     await store.insert_lines(engine, [entry.line], deadline=entry.deadline)
                 except Exception as single:
