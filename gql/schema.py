@@ -200,8 +200,9 @@ class RunLogLine:
     phase: int | None = strawberry.field(description="The phase the line is about, if any.")
     at: datetime.datetime = strawberry.field(
         description="When the line was written, UTC, to the millisecond. On a line whose "
-        "stored `at` is not a time (see `problem`), 0001-01-01T00:00:00Z; such a line sorts "
-        "as the oldest."
+        "stored `at` is not a time (see `problem`), 0001-01-01T00:00:00Z; such a line keeps "
+        "the place the database orders it in, after every line with a time (MariaDB puts a "
+        "date with a zero month or day, `2026-00-00`, among that year's)."
     )
     detail: RunLogDetail | None = strawberry.field(
         description="What the line records, typed by its kind; `UnreadableDetail` when the "

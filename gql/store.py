@@ -48,7 +48,8 @@ PRUNE_LIMIT_DEFAULT, PRUNE_LIMIT_MAX = 5000, 50_000
 LINE_ID_MAX = 2**63 - 1  # BIGINT, and the largest integer SQLite holds
 PHASE_MIN, PHASE_MAX = -(2**31), 2**31 - 1  # what GraphQL's Int holds
 # What `at` reads as on a line whose stored `at` is not a time: the earliest
-# DateTime, since such lines sort as the oldest (see SQLITE_AT_ORDER).
+# DateTime, since such lines come after every line with a time (SQLITE_AT_ORDER;
+# MariaDB orders NULL and its zero date last).
 STAND_IN_AT = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 
 
