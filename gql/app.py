@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -15,7 +14,6 @@ from typing import Any
 import orjson
 from cross_web import HTTPException, StarletteRequestAdapter
 from graphql import GraphQLError, execute
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
@@ -31,7 +29,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import store
+from . import health
 from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
@@ -359,18 +357,9 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
     )
 
     async def healthz(request: Request) -> Response:
-        try:
-            async with asyncio.timeout(settings.connect_timeout + 1):
-                await store.ping(request.app.state.engine)
-        except Exception as exc:
-            # A pool with no free connection is a database that has not
-            # answered the ones it has, not one that refused them.
-            reason = (
-                "the database did not answer in time"
-                if isinstance(exc, TimeoutError | PoolTimeout)
-                else "the database refused or dropped the connection"
-            )
-            log.warning("healthz: %s (%s)", reason, type(exc).__name__)
+        reason = await health.problem(request.app.state.engine, settings)
+        if reason is not None:
+            log.warning("healthz: %s", reason)
             return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ok"})
 

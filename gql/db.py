@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import sqlite3
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -20,8 +25,9 @@ from sqlalchemy import (
     inspect,
     text,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import mysql
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import URL, Connection, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .settings import Settings
@@ -128,12 +134,19 @@ def create_engine(settings: Settings) -> AsyncEngine:
     """Open the pool for `settings.database_url`, with bounded waits everywhere."""
     url = settings.url
     if settings.is_embedded:
+        # The wait for another writer's lock (sqlite3's `timeout`, which is
+        # SQLite's busy timeout) is part of a write's budget: a write may
+        # wait as long as RUNLOG_WRITE_TIMEOUT allows, and no longer.
         engine = create_async_engine(
             url,
             connect_args={"timeout": settings.write_timeout},
             pool_pre_ping=True,
         )
-        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        _sqlite_pragmas = functools.partial(_sqlite_on_connect, busy_timeout=settings.write_timeout)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        path = sqlite_file(url)
+        if path is not None:
+            _guard_sqlite_file(engine, path)
         return engine
     # aiomysql bounds only the TCP connect: it has no read timeout, so a
     # server that accepts and never answers (the handshake, a ping, a
@@ -189,14 +202,130 @@ async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
             yield conn
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any, *, busy_timeout: float) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets readers go on while a writer writes; busy_timeout makes a
-    # second writer wait for the lock instead of failing at once.
+    # second writer wait for the lock instead of failing at once. It is set
+    # again here, from the same setting as the connect argument, so that no
+    # other default can take its place.
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=2000")
+    cursor.execute(f"PRAGMA busy_timeout={round(busy_timeout * 1000)}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+
+
+# ── the embedded database's file ─────────────────────────────────────────────
+
+
+class MissingDatabaseFile(sqlite3.OperationalError):
+    """The embedded database's file is not at its path (deleted while the service ran)."""
+
+    sqlite_errorname = "SQLITE_CANTOPEN"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"the SQLite database file {path} is missing (deleted while the service ran?): "
+            "restore it, or create it anew with python -m gql init-db"
+        )
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file an embedded database's URL names; None for an in-memory one or a URI (left as given)."""
+    database = url.database
+    if url.get_backend_name() != "sqlite" or url.query or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):
+        return None
+    return Path(database).absolute()
+
+
+def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
+    """Keep the pool on the file at `path`: never a deleted one, never a read-only one once fixed.
+
+    A connection keeps the file it opened. Deleted while the service runs, the
+    file lives on in the open connections, and writes would answer true into
+    a file no one can read again. So each checkout compares the file at the
+    path with the one the connection opened (one stat), and on a difference
+    marks every pooled connection stale, the pool's public way
+    (`InvalidatePoolError`): each is closed instead of used. A new connection
+    never creates the file: a deleted one stays missing, and writes answer
+    false, until it is restored or `init-db` creates it again; the next
+    checkout then opens it.
+
+    The old file's WAL and shared-memory files stay at the path (SQLite does
+    not checkpoint a deleted database on close), and SQLite would replay that
+    WAL into whatever file is put at the path next. Before the first new
+    connection, those two files are removed, but only if they are the very
+    files the old connections opened: a journal restored with the database is
+    left alone.
+
+    A connection opened while the file was read-only stays read-only after the
+    file is fixed; it is reopened at the first checkout that finds the file
+    writable, or after a write it refused.
+    """
+    sync = engine.sync_engine
+    journals = [Path(f"{path}-wal"), Path(f"{path}-shm")]
+    old_journals: set[tuple[int, int]] = set()
+    # The file is created here, once, as sqlite3.connect would on first use:
+    # `serve` on the embedded default and `init-db` start from nothing.
+    if not path.exists():
+        sqlite3.connect(path).close()
+
+    def open_existing(_dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> None:
+        if stale:
+            for journal in journals:
+                if _file(journal) in old_journals:
+                    journal.unlink(missing_ok=True)
+            stale.clear()
+        if not path.exists():
+            raise MissingDatabaseFile(path)
+        # mode=rw: opening never creates the file, even if it goes between
+        # the check above and the open.
+        cargs[0] = f"file:{urllib.parse.quote(str(path))}?mode=rw"
+        cparams["uri"] = True
+
+    def remember_file(_dbapi_connection: Any, record: Any) -> None:
+        file = _file(path)
+        record.info[_OPENED] = (file, file is not None and os.access(path, os.W_OK))
+
+    stale: list[bool] = []
+
+    def still_the_file(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        file, writable = record.info.get(_OPENED, (None, False))
+        if file is None or _file(path) != file:
+            stale.append(True)
+            raise sa_exc.InvalidatePoolError(f"the SQLite database file {path} was deleted or replaced")
+        # The journals this file uses now (SQLite makes new ones after a
+        # checkpoint on close): three stats a checkout, microseconds.
+        old_journals.clear()
+        old_journals.update(found for found in map(_file, journals) if found is not None)
+        if not writable and os.access(path, os.W_OK):
+            raise sa_exc.DisconnectionError(f"the SQLite database file {path} is writable again")
+
+    def reopen_after_read_only(context: ExceptionContext) -> None:
+        name = getattr(context.original_exception, "sqlite_errorname", None) or ""
+        if name.startswith("SQLITE_READONLY"):
+            # Treated as a lost connection: it and every pooled one are
+            # closed, and the next write opens the file afresh.
+            context.is_disconnect = True
+
+    event.listen(sync, "do_connect", open_existing)
+    # After _sqlite_on_connect, which create_engine listens for first.
+    event.listen(sync, "connect", remember_file)
+    event.listen(sync, "checkout", still_the_file)
+    event.listen(sync, "handle_error", reopen_after_read_only)
+
+
+_OPENED = "runlog.sqlite_file"
+
+
+def _file(path: Path) -> tuple[int, int] | None:
+    """Which file is at `path` (device, inode); None when there is none."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 async def init_db(engine: AsyncEngine) -> list[str]:

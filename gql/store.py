@@ -849,8 +849,15 @@ def _time(value: Any) -> datetime.datetime | None:
 
 
 async def ping(engine: AsyncEngine) -> None:
-    """Raise unless the database answers a trivial query."""
-    await _read(engine, text("SELECT 1"))
+    """Raise unless the database answers, with the run log's table in place.
+
+    `LIMIT 0` reads no row, on either backend: the statement only has to find
+    the table (a missing one is error 1146, or SQLite's "no such table").
+    Only `event_run_log`: without it nothing works, while without the events
+    system's `event_runs` lines are still written, which a health check that
+    took the service out of its balancer would stop.
+    """
+    await _read(engine, text("SELECT 1 FROM event_run_log LIMIT 0"))
 
 
 # MySQL/MariaDB errors that mean "not reachable now, try again", as opposed to
@@ -878,5 +885,6 @@ def is_unavailable(exc: BaseException) -> bool:
     args = getattr(original, "args", ())
     if args and isinstance(args[0], int) and args[0] in _TRANSIENT_MYSQL_ERRORS:
         return True
-    # SQLite: another process holds the lock past busy_timeout.
-    return getattr(original, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED")
+    # SQLite: another process holds the lock past busy_timeout, or the file is
+    # gone (deleted while the service ran) until someone puts it back.
+    return getattr(original, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN")

@@ -1,0 +1,107 @@
+"""What `GET /healthz` checks, and how it words what is wrong.
+
+A load balancer or an operator reads the reason: it says what happened
+(refused, timed out, denied, missing, read-only, deleted) and, where there is
+one, what to do about it, and never holds SQL or the connection string.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import store
+from .db import MissingDatabaseFile, sqlite_file
+from .settings import Settings
+
+TIMED_OUT = "the database did not answer in time"
+REFUSED = "the database refused or dropped the connection"
+
+# MySQL/MariaDB error codes, as the server or aiomysql gives them.
+_ACCESS_DENIED = frozenset({1044, 1045, 1142, 1698})
+_UNKNOWN_DATABASE = 1049
+_NO_SUCH_TABLE = 1146
+_TOO_MANY_CONNECTIONS = frozenset({1040, 1203})
+_READ_ONLY = frozenset({1290, 1792, 1836})
+_TABLE = re.compile(r"event_run_log|event_runs")
+
+
+async def problem(engine: AsyncEngine, settings: Settings) -> str | None:
+    """What is wrong with the database, worded for a person; None when nothing is."""
+    path = sqlite_file(settings.url)
+    if path is not None:
+        # Checked on the path first: a deleted or read-only file still
+        # answers reads through the connections that have it open.
+        if not path.exists():
+            return str(MissingDatabaseFile(path))
+        if not os.access(path, os.W_OK):
+            return (
+                f"the SQLite database file {path} is read-only for this process: "
+                "writes answer false until it is writable again"
+            )
+    try:
+        async with asyncio.timeout(settings.connect_timeout + 1):
+            await store.ping(engine)
+    except Exception as exc:
+        return describe(exc, settings)
+    return None
+
+
+def describe(exc: BaseException, settings: Settings) -> str:
+    """`exc`, raised by a check of the database, as a reason a person can act on."""
+    # A pool with no free connection is a database that has not answered the
+    # ones it has, not one that refused them.
+    if isinstance(exc, TimeoutError | sa_exc.TimeoutError):
+        return TIMED_OUT
+    original = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
+    if isinstance(original, MissingDatabaseFile):
+        return str(original)
+    sqlite = getattr(original, "sqlite_errorname", None)
+    message = str(original)
+    if sqlite is not None:
+        return _describe_sqlite(sqlite, message, settings)
+    args = getattr(original, "args", ())
+    code = args[0] if args and isinstance(args[0], int) else None
+    user = settings.url.username or "(none)"
+    if code in _ACCESS_DENIED:
+        return (
+            f"the database denied access to user {user!r}: check the user and password in "
+            "RUNLOG_DATABASE_URL and the user's grants"
+        )
+    if code == _UNKNOWN_DATABASE:
+        return (
+            f"the database {settings.url.database!r} named in RUNLOG_DATABASE_URL does not exist "
+            "on the server"
+        )
+    if code == _NO_SUCH_TABLE:
+        return _missing_table(message)
+    if code in _TOO_MANY_CONNECTIONS:
+        return "the database refused the connection: it has too many connections (max_connections)"
+    if code in _READ_ONLY:
+        return "the database is read-only (read_only is set): writes answer false"
+    return REFUSED if store.is_unavailable(exc) else f"the database check failed ({type(original).__name__})"
+
+
+def _describe_sqlite(name: str, message: str, settings: Settings) -> str:
+    path = sqlite_file(settings.url) or settings.url.database
+    if "no such table" in message:
+        return _missing_table(message)
+    if name.startswith("SQLITE_READONLY"):
+        return f"the SQLite database file {path} is read-only: writes answer false until it is writable again"
+    if name == "SQLITE_CANTOPEN":
+        return f"the SQLite database file {path} cannot be opened (its folder is missing or not readable)"
+    if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+        return f"the SQLite database file {path} is locked by another process (a backup, a long transaction)"
+    if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+        return f"the file {path} is not a readable SQLite database ({name})"
+    return f"the SQLite database failed the check ({name})"
+
+
+def _missing_table(message: str) -> str:
+    found = _TABLE.search(message)
+    table = found.group(0) if found else "a table the service uses"
+    return f"{table} is missing from the database: run python -m gql init-db to create it"
