@@ -304,10 +304,12 @@ def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
 
     def reopen_after_read_only(context: ExceptionContext) -> None:
         name = getattr(context.original_exception, "sqlite_errorname", None) or ""
-        if name.startswith("SQLITE_READONLY"):
-            # Treated as a lost connection: it and every pooled one are
-            # closed, and the next write opens the file afresh.
-            context.is_disconnect = True
+        if name.startswith("SQLITE_READONLY") and context.connection is not None:
+            # The connection opened the file read-only after all: its next
+            # checkout reopens it once the file is writable. Not invalidated
+            # now, so the error stays what it is, the database's own answer.
+            info = context.connection.info
+            info[_OPENED] = (info.get(_OPENED, (None, False))[0], False)
 
     event.listen(sync, "do_connect", open_existing)
     # After _sqlite_on_connect, which create_engine listens for first.

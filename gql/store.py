@@ -886,5 +886,6 @@ def is_unavailable(exc: BaseException) -> bool:
     if args and isinstance(args[0], int) and args[0] in _TRANSIENT_MYSQL_ERRORS:
         return True
     # SQLite: another process holds the lock past busy_timeout, or the file is
-    # gone (deleted while the service ran) until someone puts it back.
-    return getattr(original, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN")
+    # gone (deleted while the service ran) or read-only, until someone fixes it.
+    name = getattr(original, "sqlite_errorname", None) or ""
+    return name in ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN") or name.startswith("SQLITE_READONLY")
