@@ -700,6 +700,10 @@ def dump_detail(detail: Any) -> str:
         )
     except TypeError as exc:
         raise ValueError(str(exc)) from None
+    except RecursionError:
+        # A detail nested about a thousand deep: the request's JSON parser,
+        # higher on the stack, read it; the encoder, deeper, cannot.
+        raise ValueError("it nests too deeply to be written as JSON") from None
 
 
 def _undefined(value: Any) -> None:

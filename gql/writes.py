@@ -426,7 +426,7 @@ def log_refused(reason: str, request_id: str, line: dict[str, Any], detail_limit
 
 def bounded_line(line: dict[str, Any], detail_limit: int) -> str:
     """The line as one line of JSON, every character as sent, or its prefix, size and digest."""
-    text = json.dumps(line, ensure_ascii=False, default=str)
+    text = _as_json(line)
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= detail_limit + LOG_SLACK:
         return _one_line(text)
@@ -435,6 +435,22 @@ def bounded_line(line: dict[str, Any], detail_limit: int) -> str:
         f"{_one_line(text[:LOG_PREFIX_CHARS])}... (cut: {len(data)} bytes as JSON, "
         f"over the {detail_limit + LOG_SLACK} logged whole; sha256 {digest})"
     )
+
+
+def _as_json(line: dict[str, Any]) -> str:
+    """`line` as JSON; a value nested too deeply to encode is named in its place, never raised."""
+    try:
+        return json.dumps(line, ensure_ascii=False, default=str)
+    except RecursionError:
+        pass
+    shown: dict[str, Any] = {}
+    for name, value in line.items():
+        try:
+            json.dumps({name: value}, default=str)  # as deep as it sits in the line
+        except RecursionError:
+            value = f"(not logged: a {type(value).__name__} nested too deeply to write as JSON)"
+        shown[name] = value
+    return json.dumps(shown, ensure_ascii=False, default=str)
 
 
 def _one_line(text: str) -> str:
