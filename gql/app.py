@@ -29,7 +29,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import health
+from . import health, writes
 from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
@@ -332,6 +332,7 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             if settings.is_embedded:
                 await init_db(engine)
             _log_start(settings, policy)
+            await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
             yield

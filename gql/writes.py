@@ -219,6 +219,14 @@ async def _detail_limit(engine: AsyncEngine, settings: Settings) -> tuple[int, s
     return configured, "RUNLOG_MAX_DETAIL_BYTES"
 
 
+async def log_detail_limit(engine: AsyncEngine, settings: Settings) -> None:
+    """At start-up: find the detail limit (one look at the column) and say what it is."""
+    found = engine in _capacities
+    limit, where = await _detail_limit(engine, settings)
+    if engine in _capacities and not found:
+        log.info("a detail may be at most %d bytes as JSON (%s)", limit, where)
+
+
 # ── keyed writes ─────────────────────────────────────────────────────────────
 
 _keyed_writes = 0

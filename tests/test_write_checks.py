@@ -101,10 +101,11 @@ def test_a_detail_is_held_to_what_an_existing_text_column_holds(
     mariadb.create_tables()
     mariadb.execute("ALTER TABLE event_run_log MODIFY detail TEXT NULL")
     overhead = len(json.dumps({"text": ""}, separators=(",", ":")))
-    with TestClient(create_app(mariadb.settings())) as client, caplog.at_level(logging.WARNING, "gql"):
+    with caplog.at_level(logging.INFO, "gql"), TestClient(create_app(mariadb.settings())) as client:
         api = Api(client)
         assert api.write(1, "note", {"text": "x" * (65_535 - overhead)})
         assert api.write(1, "note", {"text": "y" * (65_536 - overhead)}) is False
+    assert "a detail may be at most 65535 bytes as JSON (what the detail column holds)" in caplog.text
     (record,) = refusals(caplog)
     message = record.getMessage()
     assert "detail is 65536 bytes as JSON, over the limit of 65535 (what the detail column holds)" in message
