@@ -232,7 +232,7 @@ def page_query(
             _sqlite_text(_l.c.kind).label("kind"),
             _sqlite_number(_l.c.phase).label("phase"),
             _sqlite_text(_l.c.detail).label("detail"),
-            order.label("at"),
+            order.label("at_utc"),  # not `at`: the expression names the column `at`
             _sqlite_text(_l.c.at).label("stored_at"),
         ]
     else:
