@@ -36,7 +36,6 @@ from graphql import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.extensions import SchemaExtension
-from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.scalars import JSON
 from strawberry.types.nodes import SelectedField, Selection
 
@@ -49,7 +48,7 @@ from .details import (
     RunLogDetail,
     read_detail,
 )
-from .fastpath import HookCachingRunner, PageExecutor
+from .fastpath import PageExecutor
 from .kinds import DESCRIPTIONS, TERMINAL_STATUSES, Kind
 from .settings import Settings
 
@@ -634,12 +633,6 @@ def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
 
 
 class RunLogSchema(strawberry.Schema):
-    def create_extensions_runner(
-        self, execution_context: Any, extensions: list[SchemaExtension]
-    ) -> SchemaExtensionsRunner:
-        # The same extensions, run the same way; their hooks are looked up once per class.
-        return HookCachingRunner(execution_context=execution_context, extensions=extensions)
-
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         # Strawberry logs every error with its stack. A refusal the caller can
         # act on is not a server problem, and unexpected errors are logged
