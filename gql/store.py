@@ -752,19 +752,20 @@ async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: 
 
     Three statements, none of which locks a row of `event_runs`: the ids of at
     most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
-    ... LIMIT`), a fresh read of whether their runs are still eligible, then a
-    delete by primary key, in a transaction of its own so that a cancelled
-    slice is rolled back whole. The delete names only `event_run_log` ids: its
-    locks are on those lines and nothing else, so the events system's updates
-    of its runs never wait on a prune.
+    ... LIMIT`), read in autocommit; then, in a transaction of its own (so a
+    cancelled slice is rolled back whole), a fresh read of whether their runs
+    are still eligible and a delete by primary key. The transaction's first
+    read takes its snapshot then, and a consistent read locks nothing; the
+    delete names only `event_run_log` ids, so its locks are on those lines
+    alone. The events system's updates of its runs never wait on a prune.
 
-    What remains is the window between the second read and the delete, one
-    round trip: a run that left its terminal status just then would still
-    lose the lines chosen for this slice. That is accepted, because a terminal
-    status is final in the events system (a run that completed, failed, was
-    cancelled or missed is not run again), so only a hand edit could hit it;
-    closing the window would take a lock on the run's row, which is what made
-    the events system wait.
+    What remains is the window between that read and the delete, one round
+    trip: a run that left its terminal status just then would still lose the
+    lines chosen for this slice. That is accepted, because a terminal status
+    is final in the events system (a run that completed, failed, was cancelled
+    or missed is not run again), so only a hand edit could hit it; closing the
+    window would take a lock on the run's row, which is what made the events
+    system wait.
     """
     async with _lockless(engine) as conn:
         found = (
@@ -772,16 +773,16 @@ async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: 
                 select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(_eligible_runs(before))).limit(limit)
             )
         ).all()
-        if not found:
-            return PruneSlice(deleted=0, run_ids=frozenset())
-        # Read again, just before the delete: a run that left its terminal
-        # status while the slice was being chosen keeps its lines.
-        chosen = sorted({row.run_id for row in found})
-        still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
-    ids = [row.id for row in found if row.run_id in still]
-    if not ids:
+    if not found:
         return PruneSlice(deleted=0, run_ids=frozenset())
+    chosen = sorted({row.run_id for row in found})
     async with transaction(engine) as conn:
+        # A run that left its terminal status while the slice was being
+        # chosen keeps its lines.
+        still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
+        ids = [row.id for row in found if row.run_id in still]
+        if not ids:
+            return PruneSlice(deleted=0, run_ids=frozenset())
         deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
     # Fewer deleted than chosen only when another pruner (a pruneTerminal
     # call, the prune command) took some of the same lines first; the runs
