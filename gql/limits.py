@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator, Mapping
+from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
 from graphql import (
@@ -61,10 +62,15 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     keeps nothing between validations: graphql-core makes a new rule object
     for each.
     """
-    rules = [
-        *_DepthLimiter(max_depth=settings.max_depth).validation_rules,
-        *MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules,
-    ]
+    # Strawberry's depth and alias rules walk every fragment once per spread:
+    # sixteen fragments that each spread the next twice held the event loop
+    # for seconds. The expansion limit comes first, and they skip a document
+    # past it (or with a fragment cycle, which graphql-core refuses anyway).
+    expansion = _expansion_limit(settings.max_tokens)
+    (depth,) = _DepthLimiter(max_depth=settings.max_depth).validation_rules
+    (aliases,) = MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules
+    most = settings.max_tokens
+    rules = [expansion, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
     # One extension does what MaxTokensLimiter, AddValidationRules and
     # LineBudget would do as three, plus the query-size check. Its merging was
     # meant to save CPU, and measured on the shipped operations it does not:
@@ -103,6 +109,87 @@ class _DepthLimiter(QueryDepthLimiter):
                     super().__init__(context)
 
         self.validation_rules = [Rule]
+
+
+def _expansion_limit(most: int) -> type[ASTValidationRule]:
+    """A rule refusing a document whose fragments, spread out, hold more than `most` selections.
+
+    Written out without fragments, such a document would hold more than
+    `most` tokens (each selection is at least its name), which the token limit
+    refuses; spreading a fragment many times must not buy more work than that.
+    """
+
+    class ExpansionLimit(ValidationRule):
+        def __init__(self, context: ValidationContext) -> None:
+            super().__init__(context)
+            count = expanded_selections(context.document, most)
+            if count is not None and count > most:
+                context.report_error(
+                    GraphQLError(
+                        f"The document holds more than {most} selections once its fragments are "
+                        f"spread out (each spread counts its fragment again); the limit is {most} "
+                        "(RUNLOG_MAX_TOKENS, what the document could hold written out). Spread "
+                        "fragments fewer times.",
+                        extensions={"code": "TOO_MANY_SELECTIONS", "maxSelections": most},
+                    )
+                )
+
+    return ExpansionLimit
+
+
+def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidationRule]:
+    """`rule`, skipped for a document the expansion limit refuses or whose fragments form a cycle."""
+
+    class Guarded(rule):  # type: ignore[valid-type,misc]
+        def __init__(self, context: ValidationContext) -> None:
+            count = expanded_selections(context.document, most)
+            if count is None or count > most:
+                ValidationRule.__init__(self, context)
+            else:
+                super().__init__(context)
+
+    return Guarded
+
+
+def expanded_selections(document: DocumentNode, most: int) -> int | None:
+    """The selections of `document`'s operations with every fragment spread written out.
+
+    Counted up to just past `most`, in time linear in the document: each
+    fragment is sized once, after the fragments it spreads. None when the
+    fragments spread each other in a cycle (graphql-core refuses it).
+    """
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    own = {name: _own_selections(f.selection_set) for name, f in fragments.items()}
+    order = TopologicalSorter({name: {s for s in spreads if s in own} for name, (_, spreads) in own.items()})
+    try:
+        ordered = list(order.static_order())
+    except CycleError:
+        return None
+    sizes: dict[str, int] = {}
+    for name in ordered:
+        count, spreads = own[name]
+        sizes[name] = min(count + sum(sizes.get(s, 0) for s in spreads), most + 1)
+    total = 0
+    for definition in document.definitions:
+        if isinstance(definition, OperationDefinitionNode):
+            count, spreads = _own_selections(definition.selection_set)
+            total = min(total + count + sum(sizes.get(s, 0) for s in spreads), most + 1)
+    return total
+
+
+def _own_selections(selection_set: SelectionSetNode) -> tuple[int, list[str]]:
+    """The selections under `selection_set`, fragments not followed, and the fragments it spreads."""
+    count = 0
+    spreads: list[str] = []
+    pending = [selection_set]
+    while pending:
+        for selection in pending.pop().selections:
+            count += 1
+            if isinstance(selection, FragmentSpreadNode):
+                spreads.append(selection.name.value)
+            elif selection.selection_set is not None:  # type: ignore[attr-defined]
+                pending.append(selection.selection_set)  # type: ignore[attr-defined]
+    return count, spreads
 
 
 def _spreads_unknown_fragments(document: DocumentNode) -> bool:

@@ -35,3 +35,36 @@ def test_a_detail_nested_as_deep_as_the_body_parser_reads_answers_false(
         (record,) = [r for r in caplog.records if r.getMessage().startswith("run log line not stored")]
         assert record.levelno == logging.WARNING
         assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 0
+
+
+def _doubling(fragments: int, on: str, leaf: str) -> str:
+    """Fragments that each spread the next twice: a few hundred bytes, 2**fragments leaves."""
+    chain = " ".join(
+        f"fragment F{i} on {on} {{ ...F{i + 1} ... on {on} {{ ...F{i + 1} }} }}" for i in range(fragments)
+    )
+    return f"{chain} fragment F{fragments} on {on} {{ {leaf} }}"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "query { ...F0 } " + _doubling(12, "Query", "__typename"),
+        "query { runLog(runId: 1) { ...F0 } } " + _doubling(12, "RunLogPage", "nodes { id }"),
+    ],
+)
+def test_fragments_spread_over_and_over_are_refused_before_they_are_walked(api: Api, query: str) -> None:
+    # Strawberry's depth and alias rules, and the resolver's look at its
+    # selection, walk a fragment once per spread: twenty such fragments (a
+    # kilobyte) held the event loop for minutes.
+    body = api.post(query)
+    assert body["data"] is None
+    (error,) = body["errors"]
+    assert error["message"].startswith("The document holds more than 2000 selections once its fragments")
+    assert error["extensions"] == {"code": "TOO_MANY_SELECTIONS", "maxSelections": 2000}
+
+
+def test_fragments_spread_within_a_budget_and_a_fragment_cycle_are_answered_as_ever(api: Api) -> None:
+    assert api.data("query { ...F0 } " + _doubling(8, "Query", "__typename")) == {"__typename": "Query"}
+    body = api.post("query { ...A } fragment A on Query { ...B ...B } fragment B on Query { ...A }")
+    assert body["data"] is None
+    assert body["errors"][0]["message"].startswith("Cannot spread fragment 'A' within itself")
