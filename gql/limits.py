@@ -26,6 +26,7 @@ from graphql import (
     InlineFragmentNode,
     IntValueNode,
     ListTypeNode,
+    NamedTypeNode,
     NonNullTypeNode,
     NullValueNode,
     OperationDefinitionNode,
@@ -281,21 +282,32 @@ def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, 
     while pending and count <= MAX_VARIABLE_VALUES:
         value, type_node = pending.pop()
         if isinstance(type_node, NonNullTypeNode):
-            pending.append((value, type_node.type))
-        elif isinstance(type_node, ListTypeNode) and isinstance(value, list):
-            count += 1
-            pending.extend((item, type_node.type) for item in value[: MAX_VARIABLE_VALUES + 1])
-        elif isinstance(type_node, ListTypeNode):
+            type_node = type_node.type
+        if not isinstance(type_node, ListTypeNode):
+            count += 1 + _members(value, type_node, MAX_VARIABLE_VALUES + 1 - count)
+        elif not isinstance(value, list):
             pending.append((value, type_node.type))  # one value is read as a list of it
         else:
             count += 1
-            if isinstance(value, dict) and type_node.name.value != "JSON":  # type: ignore[attr-defined]
-                count += _members(value, MAX_VARIABLE_VALUES + 1 - count)
+            item_type = type_node.type
+            named = item_type.type if isinstance(item_type, NonNullTypeNode) else item_type
+            if isinstance(named, NamedTypeNode):
+                # Counted without a walk: a list of 600,000 is refused at once.
+                count += len(value)
+                for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)]:
+                    count += _members(item, named, MAX_VARIABLE_VALUES + 1 - count)
+            else:
+                pending.extend((item, item_type) for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)])
     return count
 
 
-def _members(value: dict[str, Any], most: int) -> int:
-    """The members of `value` and of every object and list inside it, counted up to `most`."""
+def _members(value: Any, type_node: Any, most: int) -> int:
+    """The members of an object `value` and of every object and list inside it, counted up to `most`.
+
+    Nothing for a value that is not an object, or is one as a `JSON` value.
+    """
+    if not isinstance(value, dict) or type_node.name.value == "JSON":
+        return 0
     count = 0
     pending: list[Any] = [value]
     while pending and count < most:
