@@ -7,7 +7,8 @@ request's head a byte at a time: its keep-alive timer starts only after a
 response, and every byte received cancels it. `HTTPProtocol` adds that bound:
 a request's head (request line and headers) must be complete within
 RUNLOG_HEADER_TIMEOUT of the connection opening or of the previous response,
-or the connection is closed. The body is bounded by the app itself
+or the connection is closed; and a client that takes none of its response for
+as long is cut off, its response dropped. The body is bounded by the app itself
 (`limits.BodyLimit`, RUNLOG_BODY_TIMEOUT), which can answer 408.
 """
 
@@ -45,6 +46,7 @@ class _HeadDeadline:
         self.head_timeout: float = getattr(config, _CONFIG_KEY, 10.0)
         self.head_timer: asyncio.TimerHandle | None = None
         self.waiting_since: Any = None  # the cycle that was current when the wait began
+        self.unsent = float("inf")  # response bytes not yet taken by the client at the last check
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
@@ -57,16 +59,16 @@ class _HeadDeadline:
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
-        if not self.transport.is_closing():
-            self._await_head()
+        self._await_head()  # closing too: the response may still wait for its reader
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop()
         super().connection_lost(exc)  # type: ignore[misc]
 
-    def _await_head(self) -> None:
+    def _await_head(self, unsent: float = float("inf")) -> None:
         self._stop()
         self.waiting_since = self.cycle
+        self.unsent = unsent
         loop = asyncio.get_running_loop()
         self.head_timer = loop.call_later(self.head_timeout, self._too_slow)
 
@@ -78,7 +80,18 @@ class _HeadDeadline:
     def _too_slow(self) -> None:
         self.head_timer = None
         answering = self.cycle is not None and not self.cycle.response_complete
-        if self.cycle is self.waiting_since and not answering and not self.transport.is_closing():
+        if self.cycle is not self.waiting_since or answering:
+            return
+        # A client that does not read its response leaves it in the
+        # transport's buffer, and close() waits for the buffer to drain: for
+        # ever. One still reading gets another period; one that read nothing
+        # in a whole period is cut off, its buffer dropped.
+        unsent = self.transport.get_write_buffer_size()
+        if unsent and unsent < self.unsent:
+            self._await_head(unsent)
+        elif unsent:
+            self.transport.abort()
+        elif not self.transport.is_closing():
             # No request is being answered on it: nothing is lost but the socket.
             self.transport.close()
 

@@ -6,6 +6,7 @@ generous bound, and a normal request is answered while they are open.
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import socket
@@ -212,3 +213,39 @@ def test_a_request_head_over_16_kib_is_refused(server: int) -> None:
     with connect(server) as conn:
         conn.sendall(HEAD + b"X-Padding: " + b"a" * 17 * 1024 + b"\r\n")
         assert until_closed(conn, trickle=b"\r\n").startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_client_that_never_reads_its_response_is_cut_off(server: int, tmp_path: Path) -> None:
+    # A response bigger than the sockets' buffers waits in the server's
+    # transport until the client reads it; closing waits for that too. A
+    # client that reads nothing for a whole header timeout is cut off, and
+    # its response dropped. (16 MB: 2,000 lines of 8 KiB notes.)
+    import sqlite3
+
+    text = "n" * 8192
+    with sqlite3.connect(tmp_path / "runlog.db") as db:
+        db.executemany(
+            "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (1, 'note', ?, ?)",
+            [(json.dumps({"text": text}), f"2026-05-01 10:00:00.{i:03d}") for i in range(2000)],
+        )
+    query = json.dumps(
+        {"query": "{ runLog(runId: 1, limit: 2000) { nodes { detail { ... on NoteDetail { text } } } } }"}
+    )
+    request = HEAD + f"Content-Length: {len(query)}\r\n\r\n".encode() + query.encode()
+    with connect(server) as conn:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        conn.sendall(request)
+        time.sleep(TIMEOUT * 4)  # reading nothing, well past the timeout
+        received = b""
+        try:
+            while data := conn.recv(1 << 20):
+                received += data
+        except ConnectionResetError:
+            pass
+    assert received.startswith(b"HTTP/1.1 200 ")
+    assert len(received) < 2000 * 8192, "the server waited for ever, holding the whole response"
+    # A client that reads it gets it all.
+    answer = httpx.post(
+        f"http://127.0.0.1:{server}/graphql", content=query, headers={"content-type": "application/json"}
+    )
+    assert len(answer.json()["data"]["runLog"]["nodes"]) == 2000
