@@ -68,3 +68,49 @@ def test_fragments_spread_within_a_budget_and_a_fragment_cycle_are_answered_as_e
     body = api.post("query { ...A } fragment A on Query { ...B ...B } fragment B on Query { ...A }")
     assert body["data"] is None
     assert body["errors"][0]["message"].startswith("Cannot spread fragment 'A' within itself")
+
+
+LINE = "id kind at detail { __typename ... on RunBlockedDetail { concurrencyKey blockingRun { id } } }"
+
+
+@pytest.mark.parametrize(
+    ("selection", "lines"),
+    [
+        # Each alias of `nodes` serves the page's 2,000 lines again.
+        (" ".join(f"n{i}: nodes {{ {LINE} }}" for i in range(6)), 12_000),
+        # So does each alias of `detail` or `blockingRun`, under each `nodes`.
+        (f"nodes {{ {LINE} " + " ".join(f"d{i}: detail {{ __typename }}" for i in range(5)) + " }", 12_000),
+        (
+            "nodes { detail { ... on RunBlockedDetail { "
+            + " ".join(f"b{i}: blockingRun {{ id }}" for i in range(6))
+            + " } } }",
+            12_000,
+        ),
+    ],
+)
+def test_a_page_served_again_under_aliases_counts_against_the_line_budget(
+    api: Api, selection: str, lines: int
+) -> None:
+    query = f"{{ runLog(runId: 1, limit: 2000) {{ {selection} }} }}"
+    (error,) = api.post(query)["errors"]
+    assert error["extensions"] == {"code": "TOO_MANY_LINES", "lines": lines, "maxLines": 10_000}
+    assert (
+        "a page served under several aliases of nodes, detail or blockingRun counts once" in error["message"]
+    )
+
+
+def test_a_page_served_once_is_counted_once_however_its_fragments_select_it(api: Api) -> None:
+    # The frontend's fragments name nodes, detail and blockingRun more than
+    # once under the same response keys: graphql-core merges them, and so does
+    # the count. Five such full pages fit the default budget.
+    spread = "fragment L on RunLogLine { id detail { ... on RunBlockedDetail { blockingRun { id } } } }"
+    page = f"nodes {{ ...L }} nodes {{ {LINE} }}"
+    query = (
+        "{ "
+        + " ".join(f"r{i}: runLog(runId: 1, limit: 2000) {{ {page} }}" for i in range(5))
+        + " } "
+        + spread
+    )
+    assert api.post(query).get("errors") is None
+    five = " ".join(f"n{i}: nodes {{ {LINE} }}" for i in range(5))
+    assert api.post(f"{{ runLog(runId: 1, limit: 2000) {{ {five} }} }}").get("errors") is None
