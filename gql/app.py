@@ -158,7 +158,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return await super().run(request, context, root_value)
         except HTTPException as exc:
             # Strawberry answers these in plain text; a GraphQL client reads JSON.
-            return _json_error(request, exc.status_code, exc.reason)
+            return _json_error(request, exc.status_code, _shortened(exc.reason))
 
     async def parse_http_body(self, request: Any) -> Any:
         # Strawberry executes any content type that contains "application/json"
@@ -406,6 +406,14 @@ def _json_content_type(header: str | None) -> str | None:
         if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
             return f"Unsupported charset {value.strip()[:40]!r}: JSON is read as UTF-8; {accepted}"
     return None
+
+
+def _shortened(reason: str, most: int = 1000) -> str:
+    # Strawberry quotes the caller's input in some reasons ("Unknown operation
+    # named ..."): an operationName of 4 MiB came back whole.
+    if len(reason) <= most:
+        return reason
+    return f"{reason[:most]}... ({len(reason)} characters, shortened)"
 
 
 def _json_error(request: Request, status: int, message: str, headers: Any = None) -> Response:

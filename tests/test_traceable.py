@@ -182,3 +182,11 @@ def test_json_with_optional_parameters_is_executed_on_both_paths(
             assert response.json() == {"data": {"__typename": "Query"}}
         refused = client.post("/graphql", content=QUERY, headers={"Content-Type": "application/jsonp"})
         assert refused.status_code == 415
+
+
+def test_a_huge_operation_name_is_not_echoed_back_whole(api: Api) -> None:
+    body = {"query": "query A { __typename } query B { __typename }", "operationName": "x" * 1_000_000}
+    response = api.client.post("/graphql", json=body)
+    assert_json_error(response, 400, "BAD_REQUEST", "Unknown operation named")
+    assert len(response.content) < 2000
+    assert "characters, shortened" in response.json()["errors"][0]["message"]
