@@ -105,3 +105,34 @@ def test_a_commit_whose_answer_was_lost_then_retried_with_its_key_is_stored_once
             # and stores nothing more.
             assert keyed(api, 1, "committed, answer lost", "k-lost")
     assert lines(mariadb).count((1, '{"text":"committed, answer lost"}')) == 1
+
+
+def test_keys_older_than_a_day_are_forgotten_in_bounded_slices(tables: Backend, api: Api) -> None:
+    import asyncio
+    import datetime
+
+    from gql import store, writes
+    from gql.db import create_engine
+
+    assert keyed(api, 1, "recent", "k-recent")
+    old = datetime.datetime(2020, 1, 1)
+    for i in range(5):
+        tables.execute(
+            "INSERT INTO event_run_log_keys (run_id, key_digest, line_digest, created_at)"
+            " VALUES (1, :k, 'x', :c)",
+            k=f"{i:064d}",
+            c=old,
+        )
+
+    async def forget() -> list[int]:
+        engine = create_engine(tables.settings())
+        try:
+            before = store.utc_now_millis() - writes.KEY_TTL
+            return [await store.forget_keys(engine, before=before, limit=3) for _ in range(3)]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(forget()) == [3, 2, 0]
+    assert tables.scalar("SELECT COUNT(*) FROM event_run_log_keys") == 1  # the recent key stays
+    assert keyed(api, 1, "recent", "k-recent")  # and still answers its retry
+    assert len(lines(tables)) == 1
