@@ -155,14 +155,12 @@ async def _write(
             await write_line(engine, line, deadline=deadline, pool_size=settings.pool_size)
         else:
             await _write_keyed(engine, line, key, deadline)
-    except store.NotStored as exc:
-        return f"not stored: {exc}"
+    except (store.NotStored, store.KeyReused) as exc:
+        return str(exc)
     except store.OutcomeUnknown as exc:
         return f"outcome unknown, the line may have been stored: {exc}" + (
             "" if key is not None else "; send an idempotencyKey to retry safely"
         )
-    except store.KeyReused as exc:
-        return f"not stored: {exc}"
     return None
 
 
