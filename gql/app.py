@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -299,7 +300,14 @@ class RunLogGraphQL(GraphQL[Context, None]):
         try:
             return orjson.dumps(data)
         except TypeError:
-            return json.dumps(data, separators=(",", ":")).encode()
+            pass
+        try:
+            return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+        except ValueError:
+            # A stored detail another writer left with NaN or Infinity (JSON
+            # has neither; a browser's JSON.parse refuses the whole page):
+            # null, as orjson writes it.
+            return json.dumps(_finite(data), separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
@@ -392,6 +400,17 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
     app.state.settings = settings
     app.state.policy = policy
     return app
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not finite (NaN, Infinity) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _json_content_type(header: str | None) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -114,3 +115,39 @@ def test_a_page_served_once_is_counted_once_however_its_fragments_select_it(api:
     assert api.post(query).get("errors") is None
     five = " ".join(f"n{i}: nodes {{ {LINE} }}" for i in range(5))
     assert api.post(f"{{ runLog(runId: 1, limit: 2000) {{ {five} }} }}").get("errors") is None
+
+
+def _strict_json(text: str) -> Any:
+    """`text` read as a browser's JSON.parse reads it: NaN and Infinity are not JSON."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_page_with_a_stored_nan_and_an_integer_past_64_bits_is_still_json(
+    tables: Backend, api: Api
+) -> None:
+    # Written by another tool: JSON has no NaN, and Python's reader takes it.
+    # A page with an integer past 64 bits anywhere on it is written by the
+    # standard encoder, which wrote NaN as it is: a page no browser could read.
+    for detail in [
+        '{"to": "x", "answer": [NaN, Infinity]}',
+        '{"to": "y", "answer": 123456789012345678901234567890}',
+    ]:
+        tables.execute(
+            "INSERT INTO event_run_log (run_id, kind, detail, at)"
+            " VALUES (1, 'step.status', :d, '2026-01-01 00:00:00')",
+            d=detail,
+        )
+    response = api.client.post(
+        "/graphql",
+        json={"query": "{ runLog(runId: 1) { nodes { detail { ... on StepStatusDetail { to answer } } } } }"},
+    )
+    assert response.status_code == 200
+    nodes = _strict_json(response.text)["data"]["runLog"]["nodes"]
+    assert [n["detail"] for n in nodes] == [
+        {"to": "y", "answer": 123456789012345678901234567890},
+        {"to": "x", "answer": [None, None]},
+    ]
