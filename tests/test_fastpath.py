@@ -392,13 +392,14 @@ def test_blocking_runs_are_looked_up_in_one_query_and_planned(fake_store: dict[s
 
 def test_a_page_that_does_not_select_blocking_runs_does_not_look_them_up(fake_store: dict[str, Any]) -> None:
     fake_store["lines"] = [_blocked(37)]
-    _both(
-        "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { concurrencyKey } } } } }",
-        {},
-        ANYONE,
-        OPEN,
-    )
+    without = "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { concurrencyKey } } } } }"
+    _both(without, {}, ANYONE, OPEN)
     assert "lookups" not in fake_store
+    # Whether a query asks is remembered per operation: another one, at the
+    # same path, is asked afresh, both ways round.
+    for text, lookups in ((BLOCKING, 2), (without, 2), (BLOCKING, 4), (without, 4)):
+        _both(text, {}, ANYONE, OPEN)
+        assert fake_store["lookups"] == lookups
 
 
 @pytest.mark.parametrize("runs", ["away", "broken"])
