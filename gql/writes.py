@@ -142,7 +142,7 @@ async def _write(
             size = len(text.encode())
         except ValueError as exc:
             return f"detail is not storable JSON: {exc}"
-        limit, where = await _detail_limit(engine, settings)
+        limit, where = await _detail_limit(engine, settings, deadline)
         if size > limit:
             return f"detail is {size} bytes as JSON, over the limit of {limit} ({where})"
         try:
@@ -196,18 +196,24 @@ def short(value: Any, limit: int = 80) -> str:
 _capacities: weakref.WeakKeyDictionary[AsyncEngine, int | None] = weakref.WeakKeyDictionary()
 
 
-async def _detail_limit(engine: AsyncEngine, settings: Settings) -> tuple[int, str]:
+async def _detail_limit(
+    engine: AsyncEngine, settings: Settings, deadline: float | None = None
+) -> tuple[int, str]:
     """The largest detail a write accepts, and where that limit comes from.
 
     RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less
     (the events system's existing table has TEXT: 65,535 bytes). The column
     is looked at once per engine; while the database cannot be asked, the
-    setting stands alone.
+    setting stands alone. A write asks by its own `deadline` (the loop's
+    time) at the latest: the lookup is part of the line's one deadline.
     """
     configured = settings.max_detail_bytes
     if engine not in _capacities:
+        ask_until = asyncio.get_running_loop().time() + settings.connect_timeout
+        if deadline is not None:
+            ask_until = min(ask_until, deadline)
         try:
-            async with asyncio.timeout(settings.connect_timeout):
+            async with asyncio.timeout_at(ask_until):
                 _capacities[engine] = await store.detail_capacity(engine)
         except Exception:
             return configured, "RUNLOG_MAX_DETAIL_BYTES"

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
 
-from .conftest import Api, Backend
+from gql.app import create_app
+from gql.store import ANSWER_GRACE_SECONDS
+
+from .conftest import MARIADB_URL, Api, Backend
+from .faultproxy import FaultProxy
 
 
 def test_a_detail_nested_as_deep_as_the_body_parser_reads_answers_false(
@@ -151,3 +158,25 @@ def test_a_page_with_a_stored_nan_and_an_integer_past_64_bits_is_still_json(
         {"to": "y", "answer": 123456789012345678901234567890},
         {"to": "x", "answer": [None, None]},
     ]
+
+
+@pytest.mark.mariadb
+def test_a_write_waits_for_the_detail_columns_size_no_longer_than_its_own_deadline(mariadb: Backend) -> None:
+    # The detail limit is the column's size, looked up once; while the
+    # database cannot be asked, every write with a detail asks again. That
+    # lookup waited RUNLOG_CONNECT_TIMEOUT (up to 60 s), whatever was left of
+    # the line's deadline: a hung database held each write for 5 s here.
+    mariadb.create_tables()
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+    with FaultProxy(*upstream) as proxy:
+        proxy.hang()  # from the start: the lookup at start-up finds nothing
+        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
+        settings = mariadb.settings(
+            database_url=url.render_as_string(hide_password=False), write_timeout=1.0, connect_timeout=5.0
+        )
+        with TestClient(create_app(settings)) as client:
+            started = time.monotonic()
+            assert Api(client).write(1, "note", {"text": "while hung"}) is False
+            seconds = time.monotonic() - started
+    # The line's one deadline, and the grace its answer may take past it.
+    assert seconds < 1.0 + ANSWER_GRACE_SECONDS + 0.5, seconds
