@@ -1,4 +1,4 @@
-"""`python -m gql serve | init-db | export-schema | prune | demo`."""
+"""`python -m gql serve | init-db | export-schema | check-schema | prune | demo`."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     commands.add_parser("init-db", help="create the tables where missing (safe to run twice)")
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
+    _add_check_schema_parser(commands)
     _add_prune_parser(commands)
     _add_demo_arguments(commands, serve)
 
@@ -39,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(export_sdl())
         return 0
+    if args.command == "check-schema":
+        return _check_schema(args.against)
 
     try:
         settings = Settings.from_env()
@@ -130,6 +133,60 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
     )
     served.run()
     return 0 if served.started else 3  # uvicorn's own exit status for a failed start
+
+
+# ── check-schema ─────────────────────────────────────────────────────────────
+
+
+def _add_check_schema_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = commands.add_parser(
+        "check-schema",
+        help="list breaking and dangerous changes against an earlier schema.graphql",
+        description="Compare the schema this code serves with an earlier SDL, print each "
+        "breaking and each dangerous change, and exit 1 when a breaking change is not "
+        "announced in docs/schema-changes.md.",
+    )
+    check.add_argument(
+        "--against",
+        metavar="FILE_OR_REVISION",
+        help="an SDL file, or a git revision whose schema.graphql to compare with "
+        "(default: the version before the latest commit that changed schema.graphql)",
+    )
+
+
+def _check_schema(against: str | None) -> int:
+    from pathlib import Path
+
+    from . import schema_check
+    from .schema import export_sdl
+
+    root = schema_check.repo_root(Path.cwd())
+    try:
+        old_sdl, where = schema_check.baseline(against, root)
+    except schema_check.BaselineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    announcements = root / schema_check.ANNOUNCEMENTS_FILE
+    text = announcements.read_text(encoding="utf-8") if announcements.is_file() else ""
+    report = schema_check.compare(old_sdl, export_sdl(), text)
+    print(f"check-schema: the schema this code serves, against {where}")
+    for change in report.breaking:
+        said = "announced" if change.description in report.announced else "NOT ANNOUNCED"
+        print(f"breaking ({said}): {change.kind}: {change.description}")
+    for change in report.dangerous:
+        print(f"dangerous: {change.kind}: {change.description}")
+    if not report.breaking and not report.dangerous:
+        print("no breaking or dangerous change")
+    if report.unannounced:
+        print(
+            f"error: {len(report.unannounced)} breaking change(s) not announced. Generated clients "
+            f"break on them: make the change additive instead, or announce each one as a list item "
+            f"in {schema_check.ANNOUNCEMENTS_FILE} that starts with its sentence above, e.g.\n"
+            f"- {report.unannounced[0].description} <why, and what clients should do>",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 # ── prune ────────────────────────────────────────────────────────────────────
