@@ -502,7 +502,12 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     must come before the INSERT, where SQLAlchemy has no place for a prefix.
     `max_statement_time` ends the statement (error 1969, rolled back) when a
     lock or anything else holds it past the bound; measured here on MariaDB
-    10.11 against `LOCK TABLES ... WRITE` and a row lock alike. SQLite's
+    10.11 against `LOCK TABLES ... WRITE` and a row lock alike (1.0 s bound,
+    ended at 1.0 s). `lock_wait_timeout` and `innodb_lock_wait_timeout` end
+    only lock waits, in whole seconds (1 at least), so they cannot hold a
+    statement to the 3 s deadline's last fraction. MySQL has no `SET
+    STATEMENT`: there the statement is bounded only by the caller's wait,
+    and a lost race is logged as an unknown outcome, never as `false`. SQLite's
     bound is its busy timeout, set around the statement (`_sqlite_bounded`).
     One object per (size, bound in tenths), so SQLAlchemy compiles each once:
     building and compiling the text was about 250 us of CPU per batch.
