@@ -507,7 +507,8 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     only lock waits, in whole seconds (1 at least), so they cannot hold a
     statement to the 3 s deadline's last fraction. MySQL has no `SET
     STATEMENT`: there the statement is bounded only by the caller's wait,
-    and a lost race is logged as an unknown outcome, never as `false`. SQLite's
+    and a statement still running then is answered `false` and logged as an
+    unknown outcome (it may still commit). SQLite's
     bound is its busy timeout, set around the statement (`_sqlite_bounded`).
     One object per (size, bound in tenths), so SQLAlchemy compiles each once:
     building and compiling the text was about 250 us of CPU per batch.
