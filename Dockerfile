@@ -8,9 +8,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# The dependencies exactly as CI ran them (requirements.lock, hashes checked),
+# then the service itself without resolving anything again.
+COPY requirements.lock pyproject.toml README.md ./
 COPY gql ./gql
-RUN pip install . \
+RUN pip install --require-hashes -r requirements.lock \
+ && pip install --no-deps . \
  && useradd --system --uid 10001 --home-dir /data --no-create-home runlog \
  && mkdir -p /data \
  && chown runlog:runlog /data
