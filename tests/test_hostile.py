@@ -180,3 +180,16 @@ def test_a_write_waits_for_the_detail_columns_size_no_longer_than_its_own_deadli
             seconds = time.monotonic() - started
     # The line's one deadline, and the grace its answer may take past it.
     assert seconds < 1.0 + ANSWER_GRACE_SECONDS + 0.5, seconds
+
+
+def test_fields_repeated_under_one_name_are_refused_within_a_bounded_check(api: Api) -> None:
+    # graphql-core compares fields sharing a response name pair by pair: 470
+    # of them in one selection (1,900 tokens, within every other limit) held
+    # the event loop for 1.3 s before it gave up with "Validation aborted.".
+    query = "{ runLog(runId: 1) { nodes { " + " ".join(["detail { __typename }"] * 470) + " } } }"
+    for _ in range(2):  # the second time, the validation is the cached one
+        body = api.post(query)
+        assert body["data"] is None
+        (error,) = body["errors"]
+        assert error["message"].startswith("The document selects fields under one response name too many")
+        assert error["extensions"] == {"code": "TOO_COMPLEX", "maxComparisons": 25_000}
