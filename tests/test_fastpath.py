@@ -507,8 +507,21 @@ def test_every_shipped_operation_takes_the_fast_path(
     tables: Backend, make_api: Any, monkeypatch: pytest.MonkeyPatch, name: str, document: str
 ) -> None:
     """Each page of a shipped query is completed by the plan, blocking runs included;
-    every shipped operation, the mutation too, is parsed and validated once."""
+    every shipped operation, the mutation too, is parsed and validated once and
+    then answered as a prepared text."""
     import strawberry.schema.schema as strawberry_schema
+
+    from gql.app import RunLogGraphQL
+
+    prepared: list[bool] = []
+    run_prepared = RunLogGraphQL.run_prepared
+
+    async def counting_prepared(self: RunLogGraphQL, request: Any) -> Any:
+        response = await run_prepared(self, request)
+        prepared.append(response is not None)
+        return response
+
+    monkeypatch.setattr(RunLogGraphQL, "run_prepared", counting_prepared)
 
     tables.add_run(37, "live", None, "2026-01-01 00:00:00")
     api = make_api()
@@ -538,6 +551,7 @@ def test_every_shipped_operation_takes_the_fast_path(
                 0,
             )
     assert len(checked) <= 2, "the text was parsed or validated again"
+    assert prepared[-2:] == [True, True], "the text was not answered as a prepared text"
     if "blockingRun" in document:
         blocked = [n for n in answers[0]["data"]["runLog"]["nodes"] if n["kind"] == "RUN_BLOCKED"]
         assert blocked and blocked[0]["detail"]["blockingRun"] == {
