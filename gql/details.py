@@ -19,6 +19,7 @@ posture the seed takes for an unknown kind. A stored row with extra keys
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import json
@@ -555,6 +556,12 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
             builders[field.python_name] = build
             nullable = isinstance(field.type, StrawberryOptional)
             default = None if nullable else ...
+            if field.default is not dataclasses.MISSING:
+                # A field added to a detail type after lines of its kind were
+                # stored reads those older lines with this default: without
+                # one they would come back as UnreadableDetail (see
+                # tests/test_stored_details.py).
+                default = field.default
             spec[field.python_name] = (
                 ptype,
                 pydantic.Field(default, alias=_graphql_name(field)),
