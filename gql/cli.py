@@ -59,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {refused}", file=sys.stderr)
             return 2
     if args.command == "demo" or args.demo:
-        status = _demo(settings, args.allow_non_embedded, then_serve=args.command == "serve")
+        status = _demo(
+            settings, args.allow_non_embedded, args.replace_demo_runs, then_serve=args.command == "serve"
+        )
         if status or args.command == "demo":
             return status
     return _serve(settings, args.host, args.port, args.workers)
@@ -382,21 +384,30 @@ def _add_demo_arguments(
     serve.add_argument(
         "--demo", action="store_true", help="load the demo runs first (embedded database only)"
     )
+    for parser in (demo, serve):
+        parser.add_argument(
+            "--replace-demo-runs",
+            action="store_true",
+            help="replace runs with the demo's ids even if they did not come from the demo "
+            "(deletes their lines; no other run is touched)",
+        )
     serve.set_defaults(allow_non_embedded=False)
     demo.set_defaults(demo=True)
 
 
-def _demo(settings: Settings, allow_non_embedded: bool, then_serve: bool) -> int:
+def _demo(settings: Settings, allow_non_embedded: bool, replace_any: bool, then_serve: bool) -> int:
     from .demo import DemoRefused, describe, load_into
 
     try:
-        loaded = asyncio.run(load_into(settings, allow_non_embedded=allow_non_embedded))
+        loaded = asyncio.run(
+            load_into(settings, allow_non_embedded=allow_non_embedded, replace_any=replace_any)
+        )
     except DemoRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(describe(loaded, settings))
     if not then_serve:
-        print("Explore it: python -m gql serve, then open http://127.0.0.1:8000/graphql")
+        print("Explore it: scripts/serve, then open http://127.0.0.1:8000/graphql")
     return 0
 
 

@@ -8,8 +8,10 @@ one of the 22 kinds appears at least once.
 
 Loading is idempotent: the runs have fixed ids, and loading again replaces
 them (their `event_runs` rows and all their lines) in one transaction. A run
-id the demo uses that already holds someone else's run is never touched: the
-load refuses and names it. The demo's runs are recognised by their first line,
+id the demo uses that already holds someone else's run is not touched: the
+load refuses, names it, and names the flag (`--replace-demo-runs`) that
+replaces it anyway, since on a scratch database (a README example written
+before the demo was loaded) that is what the user wants. The demo's runs are recognised by their first line,
 a note from `DEMO_ACTOR` saying they are demo data.
 
 The lines are inserted here rather than through `store.write_line`, because a
@@ -571,14 +573,20 @@ def check_lines(runs: Sequence[DemoRun]) -> None:
                 raise DetailError(f"demo run {run.id}, line at {line.at}: {exc}") from None
 
 
-async def load(engine: AsyncEngine, *, embedded: bool, now: datetime.datetime | None = None) -> Loaded:
-    """Create the tables where missing and put the demo runs in place, replacing earlier ones."""
+async def load(
+    engine: AsyncEngine, *, embedded: bool, now: datetime.datetime | None = None, replace_any: bool = False
+) -> Loaded:
+    """Create the tables where missing and put the demo runs in place, replacing earlier ones.
+
+    With `replace_any`, runs with the demo's ids that did not come from the
+    demo are replaced too; no other run is touched either way.
+    """
     now = _millis(now or datetime.datetime.now(datetime.UTC).replace(tzinfo=None))
     runs = build_runs(now)
     check_lines(runs)
     await init_db(engine)
     async with transaction(engine) as conn:
-        replaced = await _demo_runs_present(conn, embedded=embedded)
+        replaced = await _demo_runs_present(conn, embedded=embedded, replace_any=replace_any)
         await conn.execute(delete(event_run_log).where(event_run_log.c.run_id.in_(RUN_IDS)))
         await conn.execute(delete(event_runs).where(event_runs.c.id.in_(RUN_IDS)))
         await conn.execute(
@@ -612,8 +620,11 @@ async def load(engine: AsyncEngine, *, embedded: bool, now: datetime.datetime | 
     return Loaded(runs=runs, replaced=replaced)
 
 
-async def _demo_runs_present(conn: AsyncConnection, *, embedded: bool) -> list[int]:
-    """The demo's run ids already loaded; raise DemoRefused if one holds another run."""
+async def _demo_runs_present(conn: AsyncConnection, *, embedded: bool, replace_any: bool) -> list[int]:
+    """The demo's run ids already present; raise DemoRefused if one holds another run.
+
+    Unless `replace_any`: then those runs are listed too, to be replaced.
+    """
     with_lines = set(
         (
             await conn.execute(
@@ -631,12 +642,15 @@ async def _demo_runs_present(conn: AsyncConnection, *, embedded: bool) -> list[i
     ).all()
     marked = {run_id for run_id, detail in notes if _is_marker(detail)}
     foreign = sorted((with_lines - marked) | (set() if embedded else rows - with_lines - marked))
-    if foreign:
+    if foreign and not replace_any:
+        runs = f"run{'s' if len(foreign) > 1 else ''} {', '.join(map(str, foreign))}"
         raise DemoRefused(
-            f"not loading the demo: run{'s' if len(foreign) > 1 else ''} "
-            f"{', '.join(map(str, foreign))} already exist{'' if len(foreign) > 1 else 's'} "
+            f"not loading the demo: {runs} already exist{'' if len(foreign) > 1 else 's'} "
             "here and did not come from the demo (the demo uses runs "
-            f"{_ids_text()}). Nothing was changed."
+            f"{_ids_text()}). Nothing was changed. To replace {runs} with the demo's, "
+            "deleting their lines and leaving every other run as it is, add "
+            "--replace-demo-runs (scripts/serve --demo --replace-demo-runs, or "
+            ".venv/bin/python -m gql demo --replace-demo-runs)."
         )
     return sorted(with_lines | rows)
 
@@ -654,13 +668,17 @@ def _ids_text() -> str:
 
 
 async def load_into(
-    settings: Settings, *, allow_non_embedded: bool = False, now: datetime.datetime | None = None
+    settings: Settings,
+    *,
+    allow_non_embedded: bool = False,
+    now: datetime.datetime | None = None,
+    replace_any: bool = False,
 ) -> Loaded:
     """Load the demo where `settings` says, refusing a non-embedded database unless allowed."""
     refuse_unless_embedded(settings, allow_non_embedded)
     engine = create_engine(settings)
     try:
-        return await load(engine, embedded=settings.is_embedded, now=now)
+        return await load(engine, embedded=settings.is_embedded, now=now, replace_any=replace_any)
     finally:
         await engine.dispose()
 

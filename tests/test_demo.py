@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -193,6 +194,50 @@ def test_a_run_id_the_demo_uses_that_holds_someone_elses_run_is_left_alone(
 
     assert [line["detail"]["text"] for line in read_log(api, demo.INVASION)] == ["a real line"]
     assert tables.scalar("SELECT COUNT(*) FROM event_runs") == 0
+
+
+def test_a_refused_demo_names_the_flag_that_replaces_only_the_demos_runs(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    """A write to a run the demo uses, made before loading it, does not make the demo a dead end."""
+    api = make_api()
+    assert api.write(demo.BLOCKED, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "invasion:Yew"})
+    assert api.write(7, "note", {"text": "not the demo's"})
+
+    with pytest.raises(demo.DemoRefused, match="--replace-demo-runs") as refused:
+        load(tables)
+    assert f"run {demo.BLOCKED} already exists" in str(refused.value)
+
+    asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True, replace_any=True))
+    blocked = read_log(api, demo.BLOCKED)
+    assert blocked[0]["detail"]["actor"] == demo.DEMO_ACTOR  # the demo's own lines, from the first
+    assert len(blocked) == len(
+        next(r for r in demo.build_runs(datetime.datetime(2030, 1, 1)) if r.id == 38).lines
+    )
+    assert [line["detail"]["text"] for line in read_log(api, 7)] == ["not the demo's"]
+
+
+def test_the_replace_flag_works_from_the_command_line(tmp_path: Path) -> None:
+    # The embedded database is runlog.db in the working directory; this checkout's gql is imported.
+    env = {k: v for k, v in os.environ.items() if k != "RUNLOG_DATABASE_URL"} | {"PYTHONPATH": str(ROOT)}
+
+    def gql(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gql", *args], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+
+    assert gql("init-db").returncode == 0
+    with sqlite3.connect(tmp_path / "runlog.db") as conn:
+        conn.execute(
+            "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (38, 'note', '{\"text\":\"x\"}', "
+            "'2026-06-01 18:00:00.000')"
+        )
+    refused = gql("demo")
+    assert refused.returncode == 2
+    assert "scripts/serve --demo --replace-demo-runs" in refused.stderr
+    replaced = gql("demo", "--replace-demo-runs")
+    assert replaced.returncode == 0, replaced.stderr
+    assert "5 runs" in replaced.stdout
 
 
 @pytest.mark.mariadb
