@@ -25,6 +25,10 @@ from .settings import Settings
 # The protocol's timeout travels on uvicorn's Config, which each worker
 # process receives (pickled) from the supervisor.
 _CONFIG_KEY = "runlog_header_timeout"
+# The most a request's head (request line and headers) may hold: h11's own
+# limit, kept whichever parser uvicorn uses.
+MAX_HEAD_BYTES = 16 * 1024
+_HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 
 
 class _HeadDeadline:
@@ -47,15 +51,34 @@ class _HeadDeadline:
         self.head_timer: asyncio.TimerHandle | None = None
         self.waiting_since: Any = None  # the cycle that was current when the wait began
         self.unsent = float("inf")  # response bytes not yet taken by the client at the last check
+        self.head_bytes = 0  # of the head being awaited
+        self.head_tail = b""  # its last bytes, where the blank line that ends it may begin
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         self._await_head()
 
     def data_received(self, data: bytes) -> None:
+        if self.head_timer is not None and self.cycle is self.waiting_since and self._head_too_big(data):
+            self._stop()
+            self.send_400_response(_HEAD_TOO_BIG)  # type: ignore[attr-defined]  # closes the connection
+            return
         super().data_received(data)  # type: ignore[misc]
         if self.head_timer is not None and self.cycle is not self.waiting_since:
             self._stop()  # a new request's head is complete
+
+    def _head_too_big(self, data: bytes) -> bool:
+        """Count the bytes of the head being awaited; whether they pass MAX_HEAD_BYTES.
+
+        h11 refuses a head over 16 KiB itself; httptools (uvicorn's faster
+        parser) has no bound at all, and took a 2 MB header. Counted up to the
+        blank line that ends the head, so a body sent with it is not counted.
+        """
+        seen = self.head_tail + data
+        end = seen.find(b"\r\n\r\n")
+        self.head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self.head_tail))
+        self.head_tail = seen[-3:]
+        return self.head_bytes > MAX_HEAD_BYTES
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
@@ -67,6 +90,8 @@ class _HeadDeadline:
 
     def _await_head(self, unsent: float = float("inf")) -> None:
         self._stop()
+        self.head_bytes = 0
+        self.head_tail = b""
         self.waiting_since = self.cycle
         self.unsent = unsent
         loop = asyncio.get_running_loop()
