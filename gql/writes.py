@@ -440,19 +440,27 @@ def bounded_line(line: dict[str, Any], detail_limit: int) -> str:
     """The line as one line of JSON, every character as sent, or its prefix, size and digest."""
     text = _as_json(line)
     data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= detail_limit + LOG_SLACK:
-        return _one_line(text)
+    logged = len(data)
+    if not text.isprintable():
+        # Every character that is not ASCII escaped, by json in C: escaping
+        # only those that are not printable, one by one in Python, held the
+        # event loop for a second on thirty aliased lines of 32,000 NELs. The
+        # escapes count towards the bound: they are what the log holds.
+        text = _as_json(line, escape_all=True).replace("\x7f", "\\u007f")
+        logged = len(text)
+    if logged <= detail_limit + LOG_SLACK:
+        return text
     digest = hashlib.sha256(data).hexdigest()
     return (
-        f"{_one_line(text[:LOG_PREFIX_CHARS])}... (cut: {len(data)} bytes as JSON, "
+        f"{text[:LOG_PREFIX_CHARS]}... (cut: {len(data)} bytes as JSON, {logged} as logged, "
         f"over the {detail_limit + LOG_SLACK} logged whole; sha256 {digest})"
     )
 
 
-def _as_json(line: dict[str, Any]) -> str:
+def _as_json(line: dict[str, Any], *, escape_all: bool = False) -> str:
     """`line` as JSON; a value nested too deeply to encode is named in its place, never raised."""
     try:
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return json.dumps(line, ensure_ascii=escape_all, default=str)
     except RecursionError:
         pass
     shown: dict[str, Any] = {}
@@ -462,7 +470,7 @@ def _as_json(line: dict[str, Any]) -> str:
         except RecursionError:
             value = f"(not logged: a {type(value).__name__} nested too deeply to write as JSON)"
         shown[name] = value
-    return json.dumps(shown, ensure_ascii=False, default=str)
+    return json.dumps(shown, ensure_ascii=escape_all, default=str)
 
 
 def _one_line(text: str) -> str:

@@ -193,3 +193,36 @@ def test_fields_repeated_under_one_name_are_refused_within_a_bounded_check(api: 
         (error,) = body["errors"]
         assert error["message"].startswith("The document selects fields under one response name too many")
         assert error["extensions"] == {"code": "TOO_COMPLEX", "maxComparisons": 25_000}
+
+
+def test_a_refused_line_of_characters_the_log_escapes_is_bounded_as_logged(
+    tables: Backend, make_api: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # 32,000 NELs are 64,000 bytes as sent, within the detail limit, and were
+    # logged whole: 192,000 bytes of escapes, for each of thirty aliased
+    # writes of one variable (5.8 MB of log from one 200 KB request), escaped
+    # one character at a time in Python (a second of the event loop).
+    api = make_api(writer_tokens=("writer-token-0123456789",))
+    writes = " ".join(f'w{i}: writeRunLog(runId: 1, kind: "note", detail: $d)' for i in range(30))
+    with caplog.at_level(logging.WARNING, logger="gql"):
+        data = api.data(f"mutation($d: JSON) {{ {writes} }}", {"d": {"text": "\x85" * 32_000}})
+    assert set(data.values()) == {False}
+    records = [r for r in caplog.records if r.getMessage().startswith("run log line not stored")]
+    assert len(records) == 30
+    for record in records:
+        message = record.getMessage()
+        assert len(message.encode()) < 64 * 1024, len(message.encode())
+        assert message.isprintable()
+        assert "as logged, over the 66560 logged whole; sha256" in message
+
+
+def test_a_refused_line_with_a_character_the_log_escapes_still_reads_back_whole(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    detail = {"text": "Britain\u2019s moongate \x85 and \x7f, caf\u00e9 \U0001f600"}
+    with caplog.at_level(logging.WARNING, logger="gql"):
+        assert api.write(1, "note", {**detail, "extra": 1}) is False
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("run log line not stored")]
+    message = record.getMessage()
+    assert message.isprintable()
+    assert json.loads(message.split("; line ", 1)[1])["detail"] == {**detail, "extra": 1}
