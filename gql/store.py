@@ -621,7 +621,11 @@ async def insert_keyed(
             return
         # The line's own bound is what is left of the deadline after the key.
         left = max(deadline - asyncio.get_running_loop().time(), MIN_STATEMENT_SECONDS)
-        statement, params = _insert(conn.engine, [line], now, left)
+        # Stamped now, not before the key: the key may have waited for another
+        # writer's lock on it, and a line stamped before the wait would land
+        # behind lines committed meanwhile, between two lines a reader paging
+        # back from the newest has already read: no page would show it.
+        statement, params = _insert(conn.engine, [line], utc_now_millis(), left)
         await conn.execute(statement, params)
         progress.committing = True
         await conn.commit()

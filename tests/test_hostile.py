@@ -6,11 +6,14 @@ answered with an error, a request that cost far more than its bound.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import threading
 import time
 from typing import Any
 
+import pymysql
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
@@ -226,3 +229,57 @@ def test_a_refused_line_with_a_character_the_log_escapes_still_reads_back_whole(
     message = record.getMessage()
     assert message.isprintable()
     assert json.loads(message.split("; line ", 1)[1])["detail"] == {**detail, "extra": 1}
+
+
+@pytest.mark.mariadb
+def test_a_keyed_line_that_waited_for_its_key_is_not_stamped_behind_lines_read_meanwhile(
+    mariadb: Backend,
+) -> None:
+    # A keyed write waits for the row lock of another writer holding the same
+    # key (a retry racing its first try). It was stamped before the wait: a
+    # plain line written meanwhile was newer, a reader paging back from the
+    # newest line passed both, and the keyed line, stored and answered true,
+    # landed between two lines already read: no page ever showed it.
+    mariadb.create_tables()
+    with TestClient(create_app(mariadb.settings())) as client:
+        _keyed_line_waits_for_its_key(Api(client), mariadb)
+
+
+def _keyed_line_waits_for_its_key(api: Api, mariadb: Backend) -> None:
+    write = (
+        'mutation($k: String, $t: String!) { writeRunLog(runId: 1, kind: "note", detail: {text: $t},'
+        " idempotencyKey: $k) }"
+    )
+    assert api.data(write, {"t": "old"})["writeRunLog"] is True
+    other = pymysql.connect(
+        host=MARIADB_URL.host or "127.0.0.1",
+        port=MARIADB_URL.port or 3306,
+        user=MARIADB_URL.username or "root",
+        password=MARIADB_URL.password or "",
+        database=sa.make_url(mariadb.url).database,
+        autocommit=False,
+    )
+    keyed: dict[str, Any] = {}
+    try:
+        with other.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO event_run_log_keys (run_id, key_digest, line_digest, created_at)"
+                " VALUES (1, %s, 'another line', NOW(3))",
+                (hashlib.sha256(b"k").hexdigest(),),
+            )
+        waiting = threading.Thread(target=lambda: keyed.update(api.data(write, {"k": "k", "t": "keyed"})))
+        waiting.start()
+        time.sleep(0.3)  # the keyed write is waiting for the key's row lock
+        assert api.data(write, {"t": "plain"})["writeRunLog"] is True
+        # A reader reads the newest page now: "plain", then "old".
+        first = api.data("{ runLog(runId: 1, limit: 2) { nodes { detail { ... on NoteDetail { text } } } } }")
+    finally:
+        other.rollback()  # the other writer gives up its key
+        other.close()
+    waiting.join()
+    assert keyed == {"writeRunLog": True}
+    assert [n["detail"]["text"] for n in first["runLog"]["nodes"]] == ["plain", "old"]
+    # The keyed line is newer than both, where a reader finds it (on top),
+    # never between two lines it has already read.
+    newest = api.data("{ runLog(runId: 1) { nodes { detail { ... on NoteDetail { text } } } } }")
+    assert [n["detail"]["text"] for n in newest["runLog"]["nodes"]] == ["keyed", "plain", "old"]
