@@ -266,7 +266,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if result.errors:
             request_id = request.state.request_id
             result.errors = [_anonymise(e, request_id) if _should_mask(e) else e for e in result.errors]
-            if result.data is None:  # refused before it ran: its lines are logged all the same
+            # Refused before it ran: its lines are logged all the same. An
+            # error with a path was raised while it ran (a non-null sibling
+            # such as pruneTerminal nulls the whole answer): its writes ran,
+            # and each logged its own refusal, or was stored.
+            if result.data is None and all(e.path is None for e in result.errors):
                 log_unrun_writes(request_id, await request.body(), result.errors, request.app.state.settings)
         return await super().process_result(request, result)
 

@@ -283,3 +283,22 @@ def _keyed_line_waits_for_its_key(api: Api, mariadb: Backend) -> None:
     # never between two lines it has already read.
     newest = api.data("{ runLog(runId: 1) { nodes { detail { ... on NoteDetail { text } } } } }")
     assert [n["detail"]["text"] for n in newest["runLog"]["nodes"]] == ["keyed", "plain", "old"]
+
+
+def test_a_stored_line_is_not_logged_as_not_stored_when_a_sibling_field_nulls_the_answer(
+    tables: Backend, api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    # pruneTerminal is non-null: its refusal nulls the whole answer, after the
+    # write before it ran and stored its line. That line was logged as "not
+    # stored: the request was refused before it ran", a trace that would have
+    # a reader send it again.
+    query = (
+        'mutation { w: writeRunLog(runId: 1, kind: "note", detail: {text: "stored"})'
+        ' p: pruneTerminal(before: "2020-01-01T00:00:00Z") }'
+    )
+    with caplog.at_level(logging.WARNING, logger="gql"):
+        body = api.post(query)
+    assert body["data"] is None
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAUTHENTICATED"]
+    assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 1
+    assert not [r for r in caplog.records if r.getMessage().startswith("run log line not stored")]
