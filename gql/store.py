@@ -866,6 +866,18 @@ async def count_eligible(engine: AsyncEngine, *, before: datetime.datetime) -> i
         return int((await conn.execute(query)).scalar_one())
 
 
+@functools.cache
+def _runs_statement(sqlite: bool) -> Select[Any]:
+    """find_runs' statement, built once (as the page's is: see page_statement)."""
+    r = event_runs
+    # On SQLite, as bytes: the DateTime type would fail on a value it cannot
+    # parse, and the driver on text that is not UTF-8.
+    columns: list[ColumnElement[Any]] = [r.c.status, r.c.ended_at, r.c.updated_at]
+    if sqlite:
+        columns = [cast(column, LargeBinary) for column in columns]
+    return select(r.c.id, *columns).where(r.c.id.in_(bindparam("ids", expanding=True)))
+
+
 async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
     """The runs with these ids, as the events system has them now, by id.
 
@@ -876,14 +888,7 @@ async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
     wanted = sorted({i for i in ids if 0 < i <= LINE_ID_MAX})
     if not wanted:
         return {}
-    r = event_runs
-    sqlite = engine.dialect.name == "sqlite"
-    # On SQLite, as bytes: the DateTime type would fail on a value it cannot
-    # parse, and the driver on text that is not UTF-8.
-    columns: list[ColumnElement[Any]] = [r.c.status, r.c.ended_at, r.c.updated_at]
-    if sqlite:
-        columns = [cast(column, LargeBinary) for column in columns]
-    rows = await _read(engine, select(r.c.id, *columns).where(r.c.id.in_(wanted)))
+    rows = await _read(engine, _runs_statement(engine.dialect.name == "sqlite"), {"ids": wanted})
     return {
         run_id: Run(id=run_id, status=_status(status), ended_at=_time(ended), updated_at=_time(updated))
         for run_id, status, ended, updated in rows
