@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -325,6 +326,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             request_id=request_id,
             request=request,
             sweeper=state.sweeper,
+            arrived=asyncio.get_running_loop().time(),
         )
 
     # GraphiQL opens on the example operations (gql/graphiql.py).

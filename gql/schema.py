@@ -90,6 +90,7 @@ class Context:
     request_id: str
     request: Any = None
     sweeper: retention.Sweeper | None = None  # None when retention is off
+    arrived: float | None = None  # the event loop's time when the request came
 
     def require(self, action: Action, what: str) -> None:
         """Raise a refusal that says who the caller would have to be."""
@@ -510,6 +511,7 @@ class Mutation:
             phase=phase,
             detail=detail,
             idempotency_key=idempotency_key,
+            arrived=context.arrived,
         )
 
     @strawberry.mutation(

@@ -83,9 +83,17 @@ async def write_run_log(
     phase: int | None = None,
     detail: Any = None,
     idempotency_key: str | None = None,
+    arrived: float | None = None,
 ) -> bool:
-    """Store one line; True once it is stored, False (and logged) when it is not."""
-    deadline = asyncio.get_running_loop().time() + settings.write_timeout
+    """Store one line; True once it is stored, False (and logged) when it is not.
+
+    The line's deadline runs from `arrived` (the loop's time its request
+    came), not from when its field is resolved: the writes of one mutation
+    run one after another, and thirty aliased writes against a database
+    that does not answer each waited out a deadline of their own.
+    """
+    start = asyncio.get_running_loop().time() if arrived is None else arrived
+    deadline = start + settings.write_timeout
     sent: dict[str, Any] = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase}
     sent["detail"] = detail
     if idempotency_key is not None:

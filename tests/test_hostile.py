@@ -302,3 +302,27 @@ def test_a_stored_line_is_not_logged_as_not_stored_when_a_sibling_field_nulls_th
     assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAUTHENTICATED"]
     assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 1
     assert not [r for r in caplog.records if r.getMessage().startswith("run log line not stored")]
+
+
+@pytest.mark.mariadb
+def test_aliased_writes_to_a_database_that_does_not_answer_share_the_requests_deadline(
+    mariadb: Backend,
+) -> None:
+    # The writes of one mutation run one after another: each waited out a
+    # deadline of its own, so thirty aliased writes held their request for
+    # thirty times RUNLOG_WRITE_TIMEOUT (and a slot of the server with it).
+    mariadb.create_tables()
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+    writes = " ".join(f'w{i}: writeRunLog(runId: 1, kind: "note")' for i in range(4))
+    with FaultProxy(*upstream) as proxy:
+        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
+        settings = mariadb.settings(database_url=url.render_as_string(hide_password=False), write_timeout=1.0)
+        with TestClient(create_app(settings)) as client:
+            api = Api(client)
+            assert api.write(1, "note") is True
+            proxy.hang()
+            started = time.monotonic()
+            answers = api.data(f"mutation {{ {writes} }}")
+            seconds = time.monotonic() - started
+    assert set(answers.values()) == {False}
+    assert seconds < 1.0 + ANSWER_GRACE_SECONDS + 0.5, seconds
