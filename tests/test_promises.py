@@ -1,0 +1,217 @@
+"""The README's promises that no other test held: one test per promise, its sentence quoted.
+
+Each of these was found by reading the README sentence by sentence against the
+suite: a promise a user could build on that would have broken with every
+other test still passing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+
+from gql.app import create_app
+from gql.settings import Settings, SettingsError
+
+from .conftest import ADMIN, Api, Backend
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("key", "attribute", "default"),
+    [
+        ("RUNLOG_WRITE_TIMEOUT", "write_timeout", 3),
+        ("RUNLOG_READ_TIMEOUT", "read_timeout", 8),
+        ("RUNLOG_PRUNE_TIMEOUT", "prune_timeout", 30),
+        ("RUNLOG_CONNECT_TIMEOUT", "connect_timeout", 2),
+        ("RUNLOG_POOL_SIZE", "pool_size", 10),
+        ("RUNLOG_POOL_RECYCLE", "pool_recycle", 1800),
+        ("RUNLOG_MAX_DETAIL_BYTES", "max_detail_bytes", 65536),
+        ("RUNLOG_MAX_BODY_BYTES", "max_body_bytes", 4 * MIB),
+        ("RUNLOG_MAX_QUERY_BYTES", "max_query_bytes", 128 * KIB),
+        ("RUNLOG_MAX_TOKENS", "max_tokens", 2000),
+        ("RUNLOG_MAX_DEPTH", "max_depth", 10),
+        ("RUNLOG_MAX_ALIASES", "max_aliases", 30),
+        ("RUNLOG_MAX_LINES_PER_REQUEST", "max_lines_per_request", 10000),
+        ("RUNLOG_HEADER_TIMEOUT", "header_timeout", 10),
+        ("RUNLOG_BODY_TIMEOUT", "body_timeout", 30),
+        ("RUNLOG_KEEPALIVE_TIMEOUT", "keepalive_timeout", 5),
+        ("RUNLOG_MAX_CONNECTIONS", "max_connections", 1000),
+        ("RUNLOG_GRAPHIQL", "graphiql", True),
+        ("RUNLOG_INTROSPECTION", "introspection", True),
+        ("RUNLOG_LOG_LEVEL", "log_level", "INFO"),
+        ("RUNLOG_RETENTION", "retention", None),
+        ("RUNLOG_SWEEP_INTERVAL", "sweep_interval", 60),
+        ("RUNLOG_DATABASE_URL", "database_url", "sqlite+aiosqlite:///runlog.db"),
+        ("RUNLOG_ADMIN_TOKEN", "admin_tokens", ()),
+        ("RUNLOG_READER_TOKEN", "reader_tokens", ()),
+        ("RUNLOG_WRITER_TOKEN", "writer_tokens", ()),
+    ],
+)
+def test_each_setting_left_unset_has_the_default_the_readme_states(
+    key: str, attribute: str, default: Any
+) -> None:
+    """README, Configuration: the `default` column of the table, one row each."""
+    assert getattr(Settings.from_env({}), attribute) == default, key
+
+
+@pytest.mark.parametrize(
+    ("key", "lowest", "highest", "below", "above"),
+    [
+        ("RUNLOG_WRITE_TIMEOUT", "0.05", "4.5", "0.04", "4.6"),
+        ("RUNLOG_READ_TIMEOUT", "0.05", "300", "0.04", "301"),
+        ("RUNLOG_PRUNE_TIMEOUT", "0.05", "3600", "0.04", "3601"),
+        ("RUNLOG_CONNECT_TIMEOUT", "0.05", "60", "0.04", "61"),
+        ("RUNLOG_POOL_SIZE", "1", "1000", "0", "1001"),
+        ("RUNLOG_POOL_RECYCLE", "1", str(7 * 86400), "0.5", str(7 * 86400 + 1)),
+        ("RUNLOG_MAX_DEPTH", "1", "100", "0", "101"),
+        ("RUNLOG_MAX_ALIASES", "1", "1000", "0", "1001"),
+        ("RUNLOG_MAX_TOKENS", "1", "100000", "0", "100001"),
+        ("RUNLOG_MAX_LINES_PER_REQUEST", "1", "1000000", "0", "1000001"),
+        ("RUNLOG_MAX_DETAIL_BYTES", "1", str(16 * MIB), "0", str(16 * MIB + 1)),
+        ("RUNLOG_MAX_QUERY_BYTES", "1", str(512 * KIB), "0", str(512 * KIB + 1)),
+        ("RUNLOG_MAX_BODY_BYTES", "1", str(1024 * MIB), "0", str(1024 * MIB + 1)),
+        ("RUNLOG_RETENTION", "1m", "36500d", "59s", "36501d"),
+        ("RUNLOG_SWEEP_INTERVAL", "1s", "7d", "0.5s", "8d"),
+    ],
+)
+def test_a_number_past_its_range_is_refused_never_clamped(
+    key: str, lowest: str, highest: str, below: str, above: str
+) -> None:
+    """README, Configuration: "Every number has a range and a value outside it is
+    refused, never clamped": timeouts from 0.05 s up to 4.5 s (write), 300 s (read),
+    3600 s (prune) and 60 s (connect); RUNLOG_POOL_SIZE up to 1000;
+    RUNLOG_POOL_RECYCLE 1 s to 7 days; the RUNLOG_MAX_* limits up to 100 (depth),
+    1000 (aliases), 100000 (tokens), 1000000 (lines), 16 MiB (detail), 512 KiB
+    (query), 1 GiB (body); RUNLOG_RETENTION 1m to 36500d; RUNLOG_SWEEP_INTERVAL
+    1s to 7d."""
+    for inside in (lowest, highest):
+        Settings.from_env({key: inside})  # each end is accepted
+    for outside in (below, above):
+        with pytest.raises(SettingsError) as caught:
+            Settings.from_env({key: outside})
+        assert key in str(caught.value)
+
+
+def test_enum_values_in_a_detail_are_stored_as_their_graphql_names(tables: Backend, api: Api) -> None:
+    """README, Writing a line: "Enum values in details are stored as their GraphQL
+    names (`"via": "FIRING"`)." Other tools read the stored text as it is."""
+    assert api.write(5, "phase.advanced", {"via": "FIRING", "firing": "boss.spawned"})
+    assert api.write(5, "step.refused", {"refusal": "OVER_CAP", "cap": "budget", "limit": 3, "used": 3})
+    stored = [json.loads(text) for (text,) in tables.rows("SELECT detail FROM event_run_log ORDER BY id")]
+    assert stored[0]["via"] == "FIRING"
+    assert stored[1]["refusal"] == "OVER_CAP"
+
+
+def _lines_of_a_terminal_run(backend: Backend, run_id: int, count: int) -> None:
+    backend.add_run(run_id, "completed", "2026-01-01 00:00:00", "2026-01-01 00:00:00")
+    with backend.sync.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (:run_id, 'note', NULL, :at)"
+            ),
+            [{"run_id": run_id, "at": "2025-12-31 00:00:00.000"}] * count,
+        )
+
+
+def test_a_prune_call_deletes_at_most_50000_lines_whatever_limit_it_asks(tables: Backend, api: Api) -> None:
+    """README and contract, pruneTerminal: "at most `limit` lines in one call
+    (omitted, null or 0 means 5000; clamped to 1..50000)"."""
+    _lines_of_a_terminal_run(tables, 1, 50_001)
+    prune = 'mutation($limit: Int) { pruneTerminal(before: "2026-10-01T00:00:00Z", limit: $limit) }'
+    assert api.data(prune, {"limit": 60_000}, token=ADMIN) == {"pruneTerminal": 50_000}
+    assert api.data(prune, {"limit": 60_000}, token=ADMIN) == {"pruneTerminal": 1}
+
+
+def _prune_command(backend: Backend, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gql", "prune", *args],
+        env={**os.environ, "RUNLOG_DATABASE_URL": backend.url, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_prune_commands_limit_is_clamped_to_50000_like_the_mutations(tables: Backend) -> None:
+    """README, The `prune` command: "`--limit` is the slice size, 5000 by default,
+    clamped to 1..50000 like the mutation's"."""
+    _lines_of_a_terminal_run(tables, 1, 50_001)
+    done = _prune_command(tables, "--older-than", "1d", "--limit", "60000")
+    assert done.returncode == 0, done.stderr
+    assert "--limit 60000 is clamped to 50000" in done.stderr
+    assert "pruned 50,001 lines of 1 run in 2 slices of up to 50,000 lines" in done.stdout
+    assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 0
+
+
+def test_the_prune_command_exits_2_on_a_bad_setting_and_deletes_nothing(tables: Backend) -> None:
+    """README, The `prune` command: "Exit status: ... 2 when the duration is not
+    accepted ... or a setting is bad"."""
+    _lines_of_a_terminal_run(tables, 1, 3)
+    done = _prune_command(tables, "--older-than", "1d", RUNLOG_PRUNE_TIMEOUT="inf")
+    assert done.returncode == 2, done.stderr
+    assert "RUNLOG_PRUNE_TIMEOUT" in done.stderr
+    assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 3
+
+
+def test_init_db_adds_both_read_indexes_to_an_existing_log(backend: Backend) -> None:
+    """README, On MySQL or MariaDB: "`init-db` also adds the two indexes the reads
+    use to an existing `event_run_log` that lacks them: `(run_id, at, id)` ... and
+    `(run_id, kind, at, id)` so a read filtered to a rare kind is an index range
+    (on SQLite, the same two over `at` normalised to UTC)"."""
+    backend.execute(
+        "CREATE TABLE event_run_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, run_id INT NOT NULL, "
+        "step_id INT NULL, kind VARCHAR(64) NOT NULL, phase INT NULL, detail TEXT NULL, "
+        "at DATETIME(3) NOT NULL)"
+        if backend.name == "mariadb"
+        else "CREATE TABLE event_run_log (id INTEGER PRIMARY KEY, run_id INT NOT NULL, "
+        "step_id INT NULL, kind VARCHAR(64) NOT NULL, phase INT NULL, detail TEXT NULL, "
+        "at DATETIME NOT NULL)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gql", "init-db"],
+        env={**os.environ, "RUNLOG_DATABASE_URL": backend.url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    indexes = {
+        name
+        for (name,) in backend.rows(
+            "SELECT DISTINCT index_name FROM information_schema.statistics "
+            "WHERE table_schema = DATABASE() AND table_name = 'event_run_log'"
+            if backend.name == "mariadb"
+            else "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'event_run_log'"
+        )
+    }
+    if backend.name == "mariadb":
+        assert {"ix_event_run_log_run_at", "ix_event_run_log_run_kind_at"} <= indexes
+    else:
+        assert {"ix_event_run_log_run_utc", "ix_event_run_log_run_kind_utc"} <= indexes
+
+
+def test_the_start_up_log_names_the_database_with_its_password_hidden(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """README, What is logged: "At start-up: the database URL with its password
+    hidden, and which roles are open"."""
+    url = sa.make_url(backend.url)
+    if backend.name == "mariadb":
+        url = url.set(password="start-up-secret-1")
+    settings = backend.settings(database_url=url.render_as_string(hide_password=False))
+    with caplog.at_level(logging.INFO, logger="gql"), TestClient(create_app(settings)):
+        pass
+    assert url.render_as_string(hide_password=True) in caplog.text
+    assert "start-up-secret-1" not in caplog.text
