@@ -12,6 +12,7 @@ import datetime
 import enum
 import json
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,18 +119,21 @@ _ROLE_WORDS = {
 # call, which was about a tenth of a 50-line RunLog page's CPU (cProfile). The
 # answer does not depend on variables (@skip is not looked at), and the
 # document caches hand back one operation object per query text.
-_BLOCKING_ASKED: OrderedDict[tuple[int, tuple[str | int, ...]], tuple[Any, bool]] = OrderedDict()
-_BLOCKING_ASKED_SIZE = 128  # operations held; each is only its own selection, no fragments
+# An entry holds its operation weakly: a node's location links every token
+# of its text, so holding 128 operations held 128 documents (140 MiB for
+# texts of 2,000 tokens, past every cache's bound in bytes).
+_BLOCKING_ASKED: OrderedDict[tuple[int, tuple[str | int, ...]], tuple[weakref.ref[Any], bool]] = OrderedDict()
+_BLOCKING_ASKED_SIZE = 128  # operations remembered
 
 
 def _asks_for_blocking_runs(info: strawberry.Info[Context, None]) -> bool:
     operation = info.operation
     key = (id(operation), tuple(info.path.as_list()))
     found = _BLOCKING_ASKED.get(key)
-    if found is not None and found[0] is operation:
+    if found is not None and found[0]() is operation:
         return found[1]
     asked = _selects(info.selected_fields, "blockingRun")
-    _BLOCKING_ASKED[key] = (operation, asked)  # holds the operation: its id stays its own
+    _BLOCKING_ASKED[key] = (weakref.ref(operation), asked)  # while it lives, its id is its own
     while len(_BLOCKING_ASKED) > _BLOCKING_ASKED_SIZE:
         _BLOCKING_ASKED.popitem(last=False)
     return asked

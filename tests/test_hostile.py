@@ -18,11 +18,13 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
+from gql import schema as schema_module
 from gql.app import create_app
 from gql.store import ANSWER_GRACE_SECONDS
 
 from .conftest import MARIADB_URL, Api, Backend
 from .faultproxy import FaultProxy
+from .test_bounded import held_bytes
 
 
 def test_a_detail_nested_as_deep_as_the_body_parser_reads_answers_false(
@@ -326,3 +328,19 @@ def test_aliased_writes_to_a_database_that_does_not_answer_share_the_requests_de
             seconds = time.monotonic() - started
     assert set(answers.values()) == {False}
     assert seconds < 1.0 + ANSWER_GRACE_SECONDS + 0.5, seconds
+
+
+def test_what_runlog_remembers_of_a_query_holds_no_document_alive(api: Api) -> None:
+    # runLog remembers, per operation, whether it selects blockingRun. It
+    # held each operation, and with it the whole parsed text: 128 texts of
+    # 2,000 tokens and a long comment held over 100 MiB, past every cache's bound.
+    for n in range(130):
+        text = (
+            f"# {n} "
+            + "x" * 60_000
+            + "\n{ runLog(runId: 1, kinds: ["
+            + "NOTE " * 1900
+            + "]) { nodes { id } } }"
+        )
+        assert api.data(text) == {"runLog": {"nodes": []}}
+    assert held_bytes(schema_module._BLOCKING_ASKED) < 1024 * 1024
