@@ -10,10 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
@@ -21,7 +29,10 @@ from starlette.testclient import TestClient
 from gql.app import create_app
 from gql.settings import Settings, SettingsError
 
-from .conftest import ADMIN, Api, Backend
+from .conftest import ADMIN, Api, Backend, free_port, wait_until_healthy
+from .test_write_deadline import locked
+
+ROOT = Path(__file__).resolve().parent.parent
 
 KIB, MIB = 1024, 1024 * 1024
 
@@ -215,3 +226,66 @@ def test_the_start_up_log_names_the_database_with_its_password_hidden(
         pass
     assert url.render_as_string(hide_password=True) in caplog.text
     assert "start-up-secret-1" not in caplog.text
+
+
+@contextmanager
+def serving(tmp_path: Path, url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`python -m gql serve` on this checkout's code and `url`; killed if still up at the end."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gql", "serve", "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_healthy(base, server)
+        yield base, server
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def test_past_the_connection_cap_a_new_request_gets_503_at_once(tables: Backend, tmp_path: Path) -> None:
+    """README, Limits: "past `RUNLOG_MAX_CONNECTIONS` (1000) new requests get 503 at once"."""
+    with serving(tmp_path, tables.url, RUNLOG_MAX_CONNECTIONS="3") as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as late:
+                late.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                assert late.recv(4096).startswith(b"HTTP/1.1 503 ")
+        finally:
+            for conn in held:
+                conn.close()
+        # The cap counts what is held now: once those go, requests are answered again.
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{base}/healthz").status_code != 200:
+            assert time.monotonic() < deadline, "still refused once the held connections closed"
+            time.sleep(0.1)
+
+
+def test_sigterm_lets_a_request_in_flight_finish(tables: Backend, tmp_path: Path) -> None:
+    """README, Configuration: "SIGTERM stops it gracefully: requests in flight
+    finish, then the pool is closed." A write waiting on a locked table when the
+    signal comes is still answered, and stored."""
+    with serving(tmp_path, tables.url, RUNLOG_WRITE_TIMEOUT="4.5") as (base, server):
+        with locked(tables, seconds=2.0), ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(
+                httpx.post,
+                f"{base}/graphql",
+                json={"query": 'mutation { writeRunLog(runId: 9, kind: "note", detail: {text: "late"}) }'},
+                timeout=30,
+            )
+            time.sleep(0.5)  # the write is at the locked table
+            server.send_signal(signal.SIGTERM)
+            response = answer.result(timeout=30)
+        assert response.json() == {"data": {"writeRunLog": True}}
+        assert server.wait(timeout=20) in (0, -signal.SIGTERM)
+    assert tables.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 9") == 1
