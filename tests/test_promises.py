@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pymysql
 import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
@@ -289,3 +290,53 @@ def test_sigterm_lets_a_request_in_flight_finish(tables: Backend, tmp_path: Path
         assert response.json() == {"data": {"writeRunLog": True}}
         assert server.wait(timeout=20) in (0, -signal.SIGTERM)
     assert tables.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 9") == 1
+
+
+def test_an_interrupted_prune_exits_130_and_its_slice_in_flight_is_rolled_back(mariadb: Backend) -> None:
+    """README, The `prune` command: "Exit status: ... 130 when interrupted (the
+    slice in flight is rolled back)". MariaDB alone: a row lock held from another
+    session is what keeps the slice in flight (SQLite's lock wait is bounded by
+    the write timeout, too short to interrupt it reliably)."""
+    mariadb.create_tables()
+    _lines_of_a_terminal_run(mariadb, 1, 4)
+    url = sa.make_url(mariadb.url)
+    holder = pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=url.database,
+    )
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT id FROM event_run_log ORDER BY id DESC LIMIT 1 FOR UPDATE")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gql", "prune", "--older-than", "1d"],
+            env={**os.environ, "RUNLOG_DATABASE_URL": mariadb.url, "RUNLOG_PRUNE_TIMEOUT": "120"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not mariadb.scalar(
+            "SELECT COUNT(*) FROM information_schema.processlist "
+            "WHERE db = DATABASE() AND info LIKE 'DELETE FROM event_run_log%'"
+        ):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the prune's DELETE never reached the locked line"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        holder.rollback()  # the locked line is free: a DELETE still at the server may go on now
+        holder.close()
+    assert process.returncode == 130, err
+    assert "interrupted after 0 lines; the slice in flight was rolled back" in err
+    deadline = time.monotonic() + 20
+    while mariadb.scalar(
+        "SELECT COUNT(*) FROM information_schema.processlist "
+        "WHERE db = DATABASE() AND info LIKE 'DELETE FROM event_run_log%'"
+    ):
+        assert time.monotonic() < deadline, "the abandoned DELETE is still at the server"
+        time.sleep(0.1)
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 4
