@@ -254,10 +254,16 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
     engine = create_engine(settings)
     when = horizon.isoformat(timespec="seconds")
     progress = ProgressBar(sys.stderr)
+    # Each call to the database by RUNLOG_PRUNE_TIMEOUT, as pruneTerminal's:
+    # aiomysql reads without a timeout, and a database that stopped answering
+    # held the command (a cron job, say) for ever.
+    bound = settings.prune_timeout
     try:
-        lines = await store.count_eligible(engine, before=horizon)
+        async with asyncio.timeout(bound):
+            lines = await store.count_eligible(engine, before=horizon)
         if dry_run:
-            runs = await store.count_eligible_runs(engine, before=horizon)
+            async with asyncio.timeout(bound):
+                runs = await store.count_eligible_runs(engine, before=horizon)
             print(
                 f"dry run: {_count(lines, 'line')} of {_count(runs, 'terminal run')} that "
                 f"ended before {when} would be deleted, in slices of up to {limit:,} lines; "
@@ -285,7 +291,9 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
                     file=sys.stderr,
                 )
                 return 1
-            done = await retention.drain(engine, before=horizon, limit=limit, on_slice=progress.show)
+            done = await retention.drain(
+                engine, before=horizon, limit=limit, on_slice=progress.show, slice_timeout=bound
+            )
     except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels, then raises KeyboardInterrupt
         progress.finish()
         print(
@@ -297,7 +305,7 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
         progress.finish()
         print(
             f"error: prune failed after {_count(progress.deleted, 'line')} (those stay deleted): "
-            f"{retention.describe_failure(exc)}",
+            f"{retention.describe_failure(exc, bound)}",
             file=sys.stderr,
         )
         return 1

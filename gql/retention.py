@@ -106,6 +106,7 @@ async def drain(
     before: datetime.datetime,
     limit: int,
     on_slice: Callable[[Progress], None] | None = None,
+    slice_timeout: float | None = None,
 ) -> Drained:
     """Prune slice after slice until a slice finds nothing left to delete.
 
@@ -115,7 +116,8 @@ async def drain(
     deleted, slices = 0, 0
     runs: set[int] = set()
     while True:
-        piece = await store.prune_slice(engine, before=before, limit=limit)
+        async with asyncio.timeout(slice_timeout):
+            piece = await store.prune_slice(engine, before=before, limit=limit)
         # The mutation's rule: call again until it answers 0.
         if piece.deleted == 0:
             break

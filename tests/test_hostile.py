@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -344,3 +347,32 @@ def test_what_runlog_remembers_of_a_query_holds_no_document_alive(api: Api) -> N
         )
         assert api.data(text) == {"runLog": {"nodes": []}}
     assert held_bytes(schema_module._BLOCKING_ASKED) < 1024 * 1024
+
+
+@pytest.mark.mariadb
+def test_the_prune_command_against_a_database_that_does_not_answer_ends_by_its_timeout(
+    mariadb: Backend,
+) -> None:
+    # aiomysql reads without a timeout: the command waited for ever on a
+    # database that accepted its connection and said nothing (a cron job
+    # would never end). Each call is bounded by RUNLOG_PRUNE_TIMEOUT.
+    mariadb.create_tables()
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+    with FaultProxy(*upstream) as proxy:
+        proxy.hang()
+        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
+        env = {
+            **os.environ,
+            "RUNLOG_DATABASE_URL": url.render_as_string(hide_password=False),
+            "RUNLOG_PRUNE_TIMEOUT": "2",
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "gql", "prune", "--older-than", "1d"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert "the database did not finish" in done.stderr and "within 2s" in done.stderr, done.stderr
