@@ -7,6 +7,7 @@ other test still passing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -332,6 +333,55 @@ def test_an_interrupted_prune_exits_130_and_its_slice_in_flight_is_rolled_back(m
         holder.close()
     assert process.returncode == 130, err
     assert "interrupted after 0 lines; the slice in flight was rolled back" in err
+    deadline = time.monotonic() + 20
+    while mariadb.scalar(
+        "SELECT COUNT(*) FROM information_schema.processlist "
+        "WHERE db = DATABASE() AND info LIKE 'DELETE FROM event_run_log%'"
+    ):
+        assert time.monotonic() < deadline, "the abandoned DELETE is still at the server"
+        time.sleep(0.1)
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 4
+
+
+def test_a_sweepers_slice_that_does_not_finish_in_time_is_abandoned_and_rolled_back(mariadb: Backend) -> None:
+    """README, The sweeper: "A slice that has not finished within 60 seconds is
+    abandoned and rolled back." The 60 s is the sweeper's own; the test holds a
+    slice past a shorter one, with a row lock on a line it would delete."""
+    from gql.db import create_engine
+    from gql.retention import Outcome, Sweeper
+
+    settings = mariadb.settings(retention=30 * 86400.0)
+    mariadb.create_tables()
+    _lines_of_a_terminal_run(mariadb, 1, 4)
+
+    async def both() -> tuple[float, Any]:
+        engine = create_engine(settings)
+        try:
+            made = Sweeper.from_settings(engine, settings)
+            assert made is not None
+            short = Sweeper(engine, retention=30 * 86400.0, interval=3600.0, slice_timeout=0.5)
+            return made.slice_timeout, await short.tick()
+        finally:
+            await engine.dispose()
+
+    url = sa.make_url(mariadb.url)
+    holder = pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=url.database,
+    )
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT id FROM event_run_log ORDER BY id DESC LIMIT 1 FOR UPDATE")
+        default, sweep = asyncio.run(both())
+    finally:
+        holder.rollback()
+        holder.close()
+    assert default == 60
+    assert sweep.outcome is Outcome.FAILED
+    assert sweep.error == "the database did not finish a slice within 0.5s"
     deadline = time.monotonic() + 20
     while mariadb.scalar(
         "SELECT COUNT(*) FROM information_schema.processlist "
