@@ -49,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # aiosqlite's DEBUG records hold each statement's parameters, a stored
+    # line's detail among them; the contents of writes are never logged.
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
     if args.command == "init-db":
         return asyncio.run(_init_db(settings))
     if args.command == "prune":
