@@ -232,16 +232,17 @@ def test_the_start_up_log_names_the_database_with_its_password_hidden(
 
 @contextmanager
 def serving(tmp_path: Path, url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`python -m gql serve` on this checkout's code and `url`; killed if still up at the end."""
+    """`python -m gql serve` on this checkout's code and `url`, its output in serve.log."""
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gql", "serve", "--port", str(port)],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-    )
+    with (tmp_path / "serve.log").open("w") as log:  # a file: a pipe nobody reads would fill
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gql", "serve", "--port", str(port)],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+        )
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until_healthy(base, server)
@@ -250,8 +251,6 @@ def serving(tmp_path: Path, url: str, **env: str) -> Iterator[tuple[str, subproc
         if server.poll() is None:
             server.kill()
             server.wait()
-        if server.stdout is not None:
-            server.stdout.close()
 
 
 def test_past_the_connection_cap_a_new_request_gets_503_at_once(tables: Backend, tmp_path: Path) -> None:
@@ -390,3 +389,28 @@ def test_a_sweepers_slice_that_does_not_finish_in_time_is_abandoned_and_rolled_b
         assert time.monotonic() < deadline, "the abandoned DELETE is still at the server"
         time.sleep(0.1)
     assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 4
+
+
+def test_the_contents_of_reads_and_stored_writes_are_never_logged(tables: Backend, tmp_path: Path) -> None:
+    """README, What is logged: "Never logged: ... the contents of reads and stored
+    writes." Not even with RUNLOG_LOG_LEVEL=DEBUG: a stored line's detail is the
+    events system's data, and the log is an operator's."""
+    marker = "stored-and-read-7f3a"
+    with serving(tmp_path, tables.url, RUNLOG_LOG_LEVEL="DEBUG") as (base, server):
+        written = httpx.post(
+            f"{base}/graphql",
+            json={
+                "query": f'mutation {{ writeRunLog(runId: 3, kind: "note", detail: {{text: "{marker}"}}) }}'
+            },
+        )
+        assert written.json() == {"data": {"writeRunLog": True}}
+        read = httpx.post(
+            f"{base}/graphql",
+            json={"query": "{ runLog(runId: 3) { nodes { detail { ... on NoteDetail { text } } } } }"},
+        )
+        assert read.json()["data"]["runLog"]["nodes"] == [{"detail": {"text": marker}}]
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    logged = (tmp_path / "serve.log").read_text()
+    assert "DEBUG" in logged  # the level took
+    assert marker not in logged
