@@ -292,6 +292,7 @@ def test_sigterm_lets_a_request_in_flight_finish(tables: Backend, tmp_path: Path
     assert tables.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 9") == 1
 
 
+@pytest.mark.mariadb
 def test_an_interrupted_prune_exits_130_and_its_slice_in_flight_is_rolled_back(mariadb: Backend) -> None:
     """README, The `prune` command: "Exit status: ... 130 when interrupted (the
     slice in flight is rolled back)". MariaDB alone: a row lock held from another
@@ -342,6 +343,7 @@ def test_an_interrupted_prune_exits_130_and_its_slice_in_flight_is_rolled_back(m
     assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 4
 
 
+@pytest.mark.mariadb
 def test_a_sweepers_slice_that_does_not_finish_in_time_is_abandoned_and_rolled_back(mariadb: Backend) -> None:
     """README, The sweeper: "A slice that has not finished within 60 seconds is
     abandoned and rolled back." The 60 s is the sweeper's own; the test holds a
@@ -414,3 +416,72 @@ def test_the_contents_of_reads_and_stored_writes_are_never_logged(tables: Backen
     logged = (tmp_path / "serve.log").read_text()
     assert "DEBUG" in logged  # the level took
     assert marker not in logged
+
+
+def test_a_prune_slice_is_5000_lines_unless_told_otherwise(tables: Backend, api: Api) -> None:
+    """README, Retention: "Pruning always goes one bounded slice at a time: the ids
+    of at most 5,000 eligible lines"; pruneTerminal's limit "omitted, null or 0
+    means 5000", and the `prune` command's `--limit` is "5000 by default"."""
+    _lines_of_a_terminal_run(tables, 1, 5_001)
+    prune = 'mutation { pruneTerminal(before: "2026-10-01T00:00:00Z") }'
+    assert api.data(prune, token=ADMIN) == {"pruneTerminal": 5_000}
+    assert api.data(prune, token=ADMIN) == {"pruneTerminal": 1}
+    _lines_of_a_terminal_run(tables, 2, 5_001)
+    done = _prune_command(tables, "--older-than", "1d")
+    assert done.returncode == 0, done.stderr
+    assert "pruned 5,001 lines of 1 run in 2 slices of up to 5,000 lines" in done.stdout
+
+
+@pytest.mark.mariadb
+def test_the_pool_holds_pool_size_and_as_many_overflow_and_a_wait_for_one_is_bounded(
+    mariadb: Backend,
+) -> None:
+    """README, Configuration: `RUNLOG_POOL_SIZE` is "pooled connections (plus as
+    many overflow) per process"; `RUNLOG_CONNECT_TIMEOUT` is "seconds to connect
+    to MySQL/MariaDB, and to wait for a pooled connection"."""
+    from gql.db import create_engine
+
+    engine = create_engine(mariadb.settings(pool_size=2, connect_timeout=0.5))
+
+    async def hold_four_then_ask_a_fifth() -> float:
+        held = [await engine.connect() for _ in range(4)]  # 2 pooled, 2 overflow
+        try:
+            started = time.monotonic()
+            with pytest.raises(sa.exc.TimeoutError):
+                await engine.connect()
+            return time.monotonic() - started
+        finally:
+            for conn in held:
+                await conn.close()
+            await engine.dispose()
+
+    assert asyncio.run(hold_four_then_ask_a_fifth()) < 10  # bounded (0.5 s asked), not SQLAlchemy's 30 s
+
+
+def test_serve_binds_127_0_0_1_port_8000_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """README, Configuration: "`.venv/bin/python -m gql serve --host H --port P`
+    (default 127.0.0.1:8000) serves the API"."""
+    from gql import cli
+
+    seen: dict[str, Any] = {}
+
+    def serve(settings: Settings, host: str, port: int, workers: int) -> int:
+        seen.update(host=host, port=port)
+        return 0
+
+    monkeypatch.setattr(cli, "_serve", serve)  # the address chosen, not a server started on it
+    monkeypatch.delenv("RUNLOG_DATABASE_URL", raising=False)
+    assert cli.main(["serve"]) == 0
+    assert seen == {"host": "127.0.0.1", "port": 8000}
+
+
+def test_a_query_text_over_16_kib_is_parsed_each_time_never_cached(api: Api) -> None:
+    """README, Performance: parsed documents are cached "bounded at 256 texts and
+    32 MiB ...; a text over 16 KiB is parsed each time, never cached"."""
+    caches = api.client.app.routes[0].endpoint.caches  # type: ignore[attr-defined]
+    small = "{ __typename }\n#" + "s" * (15 * KIB)
+    large = "{ __typename }\n#" + "l" * (17 * KIB)
+    for text in (small, large, large):
+        assert api.data(text) == {"__typename": "Query"}
+    assert small in caches.texts
+    assert large not in caches.texts
