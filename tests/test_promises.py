@@ -8,6 +8,7 @@ other test still passing.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -485,3 +486,72 @@ def test_a_query_text_over_16_kib_is_parsed_each_time_never_cached(api: Api) -> 
         assert api.data(text) == {"__typename": "Query"}
     assert small in caches.texts
     assert large not in caches.texts
+
+
+def test_the_sweeper_ticks_every_interval_give_or_take_20_percent(tables: Backend) -> None:
+    """README, The sweeper: "every `RUNLOG_SWEEP_INTERVAL`, give or take 20% so that
+    several servers do not tick in lockstep, it deletes one slice". No speed is
+    asserted: each wait is at least 80% of the interval, and the waits differ."""
+    from gql.db import create_engine
+    from gql.retention import Sweep, Sweeper
+
+    interval = 0.3
+    spans: list[tuple[float, float]] = []
+
+    class Timed(Sweeper):
+        async def tick(self) -> Sweep:
+            started = time.monotonic()
+            try:
+                return await super().tick()
+            finally:
+                spans.append((started, time.monotonic()))
+
+    async def run() -> None:
+        engine = create_engine(tables.settings())
+        sweeper = Timed(engine, retention=86400.0, interval=interval)
+        try:
+            sweeper.start()
+            deadline = time.monotonic() + 60
+            while len(spans) < 9:
+                assert time.monotonic() < deadline, f"{len(spans)} ticks in 60 s"
+                await asyncio.sleep(0.05)
+            await sweeper.stop()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    waits = [later[0] - earlier[1] for earlier, later in itertools.pairwise(spans)]
+    assert min(waits) >= 0.8 * interval - 0.01, waits
+    assert max(waits) <= 1.2 * interval + 1.0, waits  # generous: a loaded machine is late, never early
+    assert max(waits) - min(waits) > 0.1 * interval, f"the waits do not vary: {waits}"
+
+
+def test_without_mariadb_the_suite_runs_sqlite_and_says_so_loudly_unless_mariadb_is_required(
+    tmp_path: Path,
+) -> None:
+    """README, Development: "If MariaDB cannot be reached, the MariaDB half is left
+    out and the run ends with a loud banner saying so; CI (`.ci/run`) sets
+    `RUNLOG_TEST_REQUIRE_MARIADB=1`, which makes the MariaDB half fail instead"."""
+    one = "tests/test_promises.py::test_enum_values_in_a_detail_are_stored_as_their_graphql_names"
+    env = {**os.environ, "RUNLOG_TEST_MARIADB_URL": f"mysql+aiomysql://root@127.0.0.1:{free_port()}/"}
+    env.pop("RUNLOG_TEST_REQUIRE_MARIADB", None)
+
+    def suite(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", one, "-q", "-p", "no:cacheprovider"],
+            env={**env, **extra},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    laptop = suite()
+    assert laptop.returncode == 0, laptop.stdout
+    assert "1 passed, 1 deselected" in laptop.stdout
+    assert "THE MARIADB HALF DID NOT RUN" in laptop.stdout
+    ci = suite(RUNLOG_TEST_REQUIRE_MARIADB="1")
+    assert ci.returncode == 1, ci.stdout
+    assert "1 passed, 1 error" in ci.stdout
+    assert "MariaDB is required here and unreachable" in ci.stdout
