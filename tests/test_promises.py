@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -555,3 +556,85 @@ def test_without_mariadb_the_suite_runs_sqlite_and_says_so_loudly_unless_mariadb
     assert ci.returncode == 1, ci.stdout
     assert "1 passed, 1 error" in ci.stdout
     assert "MariaDB is required here and unreachable" in ci.stdout
+
+
+def test_the_image_runs_as_a_non_root_user_on_0_0_0_0_8000_with_sqlite_on_data_and_a_healthcheck() -> None:
+    """README, Docker: "The image runs as a non-root user, serves on 0.0.0.0:8000
+    with the SQLite database on the `/data` volume, and has a `HEALTHCHECK` on
+    `/healthz`." Read from the Dockerfile (building the image is for CI)."""
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()]
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0"), users
+    assert "ENV RUNLOG_DATABASE_URL=sqlite+aiosqlite:////data/runlog.db" in lines
+    assert 'VOLUME ["/data"]' in lines
+    text = "\n".join(lines)
+    assert "HEALTHCHECK" in text and "/healthz" in text.split("HEALTHCHECK", 1)[1]
+    (command,) = [line for line in lines if line.startswith("CMD ") and "gql" in line]
+    served = ["python", "-m", "gql", "serve", "--host", "0.0.0.0", "--port", "8000"]  # noqa: S104 (the image's promise)
+    assert json.loads(command[4:]) == served
+
+
+def test_uvicorns_access_log_has_the_client_method_path_and_status(tables: Backend, tmp_path: Path) -> None:
+    """README, What is logged: "uvicorn's access log: client address, method, path
+    and status"."""
+    with serving(tmp_path, tables.url) as (base, server):
+        assert httpx.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    logged = (tmp_path / "serve.log").read_text()
+    assert re.search(r'127\.0\.0\.1:\d+ - "POST /graphql HTTP/1\.1" 200', logged), logged[-2000:]
+
+
+@pytest.mark.mariadb
+def test_a_prune_process_that_dies_mid_slice_lets_go_of_the_sweep_lock(mariadb: Backend) -> None:
+    """README, One sweeper at a time: "A process that dies mid-slice loses its
+    connection, and with it the lock." The `prune` command holds the lock for its
+    drain; killed (SIGKILL, no clean-up) while its slice waits on a row lock, the
+    lock is free for the next process at once."""
+    from gql.retention import lock_name
+
+    mariadb.create_tables()
+    _lines_of_a_terminal_run(mariadb, 1, 4)
+    url = sa.make_url(mariadb.url)
+
+    def connect(autocommit: bool) -> pymysql.Connection:  # type: ignore[type-arg]
+        return pymysql.connect(
+            host=url.host or "127.0.0.1",
+            port=url.port or 3306,
+            user=url.username or "root",
+            password=url.password or "",
+            database=url.database,
+            autocommit=autocommit,
+        )
+
+    holder, other = connect(autocommit=False), connect(autocommit=True)
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT id FROM event_run_log ORDER BY id DESC LIMIT 1 FOR UPDATE")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gql", "prune", "--older-than", "1d"],
+            env={**os.environ, "RUNLOG_DATABASE_URL": mariadb.url, "RUNLOG_PRUNE_TIMEOUT": "120"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not mariadb.scalar(
+            "SELECT COUNT(*) FROM information_schema.processlist "
+            "WHERE db = DATABASE() AND info LIKE 'DELETE FROM event_run_log%'"
+        ):
+            assert process.poll() is None, "the prune ended before its slice"
+            assert time.monotonic() < deadline, "the prune's DELETE never reached the locked line"
+            time.sleep(0.1)
+        with other.cursor() as cur:
+            cur.execute("SELECT IS_USED_LOCK(%s) IS NOT NULL", (lock_name(url),))
+            assert cur.fetchone() == (1,), "the prune holds the sweep lock while it drains"
+        process.kill()
+        process.wait(timeout=30)
+        with other.cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, 10)", (lock_name(url),))
+            assert cur.fetchone() == (1,)
+            cur.execute("SELECT RELEASE_LOCK(%s)", (lock_name(url),))
+    finally:
+        holder.rollback()
+        holder.close()
+        other.close()
