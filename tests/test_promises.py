@@ -638,3 +638,18 @@ def test_a_prune_process_that_dies_mid_slice_lets_go_of_the_sweep_lock(mariadb: 
         holder.rollback()
         holder.close()
         other.close()
+
+
+def test_a_setting_set_to_an_empty_value_counts_as_unset() -> None:
+    """README, Configuration: "Every setting is an environment variable; one set
+    to an empty value counts as unset." So an empty RUNLOG_READER_TOKEN leaves
+    reads open, as an unset one does (and the start-up log says so)."""
+    keys = [
+        "RUNLOG_DATABASE_URL", "RUNLOG_ADMIN_TOKEN", "RUNLOG_READER_TOKEN", "RUNLOG_WRITER_TOKEN",
+        "RUNLOG_WRITE_TIMEOUT", "RUNLOG_READ_TIMEOUT", "RUNLOG_POOL_SIZE", "RUNLOG_MAX_DETAIL_BYTES",
+        "RUNLOG_GRAPHIQL", "RUNLOG_LOG_LEVEL", "RUNLOG_RETENTION", "RUNLOG_SWEEP_INTERVAL",
+    ]  # fmt: skip
+    assert Settings.from_env(dict.fromkeys(keys, "")) == Settings.from_env({})
+    assert Settings.from_env(
+        {"RUNLOG_READER_TOKEN": " ", "RUNLOG_WRITER_TOKEN_NEXT": ""}
+    ) == Settings.from_env({})
