@@ -6,6 +6,7 @@ import functools
 import os
 import sqlite3
 import urllib.parse
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -171,7 +172,7 @@ def create_engine(settings: Settings) -> AsyncEngine:
     # connections, and the reads retry once (store.py); see SQLAlchemy's
     # "Dealing with Disconnects". Work that needs a transaction asks for one
     # (`transaction` below).
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         connect_args=connect_args,
         pool_size=settings.pool_size,
@@ -183,6 +184,30 @@ def create_engine(settings: Settings) -> AsyncEngine:
         # Closing a connection that autobegan would still send a ROLLBACK.
         skip_autocommit_rollback=True,
     )
+    event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, engine.sync_engine))
+    return engine
+
+
+# Engines whose pooled connections a read found closed by the server (store._read_raw).
+_stale: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def mark_pool_stale(engine: AsyncEngine) -> None:
+    """Have the next checkout replace every connection the pool holds now.
+
+    What SQLAlchemy does itself when a statement it runs meets a disconnect;
+    a read that runs on the driver's connection (store._read_raw) says so
+    here, and the pool's public way (`InvalidatePoolError` from a checkout)
+    does the rest. After a restart every pooled connection is dead: without
+    this, each would fail one read of its own.
+    """
+    _stale.add(engine.sync_engine)
+
+
+def _replace_stale(sync_engine: Any, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    if sync_engine in _stale:
+        _stale.discard(sync_engine)
+        raise sa_exc.InvalidatePoolError("the server closed a pooled connection: replacing them all")
 
 
 @asynccontextmanager

@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys, event_runs, transaction
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys, event_runs, mark_pool_stale, transaction
 from .kinds import TERMINAL_STATUSES
 
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
@@ -436,18 +436,119 @@ async def _read(
 
     The pool does not ping a connection before handing it out (db.py), so a
     connection closed by the server since its last use (wait_timeout, a
-    restart, KILL) fails on first use. SQLAlchemy sees the disconnect and
-    invalidates the pool's connections; a read changes nothing, so it is sent
-    again, once, on a fresh one. Any other failure is the caller's to handle.
+    restart, KILL) fails on first use. The pool's connections are then marked
+    stale (as SQLAlchemy does on a disconnect it sees); a read changes nothing,
+    so it is sent again, once, on a fresh one. Any other failure is the
+    caller's to handle.
     """
+    raw = None
+    # A listener to the statements (a tracer, a test counting round trips)
+    # sees them only through SQLAlchemy's execution: it keeps them. `dispatch`
+    # is SQLAlchemy's event registry; no public call says whether it is empty.
+    if engine.dialect.name != "sqlite" and not engine.sync_engine.dispatch.before_cursor_execute:
+        raw = _raw_statement(engine, statement, values)
     try:
         async with engine.connect() as conn:
+            if raw is not None:
+                return await _read_raw(conn, raw, values)
             return (await conn.execute(statement, values)).all()
     except sa_exc.DBAPIError as exc:
         if not exc.connection_invalidated:
             raise
     async with engine.connect() as conn:
+        if raw is not None:
+            return await _read_raw(conn, raw, values)
         return (await conn.execute(statement, values)).all()
+
+
+class _RawStatement(NamedTuple):
+    sql: str
+    # Where each positional parameter comes from: a value's name, and its
+    # index when the value is an expanded list (`IN (...)`).
+    sources: tuple[tuple[str, int | None], ...]
+
+
+def _raw_statement(
+    engine: AsyncEngine, statement: Executable, values: dict[str, Any] | None
+) -> _RawStatement | None:
+    """`statement` as the driver's SQL for these values' shape, or None where it needs SQLAlchemy."""
+    # Each value's name, and a list's length: `IN (...)` is written out per length.
+    shape = tuple((k, len(v) if type(v) is list else -1) for k, v in values.items()) if values else ()
+    return _compiled_raw(engine.sync_engine.dialect, statement, shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_raw(
+    dialect: Any, statement: Executable, shape: tuple[tuple[str, int], ...]
+) -> _RawStatement | None:
+    """Compile once per statement and list sizes: what SQLAlchemy would send, with no types to apply.
+
+    Only for statements whose parameters and columns need no conversion by
+    SQLAlchemy (none on MariaDB for what the reads select); anything else
+    keeps SQLAlchemy's execution.
+    """
+    sample = {name: [0] * size if size >= 0 else None for name, size in shape}
+    bound: Any = statement.params(sample) if sample and isinstance(statement, Select) else statement
+    compiled = bound.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    if dialect.paramstyle != "format":
+        return None
+    for bind in compiled.binds.values():
+        if bind.type.bind_processor(dialect) is not None:
+            return None
+    if isinstance(statement, Select):
+        for column in statement.selected_columns:
+            if column.type.result_processor(dialect, None) is not None:
+                return None
+    sources: list[tuple[str, int | None]] = []
+    lists = {name for name, size in shape if size >= 0}
+    for name in compiled.positiontup or ():
+        base, _, index = name.rpartition("_")
+        if name not in lists and base in lists and index.isdigit():
+            sources.append((base, int(index) - 1))
+        else:
+            sources.append((name, None))
+    return _RawStatement(compiled.string, tuple(sources))
+
+
+async def _read_raw(
+    conn: AsyncConnection, raw: _RawStatement, values: dict[str, Any] | None
+) -> Sequence[Any]:
+    """Run `raw` on the pooled connection's own aiomysql connection.
+
+    Buys 1.07 to 1.10x less CPU per 50-line RunLog page (SQLAlchemy's
+    per-statement execution and its greenlet adapter skipped), measured as
+    time.process_time over 2,000 shipped RunLog requests, 8 at a time,
+    through the ASGI app on MariaDB (three alternating runs). What SQLAlchemy would do on a failure is kept: a
+    disconnect invalidates the connection and marks the pool's others stale,
+    any failure is raised as SQLAlchemy's DBAPIError, and a connection left
+    mid-statement (cancelled by the read's timeout) is thrown away.
+    """
+    params = (
+        [values[name] if index is None else values[name][index] for name, index in raw.sources]
+        if values
+        else None
+    )
+    driver: Any = (await conn.get_raw_connection()).driver_connection
+    try:
+        async with driver.cursor() as cursor:
+            await cursor.execute(raw.sql, params)
+            return await cursor.fetchall()  # type: ignore[no-any-return]
+    except Exception as exc:
+        dialect = conn.dialect
+        if not isinstance(exc, dialect.loaded_dbapi.Error):
+            await conn.invalidate(exc)
+            raise
+        disconnect = dialect.is_disconnect(exc, None, None)
+        if disconnect:
+            mark_pool_stale(conn.engine)
+            await conn.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(
+            raw.sql, params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
+        ) from exc
+    except BaseException:
+        # Cancelled mid-statement: what is left on the wire is unknown.
+        await conn.invalidate()
+        raise
 
 
 # ── writing lines ────────────────────────────────────────────────────────────
