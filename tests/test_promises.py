@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -653,3 +654,50 @@ def test_a_setting_set_to_an_empty_value_counts_as_unset() -> None:
     assert Settings.from_env(
         {"RUNLOG_READER_TOKEN": " ", "RUNLOG_WRITER_TOKEN_NEXT": ""}
     ) == Settings.from_env({})
+
+
+def _documented_gql_commands() -> list[list[str]]:
+    """Each `.venv/bin/python -m gql ...` line of a shell block in the README and docs/, as its words."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        block: str | None = None  # the language of the code block the line is in
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if line.startswith("```"):
+                block = line.strip()[3:] if block is None else None
+                continue
+            if block in ("sh", "bash", "") and line.startswith(".venv/bin/python -m gql "):
+                command = line.split(" #", 1)[0].split(" >", 1)[0]
+                found.append(shlex.split(command)[3:])
+    return found
+
+
+def test_every_gql_command_the_readme_and_docs_show_is_accepted_as_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """README: "Every `.venv/bin/python -m gql ...` command here and in `docs/` runs
+    as written". Each documented command line is parsed by the CLI and reaches its
+    command; what the command then does is other tests' business."""
+    from gql import cli
+
+    commands = _documented_gql_commands()
+    assert len(commands) >= 5, commands
+    reached: list[str] = []
+
+    async def init_db(settings: Settings) -> int:
+        reached.append("init-db")
+        return 0
+
+    def record(name: str) -> Any:
+        return lambda *args, **kwargs: reached.append(name) or 0
+
+    monkeypatch.setattr(cli, "_init_db", init_db)
+    monkeypatch.setattr(cli, "_prune", record("prune"))
+    monkeypatch.setattr(cli, "_serve", record("serve"))
+    monkeypatch.setattr(cli, "_demo", record("demo"))
+    monkeypatch.setattr(cli, "_check_schema", record("check-schema"))
+    # The MySQL/MariaDB examples (--workers among them) are written for a MySQL URL.
+    monkeypatch.setenv("RUNLOG_DATABASE_URL", "mysql+aiomysql://runlog:secret@db.internal:3306/events")
+    for args in commands:
+        reached.clear()
+        assert cli.main(args) == 0, args
+        assert args[0] == "export-schema" or (reached and reached[-1] in (args[0], "serve")), (args, reached)
