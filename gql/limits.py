@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, NamedTuple
 
@@ -257,6 +257,31 @@ class LineBudget(SchemaExtension):
                     ],
                 )
         yield
+
+
+class DetailBudget:
+    """The stored detail bytes the pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
+
+    The line budget above bounds how many lines a request could ask for,
+    before it runs; this one bounds what the lines it finds weigh, so it is
+    spent as its pages are read. One per request, shared by its `runLog`
+    fields: graphql-core resolves aliased fields concurrently, so each page
+    that reads details waits its turn and is read with what the pages before
+    it left. A page returns its first line whatever it weighs (paging must
+    go on), so a request returns at most the budget plus one line per page.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.left = max_bytes
+        self._turn = asyncio.Lock()
+
+    async def read(self, read_page: Callable[[int], Awaitable[store.Page]]) -> store.Page:
+        """`read_page(bytes left)`, its details' bytes then spent."""
+        async with self._turn:
+            page = await read_page(max(self.left, 0))
+            self.left -= page.detail_bytes
+            return page
 
 
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"

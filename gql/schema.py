@@ -14,9 +14,9 @@ import json
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import strawberry
 from graphql import (
@@ -52,6 +52,7 @@ from .details import (
 )
 from .fastpath import PageExecutor
 from .kinds import DESCRIPTIONS, TERMINAL_STATUSES, Kind
+from .limits import DetailBudget
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -92,6 +93,13 @@ class Context:
     request: Any = None
     sweeper: retention.Sweeper | None = None  # None when retention is off
     arrived: float | None = None  # the event loop's time when the request came
+    detail_budget: DetailBudget | None = None  # made by the first page that reads details
+
+    def details_left(self) -> DetailBudget:
+        """The request's detail budget, shared by all its pages."""
+        if self.detail_budget is None:
+            self.detail_budget = DetailBudget(self.settings.max_page_bytes)
+        return self.detail_budget
 
     def require(self, action: Action, what: str) -> None:
         """Raise a refusal that says who the caller would have to be."""
@@ -114,7 +122,14 @@ _ROLE_WORDS = {
 }
 
 
-# Whether a runLog field selects blockingRun, by (operation, response path):
+class Asked(NamedTuple):
+    """What a runLog field selects on its lines, beyond their columns."""
+
+    detail: bool  # else the page's details are neither fetched nor read
+    blocking_run: bool  # else no run is looked up
+
+
+# What a runLog field selects, by (operation, response path):
 # `info.selected_fields` converts the whole selection, every fragment, on each
 # call, which was about a tenth of a 50-line RunLog page's CPU (cProfile). The
 # answer does not depend on variables (@skip is not looked at), and the
@@ -122,20 +137,22 @@ _ROLE_WORDS = {
 # An entry holds its operation weakly: a node's location links every token
 # of its text, so holding 128 operations held 128 documents (140 MiB for
 # texts of 2,000 tokens, past every cache's bound in bytes).
-_BLOCKING_ASKED: OrderedDict[tuple[int, tuple[str | int, ...]], tuple[weakref.ref[Any], bool]] = OrderedDict()
-_BLOCKING_ASKED_SIZE = 128  # operations remembered
+_ASKED: OrderedDict[tuple[int, tuple[str | int, ...]], tuple[weakref.ref[Any], Asked]] = OrderedDict()
+_ASKED_SIZE = 128  # operations remembered
 
 
-def _asks_for_blocking_runs(info: strawberry.Info[Context, None]) -> bool:
+def _asked(info: strawberry.Info[Context, None]) -> Asked:
     operation = info.operation
     key = (id(operation), tuple(info.path.as_list()))
-    found = _BLOCKING_ASKED.get(key)
+    found = _ASKED.get(key)
     if found is not None and found[0]() is operation:
         return found[1]
-    asked = _selects(info.selected_fields, "blockingRun")
-    _BLOCKING_ASKED[key] = (weakref.ref(operation), asked)  # while it lives, its id is its own
-    while len(_BLOCKING_ASKED) > _BLOCKING_ASKED_SIZE:
-        _BLOCKING_ASKED.popitem(last=False)
+    selected = info.selected_fields
+    # Only a line has a `detail`, and only a detail a `blockingRun`.
+    asked = Asked(detail=_selects(selected, "detail"), blocking_run=_selects(selected, "blockingRun"))
+    _ASKED[key] = (weakref.ref(operation), asked)  # while it lives, its id is its own
+    while len(_ASKED) > _ASKED_SIZE:
+        _ASKED.popitem(last=False)
     return asked
 
 
@@ -402,7 +419,10 @@ class Query:
         description="The lines of one run, newest first (by `at`, then `id`). `kinds` null "
         "means every kind, `[]` none. `limit` null or 0 means 500, otherwise it is clamped "
         "to 1..2000. Pass a page's `pageInfo.endCursor` as `after` for the next, older page: "
-        "no line is repeated or skipped while new lines are written."
+        "no line is repeated or skipped while new lines are written. A page ends before "
+        "`limit` lines, with `hasNextPage` true, where its details would pass the request's "
+        "byte budget (8 MiB of stored details by default, shared by every runLog of one "
+        "request); its first line comes whatever its size."
     )
     async def run_log(
         self,
@@ -435,21 +455,30 @@ class Query:
             raise ClientError(str(exc), "BAD_USER_INPUT") from None
         # One deadline for the page and, when selected, its blocking runs.
         deadline = asyncio.get_running_loop().time() + context.settings.read_timeout
+        asked = _asked(info)
+
+        def read(max_detail_bytes: int | None) -> Awaitable[store.Page]:
+            return store.read_page(
+                context.engine,
+                run_id=number,
+                kinds=None if kinds is None else [k.value for k in kinds],
+                limit=store.clamp_read_limit(limit),
+                after=cursor,
+                detail=asked.detail,
+                max_detail_bytes=max_detail_bytes,
+                largest_detail=context.settings.max_detail_bytes,
+            )
+
         try:
             async with asyncio.timeout_at(deadline):
-                page = await store.read_page(
-                    context.engine,
-                    run_id=number,
-                    kinds=None if kinds is None else [k.value for k in kinds],
-                    limit=store.clamp_read_limit(limit),
-                    after=cursor,
-                )
+                # A page without details weighs nothing against the budget.
+                page = await (context.details_left().read(read) if asked.detail else read(None))
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
             raise _unavailable(context, f"runLog of run {number}", exc) from None
         nodes = [_line(row) for row in page.lines]
-        if _asks_for_blocking_runs(info):
+        if asked.blocking_run:
             await _attach_blocking_runs(context, nodes, deadline)
         return RunLogPage(
             nodes=nodes,

@@ -59,6 +59,11 @@ class Settings:
     # inline (not as a variable) still fits.
     max_query_bytes: int = 128 * 1024
     max_lines_per_request: int = 10_000
+    # The stored detail bytes the pages of one request return together (see
+    # README, "Security"): 128 details of the most a writer may store (64 KiB),
+    # or thousands of ordinary ones. 2,000 details of 64 KiB took 0.77 s and
+    # 124 MB to serve as one page; 8 MiB of them take about a sixteenth of that.
+    max_page_bytes: int = 8 * 1024 * 1024
     max_body_bytes: int = 4 * 1024 * 1024
     # Slow clients (seconds; see gql/server.py): a request's head must arrive
     # within header_timeout, its body within body_timeout of the head, and an
@@ -111,6 +116,9 @@ class Settings:
             # At 512 KiB a text of one comment takes about 0.1 s to parse.
             max_query_bytes=reader.get("RUNLOG_MAX_QUERY_BYTES", _whole(1, 512 * 1024), 128 * 1024),
             max_lines_per_request=reader.get("RUNLOG_MAX_LINES_PER_REQUEST", _whole(1, 1_000_000), 10_000),
+            max_page_bytes=reader.get(
+                "RUNLOG_MAX_PAGE_BYTES", _whole(1024, 1024 * 1024 * 1024), 8 * 1024 * 1024
+            ),
             max_body_bytes=reader.get(
                 "RUNLOG_MAX_BODY_BYTES", _whole(1, 1024 * 1024 * 1024), 4 * 1024 * 1024
             ),

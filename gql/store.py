@@ -94,6 +94,7 @@ class NewLine:
 class Page:
     lines: list[Line]
     has_next: bool
+    detail_bytes: int = 0  # the stored bytes of the lines' details
 
     @property
     def end_cursor(self) -> str | None:
@@ -218,14 +219,19 @@ def page_query(
     limit: int,
     after: Cursor | None,
     sqlite: bool = False,
+    read: str = "lines",
 ) -> Select[Any]:
     """The one statement that reads a page, its values bound (kinds must not be empty).
 
     On MariaDB `at` is a DATETIME, compared and ordered as it is, through its
     index. On SQLite (`sqlite=True`) it is ordered by its normalised form, and
-    the text columns come as bytes (see `_sqlite_text`).
+    the text columns come as bytes (see `_sqlite_text`). `read` is what each
+    row holds: "lines", "lines without detail" (NULL in its place), or
+    "detail sizes" (each line's stored detail bytes, and nothing else).
     """
-    statement, values = page_statement(run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite)
+    statement, values = page_statement(
+        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read
+    )
     return statement.params(values)
 
 
@@ -236,11 +242,12 @@ def page_statement(
     limit: int,
     after: Cursor | None,
     sqlite: bool = False,
+    read: str = "lines",
 ) -> tuple[Select[Any], dict[str, Any]]:
     """`page_query` as a prebuilt statement and the values for its parameters.
 
     A page has a few shapes (with or without kinds, which kind of cursor, the
-    backend), each built once: building a `Select` and its cache key took
+    backend, what it reads), each built once: building a `Select` and its cache key took
     0.25 ms of every read, 0.4 ms with kinds and a cursor (timeit, against a
     prebuilt statement whose key SQLAlchemy memoises), on 50-line pages that
     cost the service 2.5 to 4.5 ms of CPU in all.
@@ -260,26 +267,41 @@ def page_statement(
             values["after_at"] = after.at.isoformat(sep=" ", timespec="milliseconds") if sqlite else after.at
         if cursor == "null":
             del values["after_at"]
-    return _page_shape(sqlite, kinds is not None, cursor), values
+    return _page_shape(sqlite, kinds is not None, cursor, read), values
+
+
+# What a page statement reads of each line (see page_query).
+PAGE_READS = ("lines", "lines without detail", "detail sizes")
 
 
 @functools.cache
-def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None) -> Select[Any]:
+def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None, read: str) -> Select[Any]:
+    if read not in PAGE_READS:
+        raise ValueError(f"read={read!r} is not one of {PAGE_READS}")
+    # NULL in the place of a detail not asked for: the row keeps its shape, so
+    # it is read into a line as any other, and the column is never sent.
+    detail: ColumnElement[Any] = null().label("detail") if read == "lines without detail" else _l.c.detail
     if sqlite:
         order = _sqlite_at
+        if read != "lines without detail":
+            detail = _sqlite_text(_l.c.detail).label("detail")
         columns = [
             _l.c.id,
             _l.c.run_id,
             _sqlite_number(_l.c.step_id).label("step_id"),
             _sqlite_text(_l.c.kind).label("kind"),
             _sqlite_number(_l.c.phase).label("phase"),
-            _sqlite_text(_l.c.detail).label("detail"),
+            detail,
             order.label("at_utc"),  # not `at`: the expression names the column `at`
             _sqlite_text(_l.c.at).label("stored_at"),
         ]
     else:
         order = _l.c.at
-        columns = [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, _l.c.detail, _l.c.at]
+        columns = [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, detail, _l.c.at]
+    if read == "detail sizes":
+        # Bytes as stored: LENGTH of a BLOB on SQLite, of text on MariaDB (its
+        # LENGTH counts bytes, CHAR_LENGTH characters). NULL is no detail.
+        columns = [func.coalesce(func.length(detail), 0).label("size")]
     query = (
         select(*columns)
         .where(_l.c.run_id == bindparam("run_id"))
@@ -324,15 +346,67 @@ async def read_page(
     kinds: Sequence[str] | None,
     limit: int,
     after: Cursor | None,
+    detail: bool = True,
+    max_detail_bytes: int | None = None,
+    largest_detail: int = 64 * 1024,
 ) -> Page:
-    """One page of a run's lines, newest first by (at, id), in one query."""
+    """One page of a run's lines, newest first by (at, id).
+
+    `detail=False` leaves every line's detail out (None), unread. With
+    `max_detail_bytes`, the page ends early, with `has_next`, once its lines'
+    stored details would come to more than that many bytes; its first line
+    is returned whatever its size, so that paging always goes on.
+
+    One query, unless the page could come to more detail bytes than it may
+    return: `limit + 1` lines of `largest_detail` bytes each (the most a
+    writer may store) would pass `max_detail_bytes`. Then the sizes of the
+    page's details are read first, and only the lines that fit are fetched.
+    A 50-line page under the default budget (51 of 64 KiB is 3.3 MiB, of
+    8 MiB) never takes that second query; a 500-line page does, and it costs
+    a round trip and about 0.1 ms of CPU per 500 lines.
+    """
     if kinds is not None and not kinds:
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
-    statement, values = page_statement(run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite)
+    fetch = limit
+    if detail and max_detail_bytes is not None and (limit + 1) * largest_detail > max_detail_bytes:
+        statement, values = page_statement(
+            run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read="detail sizes"
+        )
+        sizes = [size for (size,) in await _read(engine, statement, values)]
+        fetch = max(1, _fitting(sizes[:limit], max_detail_bytes))
+    read = "lines" if detail else "lines without detail"
+    statement, values = page_statement(
+        run_id=run_id, kinds=kinds, limit=fetch, after=after, sqlite=sqlite, read=read
+    )
     rows = await _read(engine, statement, values)
-    lines = _sqlite_lines(rows[:limit]) if sqlite else _lines(rows[:limit])
-    return Page(lines=lines, has_next=len(rows) > limit)
+    lines = _sqlite_lines(rows[:fetch]) if sqlite else _lines(rows[:fetch])
+    if not detail:
+        return Page(lines=lines, has_next=len(rows) > fetch)
+    sizes = [_stored_bytes(line.detail) for line in lines]
+    # Counted again on what was fetched: lines written since the sizes were
+    # read come first, and the budget holds for them too.
+    kept = len(lines) if max_detail_bytes is None else _fitting(sizes, max_detail_bytes)
+    return Page(lines=lines[:kept], has_next=len(rows) > kept, detail_bytes=sum(sizes[:kept]))
+
+
+def _fitting(sizes: Sequence[int], max_bytes: int) -> int:
+    """How many of the first `sizes` come to at most `max_bytes` together; never none of them."""
+    total = 0
+    for count, size in enumerate(sizes):
+        total += size
+        if total > max_bytes and count:
+            return count
+    return len(sizes)
+
+
+def _stored_bytes(detail: str | bytes | None) -> int:
+    """A detail's size as stored, in bytes (the column holds UTF-8)."""
+    if detail is None:
+        return 0
+    if isinstance(detail, bytes) or detail.isascii():
+        return len(detail)
+    return len(detail.encode("utf-8", "surrogatepass"))
 
 
 def _lines(rows: Sequence[Any]) -> list[Line]:

@@ -235,7 +235,9 @@ def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The store, replaced by the generated page (both schemas read the same one)."""
     state: dict[str, Any] = {"lines": [], "fail": False, "runs": None}
 
-    async def read_page(engine: Any, *, run_id: int, kinds: Any, limit: int, after: Any) -> store.Page:
+    async def read_page(
+        engine: Any, *, run_id: int, kinds: Any, limit: int, after: Any, **reading: Any
+    ) -> store.Page:
         if state["fail"]:
             raise OSError("the database is away")
         lines = state["lines"]

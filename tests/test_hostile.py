@@ -346,7 +346,7 @@ def test_what_runlog_remembers_of_a_query_holds_no_document_alive(api: Api) -> N
             + "]) { nodes { id } } }"
         )
         assert api.data(text) == {"runLog": {"nodes": []}}
-    assert held_bytes(schema_module._BLOCKING_ASKED) < 1024 * 1024
+    assert held_bytes(schema_module._ASKED) < 1024 * 1024
 
 
 @pytest.mark.mariadb
