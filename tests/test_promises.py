@@ -703,3 +703,74 @@ def test_every_gql_command_the_readme_and_docs_show_is_accepted_as_written(
         reached.clear()
         assert cli.main(args) == 0, args
         assert args[0] == "export-schema" or (reached and reached[-1] in (args[0], "serve")), (args, reached)
+
+
+@pytest.mark.mariadb
+def test_the_blocking_run_lookup_is_bounded_by_the_read_timeout(mariadb: Backend) -> None:
+    """README, Configuration: `RUNLOG_READ_TIMEOUT` is "seconds a page read may
+    take (and the lookup of the runs its `blockingRun` fields name)". With
+    `event_runs` locked, the page still answers by the bound, its lines whole and
+    each `blockingRun` an error."""
+    mariadb.create_tables()
+    mariadb.add_run(37, "live", None, "2026-01-01 00:00:00")
+    with TestClient(create_app(mariadb.settings(read_timeout=1))) as client:
+        api = Api(client)
+        assert api.write(38, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "invasion:Yew"})
+        url = sa.make_url(mariadb.url)
+        locker = pymysql.connect(
+            host=url.host or "127.0.0.1",
+            port=url.port or 3306,
+            user=url.username or "root",
+            password=url.password or "",
+            database=url.database,
+            autocommit=True,
+        )
+        try:
+            with locker.cursor() as cur:
+                cur.execute("LOCK TABLES event_runs WRITE")
+            started = time.monotonic()
+            with ThreadPoolExecutor(1) as pool:
+                answer = pool.submit(
+                    api.post,
+                    "{ runLog(runId: 38) { nodes { kindName detail { ... on RunBlockedDetail"
+                    " { blockingRunId blockingRun { id status } } } } } }",
+                )
+                try:
+                    body = answer.result(timeout=10)  # past it, the lock goes and the test fails
+                finally:
+                    with locker.cursor() as cur:
+                        cur.execute("UNLOCK TABLES")
+            took = time.monotonic() - started
+        finally:
+            with locker.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+            locker.close()
+    assert took < 10, f"answered after {took:.1f}s with a 1 s read timeout"
+    (line,) = body["data"]["runLog"]["nodes"]
+    assert line == {"kindName": "run.blocked", "detail": {"blockingRunId": "37", "blockingRun": None}}
+    assert [error["path"][-1] for error in body["errors"]] == ["blockingRun"]
+
+
+@pytest.mark.mariadb
+def test_a_pooled_connection_is_replaced_after_the_pool_recycle_time(mariadb: Backend) -> None:
+    """README, Configuration: `RUNLOG_POOL_RECYCLE` is "seconds after which a
+    pooled MySQL/MariaDB connection is replaced"."""
+    from gql.db import create_engine
+
+    async def connection_ids() -> tuple[int, int, int]:
+        engine = create_engine(mariadb.settings(pool_size=1, pool_recycle=1.0))
+        try:
+
+            async def one() -> int:
+                async with engine.connect() as conn:
+                    return int((await conn.execute(sa.text("SELECT CONNECTION_ID()"))).scalar_one())
+
+            first, again = await one(), await one()
+            await asyncio.sleep(1.5)
+            return first, again, await one()
+        finally:
+            await engine.dispose()
+
+    first, again, later = asyncio.run(connection_ids())
+    assert first == again, "a connection inside its recycle time is reused"
+    assert later != first, "a connection past its recycle time is replaced"
