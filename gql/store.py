@@ -300,8 +300,10 @@ def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None, read: str) -> 
         columns = [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, detail, _l.c.at]
     if read == "detail sizes":
         # Bytes as stored: LENGTH of a BLOB on SQLite, of text on MariaDB (its
-        # LENGTH counts bytes, CHAR_LENGTH characters). NULL is no detail.
-        columns = [func.coalesce(func.length(detail), 0).label("size")]
+        # LENGTH counts bytes, CHAR_LENGTH characters); NULL for no detail.
+        # No literal in it: every value of a page statement is a named
+        # parameter (the raw read on MariaDB binds them by name, see _read).
+        columns = [func.length(detail).label("size")]
     query = (
         select(*columns)
         .where(_l.c.run_id == bindparam("run_id"))
@@ -373,7 +375,7 @@ async def read_page(
         statement, values = page_statement(
             run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read="detail sizes"
         )
-        sizes = [size for (size,) in await _read(engine, statement, values)]
+        sizes = [size or 0 for (size,) in await _read(engine, statement, values)]
         fetch = max(1, _fitting(sizes[:limit], max_detail_bytes))
     read = "lines" if detail else "lines without detail"
     statement, values = page_statement(
