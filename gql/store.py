@@ -576,13 +576,18 @@ def _compiled_raw(
             if column.type.result_processor(dialect, None) is not None:
                 return None
     sources: list[tuple[str, int | None]] = []
+    names = {name for name, _ in shape}
     lists = {name for name, size in shape if size >= 0}
     for name in compiled.positiontup or ():
         base, _, index = name.rpartition("_")
         if name not in lists and base in lists and index.isdigit():
             sources.append((base, int(index) - 1))
-        else:
+        elif name in names:
             sources.append((name, None))
+        else:
+            # A value the statement holds itself (a literal such as
+            # COALESCE's 0), not one of `values`: SQLAlchemy binds it.
+            return None
     return _RawStatement(compiled.string, tuple(sources))
 
 
