@@ -746,6 +746,7 @@ def test_the_blocking_run_lookup_is_bounded_by_the_read_timeout(mariadb: Backend
                 cur.execute("UNLOCK TABLES")
             locker.close()
     assert took < 10, f"answered after {took:.1f}s with a 1 s read timeout"
+    assert body["data"], body
     (line,) = body["data"]["runLog"]["nodes"]
     assert line == {"kindName": "run.blocked", "detail": {"blockingRunId": "37", "blockingRun": None}}
     assert [error["path"][-1] for error in body["errors"]] == ["blockingRun"]
