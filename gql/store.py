@@ -609,10 +609,15 @@ async def _read_raw(
         if values
         else None
     )
+    return await _execute_raw(conn, raw.sql, params)
+
+
+async def _execute_raw(conn: AsyncConnection, sql: str, params: list[Any] | None) -> Sequence[Any]:
+    """Run `sql` on the pooled connection's aiomysql connection, failing as SQLAlchemy would."""
     driver: Any = (await conn.get_raw_connection()).driver_connection
     try:
         async with driver.cursor() as cursor:
-            await cursor.execute(raw.sql, params)
+            await cursor.execute(sql, params)
             return await cursor.fetchall()  # type: ignore[no-any-return]
     except Exception as exc:
         dialect = conn.dialect
@@ -624,7 +629,7 @@ async def _read_raw(
             mark_pool_stale(conn.engine)
             await conn.invalidate(exc)
         raise sa_exc.DBAPIError.instance(
-            raw.sql, params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
+            sql, params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
         ) from exc
     except BaseException:
         # Cancelled mid-statement: what is left on the wire is unknown.
@@ -703,6 +708,14 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     return text(sql).bindparams(*(bindparam(f"a{i}", type_=_l.c.at.type) for i in range(count)))
 
 
+@functools.lru_cache(maxsize=512)
+def _raw_insert_sql(count: int, bound: str | None) -> str:
+    """`_insert_text` as the driver takes it (`%s` placeholders, the values in column order)."""
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
+    sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
+    return sql if bound is None else f"SET STATEMENT max_statement_time={bound} FOR {sql}"
+
+
 def _insert(
     engine: AsyncEngine, lines: Sequence[NewLine], at: datetime.datetime, seconds: float
 ) -> tuple[TextClause, dict[str, Any]]:
@@ -753,6 +766,16 @@ async def insert_lines(engine: AsyncEngine, lines: Sequence[NewLine], *, deadlin
     """
 
     async def run(conn: AsyncConnection, seconds: float, progress: _Progress) -> None:
+        if conn.dialect.name != "sqlite" and not conn.engine.sync_engine.dispatch.before_cursor_execute:
+            # On the driver's connection, as the reads (`_read_raw`): buys
+            # 1.07 to 1.19x less CPU per WriteNote, 8 at a time (same measure).
+            sql = _raw_insert_sql(len(lines), _bound(conn.engine, seconds))
+            at = utc_now_millis()
+            values = [v for ln in lines for v in (ln.run_id, ln.step_id, ln.kind, ln.phase, ln.detail, at)]
+            progress.sent = True
+            await _execute_raw(conn, sql, values)
+            progress.done = True
+            return
         statement, params = _insert(conn.engine, lines, utc_now_millis(), seconds)
         progress.sent = True
         await conn.execute(statement, params)
