@@ -775,3 +775,22 @@ def test_a_pooled_connection_is_replaced_after_the_pool_recycle_time(mariadb: Ba
     first, again, later = asyncio.run(connection_ids())
     assert first == again, "a connection inside its recycle time is reused"
     assert later != first, "a connection past its recycle time is replaced"
+
+
+def test_each_database_unavailable_is_logged_with_its_request_id_and_the_drivers_one_line_account(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """README, What is logged: "Every `DATABASE_UNAVAILABLE`: the request id and the
+    driver's one-line account". A MySQL URL where nothing listens: no database of
+    the fixtures can refuse a connection the way a server that is down does."""
+    settings = Settings(
+        database_url=f"mysql+aiomysql://root@127.0.0.1:{free_port()}/events", connect_timeout=1
+    )
+    with caplog.at_level(logging.INFO, logger="gql"), TestClient(create_app(settings)) as client:
+        body = Api(client).post("{ runLog(runId: 1) { nodes { id } } }")
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+    request_id = error["extensions"]["requestId"]
+    (record,) = [r for r in caplog.records if request_id in r.getMessage()]
+    assert "Can't connect" in record.getMessage()
+    assert "\n" not in record.getMessage() and record.exc_info is None  # one line, no stack
