@@ -365,13 +365,18 @@ async def read_page(
     page's details are read first, and only the lines that fit are fetched.
     A 50-line page under the default budget (51 of 64 KiB is 3.3 MiB, of
     8 MiB) never takes that second query; a 500-line page does, and it costs
-    a round trip and about 0.1 ms of CPU per 500 lines.
+    a round trip and about 0.1 ms of CPU per 500 lines. The database still
+    reads every detail of the page to size it: 2,000 details of 64 KiB took
+    MariaDB about 0.3 s, off the event loop (the page's CPU here fell from
+    0.31 s to 0.025 s).
     """
     if kinds is not None and not kinds:
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
     fetch = limit
-    if detail and max_detail_bytes is not None and (limit + 1) * largest_detail > max_detail_bytes:
+    if detail and max_detail_bytes is not None and max_detail_bytes <= 0:
+        fetch = 1  # the request's budget is spent: its first line is all a page returns
+    elif detail and max_detail_bytes is not None and (limit + 1) * largest_detail > max_detail_bytes:
         statement, values = page_statement(
             run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read="detail sizes"
         )
