@@ -19,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
+from gql import store
 from gql.app import create_app
 from gql.db import create_engine, transaction
 
@@ -99,6 +100,32 @@ def test_a_connection_the_server_killed_is_replaced_without_failing_the_read(mar
         assert _kill_connections(mariadb) >= 1
         assert api.data(PAGE)["runLog"]["nodes"][0]["id"] == first["runLog"]["nodes"][0]["id"]
         assert client.get("/healthz").status_code == 200
+
+
+def test_after_a_restart_every_pooled_connection_is_replaced_not_only_the_one_a_read_met(
+    mariadb: Backend,
+) -> None:
+    """Three pooled connections, all killed: the read that meets the first replaces them all,
+    so neither its own retry nor the write after it meets another dead one."""
+    mariadb.create_tables()
+
+    async def run() -> None:
+        engine = create_engine(mariadb.settings(pool_size=3))
+        try:
+            held = [await engine.connect() for _ in range(3)]  # the pool holds three
+            for conn in held:
+                await conn.execute(sa.text("SELECT 1"))
+                await conn.close()
+            assert _kill_connections(mariadb) >= 3
+            page = await store.read_page(engine, run_id=7, kinds=None, limit=50, after=None)
+            assert page.lines == []
+            line = store.NewLine(run_id=7, kind="note", detail='{"text": "after the restart"}')
+            await store.insert_lines(engine, [line], deadline=asyncio.get_running_loop().time() + 3)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    assert mariadb.rows("SELECT run_id FROM event_run_log") == [(7,)]
 
 
 def test_work_that_needs_a_transaction_still_gets_one(mariadb: Backend) -> None:
