@@ -1,6 +1,6 @@
 """One frozen settings object, read from the environment.
 
-Every key is documented in the README with its default. A bad value stops
+Every key is documented in docs/operating.md ("Configuration") with its default. A bad value stops
 start-up with an error that names the key and says what would be accepted,
 rather than surfacing later as a confusing failure on the first request.
 """
@@ -51,7 +51,7 @@ class Settings:
     graphiql: bool = True
     introspection: bool = True
     log_level: str = "INFO"
-    # Query limits (see README, "Security").
+    # Query limits (see docs/operating.md, "Security").
     max_depth: int = 10
     max_aliases: int = 30
     max_tokens: int = 2000
@@ -60,7 +60,7 @@ class Settings:
     max_query_bytes: int = 128 * 1024
     max_lines_per_request: int = 10_000
     # The stored detail bytes the pages of one request return together (see
-    # README, "Security"): 128 details of the most a writer may store (64 KiB),
+    # docs/operating.md, "Security"): 128 details of the most a writer may store (64 KiB),
     # or thousands of ordinary ones. 2,000 details of 64 KiB took 0.77 s and
     # 124 MB to serve as one page; 8 MiB of them take about a sixteenth of that.
     max_page_bytes: int = 8 * 1024 * 1024
