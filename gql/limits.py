@@ -276,12 +276,28 @@ class DetailBudget:
         self.left = max_bytes
         self._turn = asyncio.Lock()
 
-    async def read(self, read_page: Callable[[int], Awaitable[store.Page]]) -> store.Page:
-        """`read_page(bytes left)`, its details' bytes then spent."""
+    async def read(self, read_page: Callable[[int], Awaitable[store.Page]], servings: int = 1) -> store.Page:
+        """`read_page(bytes left)`, its details' bytes then spent once for each time they are served.
+
+        A page whose `detail` is aliased serves each detail again under each
+        alias (`servings`, see `detail_servings`): it may read a share of
+        what is left, and spends what it read that many times.
+        """
         async with self._turn:
-            page = await read_page(max(self.left, 0))
-            self.left -= page.detail_bytes
+            page = await read_page(max(self.left, 0) // servings)
+            self.left -= page.detail_bytes * servings
             return page
+
+
+def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
+    """How many times a runLog field serves each of its lines' details.
+
+    Counted as the line budget counts the page (`_servings`): once for each
+    alias of `nodes`, `detail` and `blockingRun` under it. An alias of
+    `blockingRun` alone serves no detail again, so it is counted one too
+    many: the page reads less, never more.
+    """
+    return _remembered_servings(field, fragments)
 
 
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"

@@ -52,7 +52,7 @@ from .details import (
 )
 from .fastpath import PageExecutor
 from .kinds import DESCRIPTIONS, TERMINAL_STATUSES, Kind
-from .limits import DetailBudget
+from .limits import DetailBudget, detail_servings
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -472,7 +472,14 @@ class Query:
         try:
             async with asyncio.timeout_at(deadline):
                 # A page without details weighs nothing against the budget.
-                page = await (context.details_left().read(read) if asked.detail else read(None))
+                if asked.detail:
+                    # Private: Strawberry's Info has no public field nodes or
+                    # fragments, graphql-core's own info (`_raw_info`) has both.
+                    raw = info._raw_info
+                    servings = detail_servings(raw.field_nodes[0], raw.fragments)
+                    page = await context.details_left().read(read, servings)
+                else:
+                    page = await read(None)
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack

@@ -204,3 +204,19 @@ def test_a_page_that_does_not_select_detail_never_fetches_it(tables: Backend) ->
     assert pages and all("event_run_log.detail" not in s for s in pages), pages
     # The same recording sees the column when it is asked for.
     assert any("event_run_log.detail" in s for s in with_detail), with_detail
+
+
+def test_a_page_serving_its_details_under_several_aliases_spends_them_that_many_times(
+    tables: Backend, make_api: Callable[..., Api]
+) -> None:
+    stored = add_notes(tables, ["v" * (2 * 1024)] * 60)
+    api = make_api(max_page_bytes=BUDGET)
+    aliases = " ".join(f"d{n}: detail {{ ... on NoteDetail {{ text }} }}" for n in range(4))
+    page = api.data(
+        f"{{ runLog(runId: 7, limit: 2000) {{ nodes {{ id {aliases} }} pageInfo {{ hasNextPage }} }} }}"
+    )
+    nodes = page["runLog"]["nodes"]
+    served = 4 * sum(stored[node["id"]] for node in nodes)
+    assert nodes and page["runLog"]["pageInfo"]["hasNextPage"] is True
+    assert served <= BUDGET, (len(nodes), served)
+    assert served + 4 * max(stored.values()) > BUDGET, (len(nodes), served)  # and no fewer lines than fit
