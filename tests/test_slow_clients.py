@@ -42,6 +42,9 @@ def server(tmp_path: Path) -> Iterator[int]:
         "RUNLOG_HEADER_TIMEOUT": str(TIMEOUT),
         "RUNLOG_BODY_TIMEOUT": str(TIMEOUT),
         "RUNLOG_KEEPALIVE_TIMEOUT": str(TIMEOUT),
+        # The never-reads test needs a 16 MB response: past the default 8 MiB
+        # of details one request may serve, which would cut its page short.
+        "RUNLOG_MAX_PAGE_BYTES": str(64 * 1024 * 1024),
     }
     log = tmp_path / "serve.log"
     with log.open("w") as output:
