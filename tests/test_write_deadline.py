@@ -10,6 +10,7 @@ dust settles, count each line.
 
 from __future__ import annotations
 
+import gc
 import logging
 import sqlite3
 import threading
@@ -126,6 +127,12 @@ def test_a_line_has_one_deadline_for_the_queue_and_the_insert(
 
 
 @pytest.mark.mariadb
+# The deafened proxy leaves aiomysql connections whose answer never comes;
+# the ones abandoned at the answer's grace are closed when collected, not by
+# a QUIT that could not be answered, and Python warns about their sockets.
+# Collected here (below) so the warning is this test's, and ignored: what the
+# test asserts is what was stored.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backend) -> None:
     """A batch whose answer was lost may have committed: retrying it would store its lines twice."""
     mariadb.create_tables()
@@ -165,3 +172,4 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
                 if answer:
                     assert found == 1
             assert not all(answers)  # the answers were lost
+        gc.collect()
