@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.websockets import WebSocket
 from strawberry import Schema
@@ -31,11 +31,10 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import health, writes
+from . import graphiql, health, writes
 from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
-from .graphiql import graphiql_html
 from .limits import MAX_VARIABLE_VALUES, BodyLimit, RequestLimits, lines_asked, query_limits, variable_values
 from .request_id import RequestId, error_body
 from .retention import Sweeper
@@ -329,9 +328,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
             arrived=asyncio.get_running_loop().time(),
         )
 
-    # GraphiQL opens on the example operations (gql/graphiql.py).
+    # GraphiQL opens on the example operations, from the service's own files
+    # (gql/graphiql.py).
     async def render_graphql_ide(self, request: Request) -> Response:
-        return HTMLResponse(graphiql_html())
+        return graphiql.graphiql_response()
 
 
 def create_app(settings: Settings | None = None, *, prepared: bool = True) -> Starlette:
@@ -386,11 +386,15 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ok"})
 
+    routes = [
+        Route("/graphql", graphql_app, methods=["GET", "POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    if settings.graphiql:
+        graphiql.assets()  # read and checked now, so a damaged file stops start-up
+        routes.append(Route(graphiql.ASSETS_PATH, graphiql.serve_asset, methods=["GET"]))
     app = Starlette(
-        routes=[
-            Route("/graphql", graphql_app, methods=["GET", "POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-        ],
+        routes=routes,
         lifespan=lifespan,
         middleware=[
             # Outermost, so that every response carries the request's id, the

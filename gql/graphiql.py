@@ -1,20 +1,27 @@
-"""GraphiQL at /graphql, opening on the example operations in `gql/operations/`.
+"""GraphiQL at /graphql, served entirely by the service, opening on the example operations.
 
-The page is Strawberry's own (same GraphiQL release, same CDN links and
-integrity hashes), changed in two places: GraphiQL gets `defaultTabs`, one tab
-per example operation with variables that work on the demo runs, and Strawberry's
-welcome text no longer overwrites the first tab. The examples are the very
-files the generated clients are built from, so what someone tries here is what
-a client sends.
+The page loads React, GraphiQL 3 and its explorer plugin from the files in
+`gql/static/graphiql/` (taken from the npm registry at pinned versions by
+`scripts/graphiql-assets`, listed with their sha256 in its `assets.json`) and
+its own script from `gql/static/`, all at `/graphiql/<digest>/<name>` on this
+service, never from a CDN: it works on a machine without internet, and no
+third-party origin runs code in the API's. Its Content-Security-Policy lets it
+load and connect to this origin only.
 
-GraphiQL shows `defaultTabs` when the browser has no tabs stored for this
-address; once someone has edited, their own tabs come back instead (GraphiQL's
-settings dialog has "Clear storage" to see the examples again).
+GraphiQL gets `defaultTabs`, one tab per example operation with variables that
+work on the demo runs. The examples are the very files the generated clients
+are built from, so what someone tries here is what a client sends. GraphiQL
+shows `defaultTabs` when the browser has no tabs stored for this address; once
+someone has edited, their own tabs come back instead (GraphiQL's settings
+dialog has "Clear storage" to see the examples again).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import gzip
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,12 +29,21 @@ from typing import Any
 
 from graphql import FragmentDefinitionNode, FragmentSpreadNode, OperationDefinitionNode, parse
 from graphql.language import Visitor, visit
-from strawberry.http.ides import get_graphql_ide_html
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from . import demo
 
 OPERATIONS_DIR = Path(__file__).parent / "operations"
 FRAGMENTS_FILE = "fragments.graphql"
+STATIC_DIR = Path(__file__).parent / "static"
+VENDOR_DIR = STATIC_DIR / "graphiql"
+# The page's own script and style, written here (not from npm).
+OWN_FILES = ("runlog-graphiql.js", "runlog-graphiql.css")
+
+# Where the assets are served, relative to the page at /graphql, so that a
+# proxy serving the API under a prefix serves GraphiQL under it too.
+ASSETS_PATH = "/graphiql/{digest}/{name}"
 
 # Tab order, and variables that show something on the demo runs.
 TABS: list[tuple[str, dict[str, Any]]] = [
@@ -52,49 +68,140 @@ TABS: list[tuple[str, dict[str, Any]]] = [
 
 _TABS_ELEMENT_ID = "runlog-example-tabs"
 
-# Where Strawberry's page is changed. If a Strawberry release rewrites its page,
-# `graphiql_html` fails loudly (and tests/test_graphiql.py with it) rather than
-# serving a page that silently lost its examples.
-_PATCHES = (
-    (
-        "<title>Strawberry GraphiQL</title>",
-        "<title>Run log API · GraphiQL</title>",
-    ),
-    (
-        "      // Parse URL parameters for sharing queries\n",
-        "      // The run-log API's example tabs (gql/graphiql.py).\n"
-        "      const RUNLOG_TABS = JSON.parse(\n"
-        f'        document.getElementById("{_TABS_ELEMENT_ID}").textContent,\n'
-        "      );\n"
-        "      // GraphiQL 3 opens on defaultTabs only when it has no tabs stored,\n"
-        "      // and then leaves the first tab's variables out of the editor.\n"
-        "      const RUNLOG_FIRST_VISIT = (() => {\n"
-        "        try {\n"
-        '          return window.localStorage.getItem("graphiql:tabState") === null;\n'
-        "        } catch {\n"
-        "          return false;\n"
-        "        }\n"
-        "      })();\n\n"
-        "      // Parse URL parameters for sharing queries\n",
-    ),
-    # Strawberry opens on its welcome text unless the URL carries ?q=; here the
-    # first example tab is the welcome, and ?q= still opens a shared query.
-    (
-        "parameters.q || EXAMPLE_QUERY,",
-        "parameters.q,",
-    ),
-    (
-        "          parameters.variables,\n",
-        "          parameters.variables ??\n"
-        "            (RUNLOG_FIRST_VISIT && !parameters.q\n"
-        "              ? RUNLOG_TABS[0].variables\n"
-        "              : undefined),\n",
-    ),
-    (
-        "React.createElement(GraphiQL, {",
-        "React.createElement(GraphiQL, {\n          defaultTabs: RUNLOG_TABS,",
-    ),
+# Only this origin: scripts and styles from the files below, requests (HTTP
+# and the subscriptions' websocket: CSP 3's 'self' covers ws: and wss: on the
+# same host) to the API. GraphiQL's fonts and icons are data: URLs inside its
+# CSS. The page's own data (the example tabs) is JSON that no script runs.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
 )
+
+# A URL names one file's bytes for good (its digest is in the path), so a
+# browser may keep it a year without asking again.
+_IMMUTABLE = "public, max-age=31536000, immutable"
+_MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    body: bytes
+    digest: str  # the first 16 hex digits of the sha256, in the URL
+    integrity: str  # for the page's `integrity` attributes
+
+    @property
+    def url(self) -> str:
+        return ASSETS_PATH.format(digest=self.digest, name=self.name).removeprefix("/")
+
+    @functools.cached_property
+    def gzipped(self) -> bytes:
+        # Once per process: GraphiQL's script is 3.5 MB, about 0.8 MB gzipped.
+        return gzip.compress(self.body, compresslevel=6, mtime=0)
+
+
+@functools.cache
+def assets() -> dict[str, Asset]:
+    """The files the page loads, by name, checked against `assets.json`."""
+    return load_assets(VENDOR_DIR, STATIC_DIR)
+
+
+def load_assets(vendor_dir: Path, static_dir: Path) -> dict[str, Asset]:
+    manifest = json.loads((vendor_dir / "assets.json").read_text(encoding="utf-8"))
+    found = {}
+    paths = [(vendor_dir / name, digest) for name, digest in manifest["files"].items()]
+    paths += [(static_dir / name, None) for name in OWN_FILES]
+    for path, recorded in paths:
+        body = path.read_bytes()
+        sha256 = hashlib.sha256(body).hexdigest()
+        if recorded is not None and sha256 != recorded:
+            raise RuntimeError(
+                f"{path} is not the file scripts/graphiql-assets took from npm "
+                f"(sha256 {sha256}, recorded {recorded}); run scripts/graphiql-assets"
+            )
+        integrity = "sha384-" + base64.b64encode(hashlib.sha384(body).digest()).decode()
+        found[path.name] = Asset(path.name, body, sha256[:16], integrity)
+    return found
+
+
+async def serve_asset(request: Request) -> Response:
+    """One of the page's files, by its digest and name; 404 for any other."""
+    asset = assets().get(request.path_params["name"])
+    media_type = _MEDIA_TYPES.get(Path(asset.name).suffix) if asset is not None else None
+    # The licences are in the package, not served.
+    if asset is None or media_type is None or asset.digest != request.path_params["digest"]:
+        return PlainTextResponse("Not Found", status_code=404)
+    headers = {
+        "Cache-Control": _IMMUTABLE,
+        "Vary": "Accept-Encoding",
+        "X-Content-Type-Options": "nosniff",
+    }
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        headers["Content-Encoding"] = "gzip"
+        return Response(asset.gzipped, media_type=media_type, headers=headers)
+    return Response(asset.body, media_type=media_type, headers=headers)
+
+
+def graphiql_response() -> Response:
+    """The GraphiQL page, with its Content-Security-Policy."""
+    return HTMLResponse(
+        graphiql_html(),
+        headers={
+            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            # The page changes with the service; its assets are what is cached.
+            "Cache-Control": "no-cache",
+        },
+    )
+
+
+@functools.cache
+def graphiql_html() -> str:
+    """The GraphiQL page, opening on the example operations."""
+    files = assets()
+
+    def script(name: str) -> str:
+        asset = files[name]
+        return f'    <script src="{asset.url}" integrity="{asset.integrity}"></script>\n'
+
+    def style(name: str) -> str:
+        asset = files[name]
+        return f'    <link rel="stylesheet" href="{asset.url}" integrity="{asset.integrity}" />\n'
+
+    tabs = [{"query": tab.query, "variables": json.dumps(tab.variables, indent=2)} for tab in example_tabs()]
+    # `<` escaped so no text in an operation can close the script element.
+    payload = json.dumps(tabs).replace("<", "\\u003c")
+    return (
+        "<!doctype html>\n"
+        '<html lang="en">\n'
+        "  <head>\n"
+        '    <meta charset="utf-8" />\n'
+        "    <title>Run log API · GraphiQL</title>\n"
+        + style("graphiql.min.css")
+        + style("plugin-explorer.css")
+        + style("runlog-graphiql.css")
+        + f'    <script type="application/json" id="{_TABS_ELEMENT_ID}">{payload}</script>\n'
+        "  </head>\n"
+        "  <body>\n"
+        '    <div id="graphiql" class="graphiql-container">Loading...</div>\n'
+        + script("react.production.min.js")
+        + script("react-dom.production.min.js")
+        + script("graphiql.min.js")
+        + script("plugin-explorer.umd.js")
+        + script("runlog-graphiql.js")
+        + "  </body>\n"
+        "</html>\n"
+    )
 
 
 @dataclass(frozen=True)
@@ -116,24 +223,6 @@ def example_tabs() -> list[Tab]:
         )
         for file, variables in TABS
     ]
-
-
-@functools.cache
-def graphiql_html() -> str:
-    """Strawberry's GraphiQL page, opening on the example operations."""
-    html = get_graphql_ide_html("graphiql")
-    for anchor, replacement in _PATCHES:
-        if html.count(anchor) != 1:
-            raise RuntimeError(
-                f"Strawberry's GraphiQL page no longer contains {anchor!r} exactly once; "
-                "update gql/graphiql.py for this Strawberry release"
-            )
-        html = html.replace(anchor, replacement)
-    tabs = [{"query": tab.query, "variables": json.dumps(tab.variables, indent=2)} for tab in example_tabs()]
-    # `<` escaped so no text in an operation can close the script element.
-    payload = json.dumps(tabs).replace("<", "\\u003c")
-    element = f'<script type="application/json" id="{_TABS_ELEMENT_ID}">{payload}</script>\n'
-    return html.replace("</head>", element + "  </head>", 1)
 
 
 def _fragments() -> dict[str, tuple[str, set[str]]]:

@@ -1,22 +1,35 @@
-"""GraphiQL at /graphql opens on the example operations, and every one of them runs."""
+"""GraphiQL at /graphql opens on the example operations, every one of them runs,
+and the page loads nothing from anywhere but the service.
+
+tests/test_graphiql_browser.py opens the page in a real browser.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import re
-from collections.abc import Callable
+import shutil
+import tomllib
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 from strawberry.http.ides import get_graphql_ide_html
 
 from gql import demo
-from gql.graphiql import OPERATIONS_DIR
+from gql.app import create_app
+from gql.graphiql import OPERATIONS_DIR, OWN_FILES, STATIC_DIR, VENDOR_DIR, load_assets
+from gql.settings import Settings
 
 from .conftest import Api, Backend
 
 BROWSER = {"Accept": "text/html"}
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def served_tabs(api: Api) -> list[dict[str, Any]]:
@@ -115,16 +128,131 @@ def test_the_note_written_from_graphiql_is_in_the_log(demo_api: Api) -> None:
     ]
 
 
-def test_graphiql_loads_the_same_way_strawberrys_page_does(api: Api) -> None:
-    page = api.client.get("/graphql", headers=BROWSER).text
+def page_files(page: str) -> list[str]:
+    """Every URL the page's markup loads (scripts and stylesheets)."""
+    return re.findall(r'<(?:script|link)\b[^>]*?\b(?:src|href)="([^"]+)"', page)
+
+
+@pytest.fixture
+def static_client(tmp_path: Path) -> Iterator[TestClient]:
+    """The app on a fresh embedded database: the page and its files need no data."""
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_the_page_loads_every_file_from_the_service_itself(static_client: TestClient) -> None:
+    response = static_client.get("/graphql", headers=BROWSER)
+    files = page_files(response.text)
+    assert len(files) == 8  # React, ReactDOM, GraphiQL and its explorer, their CSS, the page's own
+    manifest = json.loads((VENDOR_DIR / "assets.json").read_text())
+    for url in files:
+        # Relative to /graphql, so under whatever prefix a proxy gives the API.
+        assert not re.match(r"^[a-z]+:|^//|^/", url), url
+        served = static_client.get(f"/{url}", headers={"Accept-Encoding": "identity"})
+        assert served.status_code == 200, url
+        name = url.rsplit("/", 1)[1]
+        if name in manifest["files"]:
+            # Byte for byte what scripts/graphiql-assets took from npm.
+            assert hashlib.sha256(served.content).hexdigest() == manifest["files"][name]
+        assert served.headers["content-type"].startswith(
+            "text/javascript" if name.endswith(".js") else "text/css"
+        )
+        assert served.headers["cache-control"] == "public, max-age=31536000, immutable"
+        # The page's `integrity` attribute matches what is served.
+        integrity = re.search(rf'"{re.escape(url)}" integrity="sha384-([^"]+)"', response.text)
+        assert integrity and base64.b64decode(integrity.group(1)) == hashlib.sha384(served.content).digest()
+
+
+def test_the_page_allows_no_other_origin(static_client: TestClient) -> None:
+    response = static_client.get("/graphql", headers=BROWSER)
+    policy = dict(
+        directive.strip().split(" ", 1)
+        for directive in response.headers["content-security-policy"].split(";")
+    )
+    assert policy["default-src"] == "'none'"
+    assert policy["script-src"] == "'self'"  # no inline script, no eval, no CDN
+    assert policy["style-src"] == "'self'"
+    assert policy["connect-src"] == "'self'"  # HTTP and the subscriptions' websocket
+    for sources in policy.values():
+        assert set(sources.split()) <= {"'self'", "'none'", "data:"}, sources
+    # And nothing in the page names another host.
+    assert not re.search(r"(?:src|href)=\"(?:[a-z]+:)?//", response.text)
+    assert "unpkg.com" not in response.text
+    assert "<script>" not in response.text  # no inline script for the policy to refuse
+
+
+def test_graphiql_is_the_release_strawberrys_page_loads_from_its_cdn(static_client: TestClient) -> None:
+    # Same bytes as the CDN's files: the same integrity hashes Strawberry's page pins.
+    page = static_client.get("/graphql", headers=BROWSER).text
+    ours = set(re.findall(r'integrity="(sha384-[^"]+)"', page))
     strawberry_page = get_graphql_ide_html("graphiql")
-    scripts = re.findall(r"<script\s+crossorigin\s+src=.*?></script>", strawberry_page, re.S)
-    assert scripts, "Strawberry's page has no script tags to compare with"
-    for script in scripts:
-        assert script in page  # same release, same CDN, same integrity hashes
-    assert "<title>Run log API · GraphiQL</title>" in page
-    # Strawberry's welcome text would otherwise replace the first example tab.
-    assert "parameters.q || EXAMPLE_QUERY" not in page
+    theirs = dict(
+        re.findall(r'(?:src|href)="(https://unpkg.com/[^"]+)"\s+integrity="(sha384-[^"]+)"', strawberry_page)
+    )
+    # js-cookie only reads Django's CSRF cookie, which this service has no use for.
+    theirs = {url: digest for url, digest in theirs.items() if "js-cookie" not in url}
+    assert len(theirs) == 6 and set(theirs.values()) <= ours, theirs
+
+
+def test_a_file_is_served_compressed_to_a_browser_that_accepts_it(static_client: TestClient) -> None:
+    page = static_client.get("/graphql", headers=BROWSER).text
+    url = next(url for url in page_files(page) if url.endswith("/graphiql.min.js"))
+    plain = static_client.get(f"/{url}", headers={"Accept-Encoding": "identity"})
+    compressed = static_client.get(f"/{url}", headers={"Accept-Encoding": "gzip, deflate, br"})
+    assert compressed.headers["content-encoding"] == "gzip"
+    assert int(compressed.headers["content-length"]) < len(plain.content) / 3
+    assert compressed.content == plain.content  # as the client decoded it
+
+
+def test_only_the_current_files_are_served(static_client: TestClient) -> None:
+    page = static_client.get("/graphql", headers=BROWSER).text
+    url = page_files(page)[0]
+    digest, name = url.split("/")[1:]
+    # An old digest (a file since updated) or another name is not served, so
+    # a URL always names the same bytes and may be cached for good.
+    assert static_client.get(f"/graphiql/{'0' * 16}/{name}").status_code == 404
+    assert static_client.get(f"/graphiql/{digest}/other.js").status_code == 404
+    assert static_client.get(f"/graphiql/{digest}/assets.json").status_code == 404
+    assert static_client.get(f"/graphiql/{digest}/../settings.py").status_code == 404
+
+
+def test_the_files_in_the_package_are_the_ones_taken_from_npm() -> None:
+    manifest = json.loads((VENDOR_DIR / "assets.json").read_text())
+    on_disk = {path.name for path in VENDOR_DIR.iterdir()} - {"assets.json"}
+    assert on_disk == set(manifest["files"])
+    for name, digest in manifest["files"].items():
+        assert hashlib.sha256((VENDOR_DIR / name).read_bytes()).hexdigest() == digest, name
+    # Pinned versions, each with npm's integrity for its tarball.
+    for spec, package in manifest["packages"].items():
+        assert re.fullmatch(r"@?[a-z/-]+@\d+\.\d+\.\d+", spec)
+        assert package["integrity"].startswith("sha512-")
+    # GraphiQL's build holds the graphql-ws client its subscriptions use.
+    assert b"graphql-transport-ws" in (VENDOR_DIR / "graphiql.min.js").read_bytes()
+
+
+def test_a_file_that_is_not_the_one_taken_from_npm_is_refused(tmp_path: Path) -> None:
+    vendor, static = tmp_path / "graphiql", tmp_path
+    shutil.copytree(VENDOR_DIR, vendor)
+    for name in OWN_FILES:
+        shutil.copy(STATIC_DIR / name, static / name)
+    assert set(load_assets(vendor, static)) >= {"graphiql.min.js", "runlog-graphiql.js"}
+    with (vendor / "graphiql.min.js").open("ab") as file:
+        file.write(b"\n// edited by hand\n")
+    with pytest.raises(
+        RuntimeError, match=r"graphiql\.min\.js is not the file .* run scripts/graphiql-assets"
+    ):
+        load_assets(vendor, static)
+
+
+def test_the_wheel_ships_every_file_the_page_needs() -> None:
+    # pyproject.toml's package data covers every file under gql/static/.
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        patterns = tomllib.load(file)["tool"]["setuptools"]["package-data"]["gql"]
+    package = ROOT / "gql"
+    shipped = {path for pattern in patterns for path in package.glob(pattern)}
+    needed = {path for path in (package / "static").rglob("*") if path.is_file()}
+    assert needed and needed <= shipped, sorted(str(p) for p in needed - shipped)
 
 
 def test_the_examples_cannot_close_the_script_element_they_sit_in(api: Api) -> None:
@@ -134,6 +262,9 @@ def test_the_examples_cannot_close_the_script_element_they_sit_in(api: Api) -> N
 
 
 def test_no_graphiql_page_when_it_is_turned_off(make_api: Callable[..., Api]) -> None:
+    page = make_api().client.get("/graphql", headers=BROWSER).text
     api = make_api(graphiql=False)
     response = api.client.get("/graphql", headers=BROWSER)
     assert "runlog-example-tabs" not in response.text
+    for url in page_files(page):
+        assert api.client.get(f"/{url}").status_code == 404

@@ -1,0 +1,108 @@
+// The run-log API's GraphiQL page (served by gql/graphiql.py, with React,
+// GraphiQL 3 and its explorer plugin from gql/static/graphiql/, never a CDN).
+// It is Strawberry's own GraphiQL page moved out of an inline script, so that
+// the page's Content-Security-Policy can allow scripts from 'self' only, and
+// changed in two places: it opens on the example tabs the server hands it, and
+// Strawberry's welcome text no longer overwrites the first of them.
+"use strict";
+
+(function () {
+  // One tab per file in gql/operations/, with variables that work on the demo.
+  const RUNLOG_TABS = JSON.parse(
+    document.getElementById("runlog-example-tabs").textContent,
+  );
+  // GraphiQL 3 opens on defaultTabs only when it has no tabs stored, and then
+  // leaves the first tab's variables out of the editor.
+  const RUNLOG_FIRST_VISIT = (() => {
+    try {
+      return window.localStorage.getItem("graphiql:tabState") === null;
+    } catch {
+      return false;
+    }
+  })();
+
+  // URL parameters, for sharing a query: ?q=...&variables=...
+  const parameters = {};
+  for (const entry of window.location.search.slice(1).split("&")) {
+    const eq = entry.indexOf("=");
+    if (eq >= 0) {
+      parameters[decodeURIComponent(entry.slice(0, eq))] = decodeURIComponent(
+        entry.slice(eq + 1),
+      );
+    }
+  }
+
+  function updateURL(data) {
+    Object.assign(parameters, data);
+    const search =
+      "?" +
+      Object.keys(parameters)
+        .filter((key) => Boolean(parameters[key]))
+        .map((key) => encodeURIComponent(key) + "=" + encodeURIComponent(parameters[key]))
+        .join("&");
+    history.replaceState(null, null, search);
+  }
+
+  // Queries and mutations go to this page's own URL over HTTP; subscriptions
+  // to the same URL over a websocket (graphql-transport-ws, with the `graphql-ws`
+  // client inside GraphiQL's build), ws: or wss: as the page was loaded. The
+  // headers typed in GraphiQL's headers editor go with both: as HTTP headers,
+  // and as the websocket's connection_init payload, where the service reads
+  // `Authorization` (a browser cannot set headers on a websocket).
+  const fetchURL = window.location.origin + window.location.pathname;
+  const subscriptionURL = new URL(fetchURL);
+  subscriptionURL.protocol = window.location.protocol === "https:" ? "wss:" : "ws:";
+
+  const fetcher = GraphiQL.createFetcher({
+    url: fetchURL,
+    subscriptionUrl: subscriptionURL.toString(),
+  });
+  // For tests and the curious: where this page sends its subscriptions.
+  window.RUNLOG_GRAPHIQL = { url: fetchURL, subscriptionUrl: subscriptionURL.toString() };
+
+  function GraphiQLWithExplorer() {
+    // Strawberry opens on its welcome text unless the URL carries ?q=; here
+    // the first example tab is the welcome, and ?q= still opens a shared query.
+    const [query, setQuery] = React.useState(parameters.q);
+    const [variables, setVariables] = React.useState(
+      parameters.variables ??
+        (RUNLOG_FIRST_VISIT && !parameters.q ? RUNLOG_TABS[0].variables : undefined),
+    );
+    const [headers, setHeaders] = React.useState(parameters.headers);
+
+    function onEditQuery(newQuery) {
+      setQuery(newQuery);
+      updateURL({ q: newQuery });
+    }
+
+    function onEditVariables(newVariables) {
+      setVariables(newVariables);
+      updateURL({ variables: newVariables });
+    }
+
+    function onEditHeaders(newHeaders) {
+      setHeaders(newHeaders);
+    }
+
+    const explorerPlugin = GraphiQLPluginExplorer.explorerPlugin();
+
+    return React.createElement(GraphiQL, {
+      defaultTabs: RUNLOG_TABS,
+      fetcher: fetcher,
+      defaultEditorToolsVisibility: true,
+      plugins: [explorerPlugin],
+      query: query,
+      variables: variables,
+      headers: headers,
+      onEditQuery: onEditQuery,
+      onEditVariables: onEditVariables,
+      onEditHeaders: onEditHeaders,
+      inputValueDeprecation: true,
+      isHeadersEditorEnabled: true,
+      shouldPersistHeaders: true,
+    });
+  }
+
+  const root = ReactDOM.createRoot(document.getElementById("graphiql"));
+  root.render(React.createElement(GraphiQLWithExplorer));
+})();

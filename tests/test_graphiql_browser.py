@@ -1,0 +1,135 @@
+"""GraphiQL in a real browser, with no network but the service's own.
+
+Starts `python -m gql serve --demo` on a random port and drives Debian's
+Chromium (/usr/bin/chromium, or CHROMIUM) with `playwright-core` from
+tests/browser/ (`npm ci --prefix tests/browser`), never a browser Playwright
+downloaded. Every request to another host is refused and noted. The browser
+opens GraphiQL, runs the RunLog example tab it opens on, and saves a
+screenshot to artifacts/graphiql.png (the artifact CI keeps).
+
+`.ci/run` installs Chromium when it is missing, runs `npm ci`, and sets
+RUNLOG_TEST_REQUIRE_BROWSER=1, so that in CI a missing browser fails this test.
+Elsewhere a missing browser or node_modules skips it with the command that
+installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gql import demo
+
+from .conftest import free_port, wait_until_healthy
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "tests" / "browser" / "graphiql.mjs"
+SCREENSHOT = ROOT / "artifacts" / "graphiql.png"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+REQUIRE_BROWSER = os.environ.get("RUNLOG_TEST_REQUIRE_BROWSER") == "1"
+
+
+NODE = shutil.which("node") or "node"
+
+
+def _missing() -> str | None:
+    if shutil.which("node") is None:
+        return "node is not installed (apt-get install -y nodejs npm)"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM} (apt-get install -y chromium)"
+    if not (ROOT / "tests" / "browser" / "node_modules" / "playwright-core").is_dir():
+        return "playwright-core is not installed (npm ci --prefix tests/browser)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The service on the demo runs, as `scripts/serve --demo` starts it."""
+    missing = _missing()
+    if missing is not None:
+        if REQUIRE_BROWSER:
+            pytest.fail(f"RUNLOG_TEST_REQUIRE_BROWSER=1, but {missing}")
+        pytest.skip(missing)
+    database = tmp_path_factory.mktemp("browser") / "runlog.db"
+    url = f"http://127.0.0.1:{free_port()}"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gql", "serve", "--demo", "--port", url.rsplit(":", 1)[1]],
+        env={
+            **os.environ,
+            "RUNLOG_DATABASE_URL": f"sqlite+aiosqlite:///{database}",
+            "RUNLOG_LOG_LEVEL": "WARNING",
+        },
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        wait_until_healthy(url, server)
+        yield url
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.communicate()
+
+
+def open_graphiql(url: str) -> dict[str, Any]:
+    """What the browser saw; the screenshot is left at SCREENSHOT."""
+    SCREENSHOT.unlink(missing_ok=True)
+    done = subprocess.run(
+        [NODE, str(DRIVER), url, str(SCREENSHOT)],
+        env={**os.environ, "CHROMIUM": CHROMIUM},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.stdout, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    # Which hosts it tried first: the usual reason for a page that never loads.
+    assert report["offHost"] == [], report["offHost"]
+    assert report["error"] is None and done.returncode == 0, (report["error"], done.stderr)
+    return report
+
+
+def test_graphiql_runs_the_runlog_example_in_a_browser_with_no_other_host_reachable(served_demo: str) -> None:
+    seen = open_graphiql(served_demo)
+
+    # Nothing was even attempted towards another host, and nothing was refused.
+    assert seen["offHost"] == []
+    assert seen["cspViolations"] == []
+    assert seen["pageErrors"] == [] and seen["consoleErrors"] == []
+    assert seen["status"] == 200 and seen["title"] == "Run log API · GraphiQL"
+    assert all(path == "/graphql" or path.startswith("/graphiql/") for path in seen["requests"])
+
+    # The example tabs, and the first one open with the demo's variables.
+    assert seen["tabs"] == ["RunLog", "RunLogByKinds", "RunLogPage", "WriteNote"]
+    assert seen["activeTab"] == "RunLog"
+    assert json.loads(seen["variables"]) == {"runId": str(demo.INVASION), "limit": 50}
+
+    # Run, and the result holds the run's lines with their typed details.
+    result = seen["result"]
+    assert "errors" not in result, result
+    lines = result["data"]["runLog"]["nodes"]
+    assert lines and {line["runId"] for line in lines} == {str(demo.INVASION)}
+    typenames = {line["detail"]["__typename"] for line in lines if line["detail"] is not None}
+    assert {"RunBudgetDetail", "StepRefusedDetail", "ConditionEvaluatedDetail"} <= typenames
+    refused = next(line["detail"] for line in lines if line["detail"]["__typename"] == "StepRefusedDetail")
+    assert refused["refusal"] == "OVER_CAP"
+
+    # Subscriptions go to the same URL over a websocket.
+    assert seen["subscriptionUrl"] == served_demo.replace("http://", "ws://") + "/graphql"
+
+    assert SCREENSHOT.stat().st_size > 10_000
