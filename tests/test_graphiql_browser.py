@@ -85,15 +85,15 @@ def served_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             server.communicate()
 
 
-def open_graphiql(url: str) -> dict[str, Any]:
+def open_graphiql(url: str, *options: str) -> dict[str, Any]:
     """What the browser saw; the screenshot is left at SCREENSHOT."""
     SCREENSHOT.unlink(missing_ok=True)
     done = subprocess.run(
-        [NODE, str(DRIVER), url, str(SCREENSHOT)],
+        [NODE, str(DRIVER), url, str(SCREENSHOT), *options],
         env={**os.environ, "CHROMIUM": CHROMIUM},
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
         check=False,
     )
     assert done.stdout, done.stderr
@@ -104,22 +104,32 @@ def open_graphiql(url: str) -> dict[str, Any]:
     return report
 
 
-def test_graphiql_runs_the_runlog_example_in_a_browser_with_no_other_host_reachable(served_demo: str) -> None:
-    seen = open_graphiql(served_demo)
+@pytest.fixture(scope="module")
+def seen(served_demo: str) -> dict[str, Any]:
+    """One browser session for the module's tests: Chromium takes seconds to start."""
+    return open_graphiql(served_demo)
 
+
+def test_graphiql_loads_nothing_from_another_host_and_breaks_no_rule_of_its_policy(
+    seen: dict[str, Any],
+) -> None:
     # Nothing was even attempted towards another host, and nothing was refused.
     assert seen["offHost"] == []
     assert seen["cspViolations"] == []
     assert seen["pageErrors"] == [] and seen["consoleErrors"] == []
     assert seen["status"] == 200 and seen["title"] == "Run log API · GraphiQL"
+    assert "default-src 'none'" in seen["contentSecurityPolicy"]
     assert all(path == "/graphql" or path.startswith("/graphiql/") for path in seen["requests"])
+    assert SCREENSHOT.stat().st_size > 10_000
 
-    # The example tabs, and the first one open with the demo's variables.
+
+def test_graphiql_opens_in_a_browser_on_the_example_tabs(seen: dict[str, Any]) -> None:
     assert seen["tabs"] == ["RunLog", "RunLogByKinds", "RunLogPage", "WriteNote"]
     assert seen["activeTab"] == "RunLog"
     assert json.loads(seen["variables"]) == {"runId": str(demo.INVASION), "limit": 50}
 
-    # Run, and the result holds the run's lines with their typed details.
+
+def test_the_runlog_example_runs_in_a_browser_and_shows_typed_details(seen: dict[str, Any]) -> None:
     result = seen["result"]
     assert "errors" not in result, result
     lines = result["data"]["runLog"]["nodes"]
@@ -129,7 +139,8 @@ def test_graphiql_runs_the_runlog_example_in_a_browser_with_no_other_host_reacha
     refused = next(line["detail"] for line in lines if line["detail"]["__typename"] == "StepRefusedDetail")
     assert refused["refusal"] == "OVER_CAP"
 
-    # Subscriptions go to the same URL over a websocket.
-    assert seen["subscriptionUrl"] == served_demo.replace("http://", "ws://") + "/graphql"
 
-    assert SCREENSHOT.stat().st_size > 10_000
+def test_graphiql_sends_subscriptions_to_the_same_url_over_a_websocket(
+    served_demo: str, seen: dict[str, Any]
+) -> None:
+    assert seen["subscriptionUrl"] == served_demo.replace("http://", "ws://") + "/graphql"

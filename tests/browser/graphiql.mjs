@@ -4,7 +4,13 @@
 // for tests/test_graphiql_browser.py to judge (with `error` set, and exit
 // status 1, when the page never got as far as a result).
 //
-//   node tests/browser/graphiql.mjs BASE_URL SCREENSHOT_PATH
+//   node tests/browser/graphiql.mjs BASE_URL SCREENSHOT_PATH [--tail]
+//
+// With --tail it then does what a person would to watch a run live: starts
+// the runLogTail subscription in one browser tab of GraphiQL, writes a note
+// with the WriteNote example in another, and waits for the note to arrive in
+// the first (GraphiQL runs one operation at a time per page: running another
+// in the same page stops the subscription).
 //
 // CHROMIUM names the browser (default /usr/bin/chromium).
 
@@ -13,7 +19,8 @@ import os from "node:os";
 import path from "node:path";
 import { chromium } from "playwright-core";
 
-const [baseURL, screenshotPath] = process.argv.slice(2);
+const [baseURL, screenshotPath, ...options] = process.argv.slice(2);
+const tail = options.includes("--tail");
 if (!baseURL || !screenshotPath) {
   console.error("usage: node graphiql.mjs BASE_URL SCREENSHOT_PATH");
   process.exit(2);
@@ -21,6 +28,16 @@ if (!baseURL || !screenshotPath) {
 const ownHost = new URL(baseURL).host;
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), "runlog-chromium-"));
+
+// A subscription to one run's notes, for when GraphiQL has no tail example tab.
+const TAIL_QUERY = `subscription Tail($runId: ID!) {
+  runLogTail(runId: $runId, kinds: [NOTE]) {
+    id
+    kind
+    detail { __typename ... on NoteDetail { text actor } }
+  }
+}
+`;
 
 const seen = {
   offHost: [], // every request the page tried to make to another host
@@ -35,6 +52,100 @@ function offHost(url) {
   // data: and blob: URLs never leave the browser.
   if (parsed.protocol === "data:" || parsed.protocol === "blob:") return false;
   return parsed.host !== ownHost;
+}
+
+function editorValue(page, selector) {
+  return page.locator(selector).first().evaluate((element) => element.CodeMirror.getValue());
+}
+
+function setEditorValue(page, selector, value) {
+  return page
+    .locator(selector)
+    .first()
+    .evaluate((element, text) => element.CodeMirror.setValue(text), value);
+}
+
+const QUERY_EDITOR = ".graphiql-query-editor .CodeMirror";
+const VARIABLES_EDITOR = ".graphiql-editor-tool .CodeMirror";
+const RESPONSE_EDITOR = ".graphiql-response .CodeMirror";
+
+async function openGraphiQL(page) {
+  const response = await page.goto(`${baseURL}/graphql`, { waitUntil: "load" });
+  await page.locator(".graphiql-tab").first().waitFor({ timeout: 30000 });
+  return response;
+}
+
+async function selectTab(page, name) {
+  await page.locator(".graphiql-tab-button", { hasText: new RegExp(`^${name}$`) }).click();
+  await page.locator(".graphiql-tab-active .graphiql-tab-button", { hasText: new RegExp(`^${name}$`) }).waitFor();
+}
+
+// The tail: one page runs the subscription, another writes notes to the same
+// run with the WriteNote example, until one arrives (the first normally does;
+// a note written before the server has the subscription would not, since a
+// tail without `since` starts from now).
+async function watchTail(context) {
+  const tailPage = await context.newPage();
+  await openGraphiQL(tailPage);
+  const names = await tailPage.locator(".graphiql-tab .graphiql-tab-button").allInnerTexts();
+  const example = names.find((name) => /Tail/.test(name));
+  if (example) {
+    await selectTab(tailPage, example);
+  } else {
+    await tailPage.locator(".graphiql-tab-add").click();
+    await setEditorValue(tailPage, QUERY_EDITOR, TAIL_QUERY);
+    await setEditorValue(tailPage, VARIABLES_EDITOR, JSON.stringify({ runId: "38" }));
+  }
+  const tailVariables = JSON.parse(await editorValue(tailPage, VARIABLES_EDITOR));
+  await tailPage.locator(".graphiql-execute-button").click();
+  // While a subscription runs, GraphiQL's run button becomes its stop button.
+  await tailPage.locator(".graphiql-execute-button[aria-label*='Stop']").waitFor({ timeout: 30000 });
+
+  const notePage = await context.newPage();
+  await openGraphiQL(notePage);
+  await selectTab(notePage, "WriteNote");
+  const written = [];
+  let arrived = null;
+  for (let attempt = 1; attempt <= 5 && arrived === null; attempt++) {
+    const text = `Seen live in GraphiQL, note ${attempt} (${Date.now()})`;
+    await setEditorValue(
+      notePage,
+      VARIABLES_EDITOR,
+      JSON.stringify({ runId: tailVariables.runId, text, actor: "the browser test" }, null, 2),
+    );
+    await setEditorValue(notePage, RESPONSE_EDITOR, "");
+    await notePage.locator(".graphiql-execute-button").click();
+    await notePage.waitForFunction(
+      (selector) => document.querySelector(selector)?.CodeMirror?.getValue().includes("writeRunLog"),
+      RESPONSE_EDITOR,
+      { timeout: 30000 },
+    );
+    written.push({ text, answer: JSON.parse(await editorValue(notePage, RESPONSE_EDITOR)) });
+    try {
+      await tailPage.waitForFunction(
+        ([selector, expected]) => document.querySelector(selector)?.CodeMirror?.getValue().includes(expected),
+        [RESPONSE_EDITOR, text],
+        { timeout: 10000 },
+      );
+      arrived = JSON.parse(await editorValue(tailPage, RESPONSE_EDITOR));
+    } catch {
+      // Not (yet) there: write another.
+    }
+  }
+  const shot = screenshotPath.replace(/\.png$/, "-tail.png");
+  await tailPage.screenshot({ path: shot });
+  return {
+    example: example ?? null,
+    runId: tailVariables.runId,
+    written,
+    arrived,
+    running: (await tailPage.locator(".graphiql-execute-button[aria-label*='Stop']").count()) === 1,
+    screenshot: shot,
+    cspViolations: [
+      ...(await tailPage.evaluate(() => window.__cspViolations)),
+      ...(await notePage.evaluate(() => window.__cspViolations)),
+    ],
+  };
 }
 
 const context = await chromium.launchPersistentContext(userDataDir, {
@@ -74,28 +185,28 @@ try {
     ws.connectToServer();
   });
 
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("request", (request) => {
+  // Every page of the context is watched the same way (the tail opens a second).
+  context.on("request", (request) => {
     if (offHost(request.url())) seen.offHost.push(request.url());
     else seen.requests.push(new URL(request.url()).pathname);
   });
-  page.on("console", (message) => {
+  context.on("console", (message) => {
     if (message.type() === "error") seen.consoleErrors.push(message.text());
   });
-  page.on("pageerror", (error) => seen.pageErrors.push(String(error)));
+  context.on("weberror", (error) => seen.pageErrors.push(String(error.error())));
   // What the page's Content-Security-Policy refused, as the page itself sees it.
-  await page.addInitScript(() => {
+  await context.addInitScript(() => {
     window.__cspViolations = [];
     document.addEventListener("securitypolicyviolation", (event) => {
       window.__cspViolations.push(`${event.violatedDirective} ${event.blockedURI}`);
     });
   });
+  page = context.pages()[0] ?? (await context.newPage());
 
-  const response = await page.goto(`${baseURL}/graphql`, { waitUntil: "load" });
+  const response = await openGraphiQL(page);
   const headers = response.headers();
 
   // The example tabs, as GraphiQL shows them.
-  await page.locator(".graphiql-tab").first().waitFor({ timeout: 30000 });
   const tabs = await page.locator(".graphiql-tab .graphiql-tab-button").allInnerTexts();
 
   // Run the tab GraphiQL opened on (RunLog) and wait for its result.
@@ -126,11 +237,14 @@ try {
     subscriptionUrl: await page.evaluate(() => window.RUNLOG_GRAPHIQL?.subscriptionUrl ?? null),
     cspViolations: await page.evaluate(() => window.__cspViolations),
   });
+  fs.mkdirSync(path.dirname(screenshotPath), { recursive: true });
+  await page.screenshot({ path: screenshotPath });
+  if (tail) report.tail = await watchTail(context);
 } catch (error) {
   // Still a report and a screenshot: they show what the page got stuck on.
   report.error = String(error);
 } finally {
-  if (page !== null) {
+  if (page !== null && report.error !== null) {
     fs.mkdirSync(path.dirname(screenshotPath), { recursive: true });
     await page.screenshot({ path: screenshotPath }).catch(() => {});
   }
