@@ -140,6 +140,12 @@ def test_the_runlog_example_runs_in_a_browser_and_shows_typed_details(seen: dict
     assert refused["refusal"] == "OVER_CAP"
 
 
+def test_the_explorer_and_the_docs_show_the_schema(seen: dict[str, Any]) -> None:
+    # It opens on the tab's query, with every field of Query to add.
+    assert {"runLog", "retention", "RunLogLineFields"} <= set(seen["explorer"].splitlines())
+    assert "RunLogPage" in seen["docs"]
+
+
 def test_graphiql_sends_subscriptions_to_the_same_url_over_a_websocket(
     served_demo: str, seen: dict[str, Any]
 ) -> None:

@@ -239,6 +239,14 @@ try {
   });
   fs.mkdirSync(path.dirname(screenshotPath), { recursive: true });
   await page.screenshot({ path: screenshotPath });
+  // The explorer plugin and the docs, which build on the schema's introspection.
+  await page.locator("button[aria-label='Show GraphiQL Explorer']").click();
+  await page.locator(".graphiql-plugin").getByText("runLog", { exact: true }).first().waitFor({ timeout: 30000 });
+  report.explorer = await page.locator(".graphiql-plugin").innerText();
+  await page.locator("button[aria-label='Show Documentation Explorer']").click();
+  await page.locator(".graphiql-plugin").getByText("RunLogPage", { exact: true }).first().waitFor({ timeout: 30000 });
+  report.docs = await page.locator(".graphiql-plugin").innerText();
+  report.cspViolations = await page.evaluate(() => window.__cspViolations);
   if (tail) report.tail = await watchTail(context);
 } catch (error) {
   // Still a report and a screenshot: they show what the page got stuck on.
