@@ -220,6 +220,7 @@ def page_query(
     after: Cursor | None,
     sqlite: bool = False,
     read: str = "lines",
+    fits: int = 0,
 ) -> Select[Any]:
     """The one statement that reads a page, its values bound (kinds must not be empty).
 
@@ -227,10 +228,11 @@ def page_query(
     index. On SQLite (`sqlite=True`) it is ordered by its normalised form, and
     the text columns come as bytes (see `_sqlite_text`). `read` is what each
     row holds: "lines", "lines without detail" (NULL in its place), or
-    "detail sizes" (each line's stored detail bytes, and nothing else).
+    "lines with sizes" (each line's stored detail bytes last, its detail
+    NULL where that is more than `fits`).
     """
     statement, values = page_statement(
-        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read
+        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read, fits=fits
     )
     return statement.params(values)
 
@@ -243,6 +245,7 @@ def page_statement(
     after: Cursor | None,
     sqlite: bool = False,
     read: str = "lines",
+    fits: int = 0,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """`page_query` as a prebuilt statement and the values for its parameters.
 
@@ -254,6 +257,8 @@ def page_statement(
     """
     # One more than asked: its presence is what makes hasNextPage exact.
     values: dict[str, Any] = {"run_id": run_id, "limit": limit + 1}
+    if read == "lines with sizes":
+        values["fits"] = fits
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
     cursor = None
@@ -271,7 +276,7 @@ def page_statement(
 
 
 # What a page statement reads of each line (see page_query).
-PAGE_READS = ("lines", "lines without detail", "detail sizes")
+PAGE_READS = ("lines", "lines without detail", "lines with sizes")
 
 
 @functools.cache
@@ -298,12 +303,16 @@ def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None, read: str) -> 
     else:
         order = _l.c.at
         columns = [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, detail, _l.c.at]
-    if read == "detail sizes":
+    if read == "lines with sizes":
         # Bytes as stored: LENGTH of a BLOB on SQLite, of text on MariaDB (its
         # LENGTH counts bytes, CHAR_LENGTH characters); NULL for no detail.
+        # A detail larger than `fits` is left out (NULL), its size still read.
         # No literal in it: every value of a page statement is a named
         # parameter (the raw read on MariaDB binds them by name, see _read).
-        columns = [func.length(detail).label("size")]
+        size = func.length(detail)
+        fits = bindparam("fits", type_=Integer())
+        columns[5] = case((size <= fits, detail)).label("detail")
+        columns.append(size.label("size"))
     query = (
         select(*columns)
         .where(_l.c.run_id == bindparam("run_id"))
@@ -359,44 +368,85 @@ async def read_page(
     stored details would come to more than that many bytes; its first line
     is returned whatever its size, so that paging always goes on.
 
-    One query, unless the page could come to more detail bytes than it may
-    return: `limit + 1` lines of `largest_detail` bytes each (the most a
-    writer may store) would pass `max_detail_bytes`. Then the sizes of the
-    page's details are read first, and only the lines that fit are fetched.
-    A 50-line page under the default budget (51 of 64 KiB is 3.3 MiB, of
-    8 MiB) never takes that second query, and its cut costs about 15 us of
-    its 3.2 ms of CPU. A 500-line page does take it: measured through the
-    ASGI app on MariaDB, 11.5-13.0 ms of CPU became 13.8-14.2 ms (a round
-    trip, and 501 sizes read). The database still
-    reads every detail of the page to size it: 2,000 details of 64 KiB took
-    MariaDB about 0.3 s, off the event loop (the page's CPU here fell from
-    0.31 s to 0.025 s).
+    One statement, whatever the budget. When `limit + 1` lines of
+    `largest_detail` bytes each (the most a writer may store) could pass
+    `max_detail_bytes`, that statement also reads each line's detail size,
+    and leaves out any detail larger than the budget's share of one line
+    (`max_detail_bytes // (limit + 1)`): what it fetches stays within the
+    budget, and the page is cut on the sizes. Only a page that keeps a
+    detail left out reads it in a second statement, by line id. Ordinary
+    details fit their share (4 KiB for a 2,000-line page under 8 MiB), so
+    pages of them take one round trip. Reading the sizes in a statement of
+    their own first cost every 2,000-line page a round trip and 2,001 sizes:
+    its latency was 1.84x the physical floor's, 1.55x with one statement
+    (bench's RunLog 2,000-line case, both services side by side in
+    alternating rounds on a loaded machine). The database still reads every
+    detail of the page to size it: 2,000 details of 64 KiB took MariaDB
+    about 0.3 s, off the event loop.
     """
     if kinds is not None and not kinds:
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
-    fetch = limit
-    if detail and max_detail_bytes is not None and max_detail_bytes <= 0:
-        fetch = 1  # the request's budget is spent: its first line is all a page returns
-    elif detail and max_detail_bytes is not None and (limit + 1) * largest_detail > max_detail_bytes:
+    if not detail or max_detail_bytes is None or (limit + 1) * largest_detail <= max_detail_bytes:
+        return await _read_lines(engine, run_id, kinds, limit, after, sqlite, detail, max_detail_bytes)
+    if max_detail_bytes <= 0:
+        # The request's budget is spent: its first line is all a page returns.
+        return await _read_lines(engine, run_id, kinds, 1, after, sqlite, detail, max_detail_bytes)
+    fits = max_detail_bytes // (limit + 1)
+    while True:
         statement, values = page_statement(
-            run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read="detail sizes"
+            run_id=run_id,
+            kinds=kinds,
+            limit=limit,
+            after=after,
+            sqlite=sqlite,
+            read="lines with sizes",
+            fits=fits,
         )
-        sizes = [size or 0 for (size,) in await _read(engine, statement, values)]
-        fetch = max(1, _fitting(sizes[:limit], max_detail_bytes))
+        rows = await _read(engine, statement, values)
+        sizes = [row[-1] or 0 for row in rows[:limit]]
+        kept = _fitting(sizes, max_detail_bytes)
+        has_next = len(rows) > kept
+        kept_rows = [row[:-1] for row in rows[:kept]]  # the size, last, is not part of a line
+        lines = _sqlite_lines(kept_rows) if sqlite else _lines(kept_rows)
+        left_out = [line.id for line, size in zip(lines, sizes[:kept], strict=True) if size > fits]
+        if left_out:
+            found = dict(await _read(engine, _details_statement(sqlite), {"ids": left_out}))
+            if len(found) < len(left_out):
+                continue  # lines deleted since the page was read (pruning): read it again
+            lines = [line._replace(detail=found[line.id]) if line.id in found else line for line in lines]
+        return Page(lines=lines, has_next=has_next, detail_bytes=sum(sizes[:kept]))
+
+
+async def _read_lines(
+    engine: AsyncEngine,
+    run_id: int,
+    kinds: Sequence[str] | None,
+    limit: int,
+    after: Cursor | None,
+    sqlite: bool,
+    detail: bool,
+    max_detail_bytes: int | None,
+) -> Page:
+    """A page read in one statement, cut on the sizes of the details it fetched."""
     read = "lines" if detail else "lines without detail"
     statement, values = page_statement(
-        run_id=run_id, kinds=kinds, limit=fetch, after=after, sqlite=sqlite, read=read
+        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read
     )
     rows = await _read(engine, statement, values)
-    lines = _sqlite_lines(rows[:fetch]) if sqlite else _lines(rows[:fetch])
+    lines = _sqlite_lines(rows[:limit]) if sqlite else _lines(rows[:limit])
     if not detail:
-        return Page(lines=lines, has_next=len(rows) > fetch)
+        return Page(lines=lines, has_next=len(rows) > limit)
     sizes = [_stored_bytes(line.detail) for line in lines]
-    # Counted again on what was fetched: lines written since the sizes were
-    # read come first, and the budget holds for them too.
     kept = len(lines) if max_detail_bytes is None else _fitting(sizes, max_detail_bytes)
     return Page(lines=lines[:kept], has_next=len(rows) > kept, detail_bytes=sum(sizes[:kept]))
+
+
+@functools.cache
+def _details_statement(sqlite: bool) -> Select[Any]:
+    """The details of the lines `ids`, by line id (the ones a page statement left out)."""
+    detail = _sqlite_text(_l.c.detail) if sqlite else _l.c.detail
+    return select(_l.c.id, detail.label("detail")).where(_l.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _fitting(sizes: Sequence[int], max_bytes: int) -> int:

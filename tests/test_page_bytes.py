@@ -220,3 +220,26 @@ def test_a_page_serving_its_details_under_several_aliases_spends_them_that_many_
     assert nodes and page["runLog"]["pageInfo"]["hasNextPage"] is True
     assert served <= BUDGET, (len(nodes), served)
     assert served + 4 * max(stored.values()) > BUDGET, (len(nodes), served)  # and no fewer lines than fit
+
+
+@pytest.mark.parametrize("largest", ["ordinary", "past its share"])
+def test_a_full_page_under_the_budget_is_read_in_one_statement(tables: Backend, largest: str) -> None:
+    # 2,001 lines of the largest detail a writer may store (64 KiB) could pass
+    # the default 8 MiB budget, so the page's details are sized as it is
+    # read. Ordinary details all fit their share of the budget (8 MiB over
+    # 2,001 lines, 4,192 bytes): the page is one statement, not a statement
+    # for the sizes and one for the lines. A detail past its share is read
+    # by id afterwards, whole.
+    texts = ["t" * (50 + n % 200) for n in range(2_100)]
+    if largest != "ordinary":
+        texts[-3] = "b" * 6_000
+    stored = add_notes(tables, texts)
+    with recorded_statements(tables) as (api, taken):
+        taken()
+        page = api.data(RUN_LOG, {"runId": 7, "limit": 2000})["runLog"]
+        reads = [s for s in taken() if "event_run_log" in s]
+    nodes = page["nodes"]
+    assert len(nodes) == 2000 and page["pageInfo"]["hasNextPage"] is True
+    assert [n["id"] for n in nodes] == sorted(stored, key=int, reverse=True)[:2000]
+    assert [n["detail"]["text"] for n in nodes] == texts[::-1][:2000]
+    assert len(reads) == (1 if largest == "ordinary" else 2), reads
