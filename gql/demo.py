@@ -4,7 +4,9 @@ Five runs, in five statuses, whose lines tell the stories the seed's comments
 tell: a run that did not start because run 37 holds `invasion:Yew`, a gate
 waiting for the boss in Yew while the boss spawns in Britain, a step refused
 over a cap, a cleanup that brought some resources back and not others. Every
-one of the 22 kinds appears at least once.
+kind appears at least once: the 22 of the seed in the stories, and a kind
+declared since, until a story tells it, at the end of the live run with the
+example its detail type declares.
 
 Loading is idempotent: the runs have fixed ids, and loading again replaces
 them (their `event_runs` rows and all their lines) in one transaction. A run
@@ -26,14 +28,14 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .db import create_engine, event_run_log, event_runs, init_db, transaction
-from .details import DetailError, check_detail, dump_detail
+from .details import EXAMPLES, DetailError, check_detail, dump_detail
 from .kinds import Kind
 from .settings import Settings
 
@@ -128,13 +130,33 @@ def _marker(log: _Log, minutes: float) -> None:
 
 def build_runs(now: datetime.datetime) -> list[DemoRun]:
     """The demo runs, their times counted back from `now` (naive UTC)."""
-    return [
+    runs = [
         _dry_run(now - datetime.timedelta(days=3, hours=2)),
         _invasion(now - datetime.timedelta(minutes=100)),
         _blocked(now - datetime.timedelta(minutes=21)),
         _treasure_hunt(now - datetime.timedelta(days=1, hours=3)),
         _relay(now - datetime.timedelta(hours=6)),
     ]
+    told = {line.kind for run in runs for line in run.lines}
+    untold = [kind for kind in Kind if kind not in told]
+    return [_with_lines_of(untold, run) if run.id == INVASION else run for run in runs]
+
+
+def _with_lines_of(kinds: list[Kind], run: DemoRun) -> DemoRun:
+    """`run` and, after its last line, a line of each of `kinds` with its declared example.
+
+    For the kinds no story tells (one declared since the stories were
+    written): every kind is in the demo from the day it is declared, until a
+    story tells it.
+    """
+    if not kinds:
+        return run
+    last = run.lines[-1].at
+    added = [
+        DemoLine(last + datetime.timedelta(seconds=n), kind, EXAMPLES[kind])
+        for n, kind in enumerate(kinds, 1)
+    ]
+    return replace(run, lines=[*run.lines, *added], updated_at=added[-1].at)
 
 
 def _dry_run(start: datetime.datetime) -> DemoRun:

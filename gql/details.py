@@ -2,7 +2,10 @@
 
 The Strawberry types below are the single source of truth: the pydantic models
 that check a detail on write and read it back are derived from them, so a field
-added here is checked, stored and served without a second definition.
+added here is checked, stored and served without a second definition. Each is
+declared as its kind's with `@detail_of`, and the `RunLogDetail` union and the
+lookups by kind are derived from those declarations (docs/development.md,
+"Adding a kind").
 
 A detail is stored as JSON whose keys are the GraphQL field names
 (`blockingRunId`), so what a writer sends is what a reader selects. A field name
@@ -25,7 +28,7 @@ import enum
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeAlias, Union
+from typing import Annotated, Any, TypeVar, Union
 
 import pydantic
 import strawberry
@@ -148,6 +151,10 @@ def _external_id() -> Any:
 # Marks a detail field that is looked up when read, never stored: the codecs
 # leave it out, so a writer that sends it is refused as for any unknown key.
 LOADED = "runlog.loaded"
+# Marks a detail field that names a run (event_runs.id, an INT): what a reader
+# selects through it (`blockingRun`) is looked up by that id, so a write is
+# refused unless it is one (1..2147483647).
+NAMES_A_RUN = "runlog.names_a_run"
 
 
 @strawberry.type(description="A run as the events system has it now (table `event_runs`).")
@@ -165,8 +172,45 @@ class Run:
 
 
 # ── one type per kind ────────────────────────────────────────────────────────
+#
+# Each kind's detail type is declared once, with `@detail_of` above its
+# `@strawberry.type`; the union, `DETAIL_TYPES` and the write path's checks are
+# derived from these declarations (see the end of this section).
+
+_T = TypeVar("_T", bound=type)
+_DECLARED: dict[Kind, tuple[type, dict[str, Any]]] = {}
 
 
+def detail_of(kind: Kind, *, example: dict[str, Any]) -> Callable[[_T], _T]:
+    """Declare the decorated Strawberry type as `kind`'s detail.
+
+    `example` is a detail a writer could send, in GraphQL field names: the
+    demo shows it for a kind no story of its tells yet, and the tests write,
+    read and record it (tests/details_examples.py).
+    """
+
+    def declare(cls: _T) -> _T:
+        named = _detail_type_name(kind)
+        if cls.__name__ != named:
+            raise TypeError(f"{kind.value}'s detail type must be named {named} (the contract's rule)")
+        if kind in _DECLARED:
+            raise TypeError(f"{kind.value} has two detail types: {_DECLARED[kind][0].__name__} and {named}")
+        if get_object_definition(cls) is None:
+            raise TypeError(f"put @detail_of(Kind.{kind.name}, ...) above {named}'s @strawberry.type")
+        _DECLARED[kind] = (cls, example)
+        return cls
+
+    return declare
+
+
+def _detail_type_name(kind: Kind) -> str:
+    """`run.status` is `RunStatusDetail`: Pascal case plus `Detail`, as the contract says."""
+    return "".join(part.title() for part in kind.value.split(".")) + "Detail"
+
+
+@detail_of(
+    Kind.RUN_CREATED, example={"eventId": 12, "eventVersion": "3", "scheduledFor": "2026-06-01T18:00:00Z"}
+)
 @strawberry.type(description="`run.created`: an occurrence of an event was materialised.")
 class RunCreatedDetail:
     event_id: strawberry.ID = strawberry.field(description="The event this run is an occurrence of.")
@@ -178,6 +222,7 @@ class RunCreatedDetail:
     )
 
 
+@detail_of(Kind.RUN_STATUS, example={"from": "scheduled", "to": "live"})
 @strawberry.type(description="`run.status`: the run moved from one status to another.")
 class RunStatusDetail:
     from_: str | None = _from()
@@ -185,6 +230,7 @@ class RunStatusDetail:
     reason: str | None = _reason()
 
 
+@detail_of(Kind.PHASE_ENTERED, example={"stepIds": [101, 102]})
 @strawberry.type(description="`phase.entered`: a phase's steps were materialised.")
 class PhaseEnteredDetail:
     step_ids: list[strawberry.ID] = strawberry.field(
@@ -192,6 +238,9 @@ class PhaseEnteredDetail:
     )
 
 
+@detail_of(
+    Kind.STEP_STATUS, example={"from": "pending", "to": "done", "module": "spawn", "answer": {"ok": True}}
+)
 @strawberry.type(description="`step.status`: a step moved, with the module's answer.")
 class StepStatusDetail:
     from_: str | None = _from()
@@ -202,12 +251,14 @@ class StepStatusDetail:
     )
 
 
+@detail_of(Kind.NOTE, example={"text": "paused for the server restart", "actor": "gm.alice"})
 @strawberry.type(description="`note`: a human action taken from the admin surface.")
 class NoteDetail:
     text: str = strawberry.field(description="What the human wrote or did.")
     actor: str | None = _actor()
 
 
+@detail_of(Kind.RUN_BLOCKED, example={"blockingRunId": 37, "concurrencyKey": "invasion:Yew"})
 @strawberry.type(
     description="`run.blocked`: the run was held off because another run holds its "
     "concurrency key. Read it as: it did not start because run `blockingRunId` holds "
@@ -216,7 +267,8 @@ class NoteDetail:
 class RunBlockedDetail:
     blocking_run_id: strawberry.ID = strawberry.field(
         description="The run that holds the key; pass it to `runLog` to read why that run "
-        "is still live, or select `blockingRun`."
+        "is still live, or select `blockingRun`.",
+        metadata={NAMES_A_RUN: True},
     )
     concurrency_key: str = strawberry.field(description="The key both runs need (`invasion:Yew`).")
     # Plain data, filled in by the page's resolver with one batched lookup
@@ -232,6 +284,7 @@ class RunBlockedDetail:
     )
 
 
+@detail_of(Kind.RUN_HEALTH, example={"from": "ok", "to": "degraded", "reason": "module timeouts"})
 @strawberry.type(description="`run.health`: the run's health changed (not its status).")
 class RunHealthDetail:
     from_: str | None = _from()
@@ -239,6 +292,7 @@ class RunHealthDetail:
     reason: str | None = _reason()
 
 
+@detail_of(Kind.STEP_RETRY, example={"attempt": 2, "maxAttempts": 5, "error": "timeout", "retryAt": None})
 @strawberry.type(description="`step.retry`: a step failed transiently and will be attempted again.")
 class StepRetryDetail:
     attempt: int = _attempt()
@@ -251,6 +305,7 @@ class StepRetryDetail:
     )
 
 
+@detail_of(Kind.STEP_PARKED, example={"waitingFor": "a GM to confirm the reward"})
 @strawberry.type(description="`step.parked`: a step waits on a human, and nothing is holding it.")
 class StepParkedDetail:
     waiting_for: str = strawberry.field(description="What the step needs a human to do.")
@@ -263,6 +318,7 @@ class StatusCount:
     count: int = strawberry.field(description="How many steps ended in it.")
 
 
+@detail_of(Kind.PHASE_COMPLETED, example={"stepCount": 3, "byStatus": [{"status": "done", "count": 3}]})
 @strawberry.type(description="`phase.completed`: every step of a phase reached a terminal status.")
 class PhaseCompletedDetail:
     step_count: int = strawberry.field(description="How many steps the phase had.")
@@ -271,6 +327,14 @@ class PhaseCompletedDetail:
     )
 
 
+@detail_of(
+    Kind.PHASE_GATE,
+    example={
+        "condition": "boss.spawned",
+        "parameters": {"region": "Yew"},
+        "deadline": "2026-06-01T19:00:00Z",
+    },
+)
 @strawberry.type(description="`phase.gate`: a phase opened an advance gate, and what it waits for.")
 class PhaseGateDetail:
     condition: str = _condition()
@@ -281,6 +345,16 @@ class PhaseGateDetail:
     deadline: datetime.datetime | None = _deadline()
 
 
+@detail_of(
+    Kind.CONDITION_EVALUATED,
+    example={
+        "matched": False,
+        "condition": "boss.spawned",
+        "firing": "boss.spawned",
+        "facts": {"region": "Britain"},
+        "mismatch": "spawned in Britain, the gate waits for Yew",
+    },
+)
 @strawberry.type(
     description="`condition.evaluated`: a firing was tested against a gate. Written for both "
     "outcomes: a firing that did not match says what was different."
@@ -299,6 +373,7 @@ class ConditionEvaluatedDetail:
     )
 
 
+@detail_of(Kind.PHASE_ADVANCED, example={"via": "FIRING", "firing": "boss.spawned"})
 @strawberry.type(description="`phase.advanced`: a gate opened, on a firing, on its deadline, or forced.")
 class PhaseAdvancedDetail:
     via: GateOpening = strawberry.field(description="How the gate opened.")
@@ -316,11 +391,15 @@ class BudgetCap:
     )
 
 
+@detail_of(
+    Kind.RUN_BUDGET, example={"caps": [{"cap": "spawns", "limit": 40, "switch": "events.spawns.small"}]}
+)
 @strawberry.type(description="`run.budget`: the caps this run was seeded with, and which switch set each.")
 class RunBudgetDetail:
     caps: list[BudgetCap] = strawberry.field(description="Each cap, with the switch that set it.")
 
 
+@detail_of(Kind.STEP_REFUSED, example={"refusal": "OVER_CAP", "cap": "spawns", "limit": 40, "used": 40})
 @strawberry.type(
     description="`step.refused`: a step was not permitted. A refusal is not a failure: "
     "the deployment does not permit what the author asked for."
@@ -335,14 +414,26 @@ class StepRefusedDetail:
     used: int | None = strawberry.field(description="How much of the cap was already used.", default=None)
 
 
+@detail_of(Kind.VERSION_VERIFIED, example={"version": "3", "dryRunId": 77})
 @strawberry.type(
     description="`version.verified`: a dry run passed against a version, unlocking scheduled starts."
 )
 class VersionVerifiedDetail:
     version: str = strawberry.field(description="The event version that was verified.")
-    dry_run_id: strawberry.ID | None = strawberry.field(description="The dry run that passed.", default=None)
+    dry_run_id: strawberry.ID | None = strawberry.field(
+        description="The dry run that passed.", default=None, metadata={NAMES_A_RUN: True}
+    )
 
 
+@detail_of(
+    Kind.RESOURCE_RECORDED,
+    example={
+        "resourceId": 5,
+        "resourceType": "npc",
+        "externalId": "0x4001",
+        "ownership": "CREATED",
+    },
+)
 @strawberry.type(
     description="`resource.recorded`: a step reported what it created or borrowed, and it is ledgered."
 )
@@ -353,6 +444,7 @@ class ResourceRecordedDetail:
     ownership: Ownership = strawberry.field(description="Created by the step, or borrowed.")
 
 
+@detail_of(Kind.RESOURCE_ORPHANED, example={"resourceId": 5, "resourceType": "npc", "externalId": "0x4001"})
 @strawberry.type(
     description="`resource.orphaned`: a module reports a ledgered resource is no longer in force."
 )
@@ -363,12 +455,23 @@ class ResourceOrphanedDetail:
     reason: str | None = _reason()
 
 
+@detail_of(Kind.CLEANUP_REVERTED, example={"group": "spawns", "resourceIds": [5, 6]})
 @strawberry.type(description="`cleanup.reverted`: a group of resources came back.")
 class CleanupRevertedDetail:
     group: str = _group()
     resource_ids: list[strawberry.ID] = _resource_ids()
 
 
+@detail_of(
+    Kind.CLEANUP_FAILED,
+    example={
+        "group": "decorations",
+        "resourceIds": [7],
+        "error": "item is in a player's backpack",
+        "leftAs": "untouched",
+        "attempt": 1,
+    },
+)
 @strawberry.type(description="`cleanup.failed`: a group did not come back, why, and how it was left.")
 class CleanupFailedDetail:
     group: str = _group()
@@ -378,6 +481,9 @@ class CleanupFailedDetail:
     attempt: int = _attempt()
 
 
+@detail_of(
+    Kind.CLEANUP_SWEPT, example={"checked": 3, "reverted": 2, "failed": 1, "orphaned": 0, "remaining": 1}
+)
 @strawberry.type(description="`cleanup.swept`: one pass over a run's ledger, and what it found.")
 class CleanupSweptDetail:
     checked: int = strawberry.field(description="Resources looked at.")
@@ -387,11 +493,16 @@ class CleanupSweptDetail:
     remaining: int = strawberry.field(description="Resources still ledgered after the pass.")
 
 
+@detail_of(Kind.CLEANUP_RETRY, example={"group": "decorations", "previousAttempts": 3, "actor": "gm.bob"})
 @strawberry.type(description="`cleanup.retry`: a human cleared a group's attempt counter and asked again.")
 class CleanupRetryDetail:
     group: str = _group()
     previous_attempts: int = strawberry.field(description="The attempt count that was cleared.")
     actor: str | None = _actor()
+
+
+# A new kind's detail type goes here, after the last one (docs/development.md,
+# "Adding a kind").
 
 
 @strawberry.type(
@@ -406,57 +517,30 @@ class UnreadableDetail:
     problem: str = strawberry.field(description="What was wrong with it.")
 
 
-DETAIL_TYPES: dict[Kind, type] = {
-    Kind.RUN_CREATED: RunCreatedDetail,
-    Kind.RUN_STATUS: RunStatusDetail,
-    Kind.PHASE_ENTERED: PhaseEnteredDetail,
-    Kind.STEP_STATUS: StepStatusDetail,
-    Kind.NOTE: NoteDetail,
-    Kind.RUN_BLOCKED: RunBlockedDetail,
-    Kind.RUN_HEALTH: RunHealthDetail,
-    Kind.STEP_RETRY: StepRetryDetail,
-    Kind.STEP_PARKED: StepParkedDetail,
-    Kind.PHASE_COMPLETED: PhaseCompletedDetail,
-    Kind.PHASE_GATE: PhaseGateDetail,
-    Kind.CONDITION_EVALUATED: ConditionEvaluatedDetail,
-    Kind.PHASE_ADVANCED: PhaseAdvancedDetail,
-    Kind.RUN_BUDGET: RunBudgetDetail,
-    Kind.STEP_REFUSED: StepRefusedDetail,
-    Kind.VERSION_VERIFIED: VersionVerifiedDetail,
-    Kind.RESOURCE_RECORDED: ResourceRecordedDetail,
-    Kind.RESOURCE_ORPHANED: ResourceOrphanedDetail,
-    Kind.CLEANUP_REVERTED: CleanupRevertedDetail,
-    Kind.CLEANUP_FAILED: CleanupFailedDetail,
-    Kind.CLEANUP_SWEPT: CleanupSweptDetail,
-    Kind.CLEANUP_RETRY: CleanupRetryDetail,
-}
+def _detail_types() -> dict[Kind, type]:
+    """Each kind's detail type, in the kinds' order; a kind without one stops the import."""
+    for kind in Kind:
+        if kind not in _DECLARED:
+            named = _detail_type_name(kind)
+            raise TypeError(
+                f"kind {kind.value!r} has no detail type: declare one in gql/details.py, as\n"
+                f"    @detail_of(Kind.{kind.name}, example={{...}})\n"
+                f'    @strawberry.type(description="`{kind.value}`: ...")\n'
+                f"    class {named}:\n"
+                '(docs/development.md, "Adding a kind")'
+            )
+    return {kind: _DECLARED[kind][0] for kind in Kind}
 
-RunLogDetail: TypeAlias = Annotated[
-    Union[  # noqa: UP007 -- a 23-member union reads better one per line
-        RunCreatedDetail,
-        RunStatusDetail,
-        PhaseEnteredDetail,
-        StepStatusDetail,
-        NoteDetail,
-        RunBlockedDetail,
-        RunHealthDetail,
-        StepRetryDetail,
-        StepParkedDetail,
-        PhaseCompletedDetail,
-        PhaseGateDetail,
-        ConditionEvaluatedDetail,
-        PhaseAdvancedDetail,
-        RunBudgetDetail,
-        StepRefusedDetail,
-        VersionVerifiedDetail,
-        ResourceRecordedDetail,
-        ResourceOrphanedDetail,
-        CleanupRevertedDetail,
-        CleanupFailedDetail,
-        CleanupSweptDetail,
-        CleanupRetryDetail,
-        UnreadableDetail,
-    ],
+
+DETAIL_TYPES: dict[Kind, type] = _detail_types()
+# One detail a writer could send, per kind (see `detail_of`).
+EXAMPLES: dict[Kind, dict[str, Any]] = {kind: _DECLARED[kind][1] for kind in Kind}
+
+# The type of a line's `detail`: every kind's detail type, in the kinds'
+# order, then the fallback. Built from DETAIL_TYPES, so it is typed `Any`:
+# mypy cannot read a union made at run time.
+RunLogDetail: Any = Annotated[
+    Union[(*DETAIL_TYPES.values(), UnreadableDetail)],
     strawberry.union(
         "RunLogDetail",
         description="A line's detail: the typed detail of its kind, or `UnreadableDetail` "
@@ -618,12 +702,18 @@ def _describe(error: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
-# Detail fields that name a run (event_runs.id, an INT): what a reader selects
-# through them (`blockingRun`) is looked up by that id, so only an id that
+# Detail fields that name a run (marked NAMES_A_RUN), by kind: only an id that
 # can be one is stored.
 _RUN_ID_FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
-    Kind.RUN_BLOCKED: (("blocking_run_id", "blockingRunId"),),
-    Kind.VERSION_VERIFIED: (("dry_run_id", "dryRunId"),),
+    kind: names
+    for kind, tp in DETAIL_TYPES.items()
+    if (
+        names := tuple(
+            (field.python_name, _graphql_name(field))
+            for field in get_object_definition(tp, strict=True).fields
+            if field.metadata.get(NAMES_A_RUN)
+        )
+    )
 }
 _MAX_RUN_ID = 2**31 - 1
 

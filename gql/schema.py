@@ -51,7 +51,7 @@ from .details import (
     read_detail,
 )
 from .fastpath import PageExecutor
-from .kinds import DESCRIPTIONS, TERMINAL_STATUSES, Kind
+from .kinds import TERMINAL_STATUSES, Kind
 from .limits import DetailBudget, detail_servings
 from .settings import Settings
 
@@ -62,7 +62,7 @@ log = logging.getLogger("gql.runlog")
 RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
     enum.Enum(
         "RunLogKind",
-        {kind.name: strawberry.enum_value(kind.value, description=DESCRIPTIONS[kind]) for kind in Kind},
+        {kind.name: strawberry.enum_value(kind.value, description=kind.records) for kind in Kind},
     ),
     description="What a line records. Append-only: a kind is never renamed or removed. "
     "The wire name a writer sends to `writeRunLog` is the lower-case dotted form "
@@ -248,9 +248,10 @@ class RunLogLine:
         "the place the database orders it in, after every line with a time (MariaDB puts a "
         "date with a zero month or day, `2026-00-00`, among that year's)."
     )
-    detail: RunLogDetail | None = strawberry.field(
+    detail: object | None = strawberry.field(
+        graphql_type=RunLogDetail | None,
         description="What the line records, typed by its kind; `UnreadableDetail` when the "
-        "stored text cannot be read as that type; null when the line has no detail."
+        "stored text cannot be read as that type; null when the line has no detail.",
     )
     problem: str | None = strawberry.field(
         default=None,

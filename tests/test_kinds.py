@@ -73,3 +73,12 @@ def test_schema_graphql_is_exactly_what_export_schema_prints() -> None:
     assert printed == (ROOT / "schema.graphql").read_text(), (
         "schema.graphql is stale: run `python -m gql export-schema > schema.graphql`"
     )
+
+
+def test_each_kind_keeps_the_seeds_reason_beside_its_declaration() -> None:
+    """The seed's comments give a reason for these four in words of their own; each is kept."""
+    assert all(kind.why.strip() for kind in Kind)
+    assert "queryable from the run that did NOT start" in Kind.RUN_BLOCKED.why
+    assert "Written for BOTH outcomes" in Kind.CONDITION_EVALUATED.why
+    assert "a refusal is not a failure" in Kind.STEP_REFUSED.why
+    assert "ANSWER rather than at the placeholder" in Kind.RESOURCE_RECORDED.why
