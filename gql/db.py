@@ -117,6 +117,20 @@ event_run_log_keys = Table(
     mysql_charset="utf8mb4",
 )
 
+# Ours: leases that hold across a Galera cluster, where GET_LOCK is per node
+# (retention.sweep_lock). A lease is one row, claimed by a conditional UPDATE
+# that only a free or expired row matches; two nodes claiming at once conflict
+# at commit and one of them fails (1213), so one holder at a time cluster-wide.
+runlog_leases = Table(
+    "runlog_leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(64), nullable=False),
+    Column("expires_at", _Millis, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
 # Owned by the events system. The service reads only these four columns and
 # creates the table only in a fresh database (tests, the demo, a laptop).
 event_runs = Table(

@@ -8,8 +8,11 @@ failed tick is logged, recorded in its status, and retried on the next one.
 With several server processes on one database only one sweeps at a time. On
 MariaDB that is a named lock (`GET_LOCK`), held on a connection of its own for
 the slice and released after; the server releases a named lock when its
-connection closes, so a process that dies mid-slice does not hold it. On SQLite
-one process is assumed, as the embedded database is a single-server setup.
+connection closes, so a process that dies mid-slice does not hold it. On a
+Galera cluster a named lock holds on one node only, so there the lock is also
+a lease, a row of `runlog_leases` that holds cluster-wide and expires on its
+own when its holder dies. On SQLite one process is assumed, as the embedded
+database is a single-server setup.
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ import datetime
 import enum
 import hashlib
 import logging
+import os
 import random
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 from sqlalchemy.engine import URL
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import store
 from .settings import Settings, parse_duration
@@ -154,6 +160,13 @@ def lock_name(url: URL) -> str:
     return name
 
 
+# A lease outlives its holder's slice by this much: a process that dies while
+# it holds one keeps the others from sweeping for at most this long past it.
+LEASE_MARGIN = 30.0
+_LEASE_FREE = "1970-01-02 00:00:00"
+_RELEASE_LEASE = text("UPDATE runlog_leases SET expires_at = :free WHERE name = :name AND holder = :holder")
+
+
 @asynccontextmanager
 async def sweep_lock(
     engine: AsyncEngine,
@@ -168,33 +181,94 @@ async def sweep_lock(
     means that process is sweeping and this tick has nothing to do. The
     `prune` command waits up to `wait` seconds for a sweeper's slice to end,
     calling `on_wait` first, so that it never prunes beside a sweeper.
+
+    On a Galera node `GET_LOCK` holds on that node alone, so the lock is also
+    a lease in `runlog_leases` (see `_claim_lease`), which holds cluster-wide.
     """
     if engine.dialect.name == "sqlite":
         yield True
         return
+    deadline = time.monotonic() + wait
     async with engine.connect() as conn:
-        taken = (await conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": name})).scalar()
-        if taken != 1 and wait > 0:
+        taken = (await conn.execute(text("SELECT GET_LOCK(:name, 0)"), {"name": name})).scalar() == 1
+        if not taken and wait > 0:
             if on_wait is not None:
                 on_wait()
+                on_wait = None
             taken = (
                 await conn.execute(text("SELECT GET_LOCK(:name, :wait)"), {"name": name, "wait": wait})
-            ).scalar()
+            ).scalar() == 1
         await conn.commit()
-        if taken != 1:
+        if not taken:
             yield False
             return
+        holder: str | None = None
         try:
-            yield True
+            if await _on_galera(conn):
+                holder = f"{socket.gethostname()[:32]}:{os.getpid()}:{random.getrandbits(48):012x}"
+                while not await _claim_lease(conn, name, holder, SLICE_TIMEOUT + LEASE_MARGIN):
+                    if time.monotonic() >= deadline:
+                        holder = None
+                        break
+                    if on_wait is not None:
+                        on_wait()
+                        on_wait = None
+                    await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+                taken = holder is not None
+            if taken:
+                yield True
+            else:
+                yield False
         finally:
             try:
+                if holder is not None:
+                    await conn.execute(_RELEASE_LEASE, {"free": _LEASE_FREE, "name": name, "holder": holder})
                 await conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
                 await conn.commit()
             except BaseException:
                 # A connection that may still hold the lock must not go back
-                # to the pool: closing it is what releases the lock then.
+                # to the pool: closing it is what releases the lock then (a
+                # lease left behind expires on its own).
                 await conn.invalidate()
                 raise
+
+
+async def _on_galera(conn: AsyncConnection) -> bool:
+    """Whether this server is a node of a Galera cluster (wsrep on)."""
+    row = (await conn.execute(text("SHOW VARIABLES LIKE 'wsrep_on'"))).first()
+    return row is not None and str(row[1]).upper() == "ON"
+
+
+async def _claim_lease(conn: AsyncConnection, name: str, holder: str, ttl: float) -> bool:
+    """Claim the lease `name` for `ttl` seconds if it is free or expired; answer whether it was.
+
+    The claim is one conditional UPDATE in autocommit that only a free or
+    expired row matches, timed by the database's clock. Two nodes claiming at
+    once both match locally, and Galera's certification fails one of them at
+    commit (1213): that one did not get the lease. The row is made on first
+    use (`INSERT IGNORE`, which may conflict the same way).
+    """
+    try:
+        await conn.execute(
+            text("INSERT IGNORE INTO runlog_leases (name, holder, expires_at) VALUES (:name, '', :free)"),
+            {"name": name, "free": _LEASE_FREE},
+        )
+        await conn.commit()
+        claimed = await conn.execute(
+            text(
+                "UPDATE runlog_leases SET holder = :holder, "
+                "expires_at = UTC_TIMESTAMP(3) + INTERVAL :ttl SECOND "
+                "WHERE name = :name AND expires_at < UTC_TIMESTAMP(3)"
+            ),
+            {"holder": holder, "ttl": int(ttl), "name": name},
+        )
+        await conn.commit()
+    except sa_exc.DBAPIError as exc:
+        if not store.is_conflict(exc):
+            raise
+        await conn.rollback()
+        return False
+    return claimed.rowcount == 1
 
 
 # ── the sweeper ──────────────────────────────────────────────────────────────

@@ -13,6 +13,7 @@ import binascii
 import contextlib
 import datetime
 import functools
+import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -1085,8 +1086,41 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
     return (await prune_slice(engine, before=before, limit=limit)).deleted
 
 
+# A slice that loses a conflict with another pruner is chosen again, this many
+# times at most, after a short random pause that doubles each time. On Galera
+# two nodes deleting the same lines at once fail one of the two at commit with
+# a deadlock (1213: the certification conflict); on one server InnoDB's
+# deadlock detector does the same to one of two overlapping deletes. The slice
+# that lost deleted nothing, so choosing again is safe; the caller's own
+# timeout still bounds the whole.
+PRUNE_CONFLICT_RETRIES = 8
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether `exc` is a deadlock (1213): a transaction rolled back whole because another won."""
+    args: tuple[Any, ...] = getattr(getattr(exc, "orig", None), "args", ())
+    return isinstance(exc, sa_exc.DBAPIError) and args[:1] == (1213,)
+
+
 async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
     """Delete at most `limit` lines of terminal runs that ended before `before`.
+
+    A slice that loses a conflict with another pruner (see
+    `PRUNE_CONFLICT_RETRIES`) is chosen again rather than failing.
+    """
+    retries = 0
+    while True:
+        try:
+            return await _prune_slice_once(engine, before=before, limit=limit)
+        except sa_exc.DBAPIError as exc:
+            if not is_conflict(exc) or retries == PRUNE_CONFLICT_RETRIES:
+                raise
+        await asyncio.sleep(random.uniform(0.005, 0.02) * 2**retries)  # noqa: S311 (not a secret)
+        retries += 1
+
+
+async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
+    """One try at a slice.
 
     Three statements, none of which locks a row of `event_runs`: the ids of at
     most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
