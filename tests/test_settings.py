@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +99,13 @@ def test_a_bad_value_stops_start_up_with_the_message() -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("15m", 900), ("12h", 43200), ("2d", 172800)])
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
+
+
+def test_every_key_the_service_reads_is_documented() -> None:
+    """docs/development.md: adding a setting means a row in docs/operating.md's table too."""
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "gql" / "settings.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'"(RUNLOG_[A-Z0-9_]+)"', source))
+    assert len(read) > 20
+    page = (root / "docs" / "operating.md").read_text(encoding="utf-8")
+    assert sorted(key for key in read if f"`{key}`" not in page) == []
