@@ -23,18 +23,19 @@ from .conftest import Backend
 ROOT = Path(__file__).resolve().parent.parent
 KINDS_MARKER = "    # A new kind goes here, after the last one"
 DETAILS_MARKER = '# "Adding a kind").\n'
+FRAGMENTS = "gql/operations/fragments.graphql"
 
 
 def _walkthrough_blocks() -> dict[str, str]:
-    """The page's python blocks in "Adding a kind", by the file their first line names."""
+    """The page's code blocks in "Adding a kind" that add to a file, by the file their first line names."""
     page = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
     section = page.split("\n## Adding a kind\n", 1)[1].split("\n## ", 1)[0]
     blocks = {}
-    for block in re.findall(r"```python\n(.*?)```", section, re.S):
-        named = re.match(r"\s*# (gql/\w+\.py),", block)
+    for block in re.findall(r"```(?:python|graphql)\n(.*?)```", section, re.S):
+        named = re.match(r"\s*# (gql/[\w/]+\.\w+),", block)
         assert named, block
         blocks[named.group(1)] = block
-    assert set(blocks) == {"gql/kinds.py", "gql/details.py"}
+    assert set(blocks) == {"gql/kinds.py", "gql/details.py", FRAGMENTS}
     return blocks
 
 
@@ -55,6 +56,13 @@ def _package(tmp_path: Path, kinds_block: str | None, details_block: str | None)
         assert text.count(marker) == 1, f"the marker the walkthrough names is gone from gql/{name}"
         added = block if before else f"\n\n{block}"
         path.write_text(text.replace(marker, added + marker if before else marker + added), encoding="utf-8")
+    # The fragment at the end of its file, and spread where the page says.
+    fragments = tmp_path / FRAGMENTS
+    [spread] = re.findall(r"spread as (\.\.\.\w+)", BLOCKS[FRAGMENTS])
+    text = fragments.read_text(encoding="utf-8")
+    assert text.count("    ...UnreadableFields\n") == 1
+    text = text.replace("    ...UnreadableFields\n", f"    {spread}\n    ...UnreadableFields\n")
+    fragments.write_text(f"{text}\n{BLOCKS[FRAGMENTS]}", encoding="utf-8")
     return tmp_path
 
 
@@ -71,6 +79,7 @@ from starlette.testclient import TestClient
 import gql
 from gql import demo
 from gql.app import create_app
+from gql.graphiql import example_tabs
 from gql.kinds import Kind
 from gql.schema import export_sdl
 from gql.schema_check import compare
@@ -100,6 +109,9 @@ with TestClient(create_app(Settings(database_url=url))) as client:
     out["written"] = post(write, {"detail": {"actor": "gm.alice", "until": "2026-06-01T20:00:00Z"}})
     out["typo"] = post(write, {"detail": {"actr": "gm.alice"}})
     out["read"] = post(read)
+    tab = {t.name: t for t in example_tabs()}["RunLog"]
+    nodes = post(tab.query, {"runId": "7"})["data"]["runLog"]["nodes"]
+    out["tab"] = [node for node in nodes if node["kindName"] == "run.paused"]
 print(json.dumps(out))
 """
 
@@ -126,16 +138,11 @@ def test_a_kind_declared_as_the_walkthrough_shows_is_served_written_read_and_in_
     assert out["demo"] == [[37, "run.paused"]]
     assert out["written"] == {"data": {"writeRunLog": True}}
     assert out["typo"] == {"data": {"writeRunLog": False}}
+    detail = {"__typename": "RunPausedDetail", "actor": "gm.alice", "until": "2026-06-01T20:00:00+00:00"}
     [line] = out["read"]["data"]["runLog"]["nodes"]
-    assert line == {
-        "kind": "RUN_PAUSED",
-        "kindName": "run.paused",
-        "detail": {
-            "__typename": "RunPausedDetail",
-            "actor": "gm.alice",
-            "until": "2026-06-01T20:00:00+00:00",
-        },
-    }
+    assert line == {"kind": "RUN_PAUSED", "kindName": "run.paused", "detail": detail}
+    [tab_line] = out["tab"]
+    assert tab_line["detail"] == detail
 
 
 def test_a_kind_without_a_detail_type_stops_the_import_saying_what_to_write(tmp_path: Path) -> None:

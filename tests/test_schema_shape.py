@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
-from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLNamedType,
+    GraphQLObjectType,
+    GraphQLUnionType,
+    parse,
+)
 
 from gql.kinds import Kind
 from gql.schema import build_schema
 
 SCHEMA = build_schema()._schema
+OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
 
 
 def _pascal(wire_name: str) -> str:
@@ -53,4 +63,32 @@ def test_every_type_field_argument_and_enum_value_is_described() -> None:
         for value_name, value in getattr(named, "values", {}).items():
             if not value.description:
                 missing.append(f"{name}.{value_name}")
+    assert missing == []
+
+
+def test_the_shipped_fragments_select_every_field_of_every_detail_type() -> None:
+    """GraphiQL's tabs and both generated clients select a detail through RunLogLineFields:
+    a detail type it has no fragment for, or a field its fragment leaves out, would
+    reach them as a bare `__typename` (docs/development.md, "Adding a kind")."""
+    document = parse((OPERATIONS / "fragments.graphql").read_text(encoding="utf-8"))
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    [detail] = [
+        s
+        for s in fragments["RunLogLineFields"].selection_set.selections
+        if isinstance(s, FieldNode) and s.name.value == "detail"
+    ]
+    assert detail.selection_set is not None
+    spread = {
+        fragments[s.name.value].type_condition.name.value: fragments[s.name.value]
+        for s in detail.selection_set.selections
+        if isinstance(s, FragmentSpreadNode)
+    }
+    missing = []
+    for detail_type in _detail_types():
+        fragment = spread.get(detail_type.name)
+        if fragment is None:
+            missing.append(f"no fragment on {detail_type.name} spread in RunLogLineFields.detail")
+            continue
+        selected = {s.name.value for s in fragment.selection_set.selections if isinstance(s, FieldNode)}
+        missing += [f"{detail_type.name}.{name}" for name in detail_type.fields if name not in selected]
     assert missing == []
