@@ -40,6 +40,7 @@ from .request_id import RequestId, error_body
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema, log_unrun_writes
 from .settings import Settings
+from .tail import Watcher
 
 log = logging.getLogger("gql.app")
 
@@ -326,6 +327,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             request=request,
             sweeper=state.sweeper,
             arrived=asyncio.get_running_loop().time(),
+            watcher=state.watcher,
         )
 
     # GraphiQL opens on the example operations, from the service's own files
@@ -350,6 +352,8 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
         # Retention (off unless RUNLOG_RETENTION is set): stopped before the
         # pool is disposed, so a slice in flight finishes or is rolled back.
         sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)
+        # New lines for long polls and tails (gql/tail.py): one probe per interval.
+        watcher = app.state.watcher = Watcher(engine, settings)
         try:
             if settings.is_embedded:
                 await init_db(engine)
@@ -357,8 +361,11 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
+            watcher.start()
             yield
         finally:
+            # Waits and tails end first: they read through the pool.
+            await watcher.stop()
             if sweeper is not None:
                 await sweeper.stop()
             await engine.dispose()

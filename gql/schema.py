@@ -41,7 +41,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 from strawberry.types.nodes import SelectedField, Selection
 
-from . import retention, store, writes
+from . import retention, store, tail, writes
 from .auth import Action, Caller, Policy
 from .details import (
     DETAIL_TYPES,
@@ -71,6 +71,7 @@ RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
 _ENUM_BY_WIRE_NAME: dict[str, Any] = {member.value: member for member in RunLogKind}
 
 MAX_ID = 2**31 - 1  # the id columns are INT
+MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of proxies
 
 
 # ── context ──────────────────────────────────────────────────────────────────
@@ -94,6 +95,7 @@ class Context:
     sweeper: retention.Sweeper | None = None  # None when retention is off
     arrived: float | None = None  # the event loop's time when the request came
     detail_budget: DetailBudget | None = None  # made by the first page that reads details
+    watcher: tail.Watcher | None = None  # the app's; None outside it (no long poll, no tail)
 
     def details_left(self) -> DetailBudget:
         """The request's detail budget, shared by all its pages."""
@@ -127,6 +129,9 @@ class Asked(NamedTuple):
 
     detail: bool  # else the page's details are neither fetched nor read
     blocking_run: bool  # else no run is looked up
+    cursor: bool = False  # a line's `cursor`: every line's is made
+    ends: bool = False  # `startCursor` or `endCursor`: only the page's ends' are made
+    run: bool = False  # the page's `run`
 
 
 # What a runLog field selects, by (operation, response path):
@@ -149,7 +154,13 @@ def _asked(info: strawberry.Info[Context, None]) -> Asked:
         return found[1]
     selected = info.selected_fields
     # Only a line has a `detail`, and only a detail a `blockingRun`.
-    asked = Asked(detail=_selects(selected, "detail"), blocking_run=_selects(selected, "blockingRun"))
+    asked = Asked(
+        detail=_selects(selected, "detail"),
+        blocking_run=_selects(selected, "blockingRun"),
+        cursor=_selects(selected, "cursor"),
+        ends=_selects(selected, "startCursor") or _selects(selected, "endCursor"),
+        run=_selects(selected, "run"),
+    )
     _ASKED[key] = (weakref.ref(operation), asked)  # while it lives, its id is its own
     while len(_ASKED) > _ASKED_SIZE:
         _ASKED.popitem(last=False)
@@ -165,30 +176,41 @@ def _selects(selections: list[Selection], name: str) -> bool:
     )
 
 
-async def _attach_blocking_runs(context: Context, lines: list[RunLogLine], deadline: float) -> None:
-    """Set each blocked line's `blockingRun`, all of a page's in one query, by `deadline`.
+async def _attach_runs(
+    context: Context, lines: list[RunLogLine], deadline: float, page_run: int | None
+) -> Run | Exception | None:
+    """Set each blocked line's `blockingRun` and answer the page's run, in one query, by `deadline`.
 
     The runs become plain data on the details, so the page is completed by
     the compiled plan like any other field. A failed lookup is put in their
-    place instead: graphql-core raises it at each `blockingRun`, and the
-    lines stay on the page with that field null.
+    place instead: graphql-core raises it at each `blockingRun` (and at the
+    page's `run`), and the lines stay on the page with that field null.
     """
     blocked = [line.detail for line in lines if type(line.detail) is RunBlockedDetail]
-    if not blocked:
-        return
+    if not blocked and page_run is None:
+        return None
     numbers = [_positive_int(detail.blocking_run_id) for detail in blocked]
+    wanted = [n for n in numbers if n is not None]
+    if page_run is not None:
+        wanted.append(page_run)
     found: dict[int, store.Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
-            found = await store.find_runs(context.engine, [n for n in numbers if n is not None])
+            found = await store.find_runs(context.engine, wanted)
     except Exception as exc:
-        found = _unavailable(context, "blockingRun", exc) if store.is_unavailable(exc) else exc
+        found = _unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
     for detail, number in zip(blocked, numbers, strict=True):
         if isinstance(found, Exception):
             detail.blocking_run = found  # type: ignore[assignment]  # see RunBlockedDetail
         else:
             row = None if number is None else found.get(number)
             detail.blocking_run = None if row is None else _run(row)
+    if page_run is None:
+        return None
+    if isinstance(found, Exception):
+        return found
+    row = found.get(page_run)
+    return None if row is None else _run(row)
 
 
 def _run(row: store.Run) -> Run:
@@ -261,15 +283,37 @@ class RunLogLine:
         "field shows a stand-in instead: `at` 0001-01-01T00:00:00Z, `kindName` '', `phase` "
         "null. The line keeps its place in the order, and pages go on past it.",
     )
+    cursor: str = strawberry.field(
+        default="",
+        description="The line's position, opaque: pass it as `after` for the lines older than "
+        "it, as `before` for the lines newer than it, or as `runLogTail`'s `since`. A cursor of "
+        "a line of the last few seconds also remembers what was read up to it, so that a line "
+        "whose commit was slow, landing behind it, is still read once.",
+    )
 
 
-@strawberry.type(description="Where a page ends, and whether an older one follows.")
+@strawberry.type(description="Where a page begins and ends, and whether pages follow either way.")
 class PageInfo:
     has_next_page: bool = strawberry.field(
-        description="Whether older lines follow this page. False on the last page."
+        description="Whether older lines follow this page. False on the last page. On a "
+        "`before` page, true: the lines up to its cursor are older."
     )
     end_cursor: str | None = strawberry.field(
-        description="Pass as `after` to read the next, older page; null on an empty page."
+        description="The last, oldest line's cursor: pass as `after` to read the next, older "
+        "page; null on an empty page."
+    )
+    has_previous_page: bool = strawberry.field(
+        default=False,
+        description="On a `before` page, whether newer lines remain past it (read them with "
+        "`before: startCursor`). On the first page, false: nothing newer was written when it "
+        "was read. On an `after` page, true: the lines down to its cursor are newer.",
+    )
+    start_cursor: str | None = strawberry.field(
+        default=None,
+        description="The first, newest line's cursor: pass as `before` to read the lines "
+        "written since (with `wait` to wait for them). On an empty first page, a cursor of the "
+        "read itself; on an empty `before` page, the `before` it was given; null on an empty "
+        "`after` page.",
     )
 
 
@@ -279,6 +323,12 @@ class RunLogPage:
         description="The lines, ordered by `at` then `id`, newest first."
     )
     page_info: PageInfo = strawberry.field(description="Where the page ends.")
+    run: Run | None = strawberry.field(
+        default=None,
+        description="The run as the events system has it now (status, terminal, ended, "
+        "updated); null when the events system has no such run, so an unknown run is told "
+        "apart from a quiet one. Looked up with the page's `blockingRun`s, in one query.",
+    )
 
 
 # `strawberry.ID` is a NewType, a Python-level call that returns its argument:
@@ -286,7 +336,7 @@ class RunLogPage:
 _as_id: Callable[[object], strawberry.ID] = str  # type: ignore[assignment]
 
 
-def _line(row: store.Line) -> RunLogLine:
+def _line(row: store.Line, cursor: str | None = None) -> RunLogLine:
     return RunLogLine(
         id=_as_id(row.id),
         run_id=_as_id(row.run_id),
@@ -297,6 +347,7 @@ def _line(row: store.Line) -> RunLogLine:
         at=row.at,
         detail=read_detail(row.kind, row.detail),
         problem=row.problem,
+        cursor=cursor or row.cursor or "",
     )
 
 
@@ -420,10 +471,16 @@ class Query:
         description="The lines of one run, newest first (by `at`, then `id`). `kinds` null "
         "means every kind, `[]` none. `limit` null or 0 means 500, otherwise it is clamped "
         "to 1..2000. Pass a page's `pageInfo.endCursor` as `after` for the next, older page: "
-        "no line is repeated or skipped while new lines are written. A page ends before "
-        "`limit` lines, with `hasNextPage` true, where its details would pass the request's "
-        "byte budget (8 MiB of stored details by default, shared by every runLog of one "
-        "request); its first line comes whatever its size."
+        "no line is repeated or skipped while new lines are written. Pass `pageInfo.startCursor` "
+        "(or any line's `cursor`) as `before` for the `limit` lines just newer, still newest "
+        "first, each once even when a line's commit was slow and it landed behind lines already "
+        "read; `after` and `before` together are refused. With `before`, `wait` (0 to 30 "
+        "seconds) is the long poll: when no newer line is there yet, the call answers as soon as "
+        "one is written, by any process of the service, or with an empty page when the wait is "
+        "up. A page ends before `limit` lines, with `hasNextPage` (or, reading `before`, "
+        "`hasPreviousPage`) true, where its details would pass the request's byte budget (8 MiB "
+        "of stored details by default, shared by every runLog of one request); its first line "
+        "comes whatever its size."
     )
     async def run_log(
         self,
@@ -439,7 +496,24 @@ class Query:
         ] = None,
         after: Annotated[
             str | None,
-            strawberry.argument(description="A previous page's `pageInfo.endCursor`."),
+            strawberry.argument(
+                description="A previous page's `pageInfo.endCursor` (or a line's `cursor`): "
+                "read the older lines."
+            ),
+        ] = None,
+        before: Annotated[
+            str | None,
+            strawberry.argument(
+                description="A previous page's `pageInfo.startCursor` (or a line's `cursor`): read "
+                "the lines just newer, newest first."
+            ),
+        ] = None,
+        wait: Annotated[
+            int | None,
+            strawberry.argument(
+                description="With `before`: seconds (0 to 30) to wait for a newer line when there "
+                "is none yet. Null or 0: answer at once."
+            ),
         ] = None,
     ) -> RunLogPage:
         context = info.context
@@ -450,48 +524,112 @@ class Query:
                 f"runId must be a positive integer up to {MAX_ID}, got {_shown(run_id)}",
                 "BAD_USER_INPUT",
             )
+        if after is not None and before is not None:
+            raise ClientError(
+                "after and before cannot be given together: after reads the lines older than its "
+                "cursor, before the lines newer than its cursor; pass one of them",
+                "BAD_USER_INPUT",
+            )
+        if wait is not None and not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise ClientError(f"wait must be 0 to {MAX_WAIT_SECONDS} seconds, got {wait}", "BAD_USER_INPUT")
+        if wait and before is None:
+            raise ClientError(
+                "wait needs before: pass a page's pageInfo.startCursor as before, to wait for the "
+                "lines written after it",
+                "BAD_USER_INPUT",
+            )
         try:
-            cursor = store.decode_cursor(after) if after is not None else None
+            cursor = store.decode_cursor(after, "after") if after is not None else None
+            newer = store.decode_cursor(before, "before") if before is not None else None
         except store.CursorError as exc:
             raise ClientError(str(exc), "BAD_USER_INPUT") from None
-        # One deadline for the page and, when selected, its blocking runs.
-        deadline = asyncio.get_running_loop().time() + context.settings.read_timeout
         asked = _asked(info)
+        wire_kinds = None if kinds is None else [k.value for k in kinds]
+        window = tail.late_window(context.settings)
+        loop = asyncio.get_running_loop()
 
         def read(max_detail_bytes: int | None) -> Awaitable[store.Page]:
             return store.read_page(
                 context.engine,
                 run_id=number,
-                kinds=None if kinds is None else [k.value for k in kinds],
+                kinds=wire_kinds,
                 limit=store.clamp_read_limit(limit),
                 after=cursor,
+                before=newer,
                 detail=asked.detail,
                 max_detail_bytes=max_detail_bytes,
                 largest_detail=context.settings.max_detail_bytes,
             )
 
-        try:
-            async with asyncio.timeout_at(deadline):
-                # A page without details weighs nothing against the budget.
-                if asked.detail:
-                    # Private: Strawberry's Info has no public field nodes or
-                    # fragments, graphql-core's own info (`_raw_info`) has both.
-                    raw = info._raw_info
-                    servings = detail_servings(raw.field_nodes[0], raw.fragments)
-                    page = await context.details_left().read(read, servings)
-                else:
-                    page = await read(None)
-        except Exception as exc:
-            if not store.is_unavailable(exc):
-                raise  # a fault of this server: masked, and logged with its stack
-            raise _unavailable(context, f"runLog of run {number}", exc) from None
-        nodes = [_line(row) for row in page.lines]
-        if asked.blocking_run:
-            await _attach_blocking_runs(context, nodes, deadline)
-        return RunLogPage(
-            nodes=nodes,
-            page_info=PageInfo(has_next_page=page.has_next, end_cursor=page.end_cursor),
+        async def read_once() -> tuple[store.Page, datetime.datetime, float]:
+            # One deadline for the page and, when selected, its runs.
+            deadline = loop.time() + context.settings.read_timeout
+            # Taken before the read: a line stamped before it has committed
+            # by the time the read sees the database (see tail.late_window).
+            settled = store.settled_before(window)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    # A page without details weighs nothing against the budget.
+                    if asked.detail:
+                        # Private: Strawberry's Info has no public field nodes or
+                        # fragments, graphql-core's own info (`_raw_info`) has both.
+                        raw = info._raw_info
+                        servings = detail_servings(raw.field_nodes[0], raw.fragments)
+                        page = await context.details_left().read(read, servings)
+                    else:
+                        page = await read(None)
+            except Exception as exc:
+                if not store.is_unavailable(exc):
+                    raise  # a fault of this server: masked, and logged with its stack
+                raise _unavailable(context, f"runLog of run {number}", exc) from None
+            return page, settled, deadline
+
+        page, settled, deadline = await read_once()
+        if wait and not page.lines and context.watcher is not None:
+            page, settled, deadline = await _long_poll(context, number, wait, read_once) or (
+                page,
+                settled,
+                deadline,
+            )
+        lines = page.lines
+        cursors: list[str] = []
+        if asked.cursor or asked.ends:
+            if newer is not None:
+                cursors = store.newer_cursors(lines, before=newer, settled=settled)
+            else:
+                cursors = store.page_cursors(
+                    lines, has_next=page.has_next, settled=settled, only_ends=not asked.cursor
+                )
+        if newer is not None:
+            # Read oldest first; shown newest first, as every page.
+            lines = lines[::-1]
+            cursors.reverse()
+        nodes = (
+            [_line(row) for row in lines]
+            if not asked.cursor
+            else [_line(row, text) for row, text in zip(lines, cursors, strict=True)]
         )
+        run: Run | Exception | None = None
+        if asked.blocking_run or asked.run:
+            run = await _attach_runs(context, nodes, deadline, number if asked.run else None)
+        if newer is not None:
+            info_ = PageInfo(
+                has_next_page=True,
+                end_cursor=cursors[-1] if cursors else None,
+                has_previous_page=page.has_next,
+                start_cursor=cursors[0] if cursors else before,
+            )
+        else:
+            start = cursors[0] if cursors else None
+            if not lines and cursor is None and (asked.ends or asked.cursor):
+                start = store.encode_cursor(store.Cursor(at=None, id=0), store.Window(settled=settled))
+            info_ = PageInfo(
+                has_next_page=page.has_next,
+                end_cursor=cursors[-1] if cursors else None,
+                has_previous_page=cursor is not None and cursor.at is not None,
+                start_cursor=start,
+            )
+        return RunLogPage(nodes=nodes, page_info=info_, run=run)  # type: ignore[arg-type]  # see _attach_runs
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,
@@ -596,6 +734,39 @@ class Mutation:
             raise _unavailable(context, "pruneTerminal", exc) from None
         log.info("pruneTerminal: %d lines deleted, before %s", deleted, before.isoformat())
         return deleted
+
+
+async def _long_poll(
+    context: Context,
+    run_id: int,
+    seconds: int,
+    read_once: Callable[[], Awaitable[tuple[store.Page, datetime.datetime, float]]],
+) -> tuple[store.Page, datetime.datetime, float] | None:
+    """Wait up to `seconds` for the run's next lines, then read them; None when none came.
+
+    The wait costs no query of its own: the process's watcher probes every
+    watched run in one query per interval (gql/tail.py) and wakes this call
+    when its run's count of recent lines moves. It ends early, with nothing,
+    when the server shuts down.
+    """
+    watcher = context.watcher
+    if watcher is None:
+        return None
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    try:
+        async with watcher.watch(run_id, counted=True) as watch:
+            while (left := end - loop.time()) > 0:
+                if not await watch.changed(left):
+                    return None
+                found = await read_once()
+                if found[0].lines:
+                    return found
+    except tail.TooManyWaits as exc:
+        raise ClientError(str(exc), "TOO_MANY_WAITS") from None
+    except tail.Closed:
+        return None
+    return None
 
 
 def _unavailable(context: Context, what: str, exc: Exception) -> ClientError:

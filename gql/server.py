@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+from . import tail
 from .settings import Settings
 
 # The protocol's timeout travels on uvicorn's Config, which each worker
@@ -123,6 +124,12 @@ class _HeadDeadline:
 
 class HTTPProtocol(_HeadDeadline, AutoHTTPProtocol):  # type: ignore[valid-type,misc]
     """uvicorn's HTTP protocol (httptools if installed, else h11), with a deadline for each head."""
+
+    def shutdown(self) -> None:
+        # uvicorn waits for the requests in flight before the lifespan's end:
+        # a long poll is ended now (with its empty page), not at its timeout.
+        tail.close_all()
+        super().shutdown()
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

@@ -76,6 +76,11 @@ class Settings:
     # Retention: off unless set (seconds).
     retention: float | None = None
     sweep_interval: float = 60.0
+    # The live tail and the long poll (gql/tail.py): how often a process
+    # looks for new lines of the runs its waiters follow (one query for all),
+    # and how many long-polling runLog calls it holds at once.
+    wait_interval: float = 0.5
+    max_waits: int = 1000
 
     @property
     def url(self) -> URL:
@@ -128,6 +133,8 @@ class Settings:
             max_connections=reader.get("RUNLOG_MAX_CONNECTIONS", _whole(1, 100_000), 1000),
             retention=reader.get("RUNLOG_RETENTION", _optional_duration("1m", "36500d"), None),
             sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),
+            wait_interval=reader.get("RUNLOG_WAIT_INTERVAL", _seconds(0.05, 5), 0.5),
+            max_waits=reader.get("RUNLOG_MAX_WAITS", _whole(1, 1_000_000), 1000),
         )
 
 

@@ -80,6 +80,8 @@ class Line(NamedTuple):
     # the text it compares ('' when it holds no time at all). The cursor
     # carries it, so paging stays exact across such lines.
     position: str | None = None
+    # The line's cursor, where it was delivered by a tail (gql/tail.py).
+    cursor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +106,37 @@ class Page:
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
+    """A position in a run's log, and what a `before` read from it has already delivered.
+
+    A plain cursor is a line's position, (at, id): everything at or before it
+    is behind it. A cursor of a recent line (see `Window`) also carries a
+    window, because `at` is stamped before its line commits: a line whose
+    commit is slow can still land at a position a reader has passed.
+    """
+
     # Naive UTC; or a line's `position` when its stored `at` is not a time.
-    at: datetime.datetime | str
+    # None only on a cursor of a read that found no line (`cursor_now`).
+    at: datetime.datetime | str | None
     id: int
+    window: Window | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What a cursor of a recent line has behind it, besides its position.
+
+    Behind the cursor: every line at or before `floor` (when set), every line
+    with `at` before `settled`, and the lines `seen` (id and at, naive UTC).
+    A `before` read from it reads the lines that are none of those.
+    `settled` trails the read that made the cursor by `late_window` seconds,
+    the longest a line's commit can land after its `at` (a write's deadline,
+    RUNLOG_WRITE_TIMEOUT, and a margin): a line whose `at` is before it was
+    committed when the cursor was made, so only the lines since need naming.
+    """
+
+    settled: datetime.datetime
+    floor: Cursor | None = None
+    seen: tuple[tuple[int, datetime.datetime], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,36 +178,104 @@ def as_naive_utc(value: datetime.datetime) -> datetime.datetime:
     return value
 
 
-def encode_cursor(line: Line) -> str:
-    if line.position is not None:
-        raw = f"!{line.position}|{line.id}"
+def encode_cursor(line: Line | Cursor, window: Window | None = None) -> str:
+    """A line's (or a position's) cursor; with `window`, one that also remembers what it delivered."""
+    if window is None and isinstance(line, Cursor):
+        window = line.window
+    at = line.position if isinstance(line, Line) and line.position is not None else line.at
+    position = _position_text(at, line.id)
+    if window is None:
+        raw = position
     else:
-        at = as_naive_utc(line.at)
-        # Milliseconds as the column keeps them; finer only if an older column holds finer.
-        spec = "milliseconds" if at.microsecond % 1000 == 0 else "microseconds"
-        raw = f"{at.isoformat(timespec=spec)}|{line.id}"
+        floor = "" if window.floor is None else _position_text(window.floor.at, window.floor.id)
+        settled = window.settled
+        seen, last = [], 0
+        for line_id, at in sorted(window.seen):
+            # Ids as steps from the last, times as milliseconds past `settled`,
+            # rounded up (a line kept a little longer is only named again).
+            micros = (at - settled) // datetime.timedelta(microseconds=1)
+            seen.append(f"{line_id - last:x}.{max(0, -(-micros // 1000)):x}")
+            last = line_id
+        stamp = settled.isoformat(timespec="microseconds")
+        raw = f"~{position};{floor};{stamp};{','.join(seen)}"
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-# A cursor is a few dozen characters; anything much longer was not issued here.
+def _position_text(at: datetime.datetime | str | None, line_id: int) -> str:
+    if at is None:
+        return ""
+    if isinstance(at, str):
+        return f"!{at}|{line_id}"
+    at = as_naive_utc(at)
+    # Milliseconds as the column keeps them; finer only if an older column holds finer.
+    spec = "milliseconds" if at.microsecond % 1000 == 0 else "microseconds"
+    return f"{at.isoformat(timespec=spec)}|{line_id}"
+
+
+# A plain cursor is a few dozen characters; anything much longer was not issued here.
 _CURSOR_MAX = 200
+# A cursor with a window names the lines of the last few seconds it delivered,
+# a few bytes each: 64 KiB holds thousands.
+_WINDOW_CURSOR_MAX = 64 * 1024
 # A position is a date as SQLite's normalised form or MariaDB prints it
 # (`0000-00-00 00:00:00.000`, `2026-02-30 00:00:00.000`), or '' for no time.
 _POSITION = re.compile(r"[0-9 :.-]{0,40}")
 _ID = re.compile(r"[0-9]{1,19}")
+_SEEN = re.compile(r"[0-9a-f]{1,16}\.[0-9a-f]{1,12}")
 
 
-def decode_cursor(value: str) -> Cursor:
+def decode_cursor(value: str, argument: str = "after") -> Cursor:
     shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
-    issued = f"after={shown!r} is not a cursor this service issued: pass a page's pageInfo.endCursor"
-    if len(value) > _CURSOR_MAX:
+    issued = (
+        f"{argument}={shown!r} is not a cursor this service issued: "
+        "pass a line's cursor, or a page's pageInfo.endCursor or startCursor"
+    )
+    if len(value) > _WINDOW_CURSOR_MAX:
         raise CursorError(issued)
     try:
         padded = value + "=" * (-len(value) % 4)
-        at_text, id_text = base64.urlsafe_b64decode(padded).decode().rsplit("|", 1)
+        raw = base64.urlsafe_b64decode(padded).decode()
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise CursorError(issued) from None
-    if _ID.fullmatch(id_text) is None or not 0 < int(id_text) <= LINE_ID_MAX:
+    if not raw.startswith("~"):
+        if len(value) > _CURSOR_MAX:
+            raise CursorError(issued)
+        return _decode_position(raw, issued)
+    try:
+        position_text, floor_text, settled_text, seen_text = raw[1:].split(";")
+        settled = datetime.datetime.fromisoformat(settled_text)
+    except ValueError:
+        raise CursorError(issued) from None
+    if settled.tzinfo is not None:
+        raise CursorError(issued)
+    seen: list[tuple[int, datetime.datetime]] = []
+    last = 0
+    for item in seen_text.split(",") if seen_text else ():
+        if _SEEN.fullmatch(item) is None:
+            raise CursorError(issued)
+        step, millis = (int(part, 16) for part in item.split("."))
+        last += step
+        try:
+            seen.append((last, settled + datetime.timedelta(milliseconds=millis)))
+        except OverflowError:
+            raise CursorError(issued) from None
+    if last > LINE_ID_MAX:
+        raise CursorError(issued)
+    floor = _decode_position(floor_text, issued, floor=True) if floor_text else None
+    window = Window(settled=settled, floor=floor, seen=tuple(seen))
+    if not position_text:
+        return Cursor(at=None, id=0, window=window)
+    position = _decode_position(position_text, issued)
+    return Cursor(at=position.at, id=position.id, window=window)
+
+
+def _decode_position(raw: str, issued: str, *, floor: bool = False) -> Cursor:
+    """A position as `_position_text` writes it; a floor may name id 0 (before every line at its time)."""
+    try:
+        at_text, id_text = raw.rsplit("|", 1)
+    except ValueError:
+        raise CursorError(issued) from None
+    if _ID.fullmatch(id_text) is None or not (0 if floor else 1) <= int(id_text) <= LINE_ID_MAX:
         raise CursorError(
             f"{issued} (its line id {id_text[:30]!r} is not an integer from 1 to {LINE_ID_MAX})"
         )
@@ -222,6 +320,7 @@ def page_query(
     sqlite: bool = False,
     read: str = "lines",
     fits: int = 0,
+    before: Cursor | None = None,
 ) -> Select[Any]:
     """The one statement that reads a page, its values bound (kinds must not be empty).
 
@@ -233,7 +332,14 @@ def page_query(
     NULL where that is more than `fits`).
     """
     statement, values = page_statement(
-        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read, fits=fits
+        run_id=run_id,
+        kinds=kinds,
+        limit=limit,
+        after=after,
+        sqlite=sqlite,
+        read=read,
+        fits=fits,
+        before=before,
     )
     return statement.params(values)
 
@@ -247,6 +353,7 @@ def page_statement(
     sqlite: bool = False,
     read: str = "lines",
     fits: int = 0,
+    before: Cursor | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """`page_query` as a prebuilt statement and the values for its parameters.
 
@@ -262,17 +369,11 @@ def page_statement(
         values["fits"] = fits
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
+    if before is not None:
+        return _newer_statement(values, before, sqlite, kinds is not None, read)
     cursor = None
-    if after is not None:
-        values["after_id"] = after.id
-        if isinstance(after.at, str):
-            cursor = "text" if after.at or sqlite else "null"
-            values["after_at"] = after.at
-        else:
-            cursor = "time"
-            values["after_at"] = after.at.isoformat(sep=" ", timespec="milliseconds") if sqlite else after.at
-        if cursor == "null":
-            del values["after_at"]
+    if after is not None and after.at is not None:
+        cursor = _bind_position(values, after, "after", sqlite)
     return _page_shape(sqlite, kinds is not None, cursor, read), values
 
 
@@ -327,9 +428,11 @@ def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None, read: str) -> 
     return query
 
 
-def _older_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool) -> ColumnElement[bool]:
+def _older_than(
+    cursor: str, order: ColumnElement[Any], *, sqlite: bool, name: str = "after"
+) -> ColumnElement[bool]:
     """The lines after the cursor's, newest first by (order, id)."""
-    after_id = bindparam("after_id", type_=Integer())
+    after_id = bindparam(f"{name}_id", type_=Integer())
     if cursor == "null":
         # A NULL `at` (an older table's column may allow it) sorts after
         # every time on MariaDB. `<=>`, not IS NULL: MariaDB reads
@@ -338,9 +441,9 @@ def _older_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool) -> Colu
     if cursor == "text" or sqlite:
         # Compared as the database compares its own value: a zero date on
         # MariaDB, the normalised text on SQLite.
-        value: Any = bindparam("after_at", type_=String())
+        value: Any = bindparam(f"{name}_at", type_=String())
     else:
-        value = bindparam("after_at", type_=_l.c.at.type)
+        value = bindparam(f"{name}_at", type_=_l.c.at.type)
     # `at <= x AND (at < x OR id < y)` rather than a row comparison: both
     # MariaDB and SQLite turn the first term into an index range.
     older = and_(order <= value, or_(order < value, and_(order == value, _l.c.id < after_id)))
@@ -349,6 +452,75 @@ def _older_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool) -> Colu
     # Lines with a NULL `at` come last, after every cursor with a time: still
     # one index range for MariaDB, and nothing at all on a NOT NULL column.
     return or_(older, _l.c.at.op("<=>")(null()))
+
+
+def _bind_position(values: dict[str, Any], position: Cursor, name: str, sqlite: bool) -> str:
+    """Bind a position's `{name}_at` and `{name}_id`; answer its kind: "time", "text" or "null"."""
+    values[f"{name}_id"] = position.id
+    if isinstance(position.at, str):
+        if not (position.at or sqlite):
+            return "null"
+        values[f"{name}_at"] = position.at
+        return "text"
+    values[f"{name}_at"] = _as_compared(position.at, sqlite) if position.at is not None else None
+    return "time"
+
+
+def _as_compared(at: datetime.datetime, sqlite: bool) -> Any:
+    """A time as the page statements compare it: SQLite's normalised text, MariaDB's DATETIME."""
+    return at.isoformat(sep=" ", timespec="milliseconds") if sqlite else at
+
+
+def _newer_statement(
+    values: dict[str, Any], before: Cursor, sqlite: bool, by_kinds: bool, read: str
+) -> tuple[Select[Any], dict[str, Any]]:
+    window = before.window
+    if window is None:
+        position = _bind_position(values, before, "before", sqlite)
+        return _newer_shape(sqlite, by_kinds, position, None, False, read), values
+    floor = None if window.floor is None else _bind_position(values, window.floor, "floor", sqlite)
+    settled = window.settled
+    values["settled"] = (
+        settled.isoformat(sep=" ", timespec="milliseconds")
+        if sqlite
+        else settled.replace(microsecond=settled.microsecond // 1000 * 1000)
+    )
+    if window.seen:
+        values["seen"] = sorted(line_id for line_id, _ in window.seen)
+    return _newer_shape(sqlite, by_kinds, None, floor, bool(window.seen), read), values
+
+
+@functools.cache
+def _newer_shape(
+    sqlite: bool, by_kinds: bool, position: str | None, floor: str | None, seen: bool, read: str
+) -> Select[Any]:
+    """The lines newer than a cursor, oldest first (see `Window` for what a window leaves out)."""
+    order = _sqlite_at if sqlite else _l.c.at
+    query = _page_shape(sqlite, by_kinds, None, read).order_by(None).order_by(order.asc(), _l.c.id.asc())
+    if position is not None:
+        query = query.where(_newer_than(position, order, sqlite=sqlite, name="before"))
+    if floor is not None:
+        query = query.where(_newer_than(floor, order, sqlite=sqlite, name="floor"))
+    if position is None:
+        settled: Any = bindparam("settled", type_=String() if sqlite else _l.c.at.type)
+        query = query.where(order >= settled)
+    if seen:
+        query = query.where(_l.c.id.not_in(bindparam("seen", expanding=True)))
+    return query
+
+
+def _newer_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool, name: str) -> ColumnElement[bool]:
+    """The lines before the cursor's in `_older_than`'s order: newer, by (order, id)."""
+    line_id = bindparam(f"{name}_id", type_=Integer())
+    if cursor == "null":
+        # Every line with a time is newer than one with a NULL `at` (see _older_than).
+        return or_(~_l.c.at.op("<=>")(null()), and_(_l.c.at.op("<=>")(null()), _l.c.id > line_id))
+    if cursor == "text" or sqlite:
+        value: Any = bindparam(f"{name}_at", type_=String())
+    else:
+        value = bindparam(f"{name}_at", type_=_l.c.at.type)
+    # A NULL `at` compares as NULL: such lines are never newer than a time.
+    return and_(order >= value, or_(order > value, and_(order == value, _l.c.id > line_id)))
 
 
 async def read_page(
@@ -361,8 +533,11 @@ async def read_page(
     detail: bool = True,
     max_detail_bytes: int | None = None,
     largest_detail: int = 64 * 1024,
+    before: Cursor | None = None,
 ) -> Page:
-    """One page of a run's lines, newest first by (at, id).
+    """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
+
+    A `before` page's `has_next` says whether newer lines remain past it.
 
     `detail=False` leaves every line's detail out (None), unread. With
     `max_detail_bytes`, the page ends early, with `has_next`, once its lines'
@@ -389,10 +564,12 @@ async def read_page(
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
     if not detail or max_detail_bytes is None or (limit + 1) * largest_detail <= max_detail_bytes:
-        return await _read_lines(engine, run_id, kinds, limit, after, sqlite, detail, max_detail_bytes)
+        return await _read_lines(
+            engine, run_id, kinds, limit, after, before, sqlite, detail, max_detail_bytes
+        )
     if max_detail_bytes <= 0:
         # The request's budget is spent: its first line is all a page returns.
-        return await _read_lines(engine, run_id, kinds, 1, after, sqlite, detail, max_detail_bytes)
+        return await _read_lines(engine, run_id, kinds, 1, after, before, sqlite, detail, max_detail_bytes)
     fits = max_detail_bytes // (limit + 1)
     while True:
         statement, values = page_statement(
@@ -403,6 +580,7 @@ async def read_page(
             sqlite=sqlite,
             read="lines with sizes",
             fits=fits,
+            before=before,
         )
         rows = await _read(engine, statement, values)
         sizes = [row[-1] or 0 for row in rows[:limit]]
@@ -425,6 +603,7 @@ async def _read_lines(
     kinds: Sequence[str] | None,
     limit: int,
     after: Cursor | None,
+    before: Cursor | None,
     sqlite: bool,
     detail: bool,
     max_detail_bytes: int | None,
@@ -432,7 +611,7 @@ async def _read_lines(
     """A page read in one statement, cut on the sizes of the details it fetched."""
     read = "lines" if detail else "lines without detail"
     statement, values = page_statement(
-        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read
+        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read, before=before
     )
     rows = await _read(engine, statement, values)
     lines = _sqlite_lines(rows[:limit]) if sqlite else _lines(rows[:limit])
@@ -448,6 +627,148 @@ def _details_statement(sqlite: bool) -> Select[Any]:
     """The details of the lines `ids`, by line id (the ones a page statement left out)."""
     detail = _sqlite_text(_l.c.detail) if sqlite else _l.c.detail
     return select(_l.c.id, detail.label("detail")).where(_l.c.id.in_(bindparam("ids", expanding=True)))
+
+
+# ── cursors that remember late commits ───────────────────────────────────────
+# A line is stamped with `at` before its commit, and a commit can be slow (a
+# grouped INSERT, another process): a line can land behind lines a reader
+# already has. A cursor of a line older than `settled` (the read's time less
+# the longest a commit can lag its `at`) is its plain position, as before; a
+# cursor of a recent line also carries a `Window`, and `before` reads from it
+# find a late line however far behind it landed.
+
+
+def settled_before(late_window: float) -> datetime.datetime:
+    """Now less `late_window` seconds, naive UTC to the millisecond: lines stamped earlier have committed."""
+    return utc_now_millis() - datetime.timedelta(seconds=late_window)
+
+
+def _naive(at: datetime.datetime) -> datetime.datetime:
+    return at.replace(tzinfo=None) if at.tzinfo is not None else at
+
+
+def page_cursors(
+    lines: Sequence[Line], *, has_next: bool, settled: datetime.datetime, only_ends: bool = False
+) -> list[str]:
+    """The cursors of a page read newest first (no cursor, or `after`), in its order.
+
+    A recent line's window names the page's recent lines at or before it,
+    and its floor is the page's end: a late line that lands beyond the page's
+    end is the next `after` page's, not a `before` read's. On the last page
+    there is no floor, so a late line there is found by `before`.
+    With `only_ends`, the lines between the first and the last get ''.
+    """
+    floor = None
+    if has_next and lines:
+        last = lines[-1]
+        at: datetime.datetime | str = last.position if last.position is not None else _naive(last.at)
+        floor = Cursor(at=at, id=last.id - 1)
+    recent = [
+        (line.id, _naive(line.at)) if line.position is None and _naive(line.at) >= settled else None
+        for line in lines
+    ]
+    wanted = range(len(lines)) if not only_ends else sorted({0, len(lines) - 1} if lines else set())
+    cursors = [""] * len(lines)
+    # Line i's window: the page's recent lines from it to the page's end.
+    for i in wanted:
+        if recent[i] is None:
+            cursors[i] = encode_cursor(lines[i])
+        else:
+            seen = tuple(found for found in recent[i:] if found is not None)
+            cursors[i] = encode_cursor(lines[i], Window(settled=settled, floor=floor, seen=seen))
+    return cursors
+
+
+def newer_cursors(lines: Sequence[Line], *, before: Cursor, settled: datetime.datetime) -> list[str]:
+    """The cursors of a `before` page (read oldest first), in its order.
+
+    Behind line j: what was behind `before`, and the page's lines up to j.
+    """
+    window = before.window
+    floor: Cursor | None
+    carried: tuple[tuple[int, datetime.datetime], ...]
+    if window is None:
+        floor, carried, newest = before, (), settled
+    else:
+        floor, carried = window.floor, window.seen
+        newest = max(settled, window.settled)
+    cursors: list[str] = []
+    for j, line in enumerate(lines):
+        at_j = None if line.position is not None else _naive(line.at)
+        if at_j is None or (at_j < settled and all((a, i) < (at_j, line.id) for i, a in carried)):
+            # Old enough that no line can still land at or before it, and
+            # nothing delivered earlier is newer: its position says it all.
+            cursors.append(encode_cursor(line))
+            continue
+        settled_j = min(newest, at_j)
+        seen = [(i, a) for i, a in carried if a >= settled_j]
+        seen += [
+            (other.id, _naive(other.at))
+            for other in lines[: j + 1]
+            if other.position is None and _naive(other.at) >= settled_j
+        ]
+        cursors.append(encode_cursor(line, Window(settled=settled_j, floor=floor, seen=tuple(seen))))
+    return cursors
+
+
+async def cursor_now(
+    engine: AsyncEngine, *, run_id: int, kinds: Sequence[str] | None, settled: datetime.datetime
+) -> str:
+    """A cursor with every line written so far behind it: a `before` read from it waits for new lines."""
+    seen: list[tuple[int, datetime.datetime]] = []
+    if kinds is None or kinds:
+        sqlite = engine.dialect.name == "sqlite"
+        values: dict[str, Any] = {"run_id": run_id, "settled": _as_compared(settled, sqlite)}
+        if kinds is not None:
+            values["kinds"] = sorted(set(kinds))
+        for line_id, at in await _read(engine, _recent_shape(sqlite, kinds is not None), values):
+            if isinstance(at, str):
+                at = datetime.datetime.fromisoformat(at)
+            seen.append((line_id, _naive(at)))
+    return encode_cursor(Cursor(at=None, id=0), Window(settled=settled, seen=tuple(seen)))
+
+
+async def count_recent(
+    engine: AsyncEngine, *, run_ids: Sequence[int], earlier: datetime.datetime, since: datetime.datetime
+) -> dict[int, tuple[int, int]]:
+    """Per run, how many lines are stamped at or after `earlier`, and how many at or after `since`.
+
+    One query for all the runs, an index range on (run_id, at) each; a run
+    with no such line is left out.
+    """
+    if not run_ids:
+        return {}
+    sqlite = engine.dialect.name == "sqlite"
+    values = {
+        "runs": sorted(set(run_ids)),
+        "earlier": _as_compared(earlier, sqlite),
+        "since": _as_compared(since, sqlite),
+    }
+    rows = await _read(engine, _count_shape(sqlite), values)
+    return {run_id: (int(counted), int(recent or 0)) for run_id, counted, recent in rows}
+
+
+@functools.cache
+def _count_shape(sqlite: bool) -> Select[Any]:
+    order = _sqlite_at if sqlite else _l.c.at
+    kind: Any = String() if sqlite else _l.c.at.type
+    earlier, since = bindparam("earlier", type_=kind), bindparam("since", type_=kind)
+    return (
+        select(_l.c.run_id, func.count(), func.count(case((order >= since, _l.c.id))))
+        .where(_l.c.run_id.in_(bindparam("runs", expanding=True)), order >= earlier)
+        .group_by(_l.c.run_id)
+    )
+
+
+@functools.cache
+def _recent_shape(sqlite: bool, by_kinds: bool) -> Select[Any]:
+    """The ids and times of a run's lines stamped at or after `settled`."""
+    order = _sqlite_at if sqlite else _l.c.at
+    settled: Any = bindparam("settled", type_=String() if sqlite else _l.c.at.type)
+    query = select(_l.c.id, order.label("at_utc")).where(_l.c.run_id == bindparam("run_id"), order >= settled)
+    if by_kinds:
+        query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
+    return query
 
 
 def _fitting(sizes: Sequence[int], max_bytes: int) -> int:

@@ -68,6 +68,8 @@ KIB, MIB = 1024, 1024 * 1024
         ("RUNLOG_LOG_LEVEL", "log_level", "INFO"),
         ("RUNLOG_RETENTION", "retention", None),
         ("RUNLOG_SWEEP_INTERVAL", "sweep_interval", 60),
+        ("RUNLOG_WAIT_INTERVAL", "wait_interval", 0.5),
+        ("RUNLOG_MAX_WAITS", "max_waits", 1000),
         ("RUNLOG_DATABASE_URL", "database_url", "sqlite+aiosqlite:///runlog.db"),
         ("RUNLOG_ADMIN_TOKEN", "admin_tokens", ()),
         ("RUNLOG_READER_TOKEN", "reader_tokens", ()),
@@ -100,6 +102,8 @@ def test_each_setting_left_unset_has_the_default_the_readme_states(
         ("RUNLOG_MAX_BODY_BYTES", "1", str(1024 * MIB), "0", str(1024 * MIB + 1)),
         ("RUNLOG_RETENTION", "1m", "36500d", "59s", "36501d"),
         ("RUNLOG_SWEEP_INTERVAL", "1s", "7d", "0.5s", "8d"),
+        ("RUNLOG_WAIT_INTERVAL", "0.05", "5", "0.04", "5.1"),
+        ("RUNLOG_MAX_WAITS", "1", "1000000", "0", "1000001"),
     ],
 )
 def test_a_number_past_its_range_is_refused_never_clamped(
@@ -111,7 +115,7 @@ def test_a_number_past_its_range_is_refused_never_clamped(
     RUNLOG_POOL_RECYCLE 1 s to 7 days; the RUNLOG_MAX_* limits up to 100 (depth),
     1000 (aliases), 100000 (tokens), 1000000 (lines), 16 MiB (detail), 512 KiB
     (query), 1 GiB (body); RUNLOG_RETENTION 1m to 36500d; RUNLOG_SWEEP_INTERVAL
-    1s to 7d."""
+    1s to 7d; RUNLOG_WAIT_INTERVAL 0.05 s to 5 s; RUNLOG_MAX_WAITS 1 to 1000000."""
     for inside in (lowest, highest):
         Settings.from_env({key: inside})  # each end is accepted
     for outside in (below, above):
