@@ -356,7 +356,14 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
         watcher = app.state.watcher = Watcher(engine, settings)
         try:
             if settings.is_embedded:
-                await init_db(engine)
+                migrated = await init_db(engine)
+                if migrated.applied or migrated.adopted:
+                    log.info(
+                        "schema migrated to %s (adopted as %s; applied %s)",
+                        migrated.revision,
+                        migrated.adopted or "-",
+                        ", ".join(migrated.applied) or "-",
+                    )
             _log_start(settings, policy)
             await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
             if sweeper is not None:

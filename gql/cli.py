@@ -28,7 +28,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
 
-    commands.add_parser("init-db", help="create the tables where missing (safe to run twice)")
+    init = commands.add_parser(
+        "init-db",
+        help="apply the schema's migrations (safe to run twice); --sql prints them instead",
+        description="Bring the database to the latest migration: create what is missing, adopt "
+        "a database an earlier release made (or the events system's own event_run_log) without "
+        "changing its rows, and create event_runs only where it is missing.",
+    )
+    init.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL that would bring this database to the latest migration, and apply "
+        "nothing (for a DBA who runs schema changes by hand)",
+    )
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
     _add_check_schema_parser(commands)
     _add_prune_parser(commands)
@@ -52,8 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # aiosqlite's DEBUG records hold each statement's parameters, a stored
     # line's detail among them; the contents of writes are never logged.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
+    # Alembic's INFO records say how it set itself up; init-db prints what it
+    # applied, and the app logs it (app.lifespan).
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
     if args.command == "init-db":
-        return asyncio.run(_init_db(settings))
+        return asyncio.run(_init_db(settings, sql=args.sql))
     if args.command == "prune":
         return _prune(settings, args)
     if args.command == "serve":
@@ -88,16 +103,38 @@ def _refuse_workers(settings: Settings, workers: int) -> str | None:
     return None
 
 
-async def _init_db(settings: Settings) -> int:
+async def _init_db(settings: Settings, *, sql: bool = False) -> int:
     from .db import create_engine, init_db
+
+    if sql:
+        return await _print_migration_sql(settings)
+    engine = create_engine(settings)
+    try:
+        done = await init_db(engine)
+    finally:
+        await engine.dispose()
+    if done.adopted:
+        print(
+            f"adopted the existing schema as migration {done.adopted}: it had no alembic_version "
+            "table (an earlier release or the events system made it); no row changed"
+        )
+    for applied in done.applied:
+        print(f"applied migration {applied}")
+    made = f"created {', '.join(done.created)}" if done.created else "nothing to create"
+    print(f"tables ready on {settings.safe_database_url} ({made}); schema at migration {done.revision}")
+    return 0
+
+
+async def _print_migration_sql(settings: Settings) -> int:
+    from . import migrations
+    from .db import create_engine
 
     engine = create_engine(settings)
     try:
-        created = await init_db(engine)
+        async with engine.connect() as conn:
+            await conn.run_sync(migrations.write_sql, sys.stdout)
     finally:
         await engine.dispose()
-    made = f"created {', '.join(created)}" if created else "nothing to create"
-    print(f"tables ready on {settings.safe_database_url} ({made})")
     return 0
 
 

@@ -1,4 +1,9 @@
-"""Tables, the engine, and `init-db`."""
+"""Tables, the engine, and `init-db`.
+
+The tables here are the model the code reads and writes through; the
+database gets them from the migrations (gql/migrations), which a test keeps
+equal to this model. Tests create them from here directly, which is faster.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,10 @@ import os
 import sqlite3
 import urllib.parse
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -32,6 +37,9 @@ from sqlalchemy.engine import URL, Connection, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .migrations import Migrated
 
 metadata = MetaData()
 
@@ -74,8 +82,8 @@ _MYSQL = ("mysql", "mariadb")
 
 
 def _index(name: str, *columns: Any, dialects: tuple[str, ...]) -> None:
-    """An index on the run log that only `dialects` get; init-db reads `info` to know which."""
-    index = Index(name, *columns, info={"dialects": dialects})
+    """An index on the run log that only `dialects` get (the migrations make it; this is the model)."""
+    index = Index(name, *columns)
     # ddl_if documents "a string or tuple of strings"; its type hint names only str.
     index.ddl_if(dialect=dialects)  # type: ignore[arg-type]
 
@@ -369,43 +377,28 @@ def _file(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
-async def init_db(engine: AsyncEngine) -> list[str]:
-    """Create what is missing; safe to run twice. Answers what it created.
+async def init_db(engine: AsyncEngine) -> Migrated:
+    """Bring the schema to the latest migration, and create `event_runs` where missing.
 
-    `event_runs` is created only where it is missing (a fresh database); an
-    existing one is never altered. On an existing `event_run_log` that lacks an
-    index this service reads through, the index is added, unless one with the
-    same columns is already there under another name.
+    Safe to run twice. The revisions (gql/migrations) are the service's own
+    tables and indexes; a database an earlier release made is adopted (see
+    migrations.upgrade). `event_runs` is the events system's: it is created
+    only where it is missing (a fresh database: tests, the demo, a laptop),
+    outside the revisions, and never altered.
     """
-    async with engine.begin() as conn:
-        return await conn.run_sync(_create_missing)
+    from . import migrations  # Alembic is imported only by what migrates
+
+    path = sqlite_file(engine.url)
+    writable = path is None or os.access(path, os.W_OK)
+    async with engine.connect() as conn:
+        done = await conn.run_sync(_migrate, functools.partial(migrations.upgrade, writable=writable))
+        await conn.commit()
+    return done
 
 
-def _create_missing(conn: Connection) -> list[str]:
-    inspector = inspect(conn)
-    existing = set(inspector.get_table_names())
-    created = [table.name for table in metadata.sorted_tables if table.name not in existing]
-    metadata.create_all(conn, checkfirst=True)
-    if event_run_log.name in existing:
-        names, have = _indexes(conn)
-        for index in event_run_log.indexes:
-            if conn.dialect.name not in index.info["dialects"] or index.name in names:
-                continue
-            columns = [getattr(column, "name", None) for column in index.expressions]
-            if None in columns or tuple(columns) not in have:
-                index.create(conn)
-                created.append(f"{event_run_log.name}.{index.name}")
-    return created
-
-
-def _indexes(conn: Connection) -> tuple[set[str], set[tuple[str | None, ...]]]:
-    """The run log's index names, and the column lists of those on plain columns."""
-    if conn.dialect.name == "sqlite":
-        # SQLAlchemy does not reflect an index on an expression on SQLite (it
-        # warns and skips it); the names are enough to know what is there.
-        rows = conn.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (event_run_log.name,)
-        )
-        return set(rows.scalars()), set()
-    found = inspect(conn).get_indexes(event_run_log.name)
-    return {ix["name"] for ix in found if ix["name"]}, {tuple(ix["column_names"]) for ix in found}
+def _migrate(conn: Connection, upgrade: Callable[[Connection], Migrated]) -> Migrated:
+    done = upgrade(conn)
+    if not inspect(conn).has_table(event_runs.name):
+        event_runs.create(conn)
+        done.created.append(event_runs.name)
+    return done

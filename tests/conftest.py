@@ -115,6 +115,8 @@ class Backend:
 
     def drop_tables(self) -> None:
         metadata.drop_all(self.sync)
+        # init-db's record of the migrations it applied (gql/migrations).
+        self.execute("DROP TABLE IF EXISTS alembic_version")
 
     def scalar(self, sql: str, **params: Any) -> Any:
         with self.sync.connect() as conn:

@@ -689,7 +689,7 @@ def test_every_gql_command_the_readme_and_docs_show_is_accepted_as_written(
     assert len(commands) >= 5, commands
     reached: list[str] = []
 
-    async def init_db(settings: Settings) -> int:
+    async def init_db(settings: Settings, **_: Any) -> int:
         reached.append("init-db")
         return 0
 

@@ -1,0 +1,61 @@
+"""What revisions are made of: indexes built online, and checks of what is already there.
+
+Imported by revisions (`from gql.migrations import steps`) while Alembic runs
+them, online against a connection or offline printing SQL (`init-db --sql`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import context, op
+from sqlalchemy.engine import Connection
+
+_MYSQL = ("mysql", "mariadb")
+
+
+def offline() -> bool:
+    """Whether this run prints SQL instead of applying it (no database to look at)."""
+    return context.is_offline_mode()
+
+
+def has_table(name: str) -> bool:
+    """Whether the database has `name` (never, offline: the SQL then says IF NOT EXISTS or assumes not)."""
+    return not offline() and sa.inspect(op.get_bind()).has_table(name)
+
+
+def add_index(name: str, table: str, columns: Sequence[str]) -> None:
+    """Build an index on plain columns of a table that may be large and in use.
+
+    On MySQL/MariaDB the build runs online (ALGORITHM=INPLACE, LOCK=NONE):
+    writers go on inserting lines while it is built, and the server refuses
+    the statement rather than fall back to a build that blocks them. SQLite
+    has no online build; its file has one writer at a time anyway.
+    """
+    dialect = op.get_context().dialect
+    if dialect.name in _MYSQL:
+        quote = dialect.identifier_preparer.quote
+        listed = ", ".join(quote(column) for column in columns)
+        op.execute(
+            f"ALTER TABLE {quote(table)} ADD INDEX {quote(name)} ({listed}), ALGORITHM=INPLACE, LOCK=NONE"
+        )
+    else:
+        op.create_index(name, table, list(columns))
+
+
+def index_is_there(conn: Connection, table: str, name: str, columns: Sequence[str]) -> bool:
+    """Whether `table` has the index `name`, or (MySQL) one on the same columns under another name.
+
+    An index a DBA added by hand with the same columns serves the same reads;
+    a second copy would only slow every write.
+    """
+    if conn.dialect.name == "sqlite":
+        # SQLAlchemy does not reflect an index on an expression on SQLite (it
+        # warns and skips it); the name is enough to know it is there.
+        rows = conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
+        )
+        return name in set(rows.scalars())
+    found = sa.inspect(conn).get_indexes(table)
+    return any(ix["name"] == name or list(ix["column_names"]) == list(columns) for ix in found)

@@ -1,0 +1,321 @@
+"""init-db runs the schema's migrations (gql/migrations) from each place a database starts.
+
+From empty, from the events system's own event_run_log (the seed's table, with
+its rows, its TEXT detail and its idx_evlog_at), and from the schema the
+previous release's init-db made (no alembic_version table). Each ends at the
+head revision with the tables and indexes db.py declares, and the service
+writes and reads on it. `init-db --sql` prints the same changes and applies
+none; applied by hand, they leave init-db nothing to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+
+from gql import migrations
+from gql.app import create_app
+from gql.db import create_engine, event_runs, init_db, metadata
+
+from .conftest import Api, Backend
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "migrations"
+HEAD = "0003"
+# The indexes of event_run_log that the service's reads and prune use (db.py).
+SERVICE_INDEXES = {
+    "sqlite": {"ix_event_run_log_run_utc", "ix_event_run_log_run_kind_utc"},
+    "mariadb": {"ix_event_run_log_run_at", "ix_event_run_log_run_kind_at"},
+}
+
+
+def init_db_cli(backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "gql", "init-db", *args],
+        env={**os.environ, "RUNLOG_DATABASE_URL": backend.url},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def run_script(backend: Backend, sql: str) -> None:
+    """Run a file of SQL statements as a DBA would (the mysql client, sqlite3's .read)."""
+    if backend.name == "sqlite":
+        raw = backend.sync.raw_connection()
+        try:
+            raw.driver_connection.executescript(sql)  # type: ignore[union-attr]
+        finally:
+            raw.close()
+        return
+    with backend.sync.begin() as conn:
+        for statement in sql.split(";\n"):
+            if any(line.strip() and not line.startswith("--") for line in statement.splitlines()):
+                conn.exec_driver_sql(statement)
+
+
+def schema(backend: Backend) -> dict[str, Any]:
+    """Every table with its columns and indexes, as the database reports them."""
+    if backend.name == "sqlite":
+        tables = [
+            name
+            for (name,) in backend.rows(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            )
+        ]
+        found: dict[str, Any] = {t: backend.rows(f"PRAGMA table_info({t})") for t in tables}
+        for name, table, sql in backend.rows(
+            "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+        ):
+            found[f"{table}.{name}"] = " ".join(sql.split())
+        return found
+    found = {}
+    for (table,) in backend.rows("SHOW TABLES"):
+        create = backend.rows(f"SHOW CREATE TABLE `{table}`")[0][1]
+        lines = re.sub(r" AUTO_INCREMENT=\d+", "", create).splitlines()
+        # The order of a table's keys is the order they were built in, not a difference.
+        keys = sorted(line.rstrip(",") for line in lines if line.startswith("  KEY "))
+        found[table] = [line.rstrip(",") for line in lines if not line.startswith("  KEY ")] + keys
+    return found
+
+
+def index_names(backend: Backend, table: str = "event_run_log") -> set[str]:
+    sql = (
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t AND sql IS NOT NULL"
+        if backend.name == "sqlite"
+        else "SELECT DISTINCT index_name FROM information_schema.statistics "
+        "WHERE table_schema = DATABASE() AND table_name = :t AND index_name != 'PRIMARY'"
+    )
+    return {name for (name,) in backend.rows(sql, t=table)}
+
+
+def version(backend: Backend) -> Any:
+    return backend.scalar("SELECT version_num FROM alembic_version")
+
+
+def the_models_schema(backend: Backend) -> dict[str, Any]:
+    """What db.py declares, created straight from its tables (as the tests' fixtures do), then dropped."""
+    backend.create_tables()
+    made = schema(backend)
+    backend.drop_tables()
+    return made
+
+
+def write_and_read(backend: Backend, run_id: int = 7) -> list[dict[str, Any]]:
+    """Write a line through the service, then read the run's lines back through it."""
+    with TestClient(create_app(backend.settings())) as client:
+        api = Api(client)
+        assert api.write(run_id, "note", {"text": "after the migration"}) is True
+        nodes: list[dict[str, Any]] = api.data(
+            "query R($runId: ID!) { runLog(runId: $runId) { nodes { id kind "
+            "detail { __typename ... on NoteDetail { text } ... on UnreadableDetail { stored: text } } } } }",
+            {"runId": run_id},
+        )["runLog"]["nodes"]
+    assert nodes[0]["detail"] == {"__typename": "NoteDetail", "text": "after the migration"}
+    return nodes
+
+
+def create_events_runs(backend: Backend) -> None:
+    """The events system's event_runs, with a column of its own the service never reads."""
+    backend.execute(
+        "CREATE TABLE event_runs (id INTEGER PRIMARY KEY, status VARCHAR(32) NOT NULL, "
+        "ended_at DATETIME NULL, updated_at DATETIME NOT NULL, title VARCHAR(100) NULL)"
+    )
+    backend.execute("INSERT INTO event_runs VALUES (7, 'running', NULL, '2026-01-01 00:00:00', 'Yew')")
+
+
+def seed_database(backend: Backend) -> None:
+    """event_run_log made by the seed's DDL, with rows the events system wrote."""
+    create_events_runs(backend)
+    run_script(backend, (FIXTURES / f"seed.{backend.name}.sql").read_text())
+    backend.execute(
+        "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) VALUES "
+        "(7, NULL, 'run.created', NULL, NULL, '2026-01-01 10:00:00.125'), "
+        "(7, 3, 'note', 2, '{\"text\": \"by hand\"}', '2026-01-01 10:00:01.000'), "
+        "(7, NULL, 'note', NULL, 'not json {', '2026-01-01 10:00:02.500'), "
+        "(8, NULL, 'run.future', NULL, '{\"x\": 1}', '2026-01-01 10:00:03.000')"
+    )
+
+
+def previous_release(backend: Backend) -> None:
+    """The schema the previous release's init-db made, from its recorded DDL, with a line in it."""
+    run_script(backend, (FIXTURES / f"previous_release.{backend.name}.sql").read_text())
+    with backend.sync.begin() as conn:
+        event_runs.create(conn)
+    backend.execute(
+        "INSERT INTO event_run_log (run_id, kind, detail, at) "
+        "VALUES (7, 'note', '{\"text\": \"before\"}', '2026-01-01 10:00:00')"
+    )
+
+
+def test_from_empty_init_db_makes_the_tables_and_indexes_db_py_declares(backend: Backend) -> None:
+    model = the_models_schema(backend)
+    done = init_db_cli(backend)
+    assert [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("applied")] == [
+        "applied migration 0001",
+        "applied migration 0002",
+        "applied migration 0003",
+    ]
+    assert f"schema at migration {HEAD}" in done.stdout
+    assert version(backend) == HEAD == migrations.head()
+    migrated = schema(backend)
+    assert migrated.pop("alembic_version")
+    assert migrated == model
+    write_and_read(backend)
+
+
+def test_from_the_seeds_table_init_db_adds_the_services_indexes_and_changes_no_row(backend: Backend) -> None:
+    model = the_models_schema(backend)
+    seed_database(backend)
+    rows = backend.rows("SELECT * FROM event_run_log ORDER BY id")
+    runs = schema(backend)["event_runs"]
+    done = init_db_cli(backend)
+    assert "adopted the existing schema as migration 0001" in done.stdout
+    assert "applied migration 0002" in done.stdout and "applied migration 0003" in done.stdout
+    assert version(backend) == HEAD
+    # Not a row, not a column, not its own index changed; event_runs left alone.
+    assert backend.rows("SELECT * FROM event_run_log ORDER BY id") == rows
+    assert index_names(backend) == {"idx_evlog_at", *SERVICE_INDEXES[backend.name]}
+    if backend.name == "mariadb":
+        assert (
+            backend.scalar(
+                "SELECT data_type FROM information_schema.columns WHERE table_schema = DATABASE() "
+                "AND table_name = 'event_run_log' AND column_name = 'detail'"
+            )
+            == "text"
+        )
+    after = schema(backend)
+    assert after["event_runs"] == runs
+    assert set(after) - {"alembic_version"} >= {t for t in model if "." not in t}
+    assert after["event_run_log_keys"] == model["event_run_log_keys"]
+    nodes = write_and_read(backend)
+    assert [node["kind"] for node in nodes[1:]] == ["NOTE", "NOTE", "RUN_CREATED"]
+    assert nodes[1]["detail"] == {"__typename": "UnreadableDetail", "stored": "not json {"}
+    assert "nothing to create" in init_db_cli(backend).stdout
+
+
+def test_from_the_previous_release_init_db_adopts_it_as_head_and_creates_nothing(backend: Backend) -> None:
+    model = the_models_schema(backend)
+    previous_release(backend)
+    done = init_db_cli(backend)
+    assert f"adopted the existing schema as migration {HEAD}:" in done.stdout
+    assert "applied migration" not in done.stdout
+    assert "(nothing to create)" in done.stdout
+    assert version(backend) == HEAD
+    migrated = schema(backend)
+    assert migrated.pop("alembic_version")
+    assert migrated == model
+    nodes = write_and_read(backend)
+    assert nodes[1]["detail"] == {"__typename": "NoteDetail", "text": "before"}
+
+
+@pytest.mark.parametrize("start", ["empty", "seed", "previous release"])
+def test_init_db_sql_prints_the_changes_and_applies_none_of_them(backend: Backend, start: str) -> None:
+    if start == "seed":
+        seed_database(backend)
+    elif start == "previous release":
+        previous_release(backend)
+    before = schema(backend)
+    sql = init_db_cli(backend, "--sql").stdout
+    assert schema(backend) == before, "--sql changed the database"
+    # event_runs is the events system's: the migrations never name it.
+    assert "event_runs" not in sql
+    assert "CREATE TABLE alembic_version" in sql
+    stamp = {"empty": "0001", "seed": "0001", "previous release": HEAD}[start]
+    assert f"INSERT INTO alembic_version (version_num) VALUES ('{stamp}')" in sql
+    if start == "previous release":
+        assert "CREATE TABLE event_run_log" not in sql and "INDEX" not in sql
+    elif backend.name == "mariadb":
+        # Built online: the events system goes on writing lines meanwhile.
+        assert (
+            "ALTER TABLE event_run_log ADD INDEX ix_event_run_log_run_at (run_id, at, id), "
+            "ALGORITHM=INPLACE, LOCK=NONE;" in sql
+        )
+    else:
+        assert "CREATE INDEX ix_event_run_log_run_utc ON event_run_log (run_id, coalesce(" in sql
+    if start == "empty":
+        assert "CREATE TABLE IF NOT EXISTS event_run_log" in sql
+    if start == "empty":
+        with backend.sync.begin() as conn:
+            event_runs.create(conn)
+    # Applied by hand, the printed SQL leaves init-db nothing to do.
+    run_script(backend, sql)
+    assert version(backend) == HEAD
+    done = init_db_cli(backend)
+    assert "(nothing to create)" in done.stdout and "applied" not in done.stdout
+    assert "nothing to apply" in init_db_cli(backend, "--sql").stdout
+    write_and_read(backend)
+
+
+def test_an_init_db_at_head_leaves_alembic_version_and_the_schema_as_they_are(backend: Backend) -> None:
+    async def twice() -> None:
+        engine = create_engine(backend.settings())
+        try:
+            first = await init_db(engine)
+            second = await init_db(engine)
+        finally:
+            await engine.dispose()
+        assert first.applied and not second.applied and not second.created and second.adopted is None
+
+    asyncio.run(twice())
+    assert backend.rows("SELECT version_num FROM alembic_version") == [(HEAD,)]
+
+
+def test_the_migrations_ship_in_the_package_with_no_alembic_ini() -> None:
+    """`pip install .` (and the Docker image, which runs it) carries every file Alembic needs."""
+    import setuptools
+
+    found = setuptools.find_packages(str(ROOT), include=["gql*"])
+    assert {"gql.migrations", "gql.migrations.versions"} <= set(found)
+    revisions = sorted(p.name for p in (ROOT / "gql" / "migrations" / "versions").glob("0*.py"))
+    assert len(revisions) == len(list(migrations.scripts().walk_revisions()))
+    assert not (ROOT / "gql" / "migrations" / "alembic.ini").exists()
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "migrations/script.py.mako" in data["gql"]
+
+
+def test_the_models_tables_are_created_by_the_migrations_alone(backend: Backend) -> None:
+    """Every table of db.py's model but the events system's comes from a revision."""
+    ours = {t.name for t in metadata.sorted_tables} - {event_runs.name}
+    with backend.sync.begin() as conn:
+        migrations.upgrade(conn)
+    assert ours <= set(sa.inspect(backend.sync).get_table_names())
+    assert not sa.inspect(backend.sync).has_table(event_runs.name)
+
+
+def test_a_second_init_db_waits_for_the_first_instead_of_migrating_beside_it(
+    mariadb: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two deploys at once would both stamp an unversioned database; the second waits its turn."""
+    monkeypatch.setattr(migrations, "_LOCK_WAIT", 1)
+    first = mariadb.sync.connect()
+    try:
+        assert first.execute(sa.text("SELECT GET_LOCK('runlog.migrations', 0)")).scalar() == 1
+        with (
+            mariadb.sync.connect() as conn,
+            pytest.raises(RuntimeError, match="another init-db held the lock"),
+        ):
+            migrations.upgrade(conn)
+        assert not sa.inspect(mariadb.sync).has_table("event_run_log")
+    finally:
+        first.execute(sa.text("SELECT RELEASE_LOCK('runlog.migrations')"))
+        first.close()
+    with mariadb.sync.begin() as conn:
+        assert migrations.upgrade(conn).applied
+    assert version(mariadb) == HEAD
