@@ -30,7 +30,10 @@ from .conftest import Api, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "migrations"
-HEAD = "0003"
+HEAD = "0004"
+# Schemas earlier releases' init-db made, before migrations (tests/migrations/),
+# and the revision each is adopted as: the previous release is the last.
+RELEASES = {"5c8c953": "0003", "c200ac1": HEAD}
 # The indexes of event_run_log that the service's reads and prune use (db.py).
 SERVICE_INDEXES = {
     "sqlite": {"ix_event_run_log_run_utc", "ix_event_run_log_run_kind_utc"},
@@ -151,9 +154,9 @@ def seed_database(backend: Backend) -> None:
     )
 
 
-def previous_release(backend: Backend) -> None:
-    """The schema the previous release's init-db made, from its recorded DDL, with a line in it."""
-    run_script(backend, (FIXTURES / f"previous_release.{backend.name}.sql").read_text())
+def earlier_release(backend: Backend, commit: str = "c200ac1") -> None:
+    """The schema an earlier release's init-db made, from its recorded DDL, with a line in it."""
+    run_script(backend, (FIXTURES / f"init_db_{commit}.{backend.name}.sql").read_text())
     with backend.sync.begin() as conn:
         event_runs.create(conn)
     backend.execute(
@@ -169,6 +172,7 @@ def test_from_empty_init_db_makes_the_tables_and_indexes_db_py_declares(backend:
         "applied migration 0001",
         "applied migration 0002",
         "applied migration 0003",
+        "applied migration 0004",
     ]
     assert f"schema at migration {HEAD}" in done.stdout
     assert version(backend) == HEAD == migrations.head()
@@ -185,7 +189,8 @@ def test_from_the_seeds_table_init_db_adds_the_services_indexes_and_changes_no_r
     runs = schema(backend)["event_runs"]
     done = init_db_cli(backend)
     assert "adopted the existing schema as migration 0001" in done.stdout
-    assert "applied migration 0002" in done.stdout and "applied migration 0003" in done.stdout
+    applied = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("applied")]
+    assert applied == ["applied migration 0002", "applied migration 0003", "applied migration 0004"]
     assert version(backend) == HEAD
     # Not a row, not a column, not its own index changed; event_runs left alone.
     assert backend.rows("SELECT * FROM event_run_log ORDER BY id") == rows
@@ -208,13 +213,21 @@ def test_from_the_seeds_table_init_db_adds_the_services_indexes_and_changes_no_r
     assert "nothing to create" in init_db_cli(backend).stdout
 
 
-def test_from_the_previous_release_init_db_adopts_it_as_head_and_creates_nothing(backend: Backend) -> None:
+@pytest.mark.parametrize("commit", RELEASES)
+def test_from_an_earlier_release_init_db_adopts_what_it_made_and_adds_the_rest(
+    backend: Backend, commit: str
+) -> None:
     model = the_models_schema(backend)
-    previous_release(backend)
+    earlier_release(backend, commit)
     done = init_db_cli(backend)
-    assert f"adopted the existing schema as migration {HEAD}:" in done.stdout
-    assert "applied migration" not in done.stdout
-    assert "(nothing to create)" in done.stdout
+    adopted = RELEASES[commit]
+    assert f"adopted the existing schema as migration {adopted}:" in done.stdout
+    if adopted == HEAD:  # the previous release: nothing to do but the stamp
+        assert "applied migration" not in done.stdout
+        assert "(nothing to create)" in done.stdout
+    else:
+        assert "applied migration 0004" in done.stdout
+        assert "(created runlog_leases)" in done.stdout
     assert version(backend) == HEAD
     migrated = schema(backend)
     assert migrated.pop("alembic_version")
@@ -223,22 +236,23 @@ def test_from_the_previous_release_init_db_adopts_it_as_head_and_creates_nothing
     assert nodes[1]["detail"] == {"__typename": "NoteDetail", "text": "before"}
 
 
-@pytest.mark.parametrize("start", ["empty", "seed", "previous release"])
+@pytest.mark.parametrize("start", ["empty", "seed", "5c8c953", "c200ac1"])
 def test_init_db_sql_prints_the_changes_and_applies_none_of_them(backend: Backend, start: str) -> None:
     if start == "seed":
         seed_database(backend)
-    elif start == "previous release":
-        previous_release(backend)
+    elif start in RELEASES:
+        earlier_release(backend, start)
     before = schema(backend)
     sql = init_db_cli(backend, "--sql").stdout
     assert schema(backend) == before, "--sql changed the database"
     # event_runs is the events system's: the migrations never name it.
     assert "event_runs" not in sql
     assert "CREATE TABLE alembic_version" in sql
-    stamp = {"empty": "0001", "seed": "0001", "previous release": HEAD}[start]
+    stamp = {"empty": "0001", "seed": "0001", **RELEASES}[start]
     assert f"INSERT INTO alembic_version (version_num) VALUES ('{stamp}')" in sql
-    if start == "previous release":
+    if start in RELEASES:
         assert "CREATE TABLE event_run_log" not in sql and "INDEX" not in sql
+        assert ("CREATE TABLE runlog_leases" in sql) == (RELEASES[start] != HEAD)
     elif backend.name == "mariadb":
         # Built online: the events system goes on writing lines meanwhile.
         assert (

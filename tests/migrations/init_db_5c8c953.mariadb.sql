@@ -1,4 +1,4 @@
--- The schema `python -m gql init-db` made before migrations (main at 5c8c953),
+-- The schema `python -m gql init-db` made before migrations (main at 5c8c953, before runlog_leases),
 -- recorded with SHOW CREATE TABLE from a fresh MariaDB database; event_runs
 -- left out (the events system's).
 CREATE TABLE `event_run_log` (
