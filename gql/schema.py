@@ -677,20 +677,14 @@ class Mutation:
             ),
         ] = None,
     ) -> bool:
-        context = info.context
-        # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
-        return await writes.write_run_log(
-            context.engine,
-            context.settings,
-            may_write=context.policy.allows(context.caller, Action.WRITE),
-            request_id=context.request_id,
+        return await write_line(
+            info.context,
             run_id=run_id,
             kind=kind,
             step_id=step_id,
             phase=phase,
             detail=detail,
             idempotency_key=idempotency_key,
-            arrived=context.arrived,
         )
 
     @strawberry.mutation(
@@ -791,6 +785,19 @@ def _reason(exc: BaseException) -> str:
         return "the database did not answer in time"
     original = getattr(exc, "orig", None) or exc
     return f"{type(original).__name__}: {original}".splitlines()[0]
+
+
+async def write_line(context: Context, **arguments: Any) -> bool:
+    """What `writeRunLog` does with its arguments (the resolver's and the write plan's, gql/write_plan.py)."""
+    # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
+    return await writes.write_run_log(
+        context.engine,
+        context.settings,
+        may_write=context.policy.allows(context.caller, Action.WRITE),
+        request_id=context.request_id,
+        arrived=context.arrived,
+        **arguments,
+    )
 
 
 # ── lines refused before they ran ────────────────────────────────────────────
