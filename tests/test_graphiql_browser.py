@@ -5,7 +5,10 @@ Chromium (/usr/bin/chromium, or CHROMIUM) with `playwright-core` from
 tests/browser/ (`npm ci --prefix tests/browser`), never a browser Playwright
 downloaded. Every request to another host is refused and noted. The browser
 opens GraphiQL, runs the RunLog example tab it opens on, and saves a
-screenshot to artifacts/graphiql.png (the artifact CI keeps).
+screenshot to artifacts/graphiql.png (the artifact CI keeps). Then it starts
+the runLogTail subscription in one GraphiQL page, writes a note with the
+WriteNote example in another, and sees it arrive in the first
+(artifacts/graphiql-tail.png).
 
 `.ci/run` installs Chromium when it is missing, runs `npm ci`, and sets
 RUNLOG_TEST_REQUIRE_BROWSER=1, so that in CI a missing browser fails this test.
@@ -127,6 +130,15 @@ def test_graphiql_opens_in_a_browser_on_the_example_tabs(seen: dict[str, Any]) -
     assert seen["tabs"] == ["RunLog", "RunLogByKinds", "RunLogPage", "WriteNote"]
     assert seen["activeTab"] == "RunLog"
     assert json.loads(seen["variables"]) == {"runId": str(demo.INVASION), "limit": 50}
+
+
+def test_graphiql_opened_again_shows_the_same_tabs(seen: dict[str, Any]) -> None:
+    # GraphiQL 3 added a tab each time the page was opened again.
+    assert seen["tabsWhenReopened"] == seen["tabs"]
+
+
+def test_a_shared_link_opens_its_query(seen: dict[str, Any]) -> None:
+    assert seen["sharedLink"] == {"activeTab": "Shared", "query": "query Shared { __typename }"}
 
 
 def test_the_runlog_example_runs_in_a_browser_and_shows_typed_details(seen: dict[str, Any]) -> None:

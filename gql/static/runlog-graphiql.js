@@ -2,8 +2,9 @@
 // GraphiQL 3 and its explorer plugin from gql/static/graphiql/, never a CDN).
 // It is Strawberry's own GraphiQL page moved out of an inline script, so that
 // the page's Content-Security-Policy can allow scripts from 'self' only, and
-// changed in two places: it opens on the example tabs the server hands it, and
-// Strawberry's welcome text no longer overwrites the first of them.
+// changed in three places: it opens on the example tabs the server hands it,
+// Strawberry's welcome text no longer overwrites the first of them, and opening
+// the page again reopens the tab that was open instead of adding one.
 "use strict";
 
 (function () {
@@ -11,15 +12,22 @@
   const RUNLOG_TABS = JSON.parse(
     document.getElementById("runlog-example-tabs").textContent,
   );
-  // GraphiQL 3 opens on defaultTabs only when it has no tabs stored, and then
-  // leaves the first tab's variables out of the editor.
-  const RUNLOG_FIRST_VISIT = (() => {
+  // The tabs GraphiQL stored in this browser for this address, if any.
+  // GraphiQL 3 opens on defaultTabs only when it has none, and then leaves the
+  // first tab's variables out of the editor.
+  const STORED_TABS = (() => {
     try {
-      return window.localStorage.getItem("graphiql:tabState") === null;
+      return JSON.parse(window.localStorage.getItem("graphiql:tabState"));
     } catch {
-      return false;
+      return null;
     }
   })();
+  const RUNLOG_FIRST_VISIT = STORED_TABS === null;
+  // GraphiQL 3 reopens the stored tab whose query, variables and headers are
+  // the ones it is given, and adds a new tab when none is; given nothing, it
+  // added a tab on every reload. So a reload is given the tab that was open,
+  // and only a shared link (?q=...) to a query no tab holds opens a new one.
+  const OPEN_TAB = (STORED_TABS?.tabs ?? [])[STORED_TABS?.activeTabIndex] ?? {};
 
   // URL parameters, for sharing a query: ?q=...&variables=...
   const parameters = {};
@@ -63,12 +71,19 @@
   function GraphiQLWithExplorer() {
     // Strawberry opens on its welcome text unless the URL carries ?q=; here
     // the first example tab is the welcome, and ?q= still opens a shared query.
-    const [query, setQuery] = React.useState(parameters.q);
+    const [query, setQuery] = React.useState(parameters.q ?? OPEN_TAB.query);
+    // The URL carries the query and variables as last edited (updateURL);
+    // a query alone is the open tab's when it is that tab's text.
+    const sameAsOpenTab = !parameters.q || parameters.q === OPEN_TAB.query;
     const [variables, setVariables] = React.useState(
       parameters.variables ??
-        (RUNLOG_FIRST_VISIT && !parameters.q ? RUNLOG_TABS[0].variables : undefined),
+        (RUNLOG_FIRST_VISIT && !parameters.q
+          ? RUNLOG_TABS[0].variables
+          : sameAsOpenTab
+            ? OPEN_TAB.variables
+            : undefined),
     );
-    const [headers, setHeaders] = React.useState(parameters.headers);
+    const [headers, setHeaders] = React.useState(parameters.headers ?? OPEN_TAB.headers);
 
     function onEditQuery(newQuery) {
       setQuery(newQuery);

@@ -247,6 +247,22 @@ try {
   await page.locator(".graphiql-plugin").getByText("RunLogPage", { exact: true }).first().waitFor({ timeout: 30000 });
   report.docs = await page.locator(".graphiql-plugin").innerText();
   report.cspViolations = await page.evaluate(() => window.__cspViolations);
+
+  // The tabs this browser stored, as a second page (or a reload) opens them.
+  const again = await context.newPage();
+  await openGraphiQL(again);
+  report.tabsWhenReopened = await again.locator(".graphiql-tab .graphiql-tab-button").allInnerTexts();
+  await again.close();
+  // A shared link opens its query in a tab of its own.
+  const shared = await context.newPage();
+  await shared.goto(`${baseURL}/graphql?q=${encodeURIComponent("query Shared { __typename }")}`);
+  await shared.locator(".graphiql-tab").first().waitFor({ timeout: 30000 });
+  report.sharedLink = {
+    activeTab: await shared.locator(".graphiql-tab-active .graphiql-tab-button").innerText(),
+    query: await editorValue(shared, QUERY_EDITOR),
+  };
+  await shared.close();
+
   if (tail) report.tail = await watchTail(context);
 } catch (error) {
   // Still a report and a screenshot: they show what the page got stuck on.
