@@ -121,9 +121,9 @@ def upgrade(conn: Connection, *, writable: bool = True) -> Migrated:
         after = _objects(conn)
     # A new table's indexes come with it: it is named alone.
     tables = {name for name in before if "." not in name}
-    done.created = [
+    done.created = sorted(
         name for name in after if name not in before and ("." not in name or name.split(".")[0] in tables)
-    ]
+    )
     return done
 
 
@@ -223,11 +223,11 @@ def _locked(conn: Connection) -> Iterator[None]:
 
 
 def _objects(conn: Connection) -> list[str]:
-    """Every table (but alembic_version) and `table.index` of each of their indexes, in order."""
+    """Every table (but alembic_version) and `table.index` of each of their indexes."""
     if conn.dialect.name == "sqlite":
         rows = conn.exec_driver_sql(
             "SELECT tbl_name, CASE type WHEN 'index' THEN name END FROM sqlite_master "
-            "WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+            "WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'"
         )
     else:
         rows = conn.execute(
@@ -235,7 +235,7 @@ def _objects(conn: Connection) -> list[str]:
                 "SELECT t.table_name, s.index_name FROM information_schema.tables t "
                 "LEFT JOIN information_schema.statistics s ON s.table_schema = t.table_schema "
                 "AND s.table_name = t.table_name AND s.index_name != 'PRIMARY' "
-                "WHERE t.table_schema = DATABASE() ORDER BY t.create_time, s.index_name"
+                "WHERE t.table_schema = DATABASE()"
             )
         )
     found: dict[str, None] = {}
