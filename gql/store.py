@@ -1240,6 +1240,36 @@ async def _bounded(
     *,
     isolation_level: str | None,
 ) -> None:
+    """`_bounded_once`, tried again while a deadlock rolled the write back whole and the deadline allows.
+
+    A deadlock (1213) is the database's answer that it rolled the statement
+    or transaction back so that another could go on: nothing of it was
+    stored, so sending it again is safe. On a Galera cluster it is also how a
+    certification conflict with a write through another node comes back (two
+    writers of one idempotency key, at COMMIT).
+    """
+    loop = asyncio.get_running_loop()
+    retries = 0
+    while True:
+        try:
+            return await _bounded_once(engine, deadline, run, isolation_level=isolation_level)
+        except NotStored as exc:
+            if not (exc.refused_by_database and is_conflict(exc.__cause__)):
+                raise
+            pause = random.uniform(0.002, 0.01) * 2 ** min(retries, 5)  # noqa: S311 (not a secret)
+            if deadline - loop.time() - pause < 2 * MIN_STATEMENT_SECONDS:
+                raise
+        await asyncio.sleep(pause)
+        retries += 1
+
+
+async def _bounded_once(
+    engine: AsyncEngine,
+    deadline: float,
+    run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
+    *,
+    isolation_level: str | None,
+) -> None:
     """Check out a connection by `deadline`, then `run` a write bounded to end by it.
 
     A connection not had by the deadline means nothing was sent. Once the
@@ -1417,7 +1447,7 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
 PRUNE_CONFLICT_RETRIES = 8
 
 
-def is_conflict(exc: BaseException) -> bool:
+def is_conflict(exc: BaseException | None) -> bool:
     """Whether `exc` is a deadlock (1213): a transaction rolled back whole because another won."""
     args: tuple[Any, ...] = getattr(getattr(exc, "orig", None), "args", ())
     return isinstance(exc, sa_exc.DBAPIError) and args[:1] == (1213,)

@@ -266,3 +266,42 @@ def test_a_read_through_the_services_engine_on_one_node_sees_what_another_node_j
         return missed
 
     assert asyncio.run(main()) == 0
+
+
+KEYED = (
+    "mutation($runId: ID!, $key: String!, $text: String!) {"
+    ' writeRunLog(runId: $runId, kind: "note", detail: {text: $text}, idempotencyKey: $key) }'
+)
+
+
+def test_one_key_written_through_two_nodes_at_once_is_stored_once_and_both_hear_true(
+    tables: list[sa.URL],
+) -> None:
+    """The two transactions conflict at certification; the one that lost is sent again and finds the key."""
+    servers = [_serve(url) for url in tables[:2]]
+    answers: list[object] = []
+    try:
+        for server, base in servers:
+            wait_until_healthy(base, server, timeout=60)
+        barrier = threading.Barrier(2)
+
+        def write(args: tuple[int, int]) -> None:
+            node, i = args
+            barrier.wait()
+            body = httpx.post(
+                f"{servers[node][1]}/graphql",
+                json={"query": KEYED, "variables": {"runId": "11", "key": f"k{i}", "text": f"keyed {i}"}},
+                timeout=30,
+            ).json()
+            answers.append(body)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for i in range(40):
+                list(pool.map(write, [(0, i), (1, i)]))
+    finally:
+        _stop(servers)
+    assert [body for body in answers if body != {"data": {"writeRunLog": True}}] == []
+    stored = _rows(tables[2], "SELECT detail FROM event_run_log WHERE run_id = 11")
+    assert sorted(json.loads(str(detail))["text"] for (detail,) in stored) == sorted(
+        f"keyed {i}" for i in range(40)
+    )
