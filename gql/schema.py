@@ -251,7 +251,13 @@ def _shown(value: Any) -> str:
 
 @strawberry.type(description="One line of a run's log.")
 class RunLogLine:
-    id: strawberry.ID = strawberry.field(description="The line's id; later lines have larger ids.")
+    id: strawberry.ID = strawberry.field(
+        description=(
+            "The line's id: unique, and the tie-break after `at` in a page's order. Ids are not in "
+            "time order: a line whose commit was slow has a smaller id than lines written after it, "
+            "and a Galera cluster hands ids out interleaved by node. Order by `at`, then `id`."
+        )
+    )
     run_id: strawberry.ID = strawberry.field(description="The run the line is about.")
     step_id: strawberry.ID | None = strawberry.field(
         description="The step the line is about, if it is about one."
