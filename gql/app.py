@@ -8,8 +8,10 @@ import logging
 import math
 import re
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from inspect import isawaitable
 from typing import Any
 
@@ -21,12 +23,14 @@ from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.websockets import WebSocket
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry import Schema
-from strawberry.asgi import GraphQL
+from strawberry.exceptions import ConnectionRejectionError
+from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.execution import optimized_is_awaitable
 from strawberry.extensions import DisableIntrospection, MaskErrors
+from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
@@ -40,6 +44,7 @@ from .request_id import RequestId, error_body
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema, log_unrun_writes, write_line
 from .settings import Settings
+from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher
 from .write_plan import WritePlans
 
@@ -130,8 +135,42 @@ class _RequestAdapter(StarletteRequestAdapter):
         return "application/json" if _json_content_type(header) is None else header
 
 
+class _WebSocketAdapter(ASGIWebSocketAdapter):
+    """Strawberry's websocket adapter, sending text frames and refusing what is not a JSON object.
+
+    The view encodes JSON to bytes (orjson), which Strawberry would send as
+    binary frames: browsers hand a binary frame over as a Blob, which the
+    `graphql-ws` client cannot parse. A message that is JSON but not an
+    object (`[]`, `"x"`) would otherwise fail inside Strawberry's handler
+    with a stack in the log; it closes the socket with 4400 like any other
+    unreadable message.
+    """
+
+    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncIterator[object]:
+        messages = super().iter_json(ignore_parsing_errors=ignore_parsing_errors)
+        try:
+            async for message in messages:
+                if not isinstance(message, dict):
+                    raise NonJsonMessageReceived()
+                yield message
+        except HTTPException as exc:  # decode_json's refusals of a body
+            raise NonJsonMessageReceived() from exc
+        finally:
+            await messages.aclose()  # type: ignore[attr-defined]
+
+    async def send_json(self, message: Any) -> None:
+        encoded = self.view.encode_json(message)
+        try:
+            await self.ws.send_text(encoded.decode() if isinstance(encoded, bytes) else encoded)
+        except WebSocketDisconnect as exc:
+            raise WebSocketDisconnected from exc
+
+
 class RunLogGraphQL(GraphQL[Context, None]):
     request_adapter_class = _RequestAdapter
+    websocket_adapter_class = _WebSocketAdapter  # type: ignore[assignment]
+    graphql_transport_ws_handler_class = TransportWSHandler
+    graphql_ws_handler_class = WSHandler
 
     def __init__(
         self,
@@ -332,8 +371,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
         state = request.app.state
-        # Given by the RequestId middleware, which also puts it on the response.
-        request_id = request.state.request_id
+        websocket = request.scope["type"] == "websocket"
+        # Given by the RequestId middleware, which also puts it on the
+        # response; a websocket has no response headers to carry one, and gets
+        # its own id for the server's log lines about it.
+        request_id = uuid.uuid4().hex[:16] if websocket else request.state.request_id
         return Context(
             engine=state.engine,
             settings=state.settings,
@@ -344,7 +386,28 @@ class RunLogGraphQL(GraphQL[Context, None]):
             sweeper=state.sweeper,
             arrived=asyncio.get_running_loop().time(),
             watcher=state.watcher,
+            tails=state.tails if websocket else None,
+            connection=state.tails.connection() if websocket else None,
         )
+
+    async def on_ws_connect(self, context: Context) -> Any:
+        """Read the caller from `connection_init`'s payload, as HTTP reads the header.
+
+        The payload's `Authorization` ({"Authorization": "Bearer <token>"})
+        replaces the upgrade request's header, which browsers cannot set. A
+        token that grants nothing is not refused here, as HTTP does not refuse
+        it: each operation is, with the same error as over HTTP.
+        """
+        try:
+            context.caller = connection_caller(
+                context.policy,
+                context.connection_params or {},
+                context.request.headers.get("authorization"),
+            )
+        except BadConnectionInit as exc:
+            log.info("websocket %s refused: %s", context.request_id, exc)
+            raise ConnectionRejectionError() from None
+        return await super().on_ws_connect(context)
 
     # GraphiQL opens on the example operations, from the service's own files
     # (gql/graphiql.py).
@@ -370,6 +433,7 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
         sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)
         # New lines for long polls and tails (gql/tail.py): one probe per interval.
         watcher = app.state.watcher = Watcher(engine, settings)
+        tails = app.state.tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         try:
             if settings.is_embedded:
                 migrated = await init_db(engine)
@@ -388,6 +452,7 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             yield
         finally:
             # Waits and tails end first: they read through the pool.
+            await tails.stop()
             await watcher.stop()
             if sweeper is not None:
                 await sweeper.stop()
@@ -407,6 +472,16 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
         prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
         allow_queries_via_get=False,
+        # The websocket at /graphql (runLogTail). Strawberry's own cap on a
+        # connection's operations is left above ours (which counts
+        # subscriptions, with an error that names its setting), so that it
+        # still bounds queries sent over the socket.
+        max_subscriptions_per_connection=2 * settings.max_subscriptions_per_connection,
+        # The older graphql-ws protocol's keep-alive message ("ka"); both
+        # protocols also get websocket pings from uvicorn (gql/server.py).
+        keep_alive=True,
+        keep_alive_interval=settings.ws_ping_interval,
+        connection_init_wait_timeout=timedelta(seconds=settings.header_timeout),
     )
 
     async def healthz(request: Request) -> Response:
@@ -416,8 +491,10 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
         return JSONResponse({"status": "ok"})
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
+        # The subscription, at the same URL (GraphiQL's subscription URL too).
+        WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     if settings.graphiql:

@@ -32,6 +32,7 @@ from graphql import (
     NonNullTypeNode,
     NullValueNode,
     OperationDefinitionNode,
+    OperationType,
     SelectionSetNode,
     TypeNode,
     ValidationContext,
@@ -236,6 +237,10 @@ class LineBudget(SchemaExtension):
         if document is not None and operation is not None:
             lines, fields, served_again = lines_asked(document, operation, context.variables)
             values = variable_values(operation, context.variables)
+            if values > MAX_VARIABLE_VALUES and operation.operation == OperationType.SUBSCRIPTION:
+                # Strawberry subscribes whatever `result` holds (the websocket
+                # handler runs it): raised here, the refusal is the answer.
+                raise _too_many_values(operation, values)
             if values > MAX_VARIABLE_VALUES:
                 context.result = ExecutionResult(data=None, errors=[_too_many_values(operation, values)])
             elif lines > self.max_lines:

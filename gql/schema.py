@@ -14,7 +14,7 @@ import json
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple
 
@@ -41,7 +41,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 from strawberry.types.nodes import SelectedField, Selection
 
-from . import retention, store, tail, writes
+from . import retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
 from .details import (
     DETAIL_TYPES,
@@ -96,6 +96,12 @@ class Context:
     arrived: float | None = None  # the event loop's time when the request came
     detail_budget: DetailBudget | None = None  # made by the first page that reads details
     watcher: tail.Watcher | None = None  # the app's; None outside it (no long poll, no tail)
+    # On a websocket, one context serves the connection's every operation:
+    # the caller is read again from `connection_init`, and the connection's
+    # subscriptions are counted against the caps the process's `tails` keeps.
+    tails: subscriptions.Tails | None = None
+    connection: subscriptions.Connection | None = None
+    connection_params: dict[str, Any] | None = None
 
     def details_left(self) -> DetailBudget:
         """The request's detail budget, shared by all its pages."""
@@ -109,9 +115,13 @@ class Context:
             return
         who = _ROLE_WORDS[action]
         if not self.caller.authenticated:
+            # A browser cannot set a websocket's headers: there, the token
+            # goes in the connection_init payload.
+            where = ' in the connection_init payload: {"Authorization": "Bearer <token>"}'
             raise ClientError(
                 f"{what} is refused: the caller is not {who} "
-                f"(send `Authorization: Bearer <token>` with {who}'s token)",
+                f"(send `Authorization: Bearer <token>` with {who}'s token"
+                f"{where if self.connection is not None else ''})",
                 "UNAUTHENTICATED",
             )
         raise ClientError(f"{what} is refused: the caller is not {who}", "FORBIDDEN")
@@ -769,6 +779,66 @@ async def _long_poll(
     return None
 
 
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        description="The lines of one run as they are written, oldest first, by whichever "
+        "process of the service wrote them. With `since` (a line's `cursor`), first every "
+        "line newer than it, then live ones: a client that reconnects with the last cursor "
+        "it saw misses nothing and sees nothing twice. Without `since`, from now on. A line "
+        "whose commit was slow arrives late rather than never. Served at /graphql over "
+        "websockets (`graphql-transport-ws`, or the older `graphql-ws`); a reader's token goes "
+        'in the connection_init payload as {"Authorization": "Bearer <token>"}.'
+    )
+    async def run_log_tail(
+        self,
+        info: strawberry.Info[Context, None],
+        run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to follow.")],
+        kinds: Annotated[
+            list[RunLogKind] | None,
+            strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
+        ] = None,
+        since: Annotated[
+            str | None,
+            strawberry.argument(
+                description="A line's `cursor`: start with the lines newer than it. Null: from now on."
+            ),
+        ] = None,
+    ) -> AsyncIterator[RunLogLine]:
+        # A coroutine that returns the stream, not a generator: its refusals
+        # (the caller, the run id, the caps) are raised before the stream
+        # starts, so the client gets them as the operation's error.
+        context = info.context
+        context.require(Action.READ, "runLogTail")
+        number = _positive_int(run_id)
+        if number is None:
+            raise ClientError(
+                f"runId must be a positive integer up to {MAX_ID}, got {_shown(run_id)}",
+                "BAD_USER_INPUT",
+            )
+        if since is not None:
+            try:
+                store.decode_cursor(since, "since")  # refused now, as the operation's error
+            except store.CursorError as exc:
+                raise ClientError(str(exc), "BAD_USER_INPUT") from None
+        if context.tails is None:
+            raise ClientError("runLogTail is served over a websocket at /graphql", "BAD_REQUEST")
+        try:
+            slot = context.tails.take(context.connection)
+        except subscriptions.Refused as exc:
+            raise ClientError(str(exc), exc.code) from None
+        source = tail.tail_lines(context, number, None if kinds is None else [k.value for k in kinds], since)
+
+        def fail(exc: Exception) -> Exception:
+            if isinstance(exc, store.CursorError):
+                return ClientError(str(exc), "BAD_USER_INPUT")
+            if isinstance(exc, GraphQLError) or not store.is_unavailable(exc):
+                return exc  # a ClientError as it is; a fault of this server masked and logged
+            return _unavailable(context, f"runLogTail of run {number}", exc)
+
+        return subscriptions.Stream(slot, source, _line, fail)
+
+
 def _unavailable(context: Context, what: str, exc: Exception) -> ClientError:
     """The refusal for a database that is down, unreachable, slow or busy.
 
@@ -898,6 +968,7 @@ def build_schema(
     return RunLogSchema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         # Detail types reached only through the union are listed so the SDL
         # always has all of them in a stable order.
         types=list(DETAIL_TYPES.values()),

@@ -38,8 +38,9 @@ class _HeadDeadline:
     It relies on uvicorn's protocol internals, which are not a public API
     (checked against uvicorn 0.54, h11 and httptools alike; pyproject pins the
     minor version): `connection_made` and `data_received` (asyncio's protocol
-    methods), `on_response_complete` (called once a response is sent), and
-    `cycle`, the request/response cycle uvicorn creates once a request's head
+    methods), `on_response_complete` (called once a response is sent),
+    `handle_websocket_upgrade` (called when the connection becomes a
+    websocket's), and `cycle`, the request/response cycle uvicorn creates once a request's head
     is parsed, and `transport`.
     """
 
@@ -88,6 +89,13 @@ class _HeadDeadline:
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop()
         super().connection_lost(exc)  # type: ignore[misc]
+
+    def handle_websocket_upgrade(self, *args: Any) -> None:
+        # The connection is a websocket's from here on (runLogTail), handed
+        # to uvicorn's websocket protocol, which keeps it alive with pings:
+        # no head will come, and the deadline must not close it.
+        self._stop()
+        super().handle_websocket_upgrade(*args)  # type: ignore[misc]
 
     def _await_head(self, unsent: float = float("inf")) -> None:
         self._stop()
@@ -140,6 +148,16 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # Past this many connections and requests together, uvicorn answers
         # 503 at once instead of queueing.
         "limit_concurrency": settings.max_connections,
+        # The websocket of runLogTail: uvicorn's own protocol on the
+        # websockets library (a dependency), named rather than left to "auto"
+        # so that an installed wsproto changes nothing. A message is bounded
+        # as a request body is; a ping every RUNLOG_WS_PING_INTERVAL keeps an
+        # idle tail's connection open through proxies, and a peer that does
+        # not answer one within as long is cut off.
+        "ws": "websockets-sansio",
+        "ws_max_size": settings.max_body_bytes,
+        "ws_ping_interval": settings.ws_ping_interval,
+        "ws_ping_timeout": settings.ws_ping_interval,
     }
 
 

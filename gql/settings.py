@@ -73,6 +73,12 @@ class Settings:
     keepalive_timeout: float = 5.0
     # Connections and requests at once, past which new requests get 503.
     max_connections: int = 1000
+    # The live tail (runLogTail over websockets; see docs/operating.md, "The
+    # live tail"): subscriptions at once per process and per connection, and
+    # the seconds between keep-alive pings on an idle websocket.
+    max_subscriptions: int = 1000
+    max_subscriptions_per_connection: int = 20
+    ws_ping_interval: float = 20.0
     # Retention: off unless set (seconds).
     retention: float | None = None
     sweep_interval: float = 60.0
@@ -131,6 +137,11 @@ class Settings:
             body_timeout=reader.get("RUNLOG_BODY_TIMEOUT", _seconds(0.1, 3600), 30.0),
             keepalive_timeout=reader.get("RUNLOG_KEEPALIVE_TIMEOUT", _seconds(0.1, 300), 5.0),
             max_connections=reader.get("RUNLOG_MAX_CONNECTIONS", _whole(1, 100_000), 1000),
+            max_subscriptions=reader.get("RUNLOG_MAX_SUBSCRIPTIONS", _whole(1, 100_000), 1000),
+            max_subscriptions_per_connection=reader.get(
+                "RUNLOG_MAX_SUBSCRIPTIONS_PER_CONNECTION", _whole(1, 1000), 20
+            ),
+            ws_ping_interval=reader.get("RUNLOG_WS_PING_INTERVAL", _seconds(1, 3600), 20.0),
             retention=reader.get("RUNLOG_RETENTION", _optional_duration("1m", "36500d"), None),
             sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),
             wait_interval=reader.get("RUNLOG_WAIT_INTERVAL", _seconds(0.05, 5), 0.5),

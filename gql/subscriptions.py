@@ -1,0 +1,237 @@
+"""The live tail's transport: who a websocket's caller is, and how many tails it and the process hold.
+
+`runLogTail` is served at `/graphql` over websockets by Strawberry's own
+handlers (`graphql-transport-ws`, and the older `graphql-ws`); what a tail
+delivers is `tail.py`'s. This module holds what the transport adds:
+
+- the caller, from the `connection_init` payload's `Authorization` (a browser
+  cannot set headers on a websocket) or else the upgrade request's header,
+  read by the same `Policy` as HTTP, so the same tokens grant the same roles
+  and a refusal reads the same;
+- the caps: subscriptions per connection and per process, each refused with
+  an error that names its setting, so that a client that leaks
+  subscriptions (a frontend that resubscribes on every render) cannot hold
+  the process's memory and database connections;
+- the registry of running tails, which the lifespan ends before the pool is
+  disposed;
+- the query size limit, checked before Strawberry runs an operation sent
+  over the socket: the other limits (tokens, depth, aliases, variables) are
+  the schema's extensions and apply as they do over HTTP, but this one is
+  raised where Strawberry's websocket handlers do not catch it.
+
+uvicorn itself closes every websocket with 1012 (service restart) when the
+server stops; each tail's generator is then closed, and `Tails.stop` ends any
+that is left before the engine goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+
+from .auth import Caller, Policy
+from .limits import query_text_refusal
+
+log = logging.getLogger("gql.subscriptions")
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class Refused(Exception):
+    """A subscription the caller may not start now; the message says why and what to do."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BadConnectionInit(Exception):
+    """A `connection_init` payload this server cannot read; the message says what was wrong."""
+
+
+def connection_caller(policy: Policy, payload: Mapping[str, Any], header: str | None) -> Caller:
+    """The caller of a websocket: the payload's `Authorization` when it has one, else the header's.
+
+    The key is matched as HTTP matches a header name, in any case
+    (`authorization` too), since clients spell it both ways.
+    """
+    given = [value for key, value in payload.items() if isinstance(key, str) and key.lower() == "authorization"]
+    if len(given) > 1:
+        raise BadConnectionInit("the connection_init payload has more than one Authorization key")
+    if not given:
+        return policy.identify(header)
+    value = given[0]
+    if not isinstance(value, str):
+        raise BadConnectionInit(
+            'the connection_init payload\'s Authorization must be a string: {"Authorization": "Bearer <token>"}'
+        )
+    return policy.identify(value)
+
+
+class Connection:
+    """One websocket's subscriptions: how many run, against the per-connection cap."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.running = 0
+
+
+class Tails:
+    """This process's running subscriptions, against the per-process cap; ended by `stop`."""
+
+    def __init__(self, most: int, per_connection: int) -> None:
+        self.most = most
+        self.per_connection = per_connection
+        self.running: set[_Slot] = set()
+        self.stopping = False
+
+    def connection(self) -> Connection:
+        return Connection(self.per_connection)
+
+    def take(self, connection: Connection | None) -> _Slot:
+        """A slot for one more subscription, or `Refused` past a cap (or while stopping)."""
+        if self.stopping:
+            raise Refused(
+                "runLogTail is refused: this server process is shutting down; "
+                "reconnect (to another process) with the last cursor as `since`",
+                "SHUTTING_DOWN",
+            )
+        if connection is not None and connection.running >= connection.most:
+            raise Refused(
+                f"runLogTail is refused: this connection already runs {connection.running} "
+                f"subscriptions, the most one connection may hold "
+                "(RUNLOG_MAX_SUBSCRIPTIONS_PER_CONNECTION); complete one first, or ask for "
+                "several kinds or runs in fewer subscriptions",
+                "TOO_MANY_SUBSCRIPTIONS",
+            )
+        if len(self.running) >= self.most:
+            raise Refused(
+                f"runLogTail is refused: this server process already runs {len(self.running)} "
+                "subscriptions, the most it holds (RUNLOG_MAX_SUBSCRIPTIONS); try again shortly, "
+                "or on another process",
+                "TOO_MANY_SUBSCRIPTIONS",
+            )
+        slot = _Slot(self, connection)
+        self.running.add(slot)
+        if connection is not None:
+            connection.running += 1
+        return slot
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Refuse new subscriptions and end the running ones, waiting up to `grace` seconds.
+
+        Under uvicorn the websockets are closed before the lifespan ends, so
+        there is usually nothing left; whatever is (an app served otherwise)
+        is cancelled, which closes its tail, before the pool is disposed.
+        """
+        self.stopping = True
+        tasks = {slot.task for slot in self.running if slot.task is not None and not slot.task.done()}
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=grace)
+        for slot in list(self.running):
+            slot.release()
+
+
+class _Slot:
+    def __init__(self, tails: Tails, connection: Connection | None) -> None:
+        self.tails = tails
+        self.connection = connection
+        # The operation's task: the resolver takes its slot in it.
+        self.task = asyncio.current_task()
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.tails.running.discard(self)
+            if self.connection is not None:
+                self.connection.running -= 1
+
+
+class Stream(Generic[T, U]):
+    """An async iterator over `source`, each item mapped by `convert`, holding `slot` until it is closed.
+
+    A class rather than an async generator: graphql-core may close a stream it
+    never iterated (the client completed it at once, the connection dropped),
+    and a generator that never started runs no `finally`, which would keep its
+    slot for ever. `fail` turns an exception from the source into the one the
+    client sees.
+    """
+
+    def __init__(
+        self,
+        slot: _Slot,
+        source: AsyncIterator[T],
+        convert: Callable[[T], U],
+        fail: Callable[[Exception], Exception],
+    ) -> None:
+        self.slot = slot
+        self.source = source
+        self.convert = convert
+        self.fail = fail
+
+    def __aiter__(self) -> Stream[T, U]:
+        return self
+
+    async def __anext__(self) -> U:
+        if not self.slot.held:
+            raise StopAsyncIteration
+        try:
+            item = await self.source.__anext__()
+        except StopAsyncIteration:
+            await self.aclose()
+            raise
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+        except Exception as exc:
+            await self.aclose()
+            raise self.fail(exc) from exc
+        return self.convert(item)
+
+    async def aclose(self) -> None:
+        if not self.slot.held:
+            return
+        self.slot.release()
+        close = getattr(self.source, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _too_big(context: Any, payload: Any) -> dict[str, Any] | None:
+    """The formatted error for a subscribe/start payload whose query text is over the size limit."""
+    query = payload.get("query") if isinstance(payload, dict) else None
+    if not isinstance(query, str):
+        return None  # Strawberry refuses it as it is
+    refusal = query_text_refusal(query, context.settings.max_query_bytes)
+    return None if refusal is None else refusal.formatted
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
+    """Strawberry's graphql-transport-ws handler, refusing an oversized query text as its error."""
+
+    async def handle_subscribe(self, message: Any) -> None:
+        error = _too_big(self.context, message.get("payload"))
+        if error is not None and self.connection_acknowledged and message.get("id") not in self.operations:
+            await self.send_message({"id": message["id"], "type": "error", "payload": [error]})
+            return
+        await super().handle_subscribe(message)
+
+
+class WSHandler(BaseGraphQLWSHandler[Any, None]):
+    """Strawberry's graphql-ws handler, refusing an oversized query text as its error."""
+
+    async def handle_start(self, message: Any) -> None:
+        error = _too_big(self.context, message.get("payload"))
+        if error is not None and self.connection_acknowledged:
+            await self.send_message({"type": "error", "id": message["id"], "payload": error})
+            return
+        await super().handle_start(message)
