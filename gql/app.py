@@ -9,7 +9,7 @@ import math
 import re
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from inspect import isawaitable
@@ -26,12 +26,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from strawberry import Schema
-from strawberry.exceptions import ConnectionRejectionError
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
+from strawberry.exceptions import ConnectionRejectionError
 from strawberry.execution import optimized_is_awaitable
 from strawberry.extensions import DisableIntrospection, MaskErrors
-from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
 from strawberry.http import GraphQLHTTPResponse
+from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
@@ -146,7 +146,7 @@ class _WebSocketAdapter(ASGIWebSocketAdapter):
     unreadable message.
     """
 
-    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncIterator[object]:
+    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
         messages = super().iter_json(ignore_parsing_errors=ignore_parsing_errors)
         try:
             async for message in messages:
@@ -156,7 +156,7 @@ class _WebSocketAdapter(ASGIWebSocketAdapter):
         except HTTPException as exc:  # decode_json's refusals of a body
             raise NonJsonMessageReceived() from exc
         finally:
-            await messages.aclose()  # type: ignore[attr-defined]
+            await messages.aclose()
 
     async def send_json(self, message: Any) -> None:
         encoded = self.view.encode_json(message)
@@ -168,7 +168,7 @@ class _WebSocketAdapter(ASGIWebSocketAdapter):
 
 class RunLogGraphQL(GraphQL[Context, None]):
     request_adapter_class = _RequestAdapter
-    websocket_adapter_class = _WebSocketAdapter  # type: ignore[assignment]
+    websocket_adapter_class = _WebSocketAdapter
     graphql_transport_ws_handler_class = TransportWSHandler
     graphql_ws_handler_class = WSHandler
 

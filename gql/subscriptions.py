@@ -32,7 +32,9 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyErrorMessage
 
 from .auth import Caller, Policy
 from .limits import query_text_refusal
@@ -61,7 +63,9 @@ def connection_caller(policy: Policy, payload: Mapping[str, Any], header: str | 
     The key is matched as HTTP matches a header name, in any case
     (`authorization` too), since clients spell it both ways.
     """
-    given = [value for key, value in payload.items() if isinstance(key, str) and key.lower() == "authorization"]
+    given = [
+        value for key, value in payload.items() if isinstance(key, str) and key.lower() == "authorization"
+    ]
     if len(given) > 1:
         raise BadConnectionInit("the connection_init payload has more than one Authorization key")
     if not given:
@@ -69,7 +73,8 @@ def connection_caller(policy: Policy, payload: Mapping[str, Any], header: str | 
     value = given[0]
     if not isinstance(value, str):
         raise BadConnectionInit(
-            'the connection_init payload\'s Authorization must be a string: {"Authorization": "Bearer <token>"}'
+            "the connection_init payload's Authorization must be a string: "
+            '{"Authorization": "Bearer <token>"}'
         )
     return policy.identify(value)
 
@@ -206,7 +211,7 @@ class Stream(Generic[T, U]):
             await close()
 
 
-def _too_big(context: Any, payload: Any) -> dict[str, Any] | None:
+def _too_big(context: Any, payload: Any) -> Any:
     """The formatted error for a subscribe/start payload whose query text is over the size limit."""
     query = payload.get("query") if isinstance(payload, dict) else None
     if not isinstance(query, str):
@@ -221,7 +226,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
     async def handle_subscribe(self, message: Any) -> None:
         error = _too_big(self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged and message.get("id") not in self.operations:
-            await self.send_message({"id": message["id"], "type": "error", "payload": [error]})
+            await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
             return
         await super().handle_subscribe(message)
 
@@ -232,6 +237,6 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
     async def handle_start(self, message: Any) -> None:
         error = _too_big(self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged:
-            await self.send_message({"type": "error", "id": message["id"], "payload": error})
+            await self.send_message(LegacyErrorMessage(type="error", id=message["id"], payload=error))
             return
         await super().handle_start(message)

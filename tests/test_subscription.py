@@ -8,6 +8,7 @@ processes, reconnects) in tests/test_subscription_live.py.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,11 @@ from .conftest import Api
 
 READER = "reader-token-0123456789"
 WRITER = "writer-token-0123456789"
-TAIL = "subscription T($runId: ID!, $kinds: [RunLogKind!], $since: String) { runLogTail(runId: $runId, kinds: $kinds, since: $since) { id runId kind cursor detail { __typename ... on NoteDetail { text } } } }"
+TAIL = (
+    "subscription T($runId: ID!, $kinds: [RunLogKind!], $since: String) {"
+    " runLogTail(runId: $runId, kinds: $kinds, since: $since) {"
+    " id runId kind cursor detail { __typename ... on NoteDetail { text } } } }"
+)
 
 
 class Socket:
@@ -33,7 +38,11 @@ class Socket:
 
     def subscribe(self, op_id: str, run_id: Any, query: str = TAIL, **variables: Any) -> None:
         self.ws.send_json(
-            {"type": "subscribe", "id": op_id, "payload": {"query": query, "variables": {"runId": run_id, **variables}}}
+            {
+                "type": "subscribe",
+                "id": op_id,
+                "payload": {"query": query, "variables": {"runId": run_id, **variables}},
+            }
         )
 
     def receive(self) -> dict[str, Any]:
@@ -58,22 +67,23 @@ def sockets() -> Any:
 
     yield open_socket
     for socket in opened:
-        try:
+        with contextlib.suppress(Exception):  # closed by the server already
             socket.close()
-        except Exception:  # noqa: S110 - closed by the server already
-            pass
 
 
 def note(api: Api, run_id: int, text: str, token: str | None = None) -> None:
     body = api.post(
-        'mutation W($runId: ID!, $text: String!) { writeRunLog(runId: $runId, kind: "note", detail: {text: $text}) }',
+        "mutation W($runId: ID!, $text: String!) {"
+        ' writeRunLog(runId: $runId, kind: "note", detail: {text: $text}) }',
         {"runId": run_id, "text": text},
         token,
     )
     assert body == {"data": {"writeRunLog": True}}, body
 
 
-def test_a_line_written_arrives_on_the_tail_typed_as_on_a_page(api: Api, sockets: Callable[..., Socket]) -> None:
+def test_a_line_written_arrives_on_the_tail_typed_as_on_a_page(
+    api: Api, sockets: Callable[..., Socket]
+) -> None:
     socket = sockets(api)
     assert socket.ack == {"type": "connection_ack"}
     socket.subscribe("1", 41)
@@ -199,7 +209,9 @@ def test_a_bad_run_id_or_since_is_refused_as_the_operations_error(
     api: Api, sockets: Callable[..., Socket], variables: dict[str, Any], words: str
 ) -> None:
     socket = sockets(api)
-    socket.subscribe("1", **{"run_id": variables["runId"], **{k: v for k, v in variables.items() if k != "runId"}})
+    socket.subscribe(
+        "1", **{"run_id": variables["runId"], **{k: v for k, v in variables.items() if k != "runId"}}
+    )
     message = socket.receive()
     assert message["type"] == "error"
     assert message["payload"][0]["extensions"]["code"] == "BAD_USER_INPUT"
@@ -281,7 +293,11 @@ def test_a_subscription_is_held_to_the_query_limits_of_http(
     assert words in page.text, page.text
     socket = sockets(api)
     socket.ws.send_json(
-        {"type": "subscribe", "id": "1", "payload": {"query": f"subscription {{ runLogTail(runId: 1) {selection} }}"}}
+        {
+            "type": "subscribe",
+            "id": "1",
+            "payload": {"query": f"subscription {{ runLogTail(runId: 1) {selection} }}"},
+        }
     )
     try:
         message = socket.receive()
@@ -294,7 +310,9 @@ def test_a_subscription_is_held_to_the_query_limits_of_http(
     assert words in message["payload"][0]["message"], message
 
 
-def test_a_subscriptions_variables_are_held_to_the_values_limit(api: Api, sockets: Callable[..., Socket]) -> None:
+def test_a_subscriptions_variables_are_held_to_the_values_limit(
+    api: Api, sockets: Callable[..., Socket]
+) -> None:
     socket = sockets(api)
     socket.subscribe("1", 1, kinds=["NOTE"] * 20_000)
     message = socket.receive()
