@@ -1,0 +1,230 @@
+"""runLogTail against real servers: `python -m gql serve` processes, a websocket client, real sockets.
+
+Two processes on one MariaDB, a reconnect with the last cursor while lines
+are written, keep-alive pings past the head deadline, and shutdown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from .conftest import Backend, free_port, wait_until_healthy
+
+ROOT = Path(__file__).resolve().parent.parent
+TAIL = (
+    "subscription T($runId: ID!, $since: String) { runLogTail(runId: $runId, since: $since) {"
+    " id cursor detail { ... on NoteDetail { text } } } }"
+)
+PATIENCE = 60  # seconds: any wait this long is a failure, not a slow machine
+
+
+@contextmanager
+def serving(
+    tmp_path: Path, url: str, name: str = "serve", **env: str
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`python -m gql serve` on this checkout's code and `url`; its output in `<name>.log`."""
+    port = free_port()
+    with (tmp_path / f"{name}.log").open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gql", "serve", "--port", str(port)],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_healthy(base, server)
+        yield base, server
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+@contextmanager
+def open_tail(base: str, run_id: int, since: str | None = None, **payload: str) -> Iterator[ClientConnection]:
+    url = base.replace("http://", "ws://") + "/graphql"
+    with connect(url, subprotocols=["graphql-transport-ws"], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+        ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+        assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
+        variables: dict[str, Any] = {"runId": run_id, "since": since}
+        ws.send(
+            json.dumps({"type": "subscribe", "id": "t", "payload": {"query": TAIL, "variables": variables}})
+        )
+        yield ws
+
+
+def next_line(ws: ClientConnection) -> dict[str, Any]:
+    message = json.loads(ws.recv(timeout=PATIENCE))
+    assert message["type"] == "next", message
+    line: dict[str, Any] = message["payload"]["data"]["runLogTail"]
+    return line
+
+
+def write(base: str, run_id: int, text: str) -> None:
+    body = httpx.post(
+        f"{base}/graphql",
+        json={
+            "query": "mutation W($r: ID!, $t: String!) {"
+            ' writeRunLog(runId: $r, kind: "note", detail: {text: $t}) }',
+            "variables": {"r": run_id, "t": text},
+        },
+        timeout=PATIENCE,
+    ).json()
+    assert body == {"data": {"writeRunLog": True}}, body
+
+
+def newest_cursor(base: str, run_id: int) -> str:
+    page = httpx.post(
+        f"{base}/graphql",
+        json={
+            "query": "query P($r: ID!) { runLog(runId: $r, limit: 1) { nodes { cursor } } }",
+            "variables": {"r": run_id},
+        },
+        timeout=PATIENCE,
+    ).json()
+    cursor: str = page["data"]["runLog"]["nodes"][0]["cursor"]
+    return cursor
+
+
+@pytest.mark.mariadb
+def test_a_line_written_through_another_process_arrives_on_the_tail(mariadb: Backend, tmp_path: Path) -> None:
+    mariadb.create_tables()
+    with (
+        serving(tmp_path, mariadb.url, "a") as (a, _),
+        serving(tmp_path, mariadb.url, "b") as (b, _),
+    ):
+        write(a, 31, "start")
+        with open_tail(a, 31, newest_cursor(a, 31)) as ws:
+            for server, text in ((b, "through b"), (a, "through a"), (b, "through b again")):
+                write(server, 31, text)
+            texts = [next_line(ws)["detail"]["text"] for _ in range(3)]
+        assert texts == ["through b", "through a", "through b again"]
+        ws.close()
+
+
+def test_a_reconnect_with_the_last_cursor_misses_nothing_and_repeats_nothing_while_lines_are_written(
+    tables: Backend, tmp_path: Path
+) -> None:
+    count = 60
+    with serving(tmp_path, tables.url) as (base, _):
+        write(base, 8, "start")
+        since = newest_cursor(base, 8)
+
+        def writer() -> None:
+            for n in range(count):
+                write(base, 8, f"line {n}")
+                time.sleep(0.01)
+
+        writing = threading.Thread(target=writer)
+        writing.start()
+        seen: list[str] = []
+        try:
+            for connection in range(4):  # three reconnects, each in the middle of the writes
+                # Left mid-stream, with no `complete`: as a dropped connection.
+                with open_tail(base, 8, since) as ws:
+                    for _ in range(count // 4 if connection < 3 else count - len(seen)):
+                        line = next_line(ws)
+                        seen.append(line["detail"]["text"])
+                        since = line["cursor"]
+        finally:
+            writing.join()
+    assert seen == [f"line {n}" for n in range(count)]
+
+
+def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(tables: Backend, tmp_path: Path) -> None:
+    env = {"RUNLOG_WS_PING_INTERVAL": "1", "RUNLOG_HEADER_TIMEOUT": "1"}
+    with serving(tmp_path, tables.url, **env) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as raw:
+            raw.sendall(
+                b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+            )
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += raw.recv(1)
+            assert head.startswith(b"HTTP/1.1 101 "), head
+            raw.sendall(_masked(0x1, b'{"type":"connection_init"}'))
+            assert _frame(raw) == (0x1, b'{"type":"connection_ack"}')
+            started = time.monotonic()
+            # Idle from here: the server pings (opcode 9) every second; each
+            # ping answered keeps the connection past RUNLOG_HEADER_TIMEOUT.
+            for _ in range(3):
+                opcode, payload = _frame(raw)
+                assert opcode == 0x9, (opcode, payload)
+                raw.sendall(_masked(0xA, payload))  # pong
+            assert time.monotonic() - started > 1
+            # A peer that stops answering is closed once the ping's timeout passes.
+            assert _frame(raw)[0] == 0x9
+            opcode, payload = _frame(raw)
+            assert opcode == 0x8 and int.from_bytes(payload[:2], "big") == 1011, (opcode, payload)
+        # And a tail that stays idle through several pings still gets its line.
+        write(base, 4, "start")
+        with open_tail(base, 4, newest_cursor(base, 4)) as ws:
+            time.sleep(3)  # idle through several pings
+            write(base, 4, "after a quiet while")
+            assert next_line(ws)["detail"]["text"] == "after a quiet while"
+
+
+def test_shutdown_closes_every_tail_with_1012_and_exits_cleanly(tables: Backend, tmp_path: Path) -> None:
+    with serving(tmp_path, tables.url) as (base, server):
+        write(base, 2, "start")
+        since = newest_cursor(base, 2)
+        stack = contextlib.ExitStack()
+        tails = [stack.enter_context(open_tail(base, run, since if run == 2 else None)) for run in (1, 2, 2)]
+        write(base, 2, "before the stop")
+        assert next_line(tails[1])["detail"]["text"] == "before the stop"
+        server.send_signal(signal.SIGTERM)
+        for ws in tails:
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    ws.recv(timeout=PATIENCE)
+            assert (
+                closed.value.rcvd is not None and closed.value.rcvd.code == 1012
+            )  # service restart: reconnect
+        stack.close()
+        server.wait(timeout=PATIENCE)
+    log = (tmp_path / "serve.log").read_text()
+    assert "Application shutdown complete." in log
+    assert "Traceback" not in log and " ERROR " not in log, log
+
+
+def _masked(opcode: int, payload: bytes) -> bytes:
+    """One client frame (clients must mask), of fewer than 126 bytes."""
+    mask = b"\x01\x02\x03\x04"
+    return (
+        bytes([0x80 | opcode, 0x80 | len(payload)])
+        + mask
+        + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    )
+
+
+def _frame(raw: socket.socket) -> tuple[int, bytes]:
+    """One server frame (unmasked, fewer than 126 bytes): its opcode and payload."""
+    first, size = raw.recv(1)[0], raw.recv(1)[0]
+    assert size < 126, size
+    payload = b""
+    while len(payload) < size:
+        payload += raw.recv(size - len(payload))
+    return first & 0x0F, payload
