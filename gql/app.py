@@ -272,11 +272,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if prepared is None:
             return None
         document, operation = prepared
-        if lines_asked(document, operation, variables)[0] > self.max_lines:
+        plan = self.write_plans.plan(operation)  # writes alone: no lines asked
+        if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
             return None
         if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
             return None  # refused by RequestLimits, in Strawberry's pipeline
-        plan = self.write_plans.plan(operation)
         if plan is not None:
             arguments = plan.arguments(variables)
             if arguments is not None:

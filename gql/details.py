@@ -792,9 +792,7 @@ def _unreadable(stored: str | bytes, problem: str) -> UnreadableDetail:
 def dump_detail(detail: Any) -> str:
     """The JSON text a detail is stored as; ValueError if it cannot be JSON."""
     try:
-        return json.dumps(
-            detail, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_undefined
-        )
+        return _DETAIL_ENCODER.encode(detail)
     except TypeError as exc:
         raise ValueError(str(exc)) from None
     except RecursionError:
@@ -809,3 +807,10 @@ def _undefined(value: Any) -> None:
     if value is Undefined:
         return None
     raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# What json.dumps(detail, ensure_ascii=False, separators=(",", ":"),
+# allow_nan=False, default=_undefined) would build on every call.
+_DETAIL_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_undefined
+)
