@@ -758,6 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a small version, about a minute")
     parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
     parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", choices=("reads", "writes"), help="only the read cases, or only the write cases"
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     plan = Plan(3, 3, 3, 0.5) if quick else Plan(5, 20, 5, 2.0)
@@ -773,6 +776,10 @@ def main(argv: list[str] | None = None) -> int:
             workload = Workload.build(servers["service"].port)
             for op in workload.skipped:
                 report.failed.append(f"{op.name} ({op.origin}) is NOT benchmarked: {op.skip}")
+            if args.only == "writes":
+                workload.reads = []
+            elif args.only == "reads":
+                workload.writes = []
             say(
                 "operations: "
                 + ", ".join(f"{op.name} ({op.origin})" for op in [*workload.reads, *workload.writes])
@@ -784,7 +791,9 @@ def main(argv: list[str] | None = None) -> int:
             ]
             # What follows mixes the reads: only those the floors answer alike.
             workload.reads = [op for op, ok in zip(workload.reads, measured, strict=True) if ok]
-            if workload.read("RunLog") is None:
+            if args.only == "writes":
+                report.unmeasured("reads", "<= 1.5, >= 0.75, <= 1.2, <= 1.1", "run with --only writes")
+            elif workload.read("RunLog") is None:
                 report.unmeasured("RunLog pages", "<= 1.5, >= 0.75", "no operation RunLog in gql/operations")
             if workload.reads:
                 cases = size_cases(workload)
@@ -796,11 +805,13 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     report.unmeasured(f"flat at {args.big_lines:,} lines", "<= 1.2", "run with --big")
                 memory(report, servers["service"], workload, *((200, 1000) if quick else (1000, 10_000)))
-            else:
+            elif args.only != "writes":
                 report.unmeasured("flat, RSS", "<= 1.2, <= 1.1", "no read the floors answer alike")
             for op in workload.writes:
                 writes(report, servers, op, plan, ">= 0.8" if op.name == "WriteNote" else "", database)
-            if workload.write("WriteNote") is None:
+            if args.only == "reads":
+                report.unmeasured("writes", ">= 0.8", "run with --only reads")
+            elif workload.write("WriteNote") is None:
                 report.unmeasured("WriteNote", ">= 0.8", "no operation WriteNote in gql/operations")
         finally:
             for server in servers.values():
