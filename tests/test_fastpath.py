@@ -4,9 +4,11 @@ Queries are generated over the schema (aliases, repeated fields, inline and
 named fragments, fragments on the union, `__typename`, @skip/@include with
 literals and variables, every runLog argument, bad arguments), and pages are
 generated rows (every kind, null and unreadable details, unknown kinds, null
-step ids and phases). Each query runs on two schemas built the same way, one
-with the plan and one with graphql-core alone, and the two answers must be the
-same JSON, key order included, errors included.
+step ids and phases), written into a real database (SQLite and MariaDB, the
+`tables` backends) and read back by the store as any request reads them. Each
+query runs on two schemas built the same way, one with the plan and one with
+graphql-core alone, and the two answers must be the same JSON, key order
+included, errors included.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import socket
+from pathlib import Path
 from typing import Any
 
 import hypothesis_graphql
 import orjson
 import pytest
+import sqlalchemy as sa
 from graphql import (
     ArgumentNode,
     GraphQLObjectType,
@@ -35,8 +40,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gql import fastpath, graphiql, store
+from gql import schema as schema_module
 from gql.app import _MaskUnexpected
 from gql.auth import Caller, Policy, Role
+from gql.db import create_engine, event_run_log, event_runs
 from gql.details import dump_detail
 from gql.kinds import Kind
 from gql.schema import Context, build_schema
@@ -75,7 +82,7 @@ def stored_detail(draw: st.DrawFn, kind: str) -> str | None:
         return '{"to": "mars"}'
     example = EXAMPLES[known]
     if known is Kind.RUN_BLOCKED:
-        # An odd id names a run the fake store has; an even one, or not a number, does not.
+        # An odd id names a run in event_runs (RUNS); an even one, or not a number, does not.
         example = {**example, "blockingRunId": draw(st.sampled_from([37, 38, "41", "x"]))}
     keep = draw(st.lists(st.booleans(), min_size=len(example), max_size=len(example)))
     return dump_detail(_thin(example, keep))
@@ -220,56 +227,103 @@ def _line_at(at: datetime.datetime) -> store.Line:
 # ── running both ─────────────────────────────────────────────────────────────
 
 
-def _context(caller: Caller, policy: Policy) -> Context:
-    return Context(
-        engine=None,  # type: ignore[arg-type]
-        settings=Settings(),
-        policy=policy,
-        caller=caller,
-        request_id="r1",
-    )
+# The runs the events system has: an odd `blockingRunId` names one, an even
+# one or one that is not a number does not.
+RUNS = (37, 39, 41)
+
+
+class Stored:
+    """Generated lines and runs, written into a real database that both schemas read.
+
+    Nothing of the store is replaced: each answer is read by `store.read_page`
+    and `store.find_runs` from SQLite or MariaDB (the `tables` backends).
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.runs_table = True
+        self.lookups = 0  # statements that read event_runs, counted as they are sent
+        self.url = backend.url  # what the schemas' engine connects to
+        self.read_timeout = Settings().read_timeout
+        self.deleted: Path | None = None  # an SQLite file deleted once the engine is open
+
+    def put(self, lines: list[store.Line], runs: str | None = None) -> None:
+        """The table holds `lines` and nothing else; `runs="broken"`: event_runs is gone."""
+        sync = self.backend.sync
+        with sync.begin() as conn:
+            conn.execute(event_run_log.delete())
+            if lines:
+                conn.execute(
+                    event_run_log.insert(),
+                    [
+                        {
+                            "id": line.id,
+                            "run_id": line.run_id,
+                            "step_id": line.step_id,
+                            "kind": line.kind,
+                            "phase": line.phase,
+                            "detail": line.detail,
+                            "at": store.as_naive_utc(line.at),
+                        }
+                        for line in lines
+                    ],
+                )
+        if runs == "broken" and self.runs_table:
+            event_runs.drop(sync)
+            self.runs_table = False
+        elif runs != "broken":
+            if not self.runs_table:
+                event_runs.create(sync)
+                self.runs_table = True
+            with sync.begin() as conn:
+                conn.execute(event_runs.delete())
+                updated = store.as_naive_utc(START)
+                conn.execute(
+                    event_runs.insert(),
+                    [{"id": i, "status": "live", "ended_at": None, "updated_at": updated} for i in RUNS],
+                )
+
+    def context(self, engine: Any, caller: Caller, policy: Policy) -> Context:
+        return Context(
+            engine=engine,
+            settings=Settings(read_timeout=self.read_timeout),
+            policy=policy,
+            caller=caller,
+            request_id="r1",
+        )
 
 
 @pytest.fixture
-def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The store, replaced by the generated page (both schemas read the same one)."""
-    state: dict[str, Any] = {"lines": [], "fail": False, "runs": None}
-
-    async def read_page(
-        engine: Any, *, run_id: int, kinds: Any, limit: int, after: Any, **reading: Any
-    ) -> store.Page:
-        if state["fail"]:
-            raise OSError("the database is away")
-        lines = state["lines"]
-        if kinds is not None:
-            lines = [line for line in lines if line.kind in kinds]
-        return store.Page(lines=lines[:limit], has_next=len(lines) > limit)
-
-    async def find_runs(engine: Any, ids: Any) -> dict[int, store.Run]:
-        state["lookups"] = state.get("lookups", 0) + 1
-        if state["runs"] == "away":
-            raise OSError("the database is away")  # a refusal the caller can act on
-        if state["runs"] == "broken":
-            raise RuntimeError("no such table: event_runs")  # masked
-        return {i: store.Run(id=i, status="live", ended_at=None, updated_at=START) for i in ids if i % 2 == 1}
-
-    monkeypatch.setattr(store, "read_page", read_page)
-    monkeypatch.setattr(store, "find_runs", find_runs)
-    return state
+def stored(tables: Backend) -> Stored:
+    return Stored(tables)
 
 
-def _both(text: str, variables: dict[str, Any], caller: Caller, policy: Policy) -> tuple[str, str]:
+def _both(
+    stored: Stored, text: str, variables: dict[str, Any], caller: Caller, policy: Policy
+) -> tuple[str, str]:
     async def run() -> tuple[str, str]:
+        engine = create_engine(stored.backend.settings(database_url=stored.url))
+        if stored.deleted is not None:
+            stored.deleted.unlink()
+
+        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+            stored.lookups += "event_runs" in statement
+
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", note)
         answers = []
-        for schema in (FAST, SLOW):
-            result = await schema.execute(text, variables, context_value=_context(caller, policy))
-            body = {"data": result.data}
-            if result.errors:
-                body["errors"] = [error.formatted for error in result.errors]
-            # The service writes bodies with orjson: the same JSON as json.dumps, key order included.
-            assert json.loads(orjson.dumps(body)) == json.loads(json.dumps(body))
-            assert list(orjson.loads(orjson.dumps(body))) == list(body)
-            answers.append(json.dumps(body))
+        try:
+            for schema in (FAST, SLOW):
+                context = stored.context(engine, caller, policy)
+                result = await schema.execute(text, variables, context_value=context)
+                body = {"data": result.data}
+                if result.errors:
+                    body["errors"] = [error.formatted for error in result.errors]
+                # The service writes bodies with orjson: the same JSON as json.dumps, key order included.
+                assert json.loads(orjson.dumps(body)) == json.loads(json.dumps(body))
+                assert list(orjson.loads(orjson.dumps(body))) == list(body)
+                answers.append(json.dumps(body))
+        finally:
+            await engine.dispose()
         return answers[0], answers[1]
 
     return asyncio.run(run())
@@ -283,16 +337,18 @@ ANYONE = Caller(roles=frozenset(), authenticated=False)
 @given(
     lines=rows(),
     query=page_queries(),
-    runs=st.sampled_from([None, None, None, "away", "broken"]),
+    # How the page's blocking runs are found, or why not ("broken": the
+    # events system's table is gone). A lookup that times out is
+    # test_a_failed_lookup_...'s: it takes the read timeout each time.
+    runs=st.sampled_from([None, None, None, "broken"]),
 )
 def test_the_plan_answers_what_graphql_core_answers(
-    fake_store: dict[str, Any], lines: list[store.Line], query: tuple[str, dict[str, Any]], runs: str | None
+    stored: Stored, lines: list[store.Line], query: tuple[str, dict[str, Any]], runs: str | None
 ) -> None:
-    fake_store["lines"] = lines
-    fake_store["runs"] = runs  # how the page's blocking runs are found, or why not
+    stored.put(lines, runs)
     text, variables = query
     fastpath.STATS.reset()
-    fast, slow = _both(text, variables, ANYONE, OPEN)
+    fast, slow = _both(stored, text, variables, ANYONE, OPEN)
     assert fast == slow
     if '"data": null' not in fast and runs is None:
         assert fastpath.STATS.planned == 1, "the plan was not used"
@@ -325,17 +381,17 @@ GENERATED = hypothesis_graphql.queries(
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=rows(), text=GENERATED)
 def test_the_plan_answers_what_graphql_core_answers_for_hypothesis_graphql_queries(
-    fake_store: dict[str, Any], lines: list[store.Line], text: str
+    stored: Stored, lines: list[store.Line], text: str
 ) -> None:
     """Queries from hypothesis-graphql (it works with graphql-core 3.3), as a second opinion."""
-    fake_store["lines"] = lines
+    stored.put(lines)
     text = _readable(text)
-    fast, slow = _both(text, {}, ANYONE, OPEN)
+    fast, slow = _both(stored, text, {}, ANYONE, OPEN)
     assert fast == slow
 
 
 def test_the_plan_is_used_for_the_benchmarks_every_detail_field_query(
-    fake_store: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    stored: Stored, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from graphql import build_client_schema, introspection_from_schema
 
@@ -348,7 +404,7 @@ def test_the_plan_is_used_for_the_benchmarks_every_detail_field_query(
     query = operations.every_detail_field(port=0).text
     assert "blockingRun" in query
 
-    fake_store["lines"] = [
+    lines = [
         store.Line(
             id=100 + i,
             run_id=7,
@@ -360,16 +416,17 @@ def test_the_plan_is_used_for_the_benchmarks_every_detail_field_query(
         )
         for i, kind in enumerate(Kind)
     ]
+    stored.put(lines)
     fastpath.STATS.reset()
-    fast, slow = _both(query, {"runId": "7", "limit": 2000}, ANYONE, OPEN)
+    fast, slow = _both(stored, query, {"runId": "7", "limit": 2000}, ANYONE, OPEN)
     assert fast == slow
     assert fastpath.STATS.planned == 1 and fastpath.STATS.unplanned == 0
     assert '"__typename": "CleanupRetryDetail"' in fast
 
 
-def _blocked(run_id: Any) -> store.Line:
+def _blocked(run_id: Any, line_id: int = 500) -> store.Line:
     detail = dump_detail({"blockingRunId": run_id, "concurrencyKey": "k"})
-    return _line_at(START)._replace(kind="run.blocked", detail=detail)
+    return _line_at(START)._replace(id=line_id, kind="run.blocked", detail=detail)
 
 
 BLOCKING = (
@@ -377,10 +434,10 @@ BLOCKING = (
 )
 
 
-def test_blocking_runs_are_looked_up_in_one_query_and_planned(fake_store: dict[str, Any]) -> None:
-    fake_store["lines"] = [_blocked(37), _blocked(39), _blocked(37), _blocked(38)]
+def test_blocking_runs_are_looked_up_in_one_query_and_planned(stored: Stored) -> None:
+    stored.put([_blocked(37, 504), _blocked(39, 503), _blocked(37, 502), _blocked(38, 501)])
     fastpath.STATS.reset()
-    fast, slow = _both(BLOCKING, {}, ANYONE, OPEN)
+    fast, slow = _both(stored, BLOCKING, {}, ANYONE, OPEN)
     assert fast == slow
     assert json.loads(fast)["data"]["runLog"]["nodes"] == [
         {"detail": {"blockingRun": {"id": "37", "status": "live"}}},
@@ -388,62 +445,110 @@ def test_blocking_runs_are_looked_up_in_one_query_and_planned(fake_store: dict[s
         {"detail": {"blockingRun": {"id": "37", "status": "live"}}},
         {"detail": {"blockingRun": None}},  # the events system has no run 38
     ]
-    assert fake_store["lookups"] == 2  # one per schema, for the four lines
+    assert stored.lookups == 2  # one per schema, for the four lines
     assert fastpath.STATS.planned == 1 and fastpath.STATS.not_compilable == 0  # SLOW has no plan
 
 
-def test_a_page_that_does_not_select_blocking_runs_does_not_look_them_up(fake_store: dict[str, Any]) -> None:
-    fake_store["lines"] = [_blocked(37)]
+def test_a_page_that_does_not_select_blocking_runs_does_not_look_them_up(stored: Stored) -> None:
+    stored.put([_blocked(37)])
     without = "{ runLog(runId: 7) { nodes { detail { ... on RunBlockedDetail { concurrencyKey } } } } }"
-    _both(without, {}, ANYONE, OPEN)
-    assert "lookups" not in fake_store
+    _both(stored, without, {}, ANYONE, OPEN)
+    assert stored.lookups == 0
     # Whether a query asks is remembered per operation: another one, at the
     # same path, is asked afresh, both ways round.
     for text, lookups in ((BLOCKING, 2), (without, 2), (BLOCKING, 4), (without, 4)):
-        _both(text, {}, ANYONE, OPEN)
-        assert fake_store["lookups"] == lookups
+        _both(stored, text, {}, ANYONE, OPEN)
+        assert stored.lookups == lookups
 
 
-@pytest.mark.parametrize("runs", ["away", "broken"])
-def test_a_failed_lookup_is_an_error_on_each_blocking_run_and_the_lines_stay(
-    fake_store: dict[str, Any], runs: str
-) -> None:
-    fake_store["lines"] = [_blocked(37), _blocked(39)]
-    fake_store["runs"] = runs
-    fast, slow = _both(BLOCKING, {}, ANYONE, OPEN)
+def _failed_lookup(fast: str, slow: str, code: str) -> None:
     assert fast == slow
     body = json.loads(fast)
     assert body["data"]["runLog"]["nodes"] == [{"detail": {"blockingRun": None}}] * 2
-    code = "DATABASE_UNAVAILABLE" if runs == "away" else "INTERNAL_SERVER_ERROR"
     assert [(e["path"], e["extensions"]["code"]) for e in body["errors"]] == [
         (["runLog", "nodes", i, "detail", "blockingRun"], code) for i in (0, 1)
     ]
 
 
-def test_a_value_the_plan_does_not_expect_is_completed_by_graphql_core(fake_store: dict[str, Any]) -> None:
-    """A null where the schema says non-null: graphql-core's (masked) error, located, from the same page."""
-    broken = _line_at(START)._replace(kind="note", at=None)
-    fake_store["lines"] = [broken, _line_at(START)]  # the last line makes the cursor
+def test_a_failed_lookup_is_an_error_on_each_blocking_run_and_the_lines_stay(stored: Stored) -> None:
+    # The events system's table is gone: a fault of this deployment, masked.
+    stored.put([_blocked(37, 502), _blocked(39, 501)], runs="broken")
+    _failed_lookup(*_both(stored, BLOCKING, {}, ANYONE, OPEN), "INTERNAL_SERVER_ERROR")
+
+
+def test_a_lookup_past_the_read_timeout_is_unavailable_on_each_blocking_run(mariadb: Backend) -> None:
+    # Another session holds event_runs: the page is read, its runs are not
+    # by the deadline, and the caller is told the database is unavailable.
+    mariadb.create_tables()
+    stored = Stored(mariadb)
+    stored.read_timeout = 0.5
+    stored.put([_blocked(37, 502), _blocked(39, 501)])
+    with mariadb.sync.connect() as locker:
+        locker.exec_driver_sql("LOCK TABLES event_runs WRITE")
+        try:
+            answers = _both(stored, BLOCKING, {}, ANYONE, OPEN)
+        finally:
+            locker.exec_driver_sql("UNLOCK TABLES")
+    _failed_lookup(*answers, "DATABASE_UNAVAILABLE")
+
+
+def test_a_value_the_plan_does_not_expect_is_completed_by_graphql_core(
+    stored: Stored, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A null where the schema says non-null: graphql-core's (masked) error, located, from the same page.
+
+    No stored row reads as a line without `at` (a row's odd `at` gets a
+    stand-in), so the line is broken after it is read: the plan's own way
+    out is what is tested, on a page read from the database.
+    """
+    stored.put([_line_at(START)._replace(id=501), _line_at(START)._replace(id=500)])
+    read_line = schema_module._line
+
+    def broken(row: store.Line) -> Any:
+        line = read_line(row)
+        if row.id == 501:
+            line.at = None
+        return line
+
+    monkeypatch.setattr(schema_module, "_line", broken)
     fastpath.STATS.reset()
-    fast, slow = _both("{ runLog(runId: 7) { nodes { id at } } }", {}, ANYONE, OPEN)
+    fast, slow = _both(stored, "{ runLog(runId: 7) { nodes { id at } } }", {}, ANYONE, OPEN)
     assert fast == slow
     assert '"path": ["runLog", "nodes", 0, "at"]' in fast and "INTERNAL_SERVER_ERROR" in fast
     assert fastpath.STATS.unplanned == 1
 
 
 @pytest.mark.parametrize("problem", ["unauthenticated", "forbidden", "database"])
-def test_refusals_and_failures_are_the_same_errors(fake_store: dict[str, Any], problem: str) -> None:
+def test_refusals_and_failures_are_the_same_errors(stored: Stored, problem: str, tmp_path: Any) -> None:
     policy = Policy.from_settings(Settings(reader_tokens=(READER,)))
     caller = ANYONE
+    stored.put([_line_at(START)])
     if problem == "forbidden":
         caller = Caller(roles=frozenset({Role.WRITER}), authenticated=True)
     if problem == "database":
         caller = Caller(roles=frozenset({Role.READER}), authenticated=True)
-        fake_store["fail"] = True
+        # A database that is not there: a closed port, a file deleted while the service runs.
+        if stored.backend.name == "mariadb":
+            stored.url = (
+                sa.make_url(stored.url).set(port=_closed_port()).render_as_string(hide_password=False)
+            )
+        else:
+            stored.deleted = tmp_path / "deleted.db"
+            stored.deleted.touch()
+            stored.url = f"sqlite+aiosqlite:///{stored.deleted}"
     text = "query { log: runLog(runId: 7) { nodes { id detail { __typename } } } }"
-    fast, slow = _both(text, {}, caller, policy)
+    fast, slow = _both(stored, text, {}, caller, policy)
     assert fast == slow
     assert '"errors"' in fast and '"data": null' in fast
+    if problem == "database":
+        assert '"DATABASE_UNAVAILABLE"' in fast
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port  # closed again: a connect is refused
 
 
 def test_a_query_text_is_parsed_and_validated_once_with_the_apps_limits(
