@@ -40,6 +40,7 @@ from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
 from .limits import MAX_VARIABLE_VALUES, BodyLimit, RequestLimits, lines_asked, query_limits, variable_values
+from .replica import Replica
 from .request_id import RequestId, error_body
 from .retention import Sweeper
 from .schema import ClientError, Context, build_schema, log_unrun_writes, write_line
@@ -388,6 +389,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             watcher=state.watcher,
             tails=state.tails if websocket else None,
             connection=state.tails.connection() if websocket else None,
+            replica=state.replica,
         )
 
     async def on_ws_connect(self, context: Context) -> Any:
@@ -434,6 +436,9 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
         # New lines for long polls and tails (gql/tail.py): one probe per interval.
         watcher = app.state.watcher = Watcher(engine, settings)
         tails = app.state.tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
+        # The read replica, if one is set (gql/replica.py): looked at once
+        # before the first request, then every RUNLOG_READ_CHECK_INTERVAL.
+        replica = app.state.replica = Replica.from_settings(engine, settings)
         try:
             if settings.is_embedded:
                 migrated = await init_db(engine)
@@ -449,11 +454,16 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             if sweeper is not None:
                 sweeper.start()
             watcher.start()
+            if replica is not None:
+                await replica.check()
+                replica.start()
             yield
         finally:
             # Waits and tails end first: they read through the pool.
             await tails.stop()
             await watcher.stop()
+            if replica is not None:
+                await replica.stop()
             if sweeper is not None:
                 await sweeper.stop()
             await engine.dispose()
@@ -486,10 +496,14 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
 
     async def healthz(request: Request) -> Response:
         reason = await health.problem(request.app.state.engine, settings)
+        # A replica that is down or behind leaves the service ready: pages
+        # read from the primary meanwhile. It is reported, not judged.
+        replica: Replica | None = request.app.state.replica
+        extra = {} if replica is None else {"replica": replica.status()}
         if reason is not None:
             log.warning("healthz: %s", reason)
-            return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
-        return JSONResponse({"status": "ok"})
+            return JSONResponse({"status": "unavailable", "reason": reason, **extra}, status_code=503)
+        return JSONResponse({"status": "ok", **extra})
 
     routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),

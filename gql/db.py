@@ -153,9 +153,9 @@ event_runs = Table(
 )
 
 
-def create_engine(settings: Settings) -> AsyncEngine:
-    """Open the pool for `settings.database_url`, with bounded waits everywhere."""
-    url = settings.url
+def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
+    """Open the pool for `settings.database_url` (or `url`, a replica's), with bounded waits everywhere."""
+    url = settings.url if url is None else url
     if settings.is_embedded:
         # The wait for another writer's lock (sqlite3's `timeout`, which is
         # SQLite's busy timeout) is part of a write's budget: a write may

@@ -53,6 +53,7 @@ from .details import (
 from .fastpath import PageExecutor
 from .kinds import TERMINAL_STATUSES, Kind
 from .limits import DetailBudget, detail_servings
+from .replica import Replica
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -102,6 +103,7 @@ class Context:
     tails: subscriptions.Tails | None = None
     connection: subscriptions.Connection | None = None
     connection_params: dict[str, Any] | None = None
+    replica: Replica | None = None  # the read replica, when RUNLOG_READ_DATABASE_URL is set
 
     def details_left(self) -> DetailBudget:
         """The request's detail budget, shared by all its pages."""
@@ -531,6 +533,16 @@ class Query:
                 "is none yet. Null or 0: answer at once."
             ),
         ] = None,
+        fresh: Annotated[
+            bool | None,
+            strawberry.argument(
+                description="Read-your-writes, where the service reads from a replica: true "
+                "makes the page hold every line stored before the call (the replica is waited "
+                "for, briefly, or the primary is read). Costs two round trips more; null or "
+                "false: a page may trail the newest lines by up to the replica lag the server "
+                "allows."
+            ),
+        ] = None,
     ) -> RunLogPage:
         context = info.context
         context.require(Action.READ, "runLog")
@@ -564,9 +576,9 @@ class Query:
         window = tail.late_window(context.settings)
         loop = asyncio.get_running_loop()
 
-        def read(max_detail_bytes: int | None) -> Awaitable[store.Page]:
+        def read_on(engine: AsyncEngine, max_detail_bytes: int | None) -> Awaitable[store.Page]:
             return store.read_page(
-                context.engine,
+                engine,
                 run_id=number,
                 kinds=wire_kinds,
                 limit=store.clamp_read_limit(limit),
@@ -577,12 +589,41 @@ class Query:
                 largest_detail=context.settings.max_detail_bytes,
             )
 
+        # Pages read newest first may read a replica (gql/replica.py);
+        # `before` pages and the long poll read the primary, as the tail does.
+        replica = context.replica if newer is None else None
+
         async def read_once() -> tuple[store.Page, datetime.datetime, float]:
             # One deadline for the page and, when selected, its runs.
             deadline = loop.time() + context.settings.read_timeout
             # Taken before the read: a line stamped before it has committed
             # by the time the read sees the database (see tail.late_window).
-            settled = store.settled_before(window)
+            # On a replica, it also has to have arrived there: a page that
+            # may trail the primary leaves that much more to `before` reads.
+            trails = replica.allowance if replica is not None and replica.in_use and not fresh else 0.0
+            settled = store.settled_before(window + trails)
+
+            async def read(max_detail_bytes: int | None) -> store.Page:
+                if replica is None:
+                    return await read_on(context.engine, max_detail_bytes)
+                source = await replica.source(fresh=bool(fresh), deadline=deadline)
+                if source is not context.engine:
+                    try:
+                        # Half the read's time at most, so the primary has the rest.
+                        async with asyncio.timeout((deadline - loop.time()) / 2):
+                            return await read_on(source, max_detail_bytes)
+                    except Exception as exc:
+                        if not store.is_unavailable(exc):
+                            raise
+                        log.warning(
+                            "runLog of run %d: request %s: the replica failed (%s): read from the primary",
+                            number,
+                            context.request_id,
+                            _reason(exc),
+                        )
+                        replica.failed(exc)
+                return await read_on(context.engine, max_detail_bytes)
+
             try:
                 async with asyncio.timeout_at(deadline):
                     # A page without details weighs nothing against the budget.

@@ -87,10 +87,20 @@ class Settings:
     # and how many long-polling runLog calls it holds at once.
     wait_interval: float = 0.5
     max_waits: int = 1000
+    # A read replica (gql/replica.py): runLog's pages read from it while it is
+    # running and at most read_max_lag seconds behind; it is looked at every
+    # read_check_interval seconds. None: one database.
+    read_database_url: str | None = field(default=None, repr=False)
+    read_max_lag: float = 5.0
+    read_check_interval: float = 1.0
 
     @property
     def url(self) -> URL:
         return make_url(self.database_url)
+
+    @property
+    def read_url(self) -> URL | None:
+        return None if self.read_database_url is None else make_url(self.read_database_url)
 
     @property
     def is_embedded(self) -> bool:
@@ -106,6 +116,9 @@ class Settings:
         env = os.environ if env is None else env
         reader = _Reader(env)
         database_url = reader.get("RUNLOG_DATABASE_URL", _database_url, DEFAULT_DATABASE_URL)
+        read_database_url = reader.get("RUNLOG_READ_DATABASE_URL", _database_url, None)
+        if read_database_url is not None:
+            _check_replica(database_url, read_database_url)
         return cls(
             database_url=database_url,
             admin_tokens=reader.tokens("RUNLOG_ADMIN_TOKEN"),
@@ -146,6 +159,9 @@ class Settings:
             sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),
             wait_interval=reader.get("RUNLOG_WAIT_INTERVAL", _seconds(0.05, 5), 0.5),
             max_waits=reader.get("RUNLOG_MAX_WAITS", _whole(1, 1_000_000), 1000),
+            read_database_url=read_database_url,
+            read_max_lag=reader.get("RUNLOG_READ_MAX_LAG", _seconds(0.1, 3600), 5.0),
+            read_check_interval=reader.get("RUNLOG_READ_CHECK_INTERVAL", _seconds(0.1, 60), 1.0),
         )
 
 
@@ -193,6 +209,22 @@ def _database_url(raw: str) -> str:
     if url.get_backend_name() != "sqlite" and not url.database:
         raise ValueError("the URL names no database (add /<database> after the host)")
     return raw
+
+
+def _check_replica(database_url: str, read_database_url: str) -> None:
+    """Refuse a read replica that cannot be one: SQLite on either side."""
+    if make_url(read_database_url).get_backend_name() == "sqlite":
+        raise SettingsError(
+            "RUNLOG_READ_DATABASE_URL names an SQLite database: a read replica must be a MariaDB "
+            "replica of RUNLOG_DATABASE_URL (mysql+aiomysql://...); SQLite has no replication, "
+            "so unset RUNLOG_READ_DATABASE_URL"
+        )
+    if make_url(database_url).get_backend_name() == "sqlite":
+        raise SettingsError(
+            "RUNLOG_READ_DATABASE_URL is set but RUNLOG_DATABASE_URL is the embedded SQLite "
+            "database, which has no replicas: set RUNLOG_DATABASE_URL to the MariaDB primary, "
+            "or unset RUNLOG_READ_DATABASE_URL"
+        )
 
 
 # Every number bounds something (a wait, a pool, a size): a value outside its

@@ -73,6 +73,9 @@ KIB, MIB = 1024, 1024 * 1024
         ("RUNLOG_MAX_SUBSCRIPTIONS", "max_subscriptions", 1000),
         ("RUNLOG_MAX_SUBSCRIPTIONS_PER_CONNECTION", "max_subscriptions_per_connection", 20),
         ("RUNLOG_WS_PING_INTERVAL", "ws_ping_interval", 20),
+        ("RUNLOG_READ_DATABASE_URL", "read_database_url", None),
+        ("RUNLOG_READ_MAX_LAG", "read_max_lag", 5),
+        ("RUNLOG_READ_CHECK_INTERVAL", "read_check_interval", 1),
         ("RUNLOG_DATABASE_URL", "database_url", "sqlite+aiosqlite:///runlog.db"),
         ("RUNLOG_ADMIN_TOKEN", "admin_tokens", ()),
         ("RUNLOG_READER_TOKEN", "reader_tokens", ()),
@@ -110,6 +113,8 @@ def test_each_setting_left_unset_has_the_default_the_readme_states(
         ("RUNLOG_SWEEP_INTERVAL", "1s", "7d", "0.5s", "8d"),
         ("RUNLOG_WAIT_INTERVAL", "0.05", "5", "0.04", "5.1"),
         ("RUNLOG_MAX_WAITS", "1", "1000000", "0", "1000001"),
+        ("RUNLOG_READ_MAX_LAG", "0.1", "3600", "0.09", "3601"),
+        ("RUNLOG_READ_CHECK_INTERVAL", "0.1", "60", "0.09", "61"),
     ],
 )
 def test_a_number_past_its_range_is_refused_never_clamped(
@@ -121,13 +126,31 @@ def test_a_number_past_its_range_is_refused_never_clamped(
     RUNLOG_POOL_RECYCLE 1 s to 7 days; the RUNLOG_MAX_* limits up to 100 (depth),
     1000 (aliases), 100000 (tokens), 1000000 (lines), 16 MiB (detail), 512 KiB
     (query), 1 GiB (body); RUNLOG_RETENTION 1m to 36500d; RUNLOG_SWEEP_INTERVAL
-    1s to 7d; RUNLOG_WAIT_INTERVAL 0.05 s to 5 s; RUNLOG_MAX_WAITS 1 to 1000000."""
+    1s to 7d; RUNLOG_WAIT_INTERVAL 0.05 s to 5 s; RUNLOG_MAX_WAITS 1 to 1000000;
+    RUNLOG_READ_MAX_LAG 0.1 s to 3600 s; RUNLOG_READ_CHECK_INTERVAL 0.1 s to 60 s."""
     for inside in (lowest, highest):
         Settings.from_env({key: inside})  # each end is accepted
     for outside in (below, above):
         with pytest.raises(SettingsError) as caught:
             Settings.from_env({key: outside})
         assert key in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("primary", "replica"),
+    [
+        ("sqlite+aiosqlite:///runlog.db", "mysql+aiomysql://root@127.0.0.1:3322/test"),
+        ("mysql+aiomysql://root@127.0.0.1:3321/test", "sqlite+aiosqlite:///replica.db"),
+    ],
+)
+def test_a_read_replica_with_sqlite_on_either_side_stops_start_up(primary: str, replica: str) -> None:
+    """docs/operating.md, A read replica: "SQLite has no replicas:
+    `RUNLOG_READ_DATABASE_URL` with SQLite on either side stops start-up with a
+    message saying so"."""
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({"RUNLOG_DATABASE_URL": primary, "RUNLOG_READ_DATABASE_URL": replica})
+    assert "RUNLOG_READ_DATABASE_URL" in str(caught.value)
+    assert "SQLite" in str(caught.value)
 
 
 def test_enum_values_in_a_detail_are_stored_as_their_graphql_names(tables: Backend, api: Api) -> None:
