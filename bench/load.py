@@ -12,6 +12,7 @@ as JSON on stdout:
     {"port": 8100, "mode": "latency", "requests": [[path, body], ...], "count": 50, "warmup": 5}
       -> {"latencies_ms": [...], "bytes": n, "errors": 0, "sent": n}
     {"port": 8100, "mode": "throughput", "requests": [...], "clients": 8, "seconds": 10}
+      (with "ports": [8100, 8101, ...] the clients take the ports in turn)
       -> {"completed": n, "seconds": s, "latencies_ms": [...], "errors": 0, "sent": n}
 
 `sent` counts every request, warm-up ones included (what a write adds to the table).
@@ -92,7 +93,9 @@ async def latency(job: dict[str, Any], raws: list[bytes]) -> dict[str, Any]:
 
 async def throughput(job: dict[str, Any], raws: list[bytes]) -> dict[str, Any]:
     clients = job["clients"]
-    conns = [await Connection.open(job["port"]) for _ in range(clients)]
+    # With "ports", client i talks to ports[i % len(ports)]: one load spread over several servers.
+    ports = job.get("ports") or [job["port"]]
+    conns = [await Connection.open(ports[i % len(ports)]) for i in range(clients)]
     latencies: list[float] = []
     counts = [0] * clients
     errors = [0] * clients

@@ -301,9 +301,12 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def start(name: str, database: str, workers: int = 1, pin: int | None = 0) -> Server:
+def start(
+    name: str, database: str, workers: int = 1, pin: int | None = 0, server: sa.URL | None = None
+) -> Server:
+    """Start `name` on `database` of the bench's MariaDB, or of `server` when given."""
     port = free_port()
-    url = MARIADB_URL.set(database=database).render_as_string(hide_password=False)
+    url = (server or MARIADB_URL).set(database=database).render_as_string(hide_password=False)
     env = {**os.environ, "RUNLOG_DATABASE_URL": url, "RUNLOG_LOG_LEVEL": "WARNING"}
     common = ["--port", str(port), "--workers", str(workers)]
     if name == "service":
