@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -107,10 +108,19 @@ def open_graphiql(url: str, *options: str) -> dict[str, Any]:
     return report
 
 
+def readme_subscription() -> str:
+    """The subscription the README says to start in GraphiQL."""
+    found = re.search(
+        r"```graphql\n(subscription \{ runLogTail.*?)\n```", (ROOT / "README.md").read_text(), re.S
+    )
+    assert found, "the README shows no runLogTail subscription to start in GraphiQL"
+    return found.group(1)
+
+
 @pytest.fixture(scope="module")
 def seen(served_demo: str) -> dict[str, Any]:
     """One browser session for the module's tests: Chromium takes seconds to start."""
-    return open_graphiql(served_demo)
+    return open_graphiql(served_demo, f"--tail={readme_subscription()}")
 
 
 def test_graphiql_loads_nothing_from_another_host_and_breaks_no_rule_of_its_policy(
@@ -162,3 +172,20 @@ def test_graphiql_sends_subscriptions_to_the_same_url_over_a_websocket(
     served_demo: str, seen: dict[str, Any]
 ) -> None:
     assert seen["subscriptionUrl"] == served_demo.replace("http://", "ws://") + "/graphql"
+
+
+def test_a_note_written_in_one_graphiql_tab_arrives_on_the_tail_running_in_another(
+    served_demo: str, seen: dict[str, Any]
+) -> None:
+    tail = seen["tail"]
+    assert tail["arrived"] is not None, f"no note written arrived on the tail: {tail['written']}"
+    line = tail["arrived"]["data"]["runLogTail"]
+    assert line["kind"] == "NOTE" and line["detail"]["__typename"] == "NoteDetail"
+    written = {note["text"]: note["answer"] for note in tail["written"]}
+    assert written[line["detail"]["text"]] == {"data": {"writeRunLog": True}}
+    assert line["detail"]["actor"] == "the browser test"
+    # It keeps running after the line arrived: a tail, not a single answer.
+    assert tail["running"]
+    # One websocket, the tail's, to the page's own /graphql; none refused.
+    assert seen["websockets"] == [served_demo.replace("http://", "ws://") + "/graphql"]
+    assert tail["cspViolations"] == []

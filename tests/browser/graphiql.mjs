@@ -4,7 +4,7 @@
 // for tests/test_graphiql_browser.py to judge (with `error` set, and exit
 // status 1, when the page never got as far as a result).
 //
-//   node tests/browser/graphiql.mjs BASE_URL SCREENSHOT_PATH [--tail]
+//   node tests/browser/graphiql.mjs BASE_URL SCREENSHOT_PATH [--tail=SUBSCRIPTION]
 //
 // With --tail it then does what a person would to watch a run live: starts
 // the runLogTail subscription in one browser tab of GraphiQL, writes a note
@@ -20,7 +20,9 @@ import path from "node:path";
 import { chromium } from "playwright-core";
 
 const [baseURL, screenshotPath, ...options] = process.argv.slice(2);
-const tail = options.includes("--tail");
+// --tail=QUERY: the subscription to start, on the run named in it.
+const tailQuery = options.find((option) => option.startsWith("--tail="))?.slice("--tail=".length);
+const tail = tailQuery !== undefined;
 if (!baseURL || !screenshotPath) {
   console.error("usage: node graphiql.mjs BASE_URL SCREENSHOT_PATH");
   process.exit(2);
@@ -28,16 +30,6 @@ if (!baseURL || !screenshotPath) {
 const ownHost = new URL(baseURL).host;
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), "runlog-chromium-"));
-
-// A subscription to one run's notes, for when GraphiQL has no tail example tab.
-const TAIL_QUERY = `subscription Tail($runId: ID!) {
-  runLogTail(runId: $runId, kinds: [NOTE]) {
-    id
-    kind
-    detail { __typename ... on NoteDetail { text actor } }
-  }
-}
-`;
 
 const seen = {
   offHost: [], // every request the page tried to make to another host
@@ -87,16 +79,11 @@ async function selectTab(page, name) {
 async function watchTail(context) {
   const tailPage = await context.newPage();
   await openGraphiQL(tailPage);
-  const names = await tailPage.locator(".graphiql-tab .graphiql-tab-button").allInnerTexts();
-  const example = names.find((name) => /Tail/.test(name));
-  if (example) {
-    await selectTab(tailPage, example);
-  } else {
-    await tailPage.locator(".graphiql-tab-add").click();
-    await setEditorValue(tailPage, QUERY_EDITOR, TAIL_QUERY);
-    await setEditorValue(tailPage, VARIABLES_EDITOR, JSON.stringify({ runId: "38" }));
-  }
-  const tailVariables = JSON.parse(await editorValue(tailPage, VARIABLES_EDITOR));
+  // A tab of its own, with the subscription typed in as a person would paste it.
+  await tailPage.locator(".graphiql-tab-add").click();
+  await setEditorValue(tailPage, QUERY_EDITOR, tailQuery);
+  await setEditorValue(tailPage, VARIABLES_EDITOR, "");
+  const runId = /runId:\s*"?(\d+)/.exec(tailQuery)[1];
   await tailPage.locator(".graphiql-execute-button").click();
   // While a subscription runs, GraphiQL's run button becomes its stop button.
   await tailPage.locator(".graphiql-execute-button[aria-label*='Stop']").waitFor({ timeout: 30000 });
@@ -111,7 +98,7 @@ async function watchTail(context) {
     await setEditorValue(
       notePage,
       VARIABLES_EDITOR,
-      JSON.stringify({ runId: tailVariables.runId, text, actor: "the browser test" }, null, 2),
+      JSON.stringify({ runId, text, actor: "the browser test" }, null, 2),
     );
     await setEditorValue(notePage, RESPONSE_EDITOR, "");
     await notePage.locator(".graphiql-execute-button").click();
@@ -135,8 +122,7 @@ async function watchTail(context) {
   const shot = screenshotPath.replace(/\.png$/, "-tail.png");
   await tailPage.screenshot({ path: shot });
   return {
-    example: example ?? null,
-    runId: tailVariables.runId,
+    runId,
     written,
     arrived,
     running: (await tailPage.locator(".graphiql-execute-button[aria-label*='Stop']").count()) === 1,
