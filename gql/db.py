@@ -139,6 +139,26 @@ runlog_leases = Table(
     mysql_charset="utf8mb4",
 )
 
+# Ours: what pruning took from each run's log, so that a page that reaches a
+# run's oldest surviving line can say older lines were pruned, how many, and
+# up to when (`RunLogPage.pruned`). Written in the transaction that deletes the
+# lines, one row per run, kept when every line of the run is gone: the row is
+# what says they were pruned.
+event_run_log_pruned = Table(
+    "event_run_log_pruned",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=False),
+    # Lines pruned from the run, in all.
+    Column("line_count", BigInteger, nullable=False),
+    # The newest `at` among them (null while none had a time): the run's
+    # lines up to this were pruned.
+    Column("through", _Millis, nullable=True),
+    # When a prune last took lines of the run.
+    Column("pruned_at", _Millis, nullable=False),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
 # Owned by the events system. The service reads only these four columns and
 # creates the table only in a fresh database (tests, the demo, a laptop).
 event_runs = Table(

@@ -144,6 +144,7 @@ class Asked(NamedTuple):
     cursor: bool = False  # a line's `cursor`: every line's is made
     ends: bool = False  # `startCursor` or `endCursor`: only the page's ends' are made
     run: bool = False  # the page's `run`
+    pruned: bool = False  # the page's `pruned`
 
 
 # What a runLog field selects, by (operation, response path):
@@ -172,6 +173,7 @@ def _asked(info: strawberry.Info[Context, None]) -> Asked:
         cursor=_selects(selected, "cursor"),
         ends=_selects(selected, "startCursor") or _selects(selected, "endCursor"),
         run=_selects(selected, "run"),
+        pruned=_selects(selected, "pruned"),
     )
     _ASKED[key] = (weakref.ref(operation), asked)  # while it lives, its id is its own
     while len(_ASKED) > _ASKED_SIZE:
@@ -335,6 +337,18 @@ class PageInfo:
     )
 
 
+@strawberry.type(description="Lines of a run that pruning deleted: older lines than a page's last.")
+class PrunedLines:
+    lines: int = strawberry.field(description="How many of the run's lines were pruned, in all.")
+    through: datetime.datetime | None = strawberry.field(
+        description="The newest `at` among them (UTC): the run's lines up to this were pruned. "
+        "Null when none of them held a time."
+    )
+    pruned_at: datetime.datetime | None = strawberry.field(
+        description="When a prune last deleted lines of the run (UTC)."
+    )
+
+
 @strawberry.type(description="A page of a run's lines, newest first.")
 class RunLogPage:
     nodes: list[RunLogLine] = strawberry.field(
@@ -346,6 +360,13 @@ class RunLogPage:
         description="The run as the events system has it now (status, terminal, ended, "
         "updated); null when the events system has no such run, so an unknown run is told "
         "apart from a quiet one. Looked up with the page's `blockingRun`s, in one query.",
+    )
+    pruned: PrunedLines | None = strawberry.field(
+        default=None,
+        description="On a page that reaches the run's oldest surviving line (`hasNextPage` "
+        "false, read newest first), what pruning deleted of the run's log: how many lines, "
+        "up to when, and when it last did. Null when no line of the run was pruned, and on "
+        "every other page: older lines follow it, and the last page says.",
     )
 
 
@@ -686,7 +707,10 @@ class Query:
                 has_previous_page=cursor is not None and cursor.at is not None,
                 start_cursor=start,
             )
-        return RunLogPage(nodes=nodes, page_info=info_, run=run)  # type: ignore[arg-type]  # see _attach_runs
+        pruned: PrunedLines | Exception | None = None
+        if asked.pruned and newer is None and not page.has_next:
+            pruned = await _pruned(context, number, deadline)
+        return RunLogPage(nodes=nodes, page_info=info_, run=run, pruned=pruned)  # type: ignore[arg-type]  # see _attach_runs
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,
@@ -785,6 +809,18 @@ class Mutation:
             raise _unavailable(context, "pruneTerminal", exc) from None
         log.info("pruneTerminal: %d lines deleted, before %s", deleted, before.isoformat())
         return deleted
+
+
+async def _pruned(context: Context, run_id: int, deadline: float) -> PrunedLines | Exception | None:
+    """What pruning took from the run's log, by `deadline`; a failure in its place (see _attach_runs)."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            found = await store.find_pruned(context.engine, run_id)
+    except Exception as exc:
+        return _unavailable(context, "pruned lines", exc) if store.is_unavailable(exc) else exc
+    if found is None:
+        return None
+    return PrunedLines(lines=found.lines, through=found.through, pruned_at=found.pruned_at)
 
 
 async def _long_poll(

@@ -41,10 +41,20 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
-from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys, event_runs, mark_pool_stale, transaction
+from .db import (
+    SQLITE_AT_ORDER,
+    event_run_log,
+    event_run_log_keys,
+    event_run_log_pruned,
+    event_runs,
+    mark_pool_stale,
+    transaction,
+)
 from .kinds import TERMINAL_STATUSES
 
 READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
@@ -1546,11 +1556,95 @@ async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, l
         ids = [row.id for row in found if row.run_id in still]
         if not ids:
             return PruneSlice(deleted=0, run_ids=frozenset())
-        deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
+        # The lines this delete took, as it took them (RETURNING: MariaDB
+        # 10.0+, SQLite 3.35+), for event_run_log_pruned: a line another
+        # pruner took first is not counted as this slice's. MySQL has no
+        # DELETE ... RETURNING: there the lines are read just before.
+        at = _sqlite_at if conn.dialect.name == "sqlite" else _l.c.at
+        if conn.dialect.delete_returning:
+            statement = delete(_l).where(_l.c.id.in_(ids)).returning(_l.c.run_id, at)
+            taken = (await conn.execute(statement)).all()
+            deleted = len(taken)
+        else:
+            taken = (await conn.execute(select(_l.c.run_id, at).where(_l.c.id.in_(ids)))).all()
+            deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
+        await _record_pruned(conn, [(run_id, at) for run_id, at in taken])
     # Fewer deleted than chosen only when another pruner (a pruneTerminal
     # call, the prune command) took some of the same lines first; the runs
     # named are then those whose lines this slice saw go.
     return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.run_id in still))
+
+
+async def _record_pruned(conn: AsyncConnection, lines: Sequence[tuple[int, Any]]) -> None:
+    """Add the lines a slice deleted to their runs' `event_run_log_pruned` rows, in its transaction."""
+    per_run: dict[int, tuple[int, datetime.datetime | None]] = {}
+    for run_id, at in lines:
+        if isinstance(at, str):  # SQLite's normalised text; '' holds no time
+            try:
+                at = datetime.datetime.fromisoformat(at)
+            except ValueError:
+                at = None
+        if not isinstance(at, datetime.datetime):
+            at = None  # MariaDB's zero date comes as text, a NULL as None
+        count, through = per_run.get(run_id, (0, None))
+        if at is not None and (through is None or at > through):
+            through = at
+        per_run[run_id] = (count + 1, through)
+    now = utc_now_millis()
+    p = event_run_log_pruned
+    for run_id, (count, through) in sorted(per_run.items()):
+        values = {"run_id": run_id, "line_count": count, "through": through, "pruned_at": now}
+        if conn.dialect.name == "sqlite":
+            statement: Any = sqlite_insert(p).values(values)
+            statement = statement.on_conflict_do_update(
+                index_elements=[p.c.run_id],
+                set_={
+                    "line_count": p.c.line_count + statement.excluded.line_count,
+                    "through": func.max(
+                        func.coalesce(p.c.through, statement.excluded.through),
+                        func.coalesce(statement.excluded.through, p.c.through),
+                    ),
+                    "pruned_at": statement.excluded.pruned_at,
+                },
+            )
+        else:
+            statement = mysql_insert(p).values(values)
+            statement = statement.on_duplicate_key_update(
+                line_count=p.c.line_count + statement.inserted.line_count,
+                through=func.greatest(
+                    func.coalesce(p.c.through, statement.inserted.through),
+                    func.coalesce(statement.inserted.through, p.c.through),
+                ),
+                pruned_at=statement.inserted.pruned_at,
+            )
+        await conn.execute(statement)
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What pruning took from one run's log."""
+
+    lines: int
+    through: datetime.datetime | None  # aware UTC
+    pruned_at: datetime.datetime | None  # aware UTC
+
+
+async def find_pruned(engine: AsyncEngine, run_id: int) -> Pruned | None:
+    """What pruning took from the run's log, or None if it never took a line."""
+    rows = await _read(engine, _pruned_statement(engine.dialect.name == "sqlite"), {"run_id": run_id})
+    if not rows:
+        return None
+    lines, through, pruned_at = rows[0]
+    return Pruned(lines=int(lines), through=_time(through), pruned_at=_time(pruned_at))
+
+
+@functools.cache
+def _pruned_statement(sqlite: bool) -> Select[Any]:
+    p = event_run_log_pruned
+    columns: list[ColumnElement[Any]] = [p.c.through, p.c.pruned_at]
+    if sqlite:
+        columns = [cast(column, LargeBinary) for column in columns]
+    return select(p.c.line_count, *columns).where(p.c.run_id == bindparam("run_id"))
 
 
 async def count_eligible_runs(engine: AsyncEngine, *, before: datetime.datetime) -> int:

@@ -83,7 +83,13 @@ def test_init_db_is_idempotent_and_creates_what_the_service_reads(backend: Backe
     assert first.returncode == 0, first.stderr
     created = first.stdout.split("(created ", 1)[1].split(")")[0].split(", ")
     # The idempotency keys of keyed writes live in a table of ours beside the log.
-    assert sorted(created) == ["event_run_log", "event_run_log_keys", "event_runs", "runlog_leases"]
+    assert sorted(created) == [
+        "event_run_log",
+        "event_run_log_keys",
+        "event_run_log_pruned",
+        "event_runs",
+        "runlog_leases",
+    ]
     second = _cli("init-db", env=env)
     assert second.returncode == 0, second.stderr
     assert "nothing to create" in second.stdout

@@ -30,10 +30,10 @@ from .conftest import Api, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "migrations"
-HEAD = "0004"
+HEAD = "0005"
 # Schemas earlier releases' init-db made, before migrations (tests/migrations/),
 # and the revision each is adopted as: the previous release is the last.
-RELEASES = {"5c8c953": "0003", "c200ac1": HEAD}
+RELEASES = {"5c8c953": "0003", "c200ac1": "0004"}
 # The indexes of event_run_log that the service's reads and prune use (db.py).
 SERVICE_INDEXES = {
     "sqlite": {"ix_event_run_log_run_utc", "ix_event_run_log_run_kind_utc"},
@@ -173,6 +173,7 @@ def test_from_empty_init_db_makes_the_tables_and_indexes_db_py_declares(backend:
         "applied migration 0002",
         "applied migration 0003",
         "applied migration 0004",
+        "applied migration 0005",
     ]
     assert f"schema at migration {HEAD}" in done.stdout
     assert version(backend) == HEAD == migrations.head()
@@ -190,7 +191,12 @@ def test_from_the_seeds_table_init_db_adds_the_services_indexes_and_changes_no_r
     done = init_db_cli(backend)
     assert "adopted the existing schema as migration 0001" in done.stdout
     applied = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("applied")]
-    assert applied == ["applied migration 0002", "applied migration 0003", "applied migration 0004"]
+    assert applied == [
+        "applied migration 0002",
+        "applied migration 0003",
+        "applied migration 0004",
+        "applied migration 0005",
+    ]
     assert version(backend) == HEAD
     # Not a row, not a column, not its own index changed; event_runs left alone.
     assert backend.rows("SELECT * FROM event_run_log ORDER BY id") == rows
@@ -222,12 +228,14 @@ def test_from_an_earlier_release_init_db_adopts_what_it_made_and_adds_the_rest(
     done = init_db_cli(backend)
     adopted = RELEASES[commit]
     assert f"adopted the existing schema as migration {adopted}:" in done.stdout
-    if adopted == HEAD:  # the previous release: nothing to do but the stamp
-        assert "applied migration" not in done.stdout
-        assert "(nothing to create)" in done.stdout
+    # The previous release lacks only what came since; event_run_log_pruned (0005) is newer than both.
+    assert "applied migration 0005" in done.stdout
+    if adopted == "0004":
+        assert "applied migration 0004" not in done.stdout
+        assert "(created event_run_log_pruned)" in done.stdout
     else:
         assert "applied migration 0004" in done.stdout
-        assert "(created runlog_leases)" in done.stdout
+        assert "(created event_run_log_pruned, runlog_leases)" in done.stdout
     assert version(backend) == HEAD
     migrated = schema(backend)
     assert migrated.pop("alembic_version")
@@ -251,8 +259,9 @@ def test_init_db_sql_prints_the_changes_and_applies_none_of_them(backend: Backen
     stamp = {"empty": "0001", "seed": "0001", **RELEASES}[start]
     assert f"INSERT INTO alembic_version (version_num) VALUES ('{stamp}')" in sql
     if start in RELEASES:
-        assert "CREATE TABLE event_run_log" not in sql and "INDEX" not in sql
-        assert ("CREATE TABLE runlog_leases" in sql) == (RELEASES[start] != HEAD)
+        assert "CREATE TABLE event_run_log (" not in sql and "INDEX" not in sql
+        assert ("CREATE TABLE runlog_leases" in sql) == (RELEASES[start] != "0004")
+        assert "CREATE TABLE event_run_log_pruned" in sql
     elif backend.name == "mariadb":
         # Built online: the events system goes on writing lines meanwhile.
         assert (
