@@ -30,6 +30,7 @@ from gql.db import create_engine, metadata
 from gql.settings import Settings
 
 from .conftest import ADMIN, free_port, wait_until_healthy
+from .test_subscription_live import next_line, open_tail
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITE_NOTE = (ROOT / "gql" / "operations" / "WriteNote.graphql").read_text()
@@ -343,3 +344,25 @@ def test_a_reader_on_one_node_following_newer_pages_gets_every_line_written_thro
     assert len(delivered) == len(set(delivered)), "a line came twice"
     assert set(delivered) == stored - {first_id}
     assert len(stored) == 201
+
+
+def test_a_tail_on_one_node_delivers_every_line_written_through_the_others_once(
+    tables: list[sa.URL], services: Services
+) -> None:
+    """runLogTail on node 2 while two writers write through nodes 1 and 3: every line, once."""
+    writers, reader = [services[0][1], services[2][1]], services[1][1]
+    first = _write_note(writers[0], 13, "first")
+    assert first == {"data": {"writeRunLog": True}}, first
+    start = httpx.post(
+        f"{reader}/graphql", json={"query": "{ runLog(runId: 13) { pageInfo { startCursor } } }"}, timeout=30
+    ).json()
+    since = start["data"]["runLog"]["pageInfo"]["startCursor"]
+    seen: list[str] = []
+    with open_tail(reader, 13, since) as ws:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            answers = list(pool.map(lambda i: _write_note(writers[i % 2], 13, str(i)), range(120)))
+        assert all(body == {"data": {"writeRunLog": True}} for body in answers), answers
+        while len(seen) < 120:
+            seen.append(next_line(ws)["detail"]["text"])
+        ws.send(json.dumps({"type": "complete", "id": "t"}))
+    assert sorted(seen, key=int) == [str(i) for i in range(120)]
