@@ -339,6 +339,8 @@ _LINE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "at": lambda r: r[6],
     # The benchmark's rows are all as the service writes them: none has a problem.
     "problem": lambda r: None,
+    # Its lines are older than a few seconds: each cursor is the line's plain position.
+    "cursor": lambda r: _cursor(r),
 }
 
 
@@ -481,10 +483,16 @@ class Plan:
             if name == "nodes":
                 result[key] = lines
             elif name == "pageInfo":
-                result[key] = {
-                    k: (len(rows) > limit if n == "hasNextPage" else _cursor(page[-1]) if page else None)
-                    for k, n in info
+                ends = {
+                    "hasNextPage": len(rows) > limit,
+                    "endCursor": _cursor(page[-1]) if page else None,
+                    # An `after` page: newer lines are above it. (The bench reads no
+                    # `before` pages and no empty first page, whose ends differ.)
+                    "hasPreviousPage": after is not None,
+                    "startCursor": _cursor(page[0]) if page else None,
+                    "__typename": "PageInfo",
                 }
+                result[key] = {k: ends[n] for k, n in info}
             elif name == "__typename":
                 result[key] = "RunLogPage"
         return result
