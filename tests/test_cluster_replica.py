@@ -184,6 +184,47 @@ def test_fresh_reads_the_primary_when_the_replica_does_not_catch_up(cluster: Top
         assert _texts(client, 103, fresh=True) == ["just written"]  # the primary's page
 
 
+def test_a_line_the_replica_lacked_is_found_reading_newer_lines_from_its_page(cluster: Topology) -> None:
+    """A page read on a replica that trails: its startCursor, passed as `before`, still finds the line."""
+    # A short write deadline makes the late window short (3.05 s): a line
+    # stamped longer ago than that has committed on the primary, and only
+    # the lag a replica page may have keeps it in the window of its cursors.
+    settings = cluster.settings(read_check_interval=60, read_max_lag=20, write_timeout=0.05)
+    with TestClient(create_app(settings)) as client:
+        cluster.sql(cluster.replica, "STOP SLAVE SQL_THREAD")
+        cluster.sql(
+            cluster.primary,
+            "INSERT INTO event_run_log (run_id, kind, detail, at) "
+            "VALUES (107, 'note', '{\"text\": \"missing on the replica\"}', UTC_TIMESTAMP(3))",
+        )
+        time.sleep(3.5)  # the line is older than the late window now
+        cluster.sql(
+            cluster.replica,
+            "SET SESSION sql_log_bin = 0",
+            "INSERT INTO event_run_log (id, run_id, kind, detail, at) "
+            f"VALUES ({10**9 + 107}, 107, 'note', '{{\"text\": \"marker\"}}', UTC_TIMESTAMP(3))",
+        )
+        body = client.post(
+            "/graphql",
+            json={
+                "query": "query($runId: ID!) { runLog(runId: $runId) { nodes { detail "
+                "{ ... on NoteDetail { text } } } pageInfo { startCursor } } }",
+                "variables": {"runId": 107},
+            },
+        ).json()
+        page = body["data"]["runLog"]
+        assert [n["detail"]["text"] for n in page["nodes"]] == ["marker"]  # read on the trailing replica
+        newer = client.post(
+            "/graphql",
+            json={
+                "query": "query($runId: ID!, $before: String) { runLog(runId: $runId, before: $before) "
+                "{ nodes { detail { ... on NoteDetail { text } } } } }",
+                "variables": {"runId": 107, "before": page["pageInfo"]["startCursor"]},
+            },
+        ).json()
+        assert [n["detail"]["text"] for n in newer["data"]["runLog"]["nodes"]] == ["missing on the replica"]
+
+
 def test_a_stopped_replica_is_fallen_back_from_and_used_again_once_it_runs(cluster: Topology) -> None:
     cluster.mark(104, "marker")
     with TestClient(create_app(cluster.settings())) as client:
