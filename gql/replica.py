@@ -110,7 +110,9 @@ class Replica:
     def _switch(self, reason: str | None, lag: float | None) -> None:
         self.lag = lag
         usable = reason is None
-        if usable and not self.in_use:
+        if usable and self.reason == NOT_CHECKED:
+            log.info("read replica: runLog pages read from the replica (%s s behind)", _shown_lag(lag))
+        elif usable and not self.in_use:
             log.warning("read replica: runLog pages read from it again (%s s behind)", _shown_lag(lag))
         elif not usable and (self.in_use or self.reason == NOT_CHECKED):
             log.warning("read replica: runLog pages read from the primary: the replica %s", reason)

@@ -225,7 +225,9 @@ def test_a_line_the_replica_lacked_is_found_reading_newer_lines_from_its_page(cl
         assert [n["detail"]["text"] for n in newer["data"]["runLog"]["nodes"]] == ["missing on the replica"]
 
 
-def test_a_stopped_replica_is_fallen_back_from_and_used_again_once_it_runs(cluster: Topology) -> None:
+def test_a_stopped_replica_is_fallen_back_from_and_used_again_once_it_runs(
+    cluster: Topology, caplog: pytest.LogCaptureFixture
+) -> None:
     cluster.mark(104, "marker")
     with TestClient(create_app(cluster.settings())) as client:
         _replica_state(client, "in use")
@@ -237,6 +239,12 @@ def test_a_stopped_replica_is_fallen_back_from_and_used_again_once_it_runs(clust
         cluster.sql(cluster.replica, "START SLAVE")
         _replica_state(client, "in use")
         assert _texts(client, 104, fresh=True) == ["written while the replica is stopped", "marker"]
+    # Each switch is logged, with why.
+    switches = [
+        r.getMessage() for r in caplog.records if r.name == "gql.replica" and r.levelname == "WARNING"
+    ]
+    assert any("read from the primary: the replica does not apply changes" in m for m in switches), switches
+    assert any("read from it again" in m for m in switches), switches
 
 
 def test_a_replica_behind_more_than_the_lag_allowed_is_fallen_back_from(cluster: Topology) -> None:
