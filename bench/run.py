@@ -779,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
             workload = Workload.build(servers["service"].port)
             for op in workload.skipped:
                 report.failed.append(f"{op.name} ({op.origin}) is NOT benchmarked: {op.skip}")
+            for op in workload.live:
+                say(f"{op.name} ({op.origin}) waits for lines by design: see bench/idle_tails.py, not here")
             if args.only == "writes":
                 workload.reads = []
             elif args.only == "reads":

@@ -42,7 +42,9 @@ same() {  # committed generated, freshly generated, how to fix
 python_generate() { "$root/clients/python/generate.sh" "$scratch/python"; }
 python_same() {
     same "$root/clients/python/runlog_client" "$scratch/python/runlog_client" \
-        "clients/python/generate.sh"
+        "clients/python/generate.sh" &&
+        same "$root/clients/python/runlog_client_async" "$scratch/python/runlog_client_async" \
+            "clients/python/generate.sh"
 }
 ts_install() { (cd "$root/clients/ts" && npm ci --no-audit --no-fund --loglevel=error); }
 ts_generate() {

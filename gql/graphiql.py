@@ -64,6 +64,9 @@ TABS: list[tuple[str, dict[str, Any]]] = [
             "actor": "you, in GraphiQL",
         },
     ),
+    # The run WriteNote writes to: start the tail, run WriteNote in another
+    # tab, and the note arrives here.
+    ("RunLogTail.graphql", {"runId": str(demo.BLOCKED), "since": None}),
 ]
 
 _TABS_ELEMENT_ID = "runlog-example-tabs"

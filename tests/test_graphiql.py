@@ -48,7 +48,7 @@ def served_tabs(api: Api) -> list[dict[str, Any]]:
 
 
 def operation_name(tab: dict[str, Any]) -> str:
-    found = re.search(r"^(?:query|mutation) (\w+)", tab["query"], re.M)
+    found = re.search(r"^(?:query|mutation|subscription) (\w+)", tab["query"], re.M)
     assert found
     return found.group(1)
 
@@ -66,6 +66,7 @@ def test_graphiql_opens_on_one_tab_per_example_operation_in_the_repo(demo_api: A
         "RunLogByKinds",
         "RunLogPage",
         "WriteNote",
+        "RunLogTail",
     ]
     files = {path.stem: path.read_text() for path in OPERATIONS_DIR.glob("*.graphql")}
     for tab in tabs:
@@ -76,6 +77,8 @@ def test_graphiql_opens_on_one_tab_per_example_operation_in_the_repo(demo_api: A
 def test_every_example_tab_runs_as_it_opens(demo_api: Api) -> None:
     results = {}
     for tab in served_tabs(demo_api):
+        if operation_name(tab) == "RunLogTail":
+            continue  # over the websocket: test_the_tail_tab_sees_the_note_the_write_note_tab_writes
         body = demo_api.post(tab["query"], json.loads(tab["variables"]))
         assert "errors" not in body, (operation_name(tab), body)
         results[operation_name(tab)] = body["data"]
@@ -110,6 +113,31 @@ def test_the_paging_tab_reads_the_whole_log_by_passing_end_cursor_as_after(
     whole = demo_api.data(tab["query"], {**variables, "after": None, "limit": None})["runLog"]
     assert seen == [line["id"] for line in whole["nodes"]]
     assert len(seen) > variables["limit"]
+
+
+def test_the_tail_tab_sees_the_note_the_write_note_tab_writes(demo_api: Api) -> None:
+    # What GraphiQL does with the tail tab: a websocket at the page's own /graphql.
+    tabs = {operation_name(tab): tab for tab in served_tabs(demo_api)}
+    tail, note = tabs["RunLogTail"], tabs["WriteNote"]
+    with demo_api.client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
+        ws.send_json({"type": "connection_init", "payload": {}})
+        assert ws.receive_json() == {"type": "connection_ack"}
+        variables = json.loads(tail["variables"])
+        # From a cursor of this moment rather than "from now on", which starts
+        # when the subscription has started: the note written next may commit first.
+        page = demo_api.data(
+            "query N($r: ID!) { runLog(runId: $r, limit: 1) { pageInfo { startCursor } } }",
+            {"r": variables["runId"]},
+        )
+        variables["since"] = page["runLog"]["pageInfo"]["startCursor"]
+        payload = {"query": tail["query"], "variables": variables}
+        ws.send_json({"type": "subscribe", "id": "tail", "payload": payload})
+        demo_api.data(note["query"], json.loads(note["variables"]))
+        message = ws.receive_json()
+    assert message["type"] == "next", message
+    line = message["payload"]["data"]["runLogTail"]
+    assert line["detail"]["text"] == json.loads(note["variables"])["text"]
+    assert line["cursor"]
 
 
 def test_the_note_written_from_graphiql_is_in_the_log(demo_api: Api) -> None:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -21,6 +22,8 @@ from runlog_client.fragments import (
     RunLogLineFieldsDetailNoteDetail,
     RunLogLineFieldsDetailRunBlockedDetail,
 )
+from runlog_client_async import AsyncRunLogClient
+from runlog_client_async.fragments import RunLogLineFieldsDetailNoteDetail as AsyncNoteDetail
 
 from gql import demo
 from gql.app import create_app
@@ -141,6 +144,51 @@ def test_a_write_the_server_refuses_answers_false_not_an_exception(live_url: str
         assert anonymous.write_note(run_id=str(demo.BLOCKED), text="hi").write_run_log is False
     with RunLogClient(url=live_url, headers={"Authorization": f"Bearer {WRITER}"}) as writer:
         assert writer.write_note(run_id="not-a-run", text="hi").write_run_log is False
+
+
+def test_the_async_client_tails_a_run_and_resumes_from_the_last_cursor(
+    live_url: str, client: RunLogClient
+) -> None:
+    """runlog_client_async's run_log_tail over the live server's websocket, then again with `since`."""
+    run_id = str(demo.BLOCKED)
+    written: list[str] = []
+
+    def write(text: str) -> None:
+        assert client.write_note(run_id=run_id, text=text).write_run_log
+        written.append(text)
+
+    def text_of(item: Any) -> str:
+        detail = item.run_log_tail.detail
+        assert isinstance(detail, AsyncNoteDetail), detail
+        return detail.text
+
+    async def follow() -> tuple[list[str], list[str]]:
+        tails = AsyncRunLogClient(
+            url=live_url,
+            ws_url=live_url.replace("http://", "ws://"),
+            # A reader's token goes here; reads are open on this server, so any payload passes.
+            ws_connection_init_payload={"Authorization": f"Bearer {WRITER}"},
+        )
+        # From now on: notes are written until the tail, once started, sees one.
+        stream = tails.run_log_tail(run_id=run_id)
+        first = asyncio.ensure_future(anext(stream))
+        while not first.done():
+            await asyncio.to_thread(write, f"note {len(written)}")
+            await asyncio.wait([first], timeout=0.5)
+        item = first.result()
+        seen_first = [text_of(item)]
+        await stream.aclose()
+        # Disconnected: two more lines, then a new tail from the last cursor seen.
+        await asyncio.to_thread(write, "while away 1")
+        await asyncio.to_thread(write, "while away 2")
+        resumed = tails.run_log_tail(run_id=run_id, since=item.run_log_tail.cursor)
+        after = [text_of(await anext(resumed)) for _ in written[written.index(seen_first[0]) + 1 :]]
+        await resumed.aclose()
+        return seen_first, after
+
+    seen_first, after = asyncio.run(follow())
+    assert after == written[written.index(seen_first[0]) + 1 :]
+    assert after[-2:] == ["while away 1", "while away 2"]
 
 
 def test_serve_demo_is_ready_to_explore_in_one_command(tmp_path: Path) -> None:

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Generate the typed Python client, clients/python/runlog_client/, from
-# schema.graphql and gql/operations/*.graphql with ariadne-codegen.
+# Generate the typed Python clients from schema.graphql and
+# gql/operations/*.graphql with ariadne-codegen: clients/python/runlog_client/
+# (blocking, queries and mutations) and runlog_client_async/ (asyncio, the
+# subscription RunLogTail too).
 #
 # ariadne-codegen runs in a virtualenv of its own (.venv-codegen, gitignored,
 # created on first use from requirements-codegen.txt): it needs graphql-core
 # below 3.3, the service needs 3.3. The generated package itself needs only
 # httpx and pydantic.
 #
-#   clients/python/generate.sh           regenerate runlog_client/ in place
-#   clients/python/generate.sh OUT_DIR   write OUT_DIR/runlog_client instead
+#   clients/python/generate.sh           regenerate both packages in place
+#   clients/python/generate.sh OUT_DIR   write them under OUT_DIR instead
 #                                        (clients/check.sh compares it with the committed one)
 set -euo pipefail
 
@@ -30,15 +32,32 @@ fi
 # operation that was removed must not survive in the package.
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-sed "s|^target_package_path = .*|target_package_path = \"$work\"|" \
+# The blocking client is generated from the operations that are not
+# subscriptions: ariadne-codegen generates a subscription only for an async
+# client, and refuses one otherwise. The async client has them all.
+mkdir "$work/operations"
+for file in "$here"/../../gql/operations/*.graphql; do
+    grep -qE '^[[:space:]]*subscription\b' "$file" || cp "$file" "$work/operations/"
+done
+sed -e "s|^target_package_path = .*|target_package_path = \"$work\"|" \
+    -e "s|^queries_path = .*|queries_path = \"$work/operations\"|" \
     "$here/codegen.toml" >"$work/codegen.toml"
-(cd "$here" && "$venv/bin/ariadne-codegen" client --config "$work/codegen.toml" >"$work/log") || {
-    cat "$work/log" >&2
-    exit 1
-}
+sed "s|^target_package_path = .*|target_package_path = \"$work\"|" \
+    "$here/codegen-async.toml" >"$work/codegen-async.toml"
+for config in codegen.toml codegen-async.toml; do
+    (cd "$here" && "$venv/bin/ariadne-codegen" client --config "$work/$config" >"$work/log") || {
+        cat "$work/log" >&2
+        exit 1
+    }
+done
+
+# The header names where the operations came from: the same files, for both.
+find "$work/$package" -name '*.py' -exec sed -i "s|^# Source: $work/operations\$|# Source: ../../gql/operations|" {} +
 
 out="${1:-$here}"
 mkdir -p "$out"
-rm -rf "${out:?}/$package"
-mv "$work/$package" "$out/$package"
-echo "generate.sh: wrote $out/$package" >&2
+for generated in "$package" "${package}_async"; do
+    rm -rf "${out:?}/$generated"
+    mv "$work/$generated" "$out/$generated"
+    echo "generate.sh: wrote $out/$generated" >&2
+done

@@ -76,6 +76,12 @@ from .run_log_page import (
     RunLogPageRunLogNodes,
     RunLogPageRunLogPageInfo,
 )
+from .run_log_wait import (
+    RunLogWait,
+    RunLogWaitRunLog,
+    RunLogWaitRunLogNodes,
+    RunLogWaitRunLogPageInfo,
+)
 from .write_note import WriteNote
 
 __all__ = [
@@ -146,6 +152,10 @@ __all__ = [
     "RunLogRunLog",
     "RunLogRunLogNodes",
     "RunLogRunLogPageInfo",
+    "RunLogWait",
+    "RunLogWaitRunLog",
+    "RunLogWaitRunLogNodes",
+    "RunLogWaitRunLogPageInfo",
     "RunStatusFields",
     "StepParkedFields",
     "StepRefusedFields",

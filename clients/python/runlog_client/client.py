@@ -9,6 +9,7 @@ from .enums import RunLogKind
 from .run_log import RunLog
 from .run_log_by_kinds import RunLogByKinds
 from .run_log_page import RunLogPage
+from .run_log_wait import RunLogWait
 from .write_note import WriteNote
 
 
@@ -485,6 +486,223 @@ class RunLogClient(BaseClient):
         )
         data = self.get_data(response)
         return RunLogPage.model_validate(data)
+
+    def run_log_wait(
+        self,
+        run_id: str,
+        before: str,
+        wait: Union[Optional[int], UnsetType] = UNSET,
+        **kwargs: Any,
+    ) -> RunLogWait:
+        query = gql("""
+            query RunLogWait($runId: ID!, $before: String!, $wait: Int = 25) {
+              runLog(runId: $runId, before: $before, wait: $wait) {
+                nodes {
+                  cursor
+                  ...RunLogLineFields
+                }
+                pageInfo {
+                  hasPreviousPage
+                  startCursor
+                }
+              }
+            }
+
+            fragment CleanupFailedFields on CleanupFailedDetail {
+              group
+              resourceIds
+              error
+              leftAs
+              attempt
+            }
+
+            fragment CleanupRetryFields on CleanupRetryDetail {
+              group
+              previousAttempts
+              actor
+            }
+
+            fragment CleanupRevertedFields on CleanupRevertedDetail {
+              group
+              resourceIds
+            }
+
+            fragment CleanupSweptFields on CleanupSweptDetail {
+              checked
+              reverted
+              failed
+              orphaned
+              remaining
+            }
+
+            fragment ConditionEvaluatedFields on ConditionEvaluatedDetail {
+              matched
+              condition
+              firing
+              facts
+              mismatch
+            }
+
+            fragment NoteFields on NoteDetail {
+              text
+              actor
+            }
+
+            fragment PhaseAdvancedFields on PhaseAdvancedDetail {
+              via
+              firing
+              deadline
+              actor
+            }
+
+            fragment PhaseCompletedFields on PhaseCompletedDetail {
+              stepCount
+              byStatus {
+                status
+                count
+              }
+            }
+
+            fragment PhaseEnteredFields on PhaseEnteredDetail {
+              stepIds
+            }
+
+            fragment PhaseGateFields on PhaseGateDetail {
+              condition
+              parameters
+              deadline
+            }
+
+            fragment ResourceOrphanedFields on ResourceOrphanedDetail {
+              resourceId
+              resourceType
+              externalId
+              reason
+            }
+
+            fragment ResourceRecordedFields on ResourceRecordedDetail {
+              resourceId
+              resourceType
+              externalId
+              ownership
+            }
+
+            fragment RunBlockedFields on RunBlockedDetail {
+              blockingRunId
+              concurrencyKey
+              blockingRun {
+                id
+                status
+                terminal
+              }
+            }
+
+            fragment RunBudgetFields on RunBudgetDetail {
+              caps {
+                cap
+                limit
+                switch
+              }
+            }
+
+            fragment RunCreatedFields on RunCreatedDetail {
+              eventId
+              eventVersion
+              scheduledFor
+            }
+
+            fragment RunHealthFields on RunHealthDetail {
+              from
+              to
+              reason
+            }
+
+            fragment RunLogLineFields on RunLogLine {
+              id
+              runId
+              stepId
+              kind
+              kindName
+              phase
+              at
+              problem
+              detail {
+                __typename
+                ...RunCreatedFields
+                ...RunStatusFields
+                ...PhaseEnteredFields
+                ...StepStatusFields
+                ...NoteFields
+                ...RunBlockedFields
+                ...RunHealthFields
+                ...StepRetryFields
+                ...StepParkedFields
+                ...PhaseCompletedFields
+                ...PhaseGateFields
+                ...ConditionEvaluatedFields
+                ...PhaseAdvancedFields
+                ...RunBudgetFields
+                ...StepRefusedFields
+                ...VersionVerifiedFields
+                ...ResourceRecordedFields
+                ...ResourceOrphanedFields
+                ...CleanupRevertedFields
+                ...CleanupFailedFields
+                ...CleanupSweptFields
+                ...CleanupRetryFields
+                ...UnreadableFields
+              }
+            }
+
+            fragment RunStatusFields on RunStatusDetail {
+              from
+              to
+              reason
+            }
+
+            fragment StepParkedFields on StepParkedDetail {
+              waitingFor
+              reason
+            }
+
+            fragment StepRefusedFields on StepRefusedDetail {
+              refusal
+              switch
+              cap
+              limit
+              used
+            }
+
+            fragment StepRetryFields on StepRetryDetail {
+              attempt
+              maxAttempts
+              error
+              retryAt
+            }
+
+            fragment StepStatusFields on StepStatusDetail {
+              from
+              to
+              module
+              answer
+            }
+
+            fragment UnreadableFields on UnreadableDetail {
+              text
+              problem
+            }
+
+            fragment VersionVerifiedFields on VersionVerifiedDetail {
+              version
+              dryRunId
+            }
+            """)
+        variables: dict[str, object] = {"runId": run_id, "before": before, "wait": wait}
+        response = self.execute(
+            query=query, operation_name="RunLogWait", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunLogWait.model_validate(data)
 
     def write_note(
         self,

@@ -3,11 +3,14 @@
 // to gql/operations that breaks this usage fails the check.
 import { print } from "graphql";
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
+import { createClient, type Client } from "graphql-ws";
 
 import {
   RunLogByKindsDocument,
   RunLogDocument,
   RunLogPageDocument,
+  RunLogTailDocument,
+  RunLogWaitDocument,
   WriteNoteDocument,
   type RunLogKind,
   type RunLogQuery,
@@ -150,4 +153,66 @@ export async function pageIds(url: string, runId: string, after: string | null):
 export async function writeNote(url: string, runId: string, text: string, token: string): Promise<boolean> {
   const { writeRunLog } = await request(url, WriteNoteDocument, { runId, text }, token);
   return writeRunLog;
+}
+
+/** The websocket client for runLogTail: the same /graphql, `ws:` or `wss:`; the token in connection_init. */
+export function tailClient(url: string, token?: string): Client {
+  return createClient({
+    url: url.replace(/^http/, "ws"),
+    // A browser cannot set a websocket's headers: the token goes here.
+    connectionParams: token === undefined ? {} : { Authorization: `Bearer ${token}` },
+    // The server closes with 1012 when it restarts; the client reconnects by itself.
+    retryAttempts: Infinity,
+  });
+}
+
+/**
+ * Follow a run live: `onLine` gets each line once, oldest first, as it is
+ * written. The last cursor seen is kept and passed as `since` whenever the
+ * subscription starts again (after the socket dropped, or the server
+ * restarted), so nothing is missed and nothing comes twice. Call the returned
+ * function to stop.
+ */
+export function followRun(client: Client, runId: string, onLine: (line: Line) => void): () => void {
+  let since: string | null = null;
+  let stopped = false;
+  let stop = (): void => {};
+  const start = (): void => {
+    stop = client.subscribe(
+      { query: print(RunLogTailDocument), variables: { runId, since } },
+      {
+        next: (result) => {
+          const line = (result.data as { runLogTail?: Line & { cursor: string } } | null | undefined)?.runLogTail;
+          if (line) {
+            since = line.cursor;
+            onLine(line);
+          }
+        },
+        // A refusal (a token that may not read, a cap) ends it: retrying would be refused again.
+        error: (error) => console.error("runLogTail ended:", error),
+        // Completed by the server (it is shutting down): start again from the last cursor.
+        complete: () => {
+          if (!stopped) {
+            start();
+          }
+        },
+      },
+    );
+  };
+  start();
+  return () => {
+    stopped = true;
+    stop();
+  };
+}
+
+/**
+ * The long poll, for where a websocket cannot go: wait up to 25 s for lines
+ * newer than `before` (a page's `pageInfo.startCursor`), then ask again from
+ * the answer's `startCursor`.
+ */
+export async function pollForLines(url: string, runId: string, before: string): Promise<[Line[], string]> {
+  const { runLog } = await request(url, RunLogWaitDocument, { runId, before, wait: 25 });
+  // Newest first on the page; oldest first for the reader.
+  return [[...runLog.nodes].reverse(), runLog.pageInfo.startCursor ?? before];
 }
