@@ -66,6 +66,11 @@ class Operation:
     origin: str  # the file it came from, or "introspection"
     skip: str | None = None  # why the bench cannot send it, when it cannot
 
+    @property
+    def live(self) -> bool:
+        """A subscription or a long poll (`$wait`): it waits for lines by design (see Workload.live)."""
+        return self.kind == "subscription" or any(d.variable.name.value == "wait" for d in self.variables)
+
     def values(self, limit: int, after: str | None = None) -> dict[str, Any]:
         """The variables for one request of a case: `limit` lines a page, the page `after`."""
         case = Case(limit=limit, after=after, write=self.kind == "mutation")
@@ -300,9 +305,7 @@ class Workload:
     def build(cls, port: int) -> Workload:
         workload = cls()
         for operation in [*shipped(), every_detail_field(port)]:
-            if operation.kind == "subscription" or any(
-                d.variable.name.value == "wait" for d in operation.variables
-            ):
+            if operation.live:
                 workload.live.append(operation)
             elif operation.skip is not None:
                 workload.skipped.append(operation)

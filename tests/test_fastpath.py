@@ -642,6 +642,10 @@ def test_every_shipped_operation_takes_the_fast_path(
     api = make_api()
     for kind in Kind:
         assert api.write(7, kind.value, EXAMPLES[kind])
+    # The long poll's page (RunLogWait) reads from the oldest line, so there
+    # are newer lines and it answers at once.
+    nodes = api.data("{ runLog(runId: 7, limit: 2000) { nodes { cursor } } }")["runLog"]["nodes"]
+    oldest = nodes[-1]["cursor"]
     checked: list[Any] = []
     for step in ("parse", "validate_document"):
         original = getattr(strawberry_schema, step)
@@ -653,10 +657,7 @@ def test_every_shipped_operation_takes_the_fast_path(
         monkeypatch.setattr(strawberry_schema, step, counting)
     variables = _variables(document)
     if "before" in variables:
-        # The long poll's page (RunLogWait): read from the oldest line, so
-        # there are newer lines and it answers at once.
-        oldest = api.data("{ runLog(runId: 7, limit: 2000) { nodes { cursor } } }")["runLog"]["nodes"][-1]
-        variables["before"] = oldest["cursor"]
+        variables["before"] = oldest
     is_query = parse(document).definitions[0].operation.value == "query"  # type: ignore[attr-defined]
     answers = []
     for _ in range(3):

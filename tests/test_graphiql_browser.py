@@ -137,7 +137,7 @@ def test_graphiql_loads_nothing_from_another_host_and_breaks_no_rule_of_its_poli
 
 
 def test_graphiql_opens_in_a_browser_on_the_example_tabs(seen: dict[str, Any]) -> None:
-    assert seen["tabs"] == ["RunLog", "RunLogByKinds", "RunLogPage", "WriteNote"]
+    assert seen["tabs"] == ["RunLog", "RunLogByKinds", "RunLogPage", "WriteNote", "RunLogTail"]
     assert seen["activeTab"] == "RunLog"
     assert json.loads(seen["variables"]) == {"runId": str(demo.INVASION), "limit": 50}
 
