@@ -25,12 +25,15 @@ from starlette.testclient import TestClient
 from gql import migrations
 from gql.app import create_app
 from gql.db import create_engine, event_runs, init_db, metadata
+from gql.migrations import runner
 
 from .conftest import Api, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "migrations"
-HEAD = "0005"
+HEAD = migrations.HEAD
+# Every revision, oldest first, as the files say.
+REVISIONS = [script.revision for script in reversed(list(runner.scripts().walk_revisions()))]
 # Schemas earlier releases' init-db made, before migrations (tests/migrations/),
 # and the revision each is adopted as: the previous release is the last.
 RELEASES = {"5c8c953": "0003", "c200ac1": "0004"}
@@ -39,6 +42,11 @@ SERVICE_INDEXES = {
     "sqlite": {"ix_event_run_log_run_utc", "ix_event_run_log_run_kind_utc"},
     "mariadb": {"ix_event_run_log_run_at", "ix_event_run_log_run_kind_at"},
 }
+
+
+def applied(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The revisions init-db says it applied, in its order."""
+    return [line.split()[2] for line in done.stdout.splitlines() if line.startswith("applied migration ")]
 
 
 def init_db_cli(backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
@@ -168,15 +176,9 @@ def earlier_release(backend: Backend, commit: str = "c200ac1") -> None:
 def test_from_empty_init_db_makes_the_tables_and_indexes_db_py_declares(backend: Backend) -> None:
     model = the_models_schema(backend)
     done = init_db_cli(backend)
-    assert [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("applied")] == [
-        "applied migration 0001",
-        "applied migration 0002",
-        "applied migration 0003",
-        "applied migration 0004",
-        "applied migration 0005",
-    ]
+    assert applied(done) == REVISIONS
     assert f"schema at migration {HEAD}" in done.stdout
-    assert version(backend) == HEAD == migrations.head()
+    assert version(backend) == HEAD == REVISIONS[-1]
     migrated = schema(backend)
     assert migrated.pop("alembic_version")
     assert migrated == model
@@ -190,13 +192,7 @@ def test_from_the_seeds_table_init_db_adds_the_services_indexes_and_changes_no_r
     runs = schema(backend)["event_runs"]
     done = init_db_cli(backend)
     assert "adopted the existing schema as migration 0001" in done.stdout
-    applied = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith("applied")]
-    assert applied == [
-        "applied migration 0002",
-        "applied migration 0003",
-        "applied migration 0004",
-        "applied migration 0005",
-    ]
+    assert applied(done) == REVISIONS[1:]
     assert version(backend) == HEAD
     # Not a row, not a column, not its own index changed; event_runs left alone.
     assert backend.rows("SELECT * FROM event_run_log ORDER BY id") == rows
@@ -228,14 +224,14 @@ def test_from_an_earlier_release_init_db_adopts_what_it_made_and_adds_the_rest(
     done = init_db_cli(backend)
     adopted = RELEASES[commit]
     assert f"adopted the existing schema as migration {adopted}:" in done.stdout
-    # The previous release lacks only what came since; event_run_log_pruned (0005) is newer than both.
-    assert "applied migration 0005" in done.stdout
-    if adopted == "0004":
-        assert "applied migration 0004" not in done.stdout
-        assert "(created event_run_log_pruned)" in done.stdout
-    else:
-        assert "applied migration 0004" in done.stdout
-        assert "(created event_run_log_pruned, runlog_leases)" in done.stdout
+    assert applied(done) == REVISIONS[REVISIONS.index(adopted) + 1 :]
+    if adopted == HEAD:  # the previous release: nothing to do but the stamp
+        assert "(nothing to create)" in done.stdout
+    created = done.stdout.split("(created ")[1].split(")")[0].split(", ") if adopted != HEAD else []
+    if adopted == "0003":
+        assert "runlog_leases" in created
+    if adopted < "0005":  # both releases before event_run_log_pruned (0005, tail's)
+        assert "event_run_log_pruned" in created
     assert version(backend) == HEAD
     migrated = schema(backend)
     assert migrated.pop("alembic_version")
@@ -259,9 +255,9 @@ def test_init_db_sql_prints_the_changes_and_applies_none_of_them(backend: Backen
     stamp = {"empty": "0001", "seed": "0001", **RELEASES}[start]
     assert f"INSERT INTO alembic_version (version_num) VALUES ('{stamp}')" in sql
     if start in RELEASES:
-        assert "CREATE TABLE event_run_log (" not in sql and "INDEX" not in sql
-        assert ("CREATE TABLE runlog_leases" in sql) == (RELEASES[start] != "0004")
-        assert "CREATE TABLE event_run_log_pruned" in sql
+        assert not re.search(r"CREATE TABLE (IF NOT EXISTS )?event_run_log \(", sql)
+        assert "ix_event_run_log_run" not in sql
+        assert ("CREATE TABLE runlog_leases" in sql) == (RELEASES[start] == "0003")
     elif backend.name == "mariadb":
         # Built online: the events system goes on writing lines meanwhile.
         assert (
@@ -305,7 +301,7 @@ def test_the_migrations_ship_in_the_package_with_no_alembic_ini() -> None:
     found = setuptools.find_packages(str(ROOT), include=["gql*"])
     assert {"gql.migrations", "gql.migrations.versions"} <= set(found)
     revisions = sorted(p.name for p in (ROOT / "gql" / "migrations" / "versions").glob("0*.py"))
-    assert len(revisions) == len(list(migrations.scripts().walk_revisions()))
+    assert len(revisions) == len(REVISIONS)
     assert not (ROOT / "gql" / "migrations" / "alembic.ini").exists()
     import tomllib
 
@@ -326,7 +322,7 @@ def test_a_second_init_db_waits_for_the_first_instead_of_migrating_beside_it(
     mariadb: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two deploys at once would both stamp an unversioned database; the second waits its turn."""
-    monkeypatch.setattr(migrations, "_LOCK_WAIT", 1)
+    monkeypatch.setattr(runner, "_LOCK_WAIT", 1)
     first = mariadb.sync.connect()
     try:
         assert first.execute(sa.text("SELECT GET_LOCK('runlog.migrations', 0)")).scalar() == 1
@@ -342,3 +338,8 @@ def test_a_second_init_db_waits_for_the_first_instead_of_migrating_beside_it(
     with mariadb.sync.begin() as conn:
         assert migrations.upgrade(conn).applied
     assert version(mariadb) == HEAD
+
+
+def test_head_names_the_newest_revision() -> None:
+    """A database at HEAD is taken for up to date without reading the revisions: HEAD must be the newest."""
+    assert runner.head() == migrations.HEAD == REVISIONS[-1]

@@ -1,35 +1,26 @@
 """The database's schema as Alembic revisions (versions/), and how init-db applies them.
 
-The revisions ship inside the package and are found from here, so the service
-runs them with no alembic.ini (from a wheel, in the Docker image). A database
-an earlier release's init-db made has no alembic_version table: it is adopted,
-stamped with the latest revision whose objects it already has (each revision
-made before migrations says how to tell, in its `present`), and the newer
-revisions run from there. `event_runs` is the events system's table and no
-revision touches it.
+A database an earlier release's init-db made has no alembic_version table: it
+is adopted, stamped with the latest revision whose objects it already has
+(each revision made before migrations says how to tell, in its `present`), and
+the newer revisions run from there. `event_runs` is the events system's table
+and no revision touches it. A database at head costs one query and no Alembic
+(importing it and reading the revisions is about 0.4 s of CPU): Alembic is in
+`runner`, imported only when there is work to do.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import sqlalchemy as sa
-from alembic.config import Config
-from alembic.runtime.environment import EnvironmentContext
-from alembic.runtime.migration import MigrationContext, MigrationInfo
-from alembic.script import ScriptDirectory
-from sqlalchemy.engine import URL, Connection
+from sqlalchemy.engine import Connection
 
+# The newest revision in versions/. Set it with each new revision:
+# runner.head() refuses to run when it is not the newest.
+HEAD = "0005"
 VERSION_TABLE = "alembic_version"
-# Two init-db runs at once on MySQL/MariaDB (two deploys, say) would both stamp
-# an unversioned database; the second waits for the first instead.
-_LOCK = "runlog.migrations"
-_LOCK_WAIT = 60
 
 
 @dataclass
@@ -49,26 +40,6 @@ class Migrated:
     """Tables created, and `table.index` for each index added to a table that was there."""
 
 
-def config() -> Config:
-    """Alembic's configuration, set here rather than read from an alembic.ini."""
-    cfg = Config()
-    cfg.set_main_option("script_location", str(Path(__file__).parent))
-    return cfg
-
-
-@functools.cache
-def scripts() -> ScriptDirectory:
-    """The revisions (read once a process: each init-db after the first costs no file reads)."""
-    return ScriptDirectory.from_config(config())
-
-
-def head() -> str:
-    found = scripts().get_current_head()
-    if found is None:
-        raise RuntimeError("gql/migrations/versions holds no revision: the package is incomplete")
-    return found
-
-
 def version(conn: Connection) -> str | None:
     """The revision alembic_version names; None when the database has no such table (or no row)."""
     if not sa.inspect(conn).has_table(VERSION_TABLE):
@@ -76,173 +47,23 @@ def version(conn: Connection) -> str | None:
     return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()  # noqa: S608
 
 
-def detect(conn: Connection) -> str | None:
-    """The revision an unversioned database is at: the last, oldest first, whose objects it all has.
-
-    None for a database without event_run_log. Only the revisions made before
-    migrations have a `present` check; the walk stops at the first without one.
-    """
-    found = None
-    for script in _oldest_first():
-        present: Callable[[Connection], bool] | None = getattr(script.module, "present", None)
-        if present is None or not present(conn):
-            break
-        found = script.revision
-    return found
-
-
 def upgrade(conn: Connection, *, writable: bool = True) -> Migrated:
     """Bring the database to head: adopt it if unversioned, then apply what is missing.
 
-    A database already at head costs one look at alembic_version and no Alembic.
     `writable=False` (an embedded file this process may not write) leaves an
     unversioned database that has everything unstamped, so that the service
     still starts and serves its reads; it is stamped the first time init-db
     runs on it writable. Anything else to do fails, as the write would.
     """
-    target = head()
-    if version(conn) == target:
-        return Migrated(target)
-    if not writable and version(conn) is None and detect(conn) == target:
-        return Migrated(target)
-    with _locked(conn):
-        start = version(conn)  # again: another init-db may have run meanwhile
-        if start == target:
-            return Migrated(target)
-        before = _objects(conn)
-        adopted = detect(conn) if start is None else None
-        done = Migrated(target, adopted=adopted)
+    if version(conn) == HEAD:
+        return Migrated(HEAD)
+    from . import runner
 
-        def record(*, ctx: MigrationContext, step: MigrationInfo, **_: Any) -> None:
-            if not step.is_stamp and step.up_revision_id is not None:
-                done.applied.append(_describe(step.up_revision_id))
-
-        _run(conn, start=start, adopted=adopted, on_version_apply=record)
-        after = _objects(conn)
-    # A new table's indexes come with it: it is named alone.
-    tables = {name for name in before if "." not in name}
-    done.created = sorted(
-        name for name in after if name not in before and ("." not in name or name.split(".")[0] in tables)
-    )
-    return done
+    return runner.upgrade(conn, writable=writable)
 
 
 def write_sql(conn: Connection, out: TextIO) -> None:
-    """Print to `out` the SQL that `upgrade` would run on this database, running none of it.
+    """Print to `out` the SQL that `upgrade` would run on this database, running none of it (see runner)."""
+    from . import runner
 
-    Alembic's offline mode: the connection is only read, to know where the
-    database is (its alembic_version, or what an earlier release made). The
-    SQL ends with alembic_version at head, so that init-db afterwards finds
-    nothing to do; at head, it is only a comment saying so.
-    """
-    start = version(conn)
-    adopted = detect(conn) if start is None else None
-    if start == head():
-        out.write(f"-- {VERSION_TABLE} is at head ({head()}): nothing to apply\n")
-        return
-    if start is not None:
-        out.write(f"-- {VERSION_TABLE} is at {start}: the migrations after it, to head ({head()})\n")
-    elif adopted is not None:
-        out.write(
-            f"-- no {VERSION_TABLE} yet, and the database has what migration {adopted} makes "
-            f"(an earlier release or the events system made it): stamped {adopted}, then to head ({head()})\n"
-        )
-    else:
-        out.write(f"-- an empty database: every migration, to head ({head()})\n")
-    _run(conn.engine.url, start=start, adopted=adopted, out=out)
-
-
-# ── inside ───────────────────────────────────────────────────────────────────
-
-
-def _oldest_first() -> list[Any]:
-    return list(reversed(list(scripts().walk_revisions("base", "heads"))))
-
-
-def _describe(revision: str) -> str:
-    script = scripts().get_revision(revision)
-    return f"{revision} ({script.doc if script is not None else '?'})"
-
-
-def _run(
-    target: Connection | URL,
-    *,
-    start: str | None,
-    adopted: str | None,
-    on_version_apply: Callable[..., None] | None = None,
-    out: TextIO | None = None,
-) -> None:
-    """Run the revisions after `start` (versioned) or after `adopted` (stamped first).
-
-    On a connection, applied; for a URL, printed to `out` (offline mode).
-    """
-    script = scripts()
-
-    # _stamp_revs and _upgrade_revs are what alembic.command's stamp and
-    # upgrade run; doing both in one pass creates alembic_version, stamps it
-    # and applies the rest, online and in the printed SQL alike (Alembic is
-    # pinned below 2; tests/test_migrations.py runs every path).
-    def steps(_heads: tuple[str, ...], _context: MigrationContext) -> Iterable[Any]:
-        if adopted is not None:
-            # An unversioned database: alembic_version is created and stamped
-            # with what the database already has, then the rest runs.
-            return [*script._stamp_revs(adopted, ()), *script._upgrade_revs("head", adopted)]
-        return script._upgrade_revs("head", start or "base")
-
-    with EnvironmentContext(
-        config(), script, fn=steps, as_sql=isinstance(target, URL), starting_rev=start, destination_rev="head"
-    ) as env:
-        if isinstance(target, URL):
-            env.configure(url=target, output_buffer=out, literal_binds=True, transaction_per_migration=True)
-        else:
-            env.configure(
-                connection=target,
-                transaction_per_migration=True,
-                on_version_apply=on_version_apply,
-            )
-        with env.begin_transaction():
-            env.run_migrations()
-
-
-@contextmanager
-def _locked(conn: Connection) -> Iterator[None]:
-    if conn.dialect.name == "sqlite":
-        yield
-        return
-    taken = conn.execute(
-        sa.text("SELECT GET_LOCK(:name, :wait)"), {"name": _LOCK, "wait": _LOCK_WAIT}
-    ).scalar()
-    if taken != 1:
-        raise RuntimeError(
-            f"another init-db held the lock {_LOCK!r} for {_LOCK_WAIT}s: it is still migrating; try again"
-        )
-    try:
-        yield
-    finally:
-        conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": _LOCK})
-
-
-def _objects(conn: Connection) -> list[str]:
-    """Every table (but alembic_version) and `table.index` of each of their indexes."""
-    if conn.dialect.name == "sqlite":
-        rows = conn.exec_driver_sql(
-            "SELECT tbl_name, CASE type WHEN 'index' THEN name END FROM sqlite_master "
-            "WHERE type IN ('table', 'index') AND name NOT LIKE 'sqlite_%'"
-        )
-    else:
-        rows = conn.execute(
-            sa.text(
-                "SELECT t.table_name, s.index_name FROM information_schema.tables t "
-                "LEFT JOIN information_schema.statistics s ON s.table_schema = t.table_schema "
-                "AND s.table_name = t.table_name AND s.index_name != 'PRIMARY' "
-                "WHERE t.table_schema = DATABASE()"
-            )
-        )
-    found: dict[str, None] = {}
-    for table, index in rows:
-        if table == VERSION_TABLE:
-            continue
-        found[table] = None
-        if index is not None:
-            found[f"{table}.{index}"] = None
-    return list(found)
+    runner.write_sql(conn, out)
