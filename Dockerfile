@@ -23,9 +23,14 @@ ENV RUNLOG_DATABASE_URL=sqlite+aiosqlite:////data/runlog.db
 VOLUME ["/data"]
 EXPOSE 8000
 
-# /healthz answers 503 when the database does not answer; urlopen raises on it.
+# Liveness: /livez answers while the server runs, without asking the database,
+# so a database outage never marks the container unhealthy (and restarted).
+# Load balancers ask /readyz instead (docs/operating.md).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/livez', timeout=4)"]
 
 # Exec form: the server is PID 1 and receives SIGTERM itself, for a graceful stop.
+# The same `serve` as scripts/serve, so the same uvicorn configuration
+# (gql/server.py): workers from RUNLOG_WORKERS, proxies trusted from
+# RUNLOG_FORWARDED_ALLOW_IPS, the timeouts from their settings.
 CMD ["python", "-m", "gql", "serve", "--host", "0.0.0.0", "--port", "8000"]

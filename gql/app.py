@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import re
 import sys
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from inspect import isawaitable
@@ -17,10 +19,19 @@ from typing import Any
 
 import orjson
 from cross_web import HTTPException, StarletteRequestAdapter
-from graphql import GraphQLError, execute
+from graphql import (
+    FieldNode,
+    GraphQLError,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
+    execute,
+    get_operation_ast,
+)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
@@ -35,7 +46,7 @@ from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconne
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import graphiql, health, writes
+from . import graphiql, health, metrics, request_id, tracing, writes
 from .auth import Policy
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
@@ -89,6 +100,16 @@ class _MaskUnexpected(MaskErrors):
     def anonymise_error(self, error: GraphQLError) -> GraphQLError:
         context = self.execution_context.context
         return _anonymise(error, getattr(context, "request_id", "-"))
+
+    def on_operation(self) -> Iterator[None]:
+        yield from super().on_operation()
+        # What the request is counted and logged as, on Strawberry's path
+        # (run_prepared notes it on its own).
+        found = self.execution_context.graphql_document
+        if found is not None:
+            schema = self.execution_context.schema._schema
+            operation = get_operation_ast(found, self.execution_context.operation_name)
+            request_id.note(operation=operation_label(operation, schema))
 
 
 def _anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
@@ -273,6 +294,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if prepared is None:
             return None
         document, operation = prepared
+        request_id.note(operation=operation_label(operation, self.graphql_schema))
         plan = self.write_plans.plan(operation)  # writes alone: no lines asked
         if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
             return None
@@ -321,14 +343,15 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # raised while the document is parsed or validated (a validation rule
         # that crashes) ends the operation before MaskErrors sees its result.
         if result.errors:
-            request_id = request.state.request_id
-            result.errors = [_anonymise(e, request_id) if _should_mask(e) else e for e in result.errors]
+            request_id.note(errors=True)
+            rid = request.state.request_id
+            result.errors = [_anonymise(e, rid) if _should_mask(e) else e for e in result.errors]
             # Refused before it ran: its lines are logged all the same. An
             # error with a path was raised while it ran (a non-null sibling
             # such as pruneTerminal nulls the whole answer): its writes ran,
             # and each logged its own refusal, or was stored.
             if result.data is None and all(e.path is None for e in result.errors):
-                log_unrun_writes(request_id, await request.body(), result.errors, request.app.state.settings)
+                log_unrun_writes(rid, await request.body(), result.errors, request.app.state.settings)
         return await super().process_result(request, result)
 
     def decode_json(self, data: str | bytes) -> object:
@@ -376,13 +399,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # Given by the RequestId middleware, which also puts it on the
         # response; a websocket has no response headers to carry one, and gets
         # its own id for the server's log lines about it.
-        request_id = uuid.uuid4().hex[:16] if websocket else request.state.request_id
+        rid = uuid.uuid4().hex[:16] if websocket else request.state.request_id
         return Context(
             engine=state.engine,
             settings=state.settings,
             policy=state.policy,
             caller=state.policy.identify(request.headers.get("authorization")),
-            request_id=request_id,
+            request_id=rid,
             request=request,
             sweeper=state.sweeper,
             arrived=asyncio.get_running_loop().time(),
@@ -417,19 +440,25 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return graphiql.graphiql_response()
 
 
-def create_app(settings: Settings | None = None, *, prepared: bool = True) -> Starlette:
+def create_app(
+    settings: Settings | None = None, *, prepared: bool = True, tracer_provider: Any = None
+) -> Starlette:
     """Build the app for `settings` (read from the environment when omitted).
 
     `prepared=False` answers every request through Strawberry's full pipeline
-    (tests compare the two).
+    (tests compare the two). With RUNLOG_OTEL (or a `tracer_provider`, which
+    tests give), requests and SQL make OpenTelemetry spans (gql/tracing.py).
     """
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
+    traced = tracing.provider(tracer_provider) if settings.otel or tracer_provider is not None else None
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         engine = create_engine(settings)
         app.state.engine = engine
+        if traced is not None:
+            tracing.instrument_engine(engine, traced)
         # Retention (off unless RUNLOG_RETENTION is set): stopped before the
         # pool is disposed, so a slice in flight finishes or is rolled back.
         sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)
@@ -457,7 +486,11 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             if replica is not None:
                 await replica.check()
                 replica.start()
-            yield
+            sampling = asyncio.get_running_loop().create_task(metrics.sample_every(app.state, caches))
+            try:
+                yield
+            finally:
+                sampling.cancel()
         finally:
             # Waits and tails end first: they read through the pool.
             await tails.stop()
@@ -505,22 +538,52 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
             return JSONResponse({"status": "unavailable", "reason": reason, **extra}, status_code=503)
         return JSONResponse({"status": "ok", **extra})
 
+    readiness = health.Readiness(settings)
+
+    async def readyz(request: Request) -> Response:
+        reason = await readiness.problem(request.app.state.engine)
+        if reason is not None:
+            log.warning("readyz: %s", reason)
+            return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def livez(request: Request) -> Response:
+        # The process answers: nothing else is asked, the database least of
+        # all (a database that is down is no reason to restart this process).
+        return JSONResponse({"status": "alive"})
+
+    async def metrics_page(request: Request) -> Response:
+        with contextlib.suppress(Exception):
+            metrics.sample(request.app.state, caches)
+        body, content_type = metrics.exposition(request.headers.get("accept"))
+        return Response(body, headers={"Content-Type": content_type})
+
     routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
         # The subscription, at the same URL (GraphiQL's subscription URL too).
         WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/livez", livez, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
     ]
     if settings.graphiql:
         graphiql.assets()  # read and checked now, so a damaged file stops start-up
         routes.append(Route(graphiql.ASSETS_PATH, graphiql.serve_asset, methods=["GET"]))
+    if settings.metrics == "on":
+        routes.append(Route("/metrics", metrics_page, methods=["GET"]))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
         middleware=[
-            # Outermost, so that every response carries the request's id, the
-            # body limit's 413 included, and nothing leaves as a bare 500.
+            # A span around everything, when tracing is on.
+            *([] if traced is None else tracing.middleware(traced)),
+            # Outermost but for that, so that every response carries the request's id, the
+            # body limit's 413 and a CORS preflight's answer included, and
+            # nothing leaves as a bare 500.
             Middleware(RequestId),
+            # Browser pages of these origins (the admin frontend) may call the
+            # API; with none configured, CORS is not answered at all.
+            *_cors(settings),
             # Then the body limit, so an oversized or too slow body is refused
             # before anything reads it.
             Middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout),
@@ -531,6 +594,81 @@ def create_app(settings: Settings | None = None, *, prepared: bool = True) -> St
     app.state.settings = settings
     app.state.policy = policy
     return app
+
+
+def operation_label(operation: OperationDefinitionNode | None, schema: GraphQLSchema) -> str:
+    """What a GraphQL request is counted as: its root fields' names, joined by `+`.
+
+    A label is a series in /metrics, so only the schema's own root fields
+    name one (the operation name is the caller's to choose, without bound):
+    `introspection` for `__schema` and `__type`, `invalid` for a field the
+    schema does not have or an operation that is not in the document.
+    """
+    if operation is None:
+        return "invalid"
+    known: _RootLabels | None = _root_fields.get(schema)
+    if known is None:
+        known = _root_fields[schema] = _labels_of_root_fields(schema)
+    names = known.get(operation.operation)
+    selections = operation.selection_set.selections
+    if names is None:
+        return "invalid"
+    if len(selections) == 1:  # the common case, at about a microsecond
+        selection = selections[0]
+        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
+        return label or "invalid"
+    labels = set()
+    for selection in selections:
+        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
+        if label is None:
+            return "invalid"
+        labels.add(label)
+    return "+".join(sorted(labels))
+
+
+_RootLabels = dict[OperationType, dict[str, str]]
+_root_fields: weakref.WeakKeyDictionary[GraphQLSchema, _RootLabels] = weakref.WeakKeyDictionary()
+
+
+def _labels_of_root_fields(schema: GraphQLSchema) -> _RootLabels:
+    """For each operation type, the label of each root field it may select."""
+    found: _RootLabels = {}
+    for kind in OperationType:
+        root = schema.get_root_type(kind)
+        if root is not None:
+            names = {name: name for name in root.fields}
+            found[kind] = {
+                **names,
+                "__typename": "__typename",
+                "__schema": "introspection",
+                "__type": "introspection",
+            }
+    return found
+
+
+# How long a browser may keep a preflight's answer: ten minutes, so the
+# frontend does not preflight every call, while a change of the allowed
+# origins still reaches open pages soon.
+CORS_MAX_AGE = 600
+
+
+def _cors(settings: Settings) -> list[Middleware]:
+    if not settings.cors_origins:
+        return []
+    return [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-Id", "traceparent"],
+            # So the page can show a failed call's id next to its error.
+            expose_headers=["X-Request-Id"],
+            # A bearer token is a header the page sets, not a credential in
+            # CORS' sense (cookies, HTTP authentication): none is allowed.
+            allow_credentials=False,
+            max_age=CORS_MAX_AGE,
+        )
+    ]
 
 
 def _finite(value: Any) -> Any:

@@ -6,8 +6,12 @@ import argparse
 import asyncio
 import datetime
 import logging
+import logging.config
+import os
+import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -26,7 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="serve the API at /graphql")
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
-    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+    serve.add_argument(
+        "--workers", type=int, default=None, help="uvicorn worker processes (default RUNLOG_WORKERS, or 1)"
+    )
 
     init = commands.add_parser(
         "init-db",
@@ -60,18 +66,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # aiosqlite's DEBUG records hold each statement's parameters, a stored
-    # line's detail among them; the contents of writes are never logged.
-    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLevelName(settings.log_level)))
-    # Alembic's INFO records say how it set itself up; init-db prints what it
-    # applied, and the app logs it (app.lifespan).
-    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLevelName(settings.log_level)))
+    from .logs import logging_config
+
+    logging.config.dictConfig(logging_config(settings.log_format, settings.log_level))
     if args.command == "init-db":
         return asyncio.run(_init_db(settings, sql=args.sql))
     if args.command == "prune":
         return _prune(settings, args)
     if args.command == "serve":
+        if settings.otel:
+            from .tracing import TracingUnavailable, check_installed
+
+            try:
+                check_installed()
+            except TracingUnavailable as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+        if args.workers is None:
+            args.workers = settings.workers
         refused = _refuse_workers(settings, args.workers)
         if refused:
             print(f"error: {refused}", file=sys.stderr)
@@ -143,38 +155,60 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
 
     from . import server
 
-    if workers > 1:
-        # Each worker builds its own app (and pool) from the environment.
-        _serve_workers(
-            server.config(
-                "gql.app:create_app",
-                settings,
-                factory=True,
-                host=host,
-                port=port,
-                workers=workers,
-                log_level=settings.log_level.lower(),
-                proxy_headers=True,
-            )
-        )
-        return 0
-    from .app import create_app
+    made_dir = _metrics_dir(workers)
+    try:
+        if settings.metrics_port is not None:
+            _serve_metrics(host, settings.metrics_port)
+        if workers > 1:
+            # Each worker builds its own app (and pool) from the environment.
+            app = "gql.app:create_app"
+            _serve_workers(server.config(app, settings, factory=True, host=host, port=port, workers=workers))
+            return 0
+        from .app import create_app
 
-    # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets requests in
-    # flight finish, then runs the lifespan's shutdown (which disposes the pool).
-    # This is what uvicorn.run does for one process, with our Config.
-    served = uvicorn.Server(
-        server.config(
-            create_app(settings),
-            settings,
-            host=host,
-            port=port,
-            log_level=settings.log_level.lower(),
-            timeout_graceful_shutdown=10,
-        )
-    )
-    served.run()
-    return 0 if served.started else 3  # uvicorn's own exit status for a failed start
+        # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets requests in
+        # flight finish, then runs the lifespan's shutdown (which disposes the pool).
+        # This is what uvicorn.run does for one process, with our Config.
+        served = uvicorn.Server(server.config(create_app(settings), settings, host=host, port=port))
+        served.run()
+        return 0 if served.started else 3  # uvicorn's own exit status for a failed start
+    finally:
+        if made_dir is not None:
+            shutil.rmtree(made_dir, ignore_errors=True)
+
+
+def _metrics_dir(workers: int) -> str | None:
+    """Prepare prometheus_client's multiprocess folder; the folder to remove at exit, if made here.
+
+    One process keeps its metrics in memory. Several write them to files
+    in PROMETHEUS_MULTIPROC_DIR, which every scrape adds up: a folder of our
+    own unless the operator named one, emptied at start either way, since
+    files left by an earlier run would be counted again.
+    """
+    from .metrics import MULTIPROC_ENV
+
+    given = os.environ.get(MULTIPROC_ENV)
+    if workers <= 1 and not given:
+        return None
+    if given:
+        os.makedirs(given, exist_ok=True)
+        for name in os.listdir(given):
+            if name.endswith(".db"):
+                os.remove(os.path.join(given, name))
+        return None
+    made = tempfile.mkdtemp(prefix="runlog-metrics-")
+    os.environ[MULTIPROC_ENV] = made  # before prometheus_client is imported, here and in each worker
+    return made
+
+
+def _serve_metrics(host: str, port: int) -> None:
+    """Serve /metrics on a port of its own, from this process (the workers' supervisor, or the server)."""
+    from prometheus_client import start_http_server
+
+    from . import metrics
+
+    start_http_server(port, addr=host, registry=metrics.registry())
+    logging.getLogger("gql.metrics").info("metrics on http://%s:%d/metrics", host, port)
 
 
 # ── check-schema ─────────────────────────────────────────────────────────────
@@ -471,6 +505,24 @@ def _serve_workers(config: uvicorn.Config) -> None:
     """
     from uvicorn.supervisors import Multiprocess
 
+    from . import metrics
+
+    class Supervisor(Multiprocess):
+        """uvicorn's supervisor, forgetting a dead worker's live gauges (its counts stay)."""
+
+        def keep_subprocess_alive(self) -> None:
+            before = {process.pid for process in self.processes}
+            super().keep_subprocess_alive()
+            for pid in before - {process.pid for process in self.processes}:
+                if pid is not None:
+                    metrics.mark_process_dead(pid)
+
+        def join_all(self) -> None:
+            super().join_all()
+            for process in self.processes:
+                if process.pid is not None:
+                    metrics.mark_process_dead(process.pid)
+
     sock = config.bind_socket()
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    Multiprocess(config, sockets=[sock]).run()
+    Supervisor(config, sockets=[sock]).run()

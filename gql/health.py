@@ -1,8 +1,13 @@
-"""What `GET /healthz` checks, and how it words what is wrong.
+"""What `GET /healthz` and `GET /readyz` check, and how they word what is wrong.
 
 A load balancer or an operator reads the reason: it says what happened
-(refused, timed out, denied, missing, read-only, deleted) and, where there is
-one, what to do about it, and never holds SQL or the connection string.
+(refused, timed out, denied, missing, read-only, deleted, the pool is full)
+and, where there is one, what to do about it, and never holds SQL or the
+connection string.
+
+`/livez` checks nothing (app.py): the process answers. `/healthz` asks the
+database. `/readyz` asks the pool first (is there a connection to spare?),
+then the database, one check at a time however many callers ask at once.
 """
 
 from __future__ import annotations
@@ -105,3 +110,45 @@ def _missing_table(message: str) -> str:
     found = _TABLE.search(message)
     table = found.group(0) if found else "a table the service uses"
     return f"{table} is missing from the database: run python -m gql init-db to create it"
+
+
+class Readiness:
+    """Whether this process can serve now: a connection to spare, and a database that answers.
+
+    Concurrent callers share the check in flight, so a flood of `/readyz`
+    runs one query at a time, never one per call.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.checking: asyncio.Future[str | None] | None = None
+
+    async def problem(self, engine: AsyncEngine) -> str | None:
+        full = pool_full(engine)
+        if full is not None:
+            return full
+        if self.checking is None:
+            self.checking = asyncio.ensure_future(problem(engine, self.settings))
+            self.checking.add_done_callback(self._done)
+        return await asyncio.shield(self.checking)
+
+    def _done(self, _future: asyncio.Future[str | None]) -> None:
+        self.checking = None
+
+
+def pool_full(engine: AsyncEngine) -> str | None:
+    """Why the pool has no connection to spare, or None when it has one (or is not a bounded pool)."""
+    pool = engine.sync_engine.pool
+    size = getattr(pool, "size", None)
+    overflow = getattr(pool, "_max_overflow", None)
+    checked_out = getattr(pool, "checkedout", None)
+    if not (callable(size) and callable(checked_out) and isinstance(overflow, int)) or overflow < 0:
+        return None  # SQLite's own pools, and unbounded overflow: never full
+    most = size() + overflow
+    in_use = checked_out()
+    if in_use < most:
+        return None
+    return (
+        f"the connection pool is full: {in_use} of {most} connections in use "
+        "(RUNLOG_POOL_SIZE and as many overflow); requests wait for one"
+    )

@@ -1,12 +1,20 @@
-"""Every HTTP response carries its request's id, and no failure leaves as a bare 500.
+"""Every HTTP response carries its request's id, so does every log line about it, and no 500 is bare.
 
 `RequestId` is the outermost ASGI middleware. It gives each request its id
 (the caller's `X-Request-Id` when that is printable ASCII of at most 128
 characters, otherwise a new one), keeps it in the request's state where the
 GraphQL context and error masking read it, and sets it on every response
 that leaves the app, whoever made the response: a GraphQL answer, the 413 of
-the body limit, a 404 of the router, the GraphiQL page. An exception nothing
-else caught becomes a JSON 500 that carries the id, logged in full with it.
+the body limit, a 404 of the router, a CORS preflight, the GraphiQL page. An
+exception nothing else caught becomes a JSON 500 that carries the id, logged
+in full with it.
+
+It also opens the request's log context (`context()`): the id, the trace id
+of a W3C `traceparent` the caller sent, and what the app learns on the way
+(the GraphQL operation, the run), which every log line written while the
+request is served carries (gql/logs.py), uvicorn's access line included. And
+it counts the request, by operation and outcome, with its duration
+(gql/metrics.py).
 
 Responses uvicorn makes itself, for bytes that are not HTTP at all, never
 reach the app and carry no id.
@@ -14,17 +22,36 @@ reach the app and carry no id.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+import re
+import time
 import uuid
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from . import metrics
+
 log = logging.getLogger("gql.app")
 
 HEADER = b"x-request-id"
+TRACEPARENT = b"traceparent"
 MAX_CALLER_ID_CHARS = 128
+# W3C Trace Context: version-traceid-parentid-flags, lower-case hex. Version
+# ff is invalid, and so is an id of zeros; a later version may add fields
+# after these four.
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+
+# The log context of the request being served: a dict (request_id, trace_id,
+# operation, run_id, ...) shared by every task that serves it, or None.
+_context: contextvars.ContextVar[dict[str, Any] | None]
+_context = contextvars.ContextVar("runlog_request", default=None)
+_NOWHERE: dict[str, Any] = {}
+
+# What a request is counted as when no GraphQL operation names it.
+_ROUTES = {"/healthz": "healthz", "/livez": "livez", "/readyz": "readyz", "/metrics": "metrics"}
 
 # The code in an error's `extensions`, by HTTP status.
 CODES = {
@@ -36,6 +63,30 @@ CODES = {
     415: "UNSUPPORTED_MEDIA_TYPE",
     500: "INTERNAL_SERVER_ERROR",
 }
+
+
+def context() -> dict[str, Any]:
+    """The log context of the request being served (a dict to add to), or an empty one outside a request."""
+    found = _context.get()
+    return _NOWHERE if found is None else found
+
+
+def note(**fields: Any) -> None:
+    """Add `fields` (operation, run_id, ...) to the log context of the request being served."""
+    found = _context.get()
+    if found is not None:
+        found.update(fields)
+
+
+def trace_id(header: str) -> str | None:
+    """The trace id of a W3C `traceparent` header, or None when it is not a valid one."""
+    found = _TRACEPARENT.fullmatch(header.strip())
+    if found is None:
+        return None
+    version, trace, parent, _flags, rest = found.groups()
+    if version == "ff" or (version == "00" and rest) or trace == "0" * 32 or parent == "0" * 16:
+        return None
+    return trace
 
 
 def request_id(scope: Scope) -> str:
@@ -52,14 +103,18 @@ def error_body(status: int, message: str, request_id: str, **extensions: Any) ->
     ).encode()
 
 
-def _from_caller(scope: Scope) -> str | None:
+def _from_caller(scope: Scope) -> tuple[str | None, str | None]:
+    """The caller's valid request id and trace id, each None when absent or not valid."""
+    rid = trace = None
     for name, value in scope.get("headers", ()):
         if name == HEADER:
             text: str = value.decode("latin-1")
+            # Not an id we can log or echo safely: make one.
             if 0 < len(text) <= MAX_CALLER_ID_CHARS and all(" " <= c <= "~" for c in text):
-                return text
-            return None  # not an id we can log or echo safely: make one
-    return None
+                rid = text
+        elif name == TRACEPARENT:
+            trace = trace_id(value.decode("latin-1"))
+    return rid, trace
 
 
 class RequestId:
@@ -72,15 +127,21 @@ class RequestId:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rid = _from_caller(scope) or uuid.uuid4().hex[:16]
+        arrived = time.perf_counter()
+        given, trace = _from_caller(scope)
+        rid = given or uuid.uuid4().hex[:16]
         scope.setdefault("state", {})["request_id"] = rid
+        fields: dict[str, Any] = {"request_id": rid, "arrived": arrived}
+        if trace is not None:
+            fields["trace_id"] = trace
+        token = _context.set(fields)
         header = (HEADER, rid.encode())
-        started = False
+        status = 0
 
         async def send_with_id(message: Message) -> None:
-            nonlocal started
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = message["status"]
                 headers = [h for h in message.get("headers", ()) if h[0].lower() != HEADER]
                 message = {**message, "headers": [*headers, header]}
             await send(message)
@@ -89,8 +150,10 @@ class RequestId:
             await self.app(scope, receive, send_with_id)
         except Exception:
             log.exception("unhandled error, request %s", rid)
-            if started:
+            if status:
+                status = 500
                 raise  # half a response is out: the server can only close the connection
+            status = 500
             body = error_body(500, f"Unexpected error (request id {rid}).", rid)
             await send_with_id(
                 {
@@ -103,3 +166,25 @@ class RequestId:
                 }
             )
             await send_with_id({"type": "http.response.body", "body": body})
+        finally:
+            _context.reset(token)
+            _count(scope, fields, status, time.perf_counter() - arrived)
+
+
+def _count(scope: Scope, fields: dict[str, Any], status: int, took: float) -> None:
+    operation = fields.get("operation")
+    if operation is None:
+        path = scope.get("path", "")
+        if path == "/graphql":
+            operation = "graphiql" if scope.get("method") in ("GET", "HEAD") and status == 200 else "none"
+        else:
+            operation = _ROUTES.get(path, "other")
+    if status >= 500 or status == 0:
+        outcome = "failed"
+    elif status >= 400:
+        outcome = "refused"
+    elif fields.get("errors"):
+        outcome = "error"
+    else:
+        outcome = "ok"
+    metrics.observe_request(operation, outcome, took)

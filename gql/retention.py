@@ -35,7 +35,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from . import store
+from . import metrics, store
 from .settings import Settings, parse_duration
 
 log = logging.getLogger("gql.retention")
@@ -369,6 +369,9 @@ class Sweeper:
         self.last = sweep
         self.sweeps += 1
         self.deleted += sweep.deleted
+        metrics.sweeper_tick(sweep.outcome.value)
+        if sweep.deleted:
+            metrics.lines_pruned(sweep.deleted, "sweeper")
         horizon = sweep.horizon.isoformat(timespec="seconds")
         if sweep.outcome is Outcome.SWEPT:
             log.info(

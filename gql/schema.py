@@ -41,7 +41,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 from strawberry.types.nodes import SelectedField, Selection
 
-from . import retention, store, subscriptions, tail, writes
+from . import metrics, retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
 from .details import (
     DETAIL_TYPES,
@@ -54,6 +54,7 @@ from .fastpath import PageExecutor
 from .kinds import TERMINAL_STATUSES, Kind
 from .limits import DetailBudget, detail_servings
 from .replica import Replica
+from .request_id import note
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -568,6 +569,7 @@ class Query:
         context = info.context
         context.require(Action.READ, "runLog")
         number = _positive_int(run_id)
+        note(run_id=number)
         if number is None:
             raise ClientError(
                 f"runId must be a positive integer up to {MAX_ID}, got {_shown(run_id)}",
@@ -687,6 +689,7 @@ class Query:
             if not asked.cursor
             else [_line(row, text) for row, text in zip(lines, cursors, strict=True)]
         )
+        metrics.lines_read(len(nodes))
         run: Run | Exception | None = None
         if asked.blocking_run or asked.run:
             run = await _attach_runs(context, nodes, deadline, number if asked.run else None)
@@ -807,6 +810,7 @@ class Mutation:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
             raise _unavailable(context, "pruneTerminal", exc) from None
+        metrics.lines_pruned(deleted, "pruneTerminal")
         log.info("pruneTerminal: %d lines deleted, before %s", deleted, before.isoformat())
         return deleted
 
@@ -842,13 +846,14 @@ async def _long_poll(
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     try:
-        async with watcher.watch(run_id, counted=True) as watch:
-            while (left := end - loop.time()) > 0:
-                if not await watch.changed(left):
-                    return None
-                found = await read_once()
-                if found[0].lines:
-                    return found
+        with metrics.long_poll_waiting():  # runlog_long_polls_waiting
+            async with watcher.watch(run_id, counted=True) as watch:
+                while (left := end - loop.time()) > 0:
+                    if not await watch.changed(left):
+                        return None
+                    found = await read_once()
+                    if found[0].lines:
+                        return found
     except tail.TooManyWaits as exc:
         raise ClientError(str(exc), "TOO_MANY_WAITS") from None
     except tail.Closed:
@@ -978,11 +983,13 @@ def log_unrun_writes(request_id: str, body: bytes, errors: list[GraphQLError], s
             raise ValueError("a text this long is not parsed again")  # it costs the loop
         document = parse(query, no_location=True, max_tokens=settings.max_tokens)
     except Exception:  # not a request this can read: the body, bounded, is the trace
+        metrics.count_write(reason)
         writes.log_refused(
             reason, request_id, {"request": body.decode("utf-8", "replace")}, settings.max_detail_bytes
         )
         return
     for arguments in _write_arguments(document, variables if isinstance(variables, dict) else {}):
+        metrics.count_write(reason)
         writes.log_refused(reason, request_id, arguments, settings.max_detail_bytes)
 
 

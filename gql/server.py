@@ -140,8 +140,19 @@ class HTTPProtocol(_HeadDeadline, AutoHTTPProtocol):  # type: ignore[valid-type,
         super().shutdown()
 
 
+# Seconds uvicorn lets requests in flight finish after SIGTERM, before it
+# closes their connections (the lifespan's shutdown then closes the pool).
+GRACEFUL_SHUTDOWN = 10
+
+
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """The uvicorn.Config keywords that bound what slow or idle clients can hold."""
+    """Every uvicorn.Config keyword the service sets: one server configuration for every way it is started.
+
+    `serve` (and so scripts/serve and the Docker image, which run it) uses
+    these whatever the number of workers.
+    """
+    from .logs import logging_config
+
     return {
         "http": "gql.server:HTTPProtocol",
         "timeout_keep_alive": settings.keepalive_timeout,
@@ -158,6 +169,13 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "ws_max_size": settings.max_body_bytes,
         "ws_ping_interval": settings.ws_ping_interval,
         "ws_ping_timeout": settings.ws_ping_interval,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN,
+        # The client address in the access log is the one a trusted proxy
+        # names in X-Forwarded-For, and only a trusted proxy's is believed.
+        "proxy_headers": True,
+        "forwarded_allow_ips": settings.forwarded_allow_ips,
+        "log_config": logging_config(settings.log_format, settings.log_level),
+        "log_level": settings.log_level.lower(),
     }
 
 

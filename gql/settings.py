@@ -93,6 +93,23 @@ class Settings:
     read_database_url: str | None = field(default=None, repr=False)
     read_max_lag: float = 5.0
     read_check_interval: float = 1.0
+    # Running it in production (docs/operating.md, "Watching it").
+    log_format: str = "text"
+    # /metrics: "on" (on the API's port), "off", or a port of its own.
+    metrics: str = "on"
+    cors_origins: tuple[str, ...] = ()
+    # The proxies whose X-Forwarded-For and X-Forwarded-Proto are believed
+    # (uvicorn's --forwarded-allow-ips): addresses or networks, or "*".
+    forwarded_allow_ips: str = "127.0.0.1"
+    # serve's worker processes when --workers is not given.
+    workers: int = 1
+    # OpenTelemetry spans (the otel extra; gql/tracing.py).
+    otel: bool = False
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port /metrics has to itself, or None (served with the API, or off)."""
+        return int(self.metrics) if self.metrics.isdigit() else None
 
     @property
     def url(self) -> URL:
@@ -162,6 +179,12 @@ class Settings:
             read_database_url=read_database_url,
             read_max_lag=reader.get("RUNLOG_READ_MAX_LAG", _seconds(0.1, 3600), 5.0),
             read_check_interval=reader.get("RUNLOG_READ_CHECK_INTERVAL", _seconds(0.1, 60), 1.0),
+            log_format=reader.get("RUNLOG_LOG_FORMAT", _log_format, "text"),
+            metrics=reader.get("RUNLOG_METRICS", _metrics, "on"),
+            cors_origins=reader.get("RUNLOG_CORS_ORIGINS", _origins, ()),
+            forwarded_allow_ips=reader.get("RUNLOG_FORWARDED_ALLOW_IPS", _forwarded, "127.0.0.1"),
+            workers=reader.get("RUNLOG_WORKERS", _whole(1, 256), 1),
+            otel=reader.get("RUNLOG_OTEL", _boolean, False),
         )
 
 
@@ -277,6 +300,68 @@ def _log_level(raw: str) -> str:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ValueError("expected one of DEBUG, INFO, WARNING, ERROR")
     return level
+
+
+def _log_format(raw: str) -> str:
+    if raw.lower() not in ("text", "json"):
+        raise ValueError("expected text or json")
+    return raw.lower()
+
+
+def _metrics(raw: str) -> str:
+    lowered = raw.lower()
+    if lowered in ("on", "true", "1", "yes"):
+        return "on"
+    if lowered in ("off", "false", "0", "no"):
+        return "off"
+    if raw.isdigit() and 1 <= int(raw) <= 65535:
+        return str(int(raw))
+    raise ValueError(
+        "expected on (served at /metrics on the API's port), off, or a port from 1 to 65535 "
+        "to serve it there alone"
+    )
+
+
+def _forwarded(raw: str) -> str:
+    import ipaddress
+
+    parts = [part.strip() for part in raw.split(",") if part.strip()]
+    for part in parts:
+        if part == "*":
+            continue
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ValueError(
+                f"{part!r} is not an address or network: expected addresses or networks, "
+                "comma-separated (10.0.0.0/8,127.0.0.1), or * to trust every proxy"
+            ) from None
+    return ",".join(parts)
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    """Exact origins, comma-separated: scheme://host[:port], no path, no wildcard."""
+    found = []
+    for part in raw.split(","):
+        origin = part.strip()
+        if not origin:
+            continue
+        if "*" in origin:
+            # Browsers refuse a wildcard on a request with credentials (an
+            # Authorization header), and a wildcard would let any page on the
+            # web read the log with a token it holds.
+            raise ValueError(
+                f"{origin!r}: a wildcard is not accepted; list each origin exactly, "
+                "such as https://admin.example.com"
+            )
+        scheme, sep, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not sep or not rest or "/" in rest or origin != origin.strip():
+            raise ValueError(
+                f"{origin!r} is not an origin: expected scheme://host[:port] with no path, "
+                "such as https://admin.example.com"
+            )
+        found.append(origin.rstrip("/"))
+    return tuple(found)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -44,7 +44,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import store
+from . import metrics, store
 from .details import DetailError, check_detail, dump_detail
 from .kinds import BY_WIRE_NAME
 from .settings import Settings
@@ -113,6 +113,7 @@ async def write_run_log(
     # ends here, stored or not and why: the one place to count outcomes. A
     # line refused before it ran (a variable GraphQL cannot coerce) never
     # comes here: schema.log_unrun_writes logs it.
+    metrics.count_write(problem)  # runlog_writes_total{outcome, reason}
     if problem is None:
         return True
     log_refused(problem, request_id, sent, settings.max_detail_bytes)
@@ -444,11 +445,19 @@ def log_refused(reason: str, request_id: str, line: dict[str, Any], detail_limit
     sends megabytes (of escaped characters, which the log would escape again)
     cannot fill the log, and the line can still be matched to what was sent.
     """
+    bounded = bounded_line(line, detail_limit)
     log.warning(
         "run log line not stored: %s; request %s; line %s",
         _one_line(reason),
         request_id,
-        bounded_line(line, detail_limit),
+        bounded,
+        # In JSON logs (gql/logs.py), the reason and the line are fields of
+        # their own, the line as JSON rather than a string inside a string.
+        extra={
+            "json_message": "run log line not stored",
+            "fields": {"reason": reason, "request_id": request_id, "run_id": line.get("runId")},
+            "line_json": bounded,
+        },
     )
 
 

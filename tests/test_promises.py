@@ -597,14 +597,14 @@ def test_without_mariadb_the_suite_runs_sqlite_and_says_so_loudly_unless_mariadb
 def test_the_image_runs_as_a_non_root_user_on_0_0_0_0_8000_with_sqlite_on_data_and_a_healthcheck() -> None:
     """README, Docker: "The image runs as a non-root user, serves on 0.0.0.0:8000
     with the SQLite database on the `/data` volume, and has a `HEALTHCHECK` on
-    `/healthz`." Read from the Dockerfile (building the image is for CI)."""
+    `/livez`." Read from the Dockerfile (building the image is for CI)."""
     lines = [line.strip() for line in (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()]
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0"), users
     assert "ENV RUNLOG_DATABASE_URL=sqlite+aiosqlite:////data/runlog.db" in lines
     assert 'VOLUME ["/data"]' in lines
     text = "\n".join(lines)
-    assert "HEALTHCHECK" in text and "/healthz" in text.split("HEALTHCHECK", 1)[1]
+    assert "HEALTHCHECK" in text and "/livez" in text.split("HEALTHCHECK", 1)[1]
     (command,) = [line for line in lines if line.startswith("CMD ") and "gql" in line]
     served = ["python", "-m", "gql", "serve", "--host", "0.0.0.0", "--port", "8000"]  # noqa: S104 (the image's promise)
     assert json.loads(command[4:]) == served

@@ -1,0 +1,283 @@
+"""What `GET /metrics` shows: the service's series, in Prometheus' text format.
+
+Made with `prometheus-client`. With several worker processes
+(`serve --workers N`), each process writes its values to files in
+PROMETHEUS_MULTIPROC_DIR (the library's multiprocess mode) and whichever
+worker answers a scrape adds up every process's files: the counts of all
+workers, not of the one that happened to answer. `serve` makes that folder
+fresh at start and removes the files of a worker that died (cli.py); the mode
+is chosen when prometheus_client is first imported, from the environment, so
+it is set before this module is imported.
+
+The metric objects live here, at module level: Prometheus' registry is one
+per process by design, and the multiprocess files are keyed by process id,
+not by app.
+
+Counting is cheap on purpose: a counter's `inc` is a lock and an add (a
+write into a memory-mapped file in multiprocess mode), and the labelled
+children a request uses are looked up once and kept. What is not counted as
+it happens (the pool, the caches, the write queue) is sampled: every few
+seconds, and just before this process answers a scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import multiprocess as _multiprocess
+from prometheus_client.exposition import choose_encoder
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# How often each process samples what is not counted as it happens.
+SAMPLE_EVERY = 5.0
+
+# ── requests ─────────────────────────────────────────────────────────────────
+
+REQUESTS = Counter(
+    "runlog_requests",
+    "HTTP requests answered, by operation (the GraphQL root fields asked, or the route) and outcome "
+    "(ok, error: a GraphQL answer with errors, refused: 4xx, failed: 5xx).",
+    ["operation", "outcome"],
+)
+DURATION = Histogram(
+    "runlog_request_duration_seconds",
+    "Time from a request's arrival at the app to its last byte handed to the server, by operation.",
+    ["operation"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+
+# ── writes, reads, pruning ───────────────────────────────────────────────────
+
+WRITES = Counter(
+    "runlog_writes",
+    "writeRunLog answers, by outcome (stored or refused) and reason (stored, or why it was refused).",
+    ["outcome", "reason"],
+)
+LINES_READ = Counter("runlog_lines_read", "Lines served by runLog pages.")
+LINES_PRUNED = Counter(
+    "runlog_lines_pruned",
+    "Lines deleted by pruning, by who pruned (sweeper or pruneTerminal).",
+    ["source"],
+)
+SWEEPS = Counter(
+    "runlog_sweeper_ticks",
+    "Retention sweeper ticks, by outcome (swept, skipped: another process held the lock, failed).",
+    ["outcome"],
+)
+
+# ── sampled: summed over the live processes ──────────────────────────────────
+
+POOL_IN_USE = Gauge(
+    "runlog_pool_connections_in_use",
+    "Database connections checked out of the pool now.",
+    multiprocess_mode="livesum",
+)
+POOL_WAITING = Gauge(
+    "runlog_pool_waiting",
+    "Operations waiting for a pooled database connection now.",
+    multiprocess_mode="livesum",
+)
+WRITE_QUEUE = Gauge(
+    "runlog_write_queue_lines",
+    "Lines waiting in the write queue for an INSERT now.",
+    multiprocess_mode="livesum",
+)
+CACHE_ENTRIES = Gauge(
+    "runlog_cache_entries",
+    "Entries held by each cache (documents: parsed query texts; plans: page plans by selection).",
+    ["cache"],
+    multiprocess_mode="livesum",
+)
+CACHE_BYTES = Gauge(
+    "runlog_cache_bytes",
+    "Bytes each cache counts as held (what bounds it).",
+    ["cache"],
+    multiprocess_mode="livesum",
+)
+SUBSCRIPTIONS_OPEN = Gauge(
+    "runlog_subscriptions_open",
+    "runLogTail subscriptions open now (sampled).",
+    multiprocess_mode="livesum",
+)
+LONG_POLLS_WAITING = Gauge(
+    "runlog_long_polls_waiting",
+    "runLog calls waiting now for a newer line (wait > 0).",
+    multiprocess_mode="livesum",
+)
+
+# ── what the rest of the service calls ───────────────────────────────────────
+
+_requests: dict[tuple[str, str], Any] = {}
+_durations: dict[str, Any] = {}
+
+
+def observe_request(operation: str, outcome: str, seconds: float) -> None:
+    """Count one answered request and its duration."""
+    counter = _requests.get((operation, outcome))
+    if counter is None:
+        counter = _requests[operation, outcome] = REQUESTS.labels(operation, outcome)
+    histogram = _durations.get(operation)
+    if histogram is None:
+        histogram = _durations[operation] = DURATION.labels(operation)
+    counter.inc()
+    histogram.observe(seconds)
+
+
+_STORED = WRITES.labels("stored", "stored")
+_refusals: dict[str, Any] = {}
+
+# A refusal's reason as a label: the start of the sentence writes.py words it
+# with, to a short name. Labels must be a small fixed set (each value is a
+# series); the sentence itself, with the values it quotes, is in the log.
+_REASONS = (
+    ("the caller is not a writer", "forbidden"),
+    ("kind ", "unknown_kind"),
+    ("runId ", "bad_run_id"),
+    ("stepId ", "bad_step_id"),
+    ("phase ", "bad_phase"),
+    ("idempotencyKey ", "bad_idempotency_key"),
+    ("detail is not storable", "detail_not_json"),
+    ("detail is ", "detail_too_large"),
+    ("detail does not fit", "detail_does_not_fit"),
+    ("detail could not be read back", "detail_does_not_fit"),
+    ("its idempotency key", "key_reused"),
+    ("outcome unknown", "outcome_unknown"),
+    ("unexpected failure", "unexpected"),
+    ("the request was refused before it ran", "refused_before_run"),
+    ("its deadline came", "timed_out"),
+    ("the line's deadline came", "timed_out"),
+    ("no database connection within", "timed_out"),
+    ("the database did not answer", "timed_out"),
+    ("the server is shutting down", "shutting_down"),
+)
+
+
+def write_reason(problem: str) -> str:
+    """The `reason` label for a refusal worded `problem`; `database` for what the database said."""
+    for start, reason in _REASONS:
+        if problem.startswith(start):
+            return reason
+    return "database"
+
+
+def count_write(problem: str | None) -> None:
+    """Count one writeRunLog answer: stored when `problem` is None, else refused for it."""
+    if problem is None:
+        _STORED.inc()
+        return
+    reason = write_reason(problem)
+    counter = _refusals.get(reason)
+    if counter is None:
+        counter = _refusals[reason] = WRITES.labels("refused", reason)
+    counter.inc()
+
+
+def lines_read(count: int) -> None:
+    LINES_READ.inc(count)
+
+
+_PRUNED = {source: LINES_PRUNED.labels(source) for source in ("sweeper", "pruneTerminal")}
+
+
+def lines_pruned(count: int, source: str) -> None:
+    _PRUNED[source].inc(count)
+
+
+def sweeper_tick(outcome: str) -> None:
+    SWEEPS.labels(outcome).inc()
+
+
+@contextlib.contextmanager
+def long_poll_waiting() -> Iterator[None]:
+    """Hold this open while a runLog call waits for a newer line."""
+    LONG_POLLS_WAITING.inc()
+    try:
+        yield
+    finally:
+        LONG_POLLS_WAITING.dec()
+
+
+# ── sampling ─────────────────────────────────────────────────────────────────
+
+
+def sample(state: Any, caches: Any) -> None:
+    """Set the sampled gauges from what this process holds now (`state`: the app's)."""
+    pool = state.engine.sync_engine.pool
+    POOL_IN_USE.set(_call(pool, "checkedout"))
+    POOL_WAITING.set(_pool_waiting(pool))
+    if caches is not None:
+        CACHE_ENTRIES.labels("documents").set(len(caches.texts))
+        CACHE_BYTES.labels("documents").set(caches.held_bytes)
+    from . import fastpath, writes
+
+    plans = list(getattr(fastpath, "_plan_caches", {}).values())
+    CACHE_ENTRIES.labels("plans").set(sum(len(getattr(p, "entries", ())) for p in plans))
+    CACHE_BYTES.labels("plans").set(sum(getattr(p, "held_bytes", 0) for p in plans))
+    queues = [q for per_loop in list(getattr(writes, "_queues", {}).values()) for q in per_loop.values()]
+    WRITE_QUEUE.set(sum(len(getattr(q, "waiting", ())) for q in queues))
+    tails = getattr(state, "tails", None)  # gql/subscriptions.py: the running runLogTail subscriptions
+    if tails is not None:
+        SUBSCRIPTIONS_OPEN.set(len(tails.running))
+
+
+def _call(pool: Any, name: str) -> int:
+    method = getattr(pool, name, None)
+    return int(method()) if callable(method) else 0
+
+
+def _pool_waiting(pool: Any) -> int:
+    """How many wait for a connection of `pool`.
+
+    SQLAlchemy has no public count of them: its asyncio pool keeps its
+    connections in an asyncio.Queue, whose waiting getters are a private
+    deque. Read defensively; 0 when the pool is another kind (SQLite's).
+    """
+    adapted = getattr(pool, "_pool", None)
+    queue = getattr(adapted, "__dict__", {}).get("_queue")  # made on first use only
+    getters = getattr(queue, "_getters", ())
+    return sum(1 for getter in getters if not getter.done())
+
+
+async def sample_every(state: Any, caches: Any, interval: float = SAMPLE_EVERY) -> None:
+    """Sample until cancelled (the lifespan runs this)."""
+    while True:
+        with contextlib.suppress(Exception):  # a gauge left stale is no reason to stop
+            sample(state, caches)
+        await asyncio.sleep(interval)
+
+
+# ── the exposition ───────────────────────────────────────────────────────────
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get(MULTIPROC_ENV) or None
+
+
+def registry() -> CollectorRegistry:
+    """What a scrape shows: every live and dead process's files in multiprocess mode, else this one."""
+    if multiprocess_dir() is None:
+        return REGISTRY
+    collected = CollectorRegistry()
+    _multiprocess.MultiProcessCollector(collected)  # type: ignore[no-untyped-call]
+    return collected
+
+
+def exposition(accept: str | None) -> tuple[bytes, str]:
+    """The scrape's body and content type, in the format the scraper's `Accept` asks for.
+
+    Prometheus' text format 0.0.4 unless OpenMetrics is asked for: what every
+    Prometheus server reads.
+    """
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry()), content_type
+
+
+def mark_process_dead(pid: int) -> None:
+    """Drop a dead worker's live gauges (its counters stay: what it counted happened)."""
+    if multiprocess_dir() is not None:
+        _multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

@@ -1,0 +1,538 @@
+"""Running it in production: /metrics, structured logs, request ids and traces, CORS, liveness and readiness.
+
+What an operator watches it by, checked as they would see it: a scrape of
+`/metrics` (from a real `serve --workers 2` where the workers matter), the
+lines a real server writes, the headers a browser gets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from gql.app import create_app
+from gql.request_id import trace_id
+from gql.settings import Settings, SettingsError
+
+from .conftest import Api, Backend, free_port, wait_until_healthy
+
+ROOT = Path(__file__).resolve().parent.parent
+WRITE = (
+    "mutation W($runId: ID!, $kind: String!, $detail: JSON) "
+    "{ writeRunLog(runId: $runId, kind: $kind, detail: $detail) }"
+)
+READ = "query R($runId: ID!) { runLog(runId: $runId) { nodes { id } } }"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parse(text: str) -> Samples:
+    found: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[sample.name, frozenset(sample.labels.items())] = sample.value
+    return found
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def scrape(client: httpx.Client | TestClient, path: str = "/metrics") -> Samples:
+    response = client.get(path)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4"), response.headers
+    return parse(response.text)
+
+
+def write(client: httpx.Client | TestClient, kind: str, detail: Any, **headers: str) -> Any:
+    response = client.post(
+        "/graphql",
+        json={"query": WRITE, "variables": {"runId": "5", "kind": kind, "detail": detail}},
+        headers=headers,
+    )
+    return response.json()["data"]["writeRunLog"]
+
+
+@contextmanager
+def serving(
+    tmp_path: Path, url: str, *args: str, port: int | None = None, start_within: float = 30, **env: str
+) -> Iterator[tuple[str, subprocess.Popen[str], Path]]:
+    """`python -m gql serve` on this checkout's code and `url`; its output in a file, returned too."""
+    port = port or free_port()
+    logged = tmp_path / f"serve-{port}.log"
+    with logged.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gql", "serve", "--port", str(port), *args],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(base, server, timeout=start_within)
+        yield base, server, logged
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+# ── /metrics ─────────────────────────────────────────────────────────────────
+
+
+def test_metrics_count_writes_by_outcome_and_reason_lines_read_and_requests_by_operation(api: Api) -> None:
+    client = api.client
+    before = scrape(client)
+    assert write(client, "note", {"text": "one"}) is True
+    assert write(client, "note", {"text": "two"}) is True
+    assert write(client, "no.such.kind", None) is False
+    assert write(client, "run.status", {"from": 3}) is False  # does not fit RunStatusDetail
+    assert api.data(READ, {"runId": "5"})["runLog"]["nodes"] != []
+    after = scrape(client)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert grew("runlog_writes_total", outcome="stored", reason="stored") == 2
+    assert grew("runlog_writes_total", outcome="refused", reason="unknown_kind") == 1
+    assert grew("runlog_writes_total", outcome="refused", reason="detail_does_not_fit") == 1
+    assert grew("runlog_lines_read_total") == 2
+    assert grew("runlog_requests_total", operation="writeRunLog", outcome="ok") == 4
+    assert grew("runlog_requests_total", operation="runLog", outcome="ok") == 1
+    assert grew("runlog_request_duration_seconds_count", operation="writeRunLog") == 4
+    assert grew("runlog_requests_total", operation="metrics", outcome="ok") == 1  # the first scrape
+    # Sampled as the scrape is answered: the query texts just used are cached.
+    assert value(after, "runlog_cache_entries", cache="documents") >= 2
+    for gauge in ("runlog_pool_connections_in_use", "runlog_pool_waiting", "runlog_subscriptions_open"):
+        assert any(name == gauge for name, _ in after), gauge
+
+
+def test_metrics_count_refused_requests_and_graphql_errors_by_operation(api: Api) -> None:
+    client = api.client
+    before = scrape(client)
+    assert (
+        client.post("/graphql", content=b"{", headers={"Content-Type": "application/json"}).status_code == 400
+    )
+    assert "errors" in api.post("{ runLog(runId: 0) { nodes { id } } }")  # not a run id
+    assert "errors" in api.post("{ noSuchField }")
+    after = scrape(client)
+    for labels in (
+        {"operation": "none", "outcome": "refused"},
+        {"operation": "runLog", "outcome": "error"},
+        {"operation": "invalid", "outcome": "error"},
+    ):
+        assert (
+            value(after, "runlog_requests_total", **labels) - value(before, "runlog_requests_total", **labels)
+            == 1
+        )
+
+
+def test_the_sweepers_ticks_and_the_lines_it_prunes_are_counted(
+    tables: Backend, make_api: Callable[..., Api]
+) -> None:
+    tables.add_run(1, "completed", "2020-01-01 00:00:00", "2020-01-01 00:00:00")
+    tables.execute(
+        "INSERT INTO event_run_log (run_id, kind, at) VALUES (1, 'note', :at), (1, 'note', :at)",
+        at="2020-01-01 00:00:00",
+    )
+    api = make_api(retention=86400.0, sweep_interval=7 * 86400.0)
+    before = scrape(api.client)
+    sweeper = api.client.app.state.sweeper  # type: ignore[attr-defined]
+    api.client.portal.call(sweeper.tick)  # type: ignore[union-attr]
+    after = scrape(api.client)
+    assert (
+        value(after, "runlog_sweeper_ticks_total", outcome="swept")
+        - value(before, "runlog_sweeper_ticks_total", outcome="swept")
+        == 1
+    )
+    assert (
+        value(after, "runlog_lines_pruned_total", source="sweeper")
+        - value(before, "runlog_lines_pruned_total", source="sweeper")
+        == 2
+    )
+
+
+def test_metrics_can_be_turned_off(make_api: Callable[..., Api]) -> None:
+    api = make_api(metrics="off")
+    assert api.client.get("/metrics").status_code == 404
+    assert Settings.from_env({"RUNLOG_METRICS": "off"}).metrics == "off"
+    with pytest.raises(SettingsError, match="RUNLOG_METRICS"):
+        Settings.from_env({"RUNLOG_METRICS": "/metrics"})
+
+
+def test_metrics_on_a_port_of_their_own_are_not_on_the_apis(tables: Backend, tmp_path: Path) -> None:
+    metrics_port = free_port()
+    with serving(tmp_path, tables.url, RUNLOG_METRICS=str(metrics_port)) as (base, _, _):
+        assert httpx.get(f"{base}/metrics").status_code == 404
+        assert httpx.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
+        with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}") as metrics:
+            samples = scrape(metrics)
+        assert value(samples, "runlog_requests_total", operation="__typename", outcome="ok") == 1
+
+
+@pytest.mark.mariadb
+def _stored_by_worker(folder: Path) -> dict[int, float]:
+    """Each worker's own count of stored writes, read from its file in the multiprocess folder."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    found = {}
+    for path in folder.glob("counter_*.db"):
+        for key, count, *_ in MmapedDict.read_all_values_from_file(str(path)):
+            _name, sample, labels, *_ = json.loads(key)
+            if sample == "runlog_writes_total" and labels.get("outcome") == "stored":
+                found[int(path.stem.split("_")[-1])] = count
+    return found
+
+
+def test_metrics_under_two_workers_add_up_the_counts_of_both(mariadb: Backend, tmp_path: Path) -> None:
+    mariadb.create_tables()
+    folder = tmp_path / "multiproc"
+    folder.mkdir()
+    (folder / "counter_1.db").write_bytes(b"left by an earlier run")  # emptied at start
+    env = {"PROMETHEUS_MULTIPROC_DIR": str(folder), "RUNLOG_LOG_FORMAT": "json"}
+    # Worker processes import the whole service afresh: slow on a busy machine.
+    with serving(tmp_path, mariadb.url, "--workers", "2", start_within=120, **env) as (base, server, logged):
+
+        def one_write(i: int) -> bool:
+            with httpx.Client(base_url=base) as client:  # a connection each: the kernel spreads them
+                answer: bool = write(client, "note", {"text": f"line {i}"})
+                return answer
+
+        sent = 0
+        while len(_stored_by_worker(folder)) < 2:  # until both workers have stored some
+            with ThreadPoolExecutor(8) as pool:
+                assert all(pool.map(one_write, range(24)))
+            sent += 24
+            assert sent < 24 * 20, "every connection went to one worker"
+        assert not (folder / "counter_1.db").exists()
+        for _ in range(6):  # whichever worker answers the scrape, it shows both workers' counts
+            with httpx.Client(base_url=base) as client:
+                samples = scrape(client)
+            assert value(samples, "runlog_writes_total", outcome="stored", reason="stored") == sent
+            assert value(samples, "runlog_requests_total", operation="writeRunLog", outcome="ok") == sent
+
+        # A worker that dies: uvicorn starts another, and the dead one's
+        # gauges go (its counts stay).
+        dead = min(_stored_by_worker(folder))
+        gauges = folder / f"gauge_livesum_{dead}.db"
+        assert gauges.exists()
+        os.kill(dead, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while gauges.exists():
+            assert time.monotonic() < deadline, "the dead worker's gauges are still counted"
+            time.sleep(0.2)
+        wait_until_healthy(base, server)
+        with httpx.Client(base_url=base) as client:
+            assert value(scrape(client), "runlog_writes_total", outcome="stored", reason="stored") == sent
+    # Every worker logs as configured: JSON, on every line.
+    records = [json.loads(line) for line in logged.read_text().splitlines() if line.strip()]
+    assert sum(1 for r in records if r["logger"] == "uvicorn.access") >= sent
+
+
+# ── logs ─────────────────────────────────────────────────────────────────────
+
+
+def test_json_logs_are_one_object_per_line_and_follow_a_callers_request_id(
+    tables: Backend, tmp_path: Path
+) -> None:
+    with serving(tmp_path, tables.url, RUNLOG_LOG_FORMAT="json") as (base, server, logged):
+        with httpx.Client(base_url=base) as client:
+            headers = {"X-Request-Id": "frontend-req-17", "traceparent": TRACEPARENT}
+            refused = {"text": "x", "unexpected": "a\nforged line"}
+            assert write(client, "note", refused, **headers) is False
+            assert (
+                client.post("/graphql", json={"query": READ, "variables": {"runId": "9"}}).status_code == 200
+            )
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    lines = [line for line in logged.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all({"time", "level", "message", "logger"} <= set(r) for r in records), records
+    ours = [r for r in records if r.get("request_id") == "frontend-req-17"]
+    (access,) = [r for r in ours if r["logger"] == "uvicorn.access"]
+    assert access["method"] == "POST" and access["path"] == "/graphql" and access["status"] == 200
+    assert access["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert access["operation"] == "writeRunLog" and access["duration_ms"] >= 0
+    (refusal,) = [r for r in ours if r["logger"] == "gql.runlog"]
+    assert refusal["level"] == "warning" and refusal["message"] == "run log line not stored"
+    assert refusal["line"] == {"runId": "5", "kind": "note", "stepId": None, "phase": None, "detail": refused}
+    assert refusal["run_id"] == "5" and "does not fit" in refusal["reason"]
+    (read,) = [r for r in records if r.get("operation") == "runLog"]
+    assert read["run_id"] == 9 and read["status"] == 200
+    assert any(r["logger"].startswith("uvicorn.error") for r in records)  # uvicorn's own, as JSON too
+
+
+def test_text_logs_name_the_request_on_its_access_line(tables: Backend, tmp_path: Path) -> None:
+    with serving(tmp_path, tables.url) as (base, server, logged):
+        httpx.post(
+            f"{base}/graphql", json={"query": "{ __typename }"}, headers={"X-Request-Id": "text-req-3"}
+        )
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    (line,) = [line for line in logged.read_text().splitlines() if "text-req-3" in line]
+    assert '"POST /graphql HTTP/1.1" 200 (request text-req-3)' in line
+
+
+def test_a_bad_log_format_is_refused() -> None:
+    with pytest.raises(SettingsError, match="RUNLOG_LOG_FORMAT"):
+        Settings.from_env({"RUNLOG_LOG_FORMAT": "yaml"})
+
+
+# ── request ids and traces ───────────────────────────────────────────────────
+
+
+def test_only_a_valid_traceparent_gives_a_trace_id() -> None:
+    assert trace_id(TRACEPARENT) == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_id("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later") is not None
+    for refused in (
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  # version ff
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  # no trace
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  # no parent
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  # upper case
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  # version 00 has four fields
+        "not a traceparent",
+    ):
+        assert trace_id(refused) is None, refused
+
+
+# ── CORS ─────────────────────────────────────────────────────────────────────
+
+ADMIN_FRONTEND = "https://admin.example.com"
+PREFLIGHT = {
+    "Origin": ADMIN_FRONTEND,
+    "Access-Control-Request-Method": "POST",
+    "Access-Control-Request-Headers": "authorization, content-type",
+}
+
+
+def test_the_admin_frontends_origin_may_call_the_api(make_api: Callable[..., Api]) -> None:
+    api = make_api(cors_origins=(ADMIN_FRONTEND,))
+    preflight = api.client.options("/graphql", headers=PREFLIGHT)
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == ADMIN_FRONTEND
+    allowed = {h.strip().lower() for h in preflight.headers["access-control-allow-headers"].split(",")}
+    assert {"authorization", "content-type"} <= allowed
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert preflight.headers["access-control-max-age"] == "600"
+    assert "access-control-allow-credentials" not in preflight.headers
+    assert preflight.headers["x-request-id"]  # the preflight's answer carries an id too
+
+    called = api.client.post("/graphql", json={"query": "{ __typename }"}, headers={"Origin": ADMIN_FRONTEND})
+    assert called.json() == {"data": {"__typename": "Query"}}
+    assert called.headers["access-control-allow-origin"] == ADMIN_FRONTEND
+    assert "x-request-id" in called.headers["access-control-expose-headers"].lower()
+
+
+def test_another_origin_gets_no_cors_answer(make_api: Callable[..., Api]) -> None:
+    api = make_api(cors_origins=(ADMIN_FRONTEND,))
+    preflight = api.client.options("/graphql", headers={**PREFLIGHT, "Origin": "https://elsewhere.example"})
+    assert preflight.status_code == 400
+    assert "access-control-allow-origin" not in preflight.headers
+    assert preflight.headers["x-request-id"]
+    unset = make_api().client.options("/graphql", headers=PREFLIGHT)  # RUNLOG_CORS_ORIGINS unset: none
+    assert "access-control-allow-origin" not in unset.headers
+
+
+def test_a_wildcard_origin_is_refused_at_start_up(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"RUNLOG_CORS_ORIGINS.*wildcard"):
+        Settings.from_env({"RUNLOG_CORS_ORIGINS": "https://admin.example.com, *"})
+    assert Settings.from_env(
+        {"RUNLOG_CORS_ORIGINS": "https://a.example, http://b.example:8080"}
+    ).cors_origins == (
+        "https://a.example",
+        "http://b.example:8080",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "gql", "serve", "--port", str(free_port())],
+        env={
+            **os.environ,
+            "RUNLOG_CORS_ORIGINS": "*",
+            "RUNLOG_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db",
+        },
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "RUNLOG_CORS_ORIGINS" in done.stderr and "wildcard" in done.stderr
+
+
+# ── liveness and readiness ───────────────────────────────────────────────────
+
+
+def test_liveness_answers_while_readiness_and_healthz_say_the_database_is_down() -> None:
+    settings = Settings(
+        database_url=f"mysql+aiomysql://root@127.0.0.1:{free_port()}/events", connect_timeout=0.5
+    )
+    with TestClient(create_app(settings)) as client:
+        live = client.get("/livez")
+        assert (live.status_code, live.json()) == (200, {"status": "alive"})
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json() == {
+            "status": "unavailable",
+            "reason": "the database refused or dropped the connection",
+        }
+        assert client.get("/healthz").status_code == 503  # as before
+
+
+def test_readiness_says_ready_when_the_database_answers(api: Api) -> None:
+    ready = api.client.get("/readyz")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+
+
+@pytest.mark.mariadb
+def test_readiness_says_so_when_the_pool_has_no_connection_to_spare(mariadb: Backend) -> None:
+    mariadb.create_tables()
+    with TestClient(create_app(mariadb.settings(pool_size=1))) as client:
+        engine = client.app.state.engine  # type: ignore[attr-defined]
+        portal = client.portal  # type: ignore[union-attr]
+        held = [portal.call(engine.connect().start) for _ in range(2)]  # the pool's one and its one overflow
+        try:
+            ready = client.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["reason"].startswith("the connection pool is full: 2 of 2 connections in use")
+            assert client.get("/livez").status_code == 200
+        finally:
+            for conn in held:
+                portal.call(conn.close)
+        assert client.get("/readyz").status_code == 200
+
+
+# ── the server production runs ───────────────────────────────────────────────
+
+
+def _dockerfile() -> list[str]:
+    return [line.strip() for line in (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_images_healthcheck_asks_liveness_and_passes_on_a_running_server(
+    tables: Backend, tmp_path: Path
+) -> None:
+    lines = _dockerfile()
+    (check,) = [line for line in lines if line.startswith("CMD [") and "urlopen" in line]
+    command = json.loads(check[len("CMD ") :])
+    assert "/livez" in command[-1]
+    port = free_port()
+    with serving(tmp_path, tables.url, port=port):
+        done = subprocess.run(
+            [sys.executable, *command[1:-1], command[-1].replace(":8000/", f":{port}/")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+
+
+def test_the_image_installs_what_the_lock_file_pins_with_hashes_checked() -> None:
+    text = "\n".join(_dockerfile())
+    assert "COPY requirements.lock" in text
+    assert "pip install --require-hashes -r requirements.lock" in text
+    assert "pip install --no-deps ." in text  # the service itself, resolving nothing again
+
+
+@pytest.mark.parametrize(("trusted", "client"), [("127.0.0.1", "203.0.113.7"), ("10.9.9.9", "127.0.0.1")])
+def test_a_forwarded_client_address_is_believed_only_from_a_trusted_proxy(
+    tables: Backend, tmp_path: Path, trusted: str, client: str
+) -> None:
+    with serving(tmp_path, tables.url, RUNLOG_FORWARDED_ALLOW_IPS=trusted) as (base, server, logged):
+        httpx.get(f"{base}/livez", headers={"X-Forwarded-For": "203.0.113.7", "X-Request-Id": "fwd-1"})
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    (line,) = [line for line in logged.read_text().splitlines() if "fwd-1" in line]
+    assert f"{client}:" in line and '"GET /livez HTTP/1.1" 200' in line, line
+
+
+def test_serve_and_its_workers_start_uvicorn_with_one_configuration() -> None:
+    from gql import server
+
+    settings = Settings(forwarded_allow_ips="10.0.0.0/8", keepalive_timeout=7.0)
+    one = server.config("gql.app:create_app", settings, factory=True)
+    several = server.config("gql.app:create_app", settings, factory=True, workers=2)
+    for made in (one, several):
+        assert made.proxy_headers is True
+        assert made.forwarded_allow_ips == "10.0.0.0/8"
+        assert made.timeout_keep_alive == 7
+        assert made.timeout_graceful_shutdown == server.GRACEFUL_SHUTDOWN
+        assert made.limit_concurrency == settings.max_connections
+
+
+# ── OpenTelemetry (the otel extra) ───────────────────────────────────────────
+
+
+def test_otel_spans_for_requests_and_sql_continue_the_callers_trace_and_keep_the_fast_path(
+    tables: Backend,
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = create_app(tables.settings(), tracer_provider=provider)
+    (graphql,) = [r for r in app.routes if isinstance(r, Route) and r.path == "/graphql"]
+    assert graphql.app.prepared is True  # type: ignore[attr-defined]  # tracing leaves the fast path on
+    with TestClient(app) as client:
+        assert write(client, "note", {"text": "traced"}) is True
+        for _ in range(2):
+            response = client.post(
+                "/graphql",
+                json={"query": READ, "variables": {"runId": "5"}},
+                headers={"traceparent": TRACEPARENT},
+            )
+            assert len(response.json()["data"]["runLog"]["nodes"]) == 1
+        for route in ("/livez", "/readyz", "/healthz", "/metrics"):
+            assert client.get(route).status_code == 200
+    spans = exporter.get_finished_spans()
+    servers = [s for s in spans if s.kind is SpanKind.SERVER]
+    assert len(servers) == 3 and all(s.name == "POST /graphql" for s in servers)
+    continued = [s for s in servers if format(s.context.trace_id, "032x") == TRACEPARENT.split("-")[1]]
+    assert len(continued) == 2
+    statements = [
+        s for s in spans if s.kind is SpanKind.CLIENT and s.attributes and "db.system" in s.attributes
+    ]
+    assert statements, [s.name for s in spans]
+
+
+def test_otel_asked_for_without_the_extra_stops_start_up(tmp_path: Path) -> None:
+    hide = "import sys; sys.modules['opentelemetry.instrumentation.asgi'] = None; "  # as if not installed
+    done = subprocess.run(
+        [sys.executable, "-c", hide + "from gql.cli import main; sys.exit(main(['serve', '--port', '1']))"],
+        env={
+            **os.environ,
+            "RUNLOG_OTEL": "true",
+            "RUNLOG_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db",
+        },
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "RUNLOG_OTEL is set but OpenTelemetry is not installed" in done.stderr
+    assert "pip install .[otel]" in done.stderr
