@@ -536,3 +536,20 @@ def test_otel_asked_for_without_the_extra_stops_start_up(tmp_path: Path) -> None
     assert done.returncode == 2, done.stderr
     assert "RUNLOG_OTEL is set but OpenTelemetry is not installed" in done.stderr
     assert "pip install .[otel]" in done.stderr
+
+
+def test_the_otel_extra_is_locked_for_the_tests_and_left_out_of_the_image() -> None:
+    def pins(lock: str) -> set[str]:
+        text = (ROOT / lock).read_text(encoding="utf-8")
+        return {
+            line.split("==")[0].lower() for line in text.splitlines() if "==" in line and line[0].isalnum()
+        }
+
+    extra = {
+        "opentelemetry-sdk",
+        "opentelemetry-instrumentation-asgi",
+        "opentelemetry-instrumentation-sqlalchemy",
+    }
+    assert extra <= pins("requirements-test.lock")
+    assert not extra & pins("requirements.lock")
+    assert "prometheus-client" in pins("requirements.lock")
