@@ -343,3 +343,39 @@ def test_a_second_init_db_waits_for_the_first_instead_of_migrating_beside_it(
 def test_head_names_the_newest_revision() -> None:
     """A database at HEAD is taken for up to date without reading the revisions: HEAD must be the newest."""
     assert runner.head() == migrations.HEAD == REVISIONS[-1]
+
+
+def test_a_start_on_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> None:
+    """The embedded `serve` runs init-db at every start; at head that is one query, not Alembic's import."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}"
+    env = {**os.environ, "RUNLOG_DATABASE_URL": url}
+    made = subprocess.run(
+        [sys.executable, "-m", "gql", "init-db"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    started = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import asyncio, sys\n"
+            "from gql.db import create_engine, init_db\n"
+            "from gql.settings import Settings\n"
+            "async def main():\n"
+            "    engine = create_engine(Settings.from_env())\n"
+            "    print((await init_db(engine)).revision, 'alembic' in sys.modules)\n"
+            "    await engine.dispose()\n"
+            "asyncio.run(main())\n",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == [HEAD, "False"]
