@@ -527,12 +527,15 @@ def create_app(
         connection_init_wait_timeout=timedelta(seconds=settings.header_timeout),
     )
 
-    async def healthz(request: Request) -> Response:
-        reason = await health.problem(request.app.state.engine, settings)
+    def replica_state(request: Request) -> dict[str, Any]:
         # A replica that is down or behind leaves the service ready: pages
         # read from the primary meanwhile. It is reported, not judged.
         replica: Replica | None = request.app.state.replica
-        extra = {} if replica is None else {"replica": replica.status()}
+        return {} if replica is None else {"replica": replica.status()}
+
+    async def healthz(request: Request) -> Response:
+        reason = await health.problem(request.app.state.engine, settings)
+        extra = replica_state(request)
         if reason is not None:
             log.warning("healthz: %s", reason)
             return JSONResponse({"status": "unavailable", "reason": reason, **extra}, status_code=503)
@@ -542,10 +545,11 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         reason = await readiness.problem(request.app.state.engine)
+        extra = replica_state(request)
         if reason is not None:
             log.warning("readyz: %s", reason)
-            return JSONResponse({"status": "unavailable", "reason": reason}, status_code=503)
-        return JSONResponse({"status": "ready"})
+            return JSONResponse({"status": "unavailable", "reason": reason, **extra}, status_code=503)
+        return JSONResponse({"status": "ready", **extra})
 
     async def livez(request: Request) -> Response:
         # The process answers: nothing else is asked, the database least of

@@ -234,6 +234,9 @@ def test_a_stopped_replica_is_fallen_back_from_and_used_again_once_it_runs(
         cluster.sql(cluster.replica, "STOP SLAVE")
         state = _replica_state(client, "fallen back")
         assert "Slave_SQL_Running: No" in state["reason"], state
+        ready = client.get("/readyz")  # the primary serves: ready, and says the replica is not used
+        assert ready.status_code == 200, ready.text
+        assert ready.json()["replica"]["state"] == "fallen back", ready.text
         _write(client, 104, "written while the replica is stopped")
         assert _texts(client, 104) == ["written while the replica is stopped"]
         cluster.sql(cluster.replica, "START SLAVE")
