@@ -220,8 +220,16 @@ def close_all() -> None:
         watcher.close()
 
 
+class CatchUpTooLong(Exception):
+    """A tail's catch-up passed the most it may deliver before it has caught up."""
+
+
 async def tail_lines(
-    context: Any, run_id: int, kinds: list[str] | None, since: str | None
+    context: Any,
+    run_id: int,
+    kinds: list[str] | None,
+    since: str | None,
+    most_catch_up: int | None = None,
 ) -> AsyncIterator[store.Line]:
     """Every line of `run_id` newer than `since` (a cursor), oldest first, then each new one as it is written.
 
@@ -230,7 +238,10 @@ async def tail_lines(
     server shuts down (then it simply ends). `kinds` None means every kind.
     Each line carries its `cursor`: a tail started again with the last one
     delivered misses nothing and repeats nothing. A cursor this service did
-    not issue raises store.CursorError.
+    not issue raises store.CursorError. With `most_catch_up`, the lines
+    delivered before the tail first waits (the catch-up from `since`) are at
+    most that many: past it, CatchUpTooLong, after the last whole page that
+    fits (a tail started again from the last cursor delivered goes on).
     """
     engine: AsyncEngine = context.engine
     settings: Settings = context.settings
@@ -248,6 +259,7 @@ async def tail_lines(
                         engine, run_id=run_id, kinds=kinds_read, settled=store.settled_before(window)
                     )
             cursor = store.decode_cursor(since, "since")
+            behind: int | None = 0  # lines delivered while catching up; None once caught up
             while True:
                 watch.event.clear()  # a change from here on is read by the next round
                 settled = store.settled_before(window)
@@ -260,6 +272,10 @@ async def tail_lines(
                         after=None,
                         before=cursor,
                     )
+                if page.lines and behind is not None and most_catch_up is not None:
+                    if behind + len(page.lines) > most_catch_up:
+                        raise CatchUpTooLong(behind)
+                    behind += len(page.lines)
                 if page.lines:
                     cursors = store.newer_cursors(page.lines, before=cursor, settled=settled)
                     for line, text in zip(page.lines, cursors, strict=True):
@@ -267,6 +283,7 @@ async def tail_lines(
                     cursor = store.decode_cursor(cursors[-1], "since")
                     if page.has_next:
                         continue
+                behind = None  # caught up: what comes from here on is live
                 await watch.changed()
     except Closed:
         return
