@@ -909,11 +909,28 @@ class Subscription:
             slot = context.tails.take(context.connection)
         except subscriptions.Refused as exc:
             raise ClientError(str(exc), exc.code) from None
-        source = tail.tail_lines(context, number, None if kinds is None else [k.value for k in kinds], since)
+        source = tail.tail_lines(
+            context,
+            number,
+            None if kinds is None else [k.value for k in kinds],
+            since,
+            most_catch_up=context.settings.max_catch_up_lines,
+        )
 
         def fail(exc: Exception) -> Exception:
             if isinstance(exc, store.CursorError):
                 return ClientError(str(exc), "BAD_USER_INPUT")
+            if isinstance(exc, tail.CatchUpTooLong):
+                most = context.settings.max_catch_up_lines
+                return ClientError(
+                    f"runLogTail ended its catch-up after {exc.args[0]} lines: `since` is more than "
+                    f"{most} lines behind (RUNLOG_MAX_CATCH_UP_LINES). Subscribe again with the last "
+                    "cursor received as `since` to go on, or read the lines with runLog(before:) pages "
+                    "first",
+                    "CATCH_UP_TOO_LONG",
+                    delivered=exc.args[0],
+                    maxLines=most,
+                )
             if isinstance(exc, GraphQLError) or not store.is_unavailable(exc):
                 return exc  # a ClientError as it is; a fault of this server masked and logged
             return _unavailable(context, f"runLogTail of run {number}", exc)

@@ -78,6 +78,9 @@ class Settings:
     # the seconds between keep-alive pings on an idle websocket.
     max_subscriptions: int = 1000
     max_subscriptions_per_connection: int = 20
+    # Lines one tail delivers from `since` before it has caught up: a
+    # client far behind reads pages (runLog before:) or subscribes again.
+    max_catch_up_lines: int = 10_000
     ws_ping_interval: float = 20.0
     # Retention: off unless set (seconds).
     retention: float | None = None
@@ -171,6 +174,7 @@ class Settings:
             max_subscriptions_per_connection=reader.get(
                 "RUNLOG_MAX_SUBSCRIPTIONS_PER_CONNECTION", _whole(1, 1000), 20
             ),
+            max_catch_up_lines=reader.get("RUNLOG_MAX_CATCH_UP_LINES", _whole(500, 1_000_000), 10_000),
             ws_ping_interval=reader.get("RUNLOG_WS_PING_INTERVAL", _seconds(1, 3600), 20.0),
             retention=reader.get("RUNLOG_RETENTION", _optional_duration("1m", "36500d"), None),
             sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),

@@ -9,6 +9,7 @@ processes, reconnects) in tests/test_subscription_live.py.
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -337,3 +338,34 @@ def test_a_subscriptions_variables_are_held_to_the_values_limit(
     assert message["payload"]["errors"][0]["extensions"]["code"] == "TOO_MANY_VALUES", message
     assert message["payload"]["data"] is None
     assert socket.receive() == {"id": "1", "type": "complete"}
+
+
+def test_a_catch_up_past_its_limit_ends_with_an_error_and_a_new_tail_goes_on(
+    make_api: Callable[..., Api], tables: Any, sockets: Callable[..., Socket]
+) -> None:
+    api = make_api(max_catch_up_lines=500)
+    note(api, 12, "start")
+    since = api.data("{ runLog(runId: 12, limit: 1) { nodes { cursor } } }")["runLog"]["nodes"][0]["cursor"]
+    # 520 lines newer than `since`, stamped just after it: more than the limit behind.
+    at = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)).replace(tzinfo=None)
+    for n in range(0, 520, 130):
+        tables.execute(
+            "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES "
+            + ", ".join(f"(12, 'note', '{{\"text\": \"{n + i}\"}}', :at)" for i in range(130)),
+            at=at.isoformat(sep=" ", timespec="milliseconds") if tables.name == "sqlite" else at,
+        )
+    socket = sockets(api)
+    socket.subscribe("1", 12, since=since)
+    texts = []
+    while (message := socket.receive())["type"] == "next" and message["payload"].get("data"):
+        texts.append(message["payload"]["data"]["runLogTail"]["detail"]["text"])
+        last = message["payload"]["data"]["runLogTail"]["cursor"]
+    assert len(texts) == 500
+    (error,) = message["payload"]["errors"]
+    assert error["extensions"]["code"] == "CATCH_UP_TOO_LONG"
+    assert "RUNLOG_MAX_CATCH_UP_LINES" in error["message"]
+    # Subscribing again from the last cursor received goes on with the rest, once each.
+    again = sockets(api)
+    again.subscribe("2", 12, since=last)
+    rest = [again.receive()["payload"]["data"]["runLogTail"]["detail"]["text"] for _ in range(20)]
+    assert sorted(texts + rest, key=int) == [str(n) for n in range(520)]
