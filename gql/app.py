@@ -294,6 +294,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if prepared is None:
             return None
         document, operation = prepared
+        if operation.operation == OperationType.SUBSCRIPTION:
+            return None  # refused by RequestLimits: a subscription is served over the websocket
         request_id.note(operation=operation_label(operation, self.graphql_schema))
         plan = self.write_plans.plan(operation)  # writes alone: no lines asked
         if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:

@@ -234,6 +234,26 @@ class LineBudget(SchemaExtension):
         context = self.execution_context
         document = context.graphql_document
         operation = _operation(document.definitions, context.operation_name) if document else None
+        if (
+            operation is not None
+            and operation.operation == OperationType.SUBSCRIPTION
+            and getattr(context.context, "connection", True) is None
+        ):
+            # Over HTTP graphql-core would run the field's plain resolver, and
+            # answer a masked "Cannot return null": say where it is served.
+            context.result = ExecutionResult(
+                data=None,
+                errors=[
+                    GraphQLError(
+                        "A subscription is served over a websocket at this same /graphql "
+                        "(graphql-transport-ws or graphql-ws), not over HTTP",
+                        nodes=[operation],
+                        extensions={"code": "BAD_REQUEST"},
+                    )
+                ],
+            )
+            yield
+            return
         if document is not None and operation is not None:
             lines, fields, served_again = lines_asked(document, operation, context.variables)
             values = variable_values(operation, context.variables)
