@@ -61,10 +61,27 @@
   const subscriptionURL = new URL(fetchURL);
   subscriptionURL.protocol = window.location.protocol === "https:" ? "wss:" : "ws:";
 
-  const fetcher = GraphiQL.createFetcher({
+  const sendByKind = GraphiQL.createFetcher({
     url: fetchURL,
     subscriptionUrl: subscriptionURL.toString(),
   });
+  // GraphiQL's fetcher picks the websocket when the document it is handed is
+  // a subscription, and GraphiQL hands it the editor's text as parsed 100 ms
+  // after the last change. Paste a subscription and run it at once, and that
+  // parse was of the text before: the subscription went over HTTP, where the
+  // service refuses it. So the document is parsed from the text being sent
+  // whenever the two differ (graphql-js comes with GraphiQL's build).
+  function fetcher(params, options) {
+    let documentAST = options?.documentAST;
+    if (documentAST?.loc?.source.body !== params.query) {
+      try {
+        documentAST = GraphiQL.GraphQL.parse(params.query);
+      } catch {
+        // Not a document: sent as it is, for the service to say what is wrong.
+      }
+    }
+    return sendByKind(params, { ...options, documentAST });
+  }
   // For tests and the curious: where this page sends its subscriptions.
   window.RUNLOG_GRAPHIQL = { url: fetchURL, subscriptionUrl: subscriptionURL.toString() };
 
