@@ -470,6 +470,8 @@ def create_app(
         # The read replica, if one is set (gql/replica.py): looked at once
         # before the first request, then every RUNLOG_READ_CHECK_INTERVAL.
         replica = app.state.replica = Replica.from_settings(engine, settings)
+        if traced is not None and replica is not None:
+            tracing.instrument_engine(replica.engine, traced)
         try:
             if settings.is_embedded:
                 migrated = await init_db(engine)

@@ -10,18 +10,25 @@ up (`opentelemetry-instrument`); with neither, start-up says that the spans
 go nowhere.
 
 Neither instrumentation touches the GraphQL layer, so the fast paths stay
-on (`RunLogGraphQL.prepared`; tests/test_operable.py checks it). What the
-SQL spans do not show: reads and writes on MySQL/MariaDB go to the pool's
-aiomysql connection directly (gql/store.py), past SQLAlchemy's execution
-events, so those statements have no span of their own; their time is in the
-request's span.
+on (`RunLogGraphQL.prepared`; tests/test_operable.py checks it). Page reads
+and writes on MySQL/MariaDB send their statements on the pool's aiomysql
+connection directly (gql/store.py), past SQLAlchemy's execution events, so
+the SQLAlchemy instrumentation never sees them: `SqlSpans` makes their
+client spans instead, with the same attributes, and the direct path stays
+on. The one statement no span shows is the Galera session setting a new
+connection runs (gql/db.py's connect hook).
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from sqlalchemy.engine import Engine
 from starlette.middleware import Middleware
 
 log = logging.getLogger("gql.tracing")
@@ -106,3 +113,66 @@ def instrument_engine(engine: Any, tracer_provider: Any) -> None:
         description="The number of connections that are currently in state described by the state attribute.",
     )
     EngineTracer(tracer, engine.sync_engine, usage, enable_commenter=False)  # type: ignore[no-untyped-call]
+    # The direct path's spans are named for the module that sends them (the
+    # span's instrumentation scope), so a trace tells which way a statement went.
+    _direct[engine.sync_engine] = SqlSpans(
+        get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine
+    )
+
+
+# A traced engine's spans for the statements gql/store.py sends to the driver directly.
+_direct: weakref.WeakKeyDictionary[Engine, SqlSpans] = weakref.WeakKeyDictionary()
+
+# MariaDB's per-statement bound (`SET STATEMENT max_statement_time=... FOR`),
+# which the write's INSERT starts with: the span is named for the INSERT.
+_BOUND_PREFIX = re.compile(r"SET STATEMENT \S+ FOR ", re.IGNORECASE)
+
+
+def direct_spans(engine: Engine) -> SqlSpans | None:
+    """The spans to make of statements sent past SQLAlchemy on `engine`, if the tracer is all that listens.
+
+    None when `engine` is not traced, or when something else listens to its
+    statements too (a test counting round trips): those go through
+    SQLAlchemy's execution then, where every listener sees them.
+    """
+    spans = _direct.get(engine)
+    if spans is None or not spans.alone(engine):
+        return None
+    return spans
+
+
+class SqlSpans:
+    """Client spans for statements sent to the driver directly, as the SQLAlchemy instrumentation makes them.
+
+    Same kind, name (the statement's first word) and attributes (`db.system`,
+    `db.statement`, `db.operation`, `db.name`, `db.user`, `net.peer.name`,
+    `net.peer.port`), so a trace shows a page's read whichever way it went.
+    """
+
+    def __init__(self, tracer: Any, engine: Engine) -> None:
+        self._tracer = tracer
+        # The tracer's own listeners: any other means someone else watches the statements.
+        self._ours = tuple(engine.dispatch.before_cursor_execute)
+        url = engine.url
+        found = {
+            "net.peer.name": url.host,
+            "net.peer.port": url.port,
+            "db.name": url.database,
+            "db.user": url.username,
+            "db.system": "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name,
+        }
+        self._attributes = {k: v for k, v in found.items() if v is not None}
+
+    def alone(self, engine: Engine) -> bool:
+        return all(listener in self._ours for listener in engine.dispatch.before_cursor_execute)
+
+    @contextmanager
+    def statement(self, sql: str) -> Iterator[None]:
+        """A span around sending `sql` and reading its answer; an exception marks it failed."""
+        from opentelemetry.trace import SpanKind
+
+        words = _BOUND_PREFIX.sub("", sql, count=1).split(None, 1)
+        operation = words[0] if words else self._attributes["db.system"]
+        attributes = {**self._attributes, "db.statement": sql, "db.operation": operation}
+        with self._tracer.start_as_current_span(operation, kind=SpanKind.CLIENT, attributes=attributes):
+            yield

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.routing import Route
 from starlette.testclient import TestClient
@@ -553,3 +554,61 @@ def test_the_otel_extra_is_locked_for_the_tests_and_left_out_of_the_image() -> N
     assert extra <= pins("requirements-test.lock")
     assert not extra & pins("requirements.lock")
     assert "prometheus-client" in pins("requirements.lock")
+
+
+def test_otel_sql_spans_show_the_reads_and_writes_sent_to_the_driver_directly(tables: Backend) -> None:
+    # On MariaDB, page reads and writes go to the pool's aiomysql connection
+    # past SQLAlchemy (gql/store.py). Tracing keeps that path on and makes
+    # their spans itself (scope gql.store); on SQLite they go through
+    # SQLAlchemy and its instrumentation spans them (scope gql.tracing).
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with TestClient(create_app(tables.settings(), tracer_provider=provider)) as client:
+        exporter.clear()
+        headers = {"traceparent": TRACEPARENT}
+        assert write(client, "note", {"text": "traced"}, **headers) is True
+        response = client.post("/graphql", json={"query": READ, "variables": {"runId": "5"}}, headers=headers)
+        assert len(response.json()["data"]["runLog"]["nodes"]) == 1
+    statements = {
+        str((s.attributes or {}).get("db.statement")): s
+        for s in exporter.get_finished_spans()
+        if s.kind is SpanKind.CLIENT
+    }
+    (insert,) = [s for sql, s in statements.items() if "INSERT INTO event_run_log " in sql]
+    (read,) = [s for sql, s in statements.items() if "FROM event_run_log \nWHERE" in sql]
+    direct = tables.name == "mariadb"
+    for span, operation in ((insert, "INSERT"), (read, "SELECT")):
+        assert span.attributes is not None
+        assert span.attributes["db.system"] == ("mysql" if direct else "sqlite")
+        assert span.name.split()[0] == operation  # SQLite's adds the file
+        assert span.instrumentation_scope is not None
+        assert span.instrumentation_scope.name == ("gql.store" if direct else "gql.tracing"), span.name
+        assert format(span.context.trace_id, "032x") == TRACEPARENT.split("-")[1]  # the caller's trace
+
+
+@pytest.mark.mariadb
+def test_otel_spans_the_read_replicas_statements_too(mariadb: Backend) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    mariadb.create_tables()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # The same server under another name, as the replica: its spans say which.
+    replica = sa.make_url(mariadb.url).set(host="localhost").render_as_string(hide_password=False)
+    with TestClient(create_app(mariadb.settings(read_database_url=replica), tracer_provider=provider)):
+        pass  # start-up looks at the replica once
+    looked = [
+        s
+        for s in exporter.get_finished_spans()
+        if s.attributes and s.attributes.get("db.statement") == "SHOW ALL SLAVES STATUS"
+    ]
+    assert looked and all(s.attributes and s.attributes["net.peer.name"] == "localhost" for s in looked)
