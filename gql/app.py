@@ -9,7 +9,6 @@ import logging
 import math
 import re
 import sys
-import uuid
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -399,9 +398,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         state = request.app.state
         websocket = request.scope["type"] == "websocket"
         # Given by the RequestId middleware, which also puts it on the
-        # response; a websocket has no response headers to carry one, and gets
-        # its own id for the server's log lines about it.
-        rid = uuid.uuid4().hex[:16] if websocket else request.state.request_id
+        # response (a websocket's: on the answer to its handshake).
+        rid = request.state.request_id
         return Context(
             engine=state.engine,
             settings=state.settings,
@@ -416,6 +414,16 @@ class RunLogGraphQL(GraphQL[Context, None]):
             connection=state.tails.connection() if websocket else None,
             replica=state.replica,
         )
+
+    async def reject_websocket(self, request: Any) -> Any:
+        """Refuse a handshake from another origin's page with a 403 that says why, when the server can."""
+        if "websocket.http.response" not in request.scope.get("extensions", {}):
+            return await super().reject_websocket(request)  # a bare 403
+        message = (
+            "A page of another origin may open this websocket only if RUNLOG_CORS_ORIGINS names its origin."
+        )
+        await request.send_denial_response(_json_error(request, 403, message))
+        return request
 
     async def on_ws_connect(self, context: Context) -> Any:
         """Read the caller from `connection_init`'s payload, as HTTP reads the header.
@@ -529,6 +537,11 @@ def create_app(
         keep_alive=True,
         keep_alive_interval=settings.ws_ping_interval,
         connection_init_wait_timeout=timedelta(seconds=settings.header_timeout),
+        # Browsers apply no CORS to a websocket: Strawberry refuses the
+        # handshake (403, before accepting) of a page on another origin than
+        # these, the service's own pages (GraphiQL) and clients that send no
+        # Origin (not browsers) excepted.
+        allowed_origins=settings.cors_origins,
     )
 
     def replica_state(request: Request) -> dict[str, Any]:

@@ -16,6 +16,12 @@ request is served carries (gql/logs.py), uvicorn's access line included. And
 it counts the request, by operation and outcome, with its duration
 (gql/metrics.py).
 
+A websocket upgrade gets an id the same way, in its handshake's answer: the
+101 that accepts it, or the 403 that refuses it before accepting (another
+origin's page, an unknown path), sent as a JSON error when the server can send
+an answer of the app's (the ASGI "websocket.http.response" extension). Its
+log context lasts as long as the socket.
+
 Responses uvicorn makes itself, for bytes that are not HTTP at all, never
 reach the app and carry no id.
 """
@@ -56,6 +62,7 @@ _ROUTES = {"/healthz": "healthz", "/livez": "livez", "/readyz": "readyz", "/metr
 # The code in an error's `extensions`, by HTTP status.
 CODES = {
     400: "BAD_REQUEST",
+    403: "FORBIDDEN",
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
     408: "REQUEST_TIMEOUT",
@@ -124,6 +131,9 @@ class RequestId:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -169,6 +179,44 @@ class RequestId:
         finally:
             _context.reset(token)
             _count(scope, fields, status, time.perf_counter() - arrived)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        given, trace = _from_caller(scope)
+        rid = given or uuid.uuid4().hex[:16]
+        scope.setdefault("state", {})["request_id"] = rid
+        fields: dict[str, Any] = {"request_id": rid}
+        if trace is not None:
+            fields["trace_id"] = trace
+        token = _context.set(fields)
+        header = (HEADER, rid.encode())
+        answers = "websocket.http.response" in scope.get("extensions", {})
+        handshake = True  # no answer to the handshake sent yet
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal handshake
+            kind = message["type"]
+            if handshake:
+                handshake = False  # what the app sends first answers the handshake
+                if kind == "websocket.close" and answers:
+                    # Refused before it was accepted: uvicorn's own 403 would carry no id.
+                    body = error_body(403, "This websocket was refused.", rid)
+                    start = {
+                        "type": "websocket.http.response.start",
+                        "status": 403,
+                        "headers": [(b"content-type", b"application/json"), header],
+                    }
+                    await send(start)
+                    await send({"type": "websocket.http.response.body", "body": body})
+                    return
+                if kind in ("websocket.accept", "websocket.http.response.start"):
+                    headers = [h for h in message.get("headers", ()) if h[0].lower() != HEADER]
+                    message = {**message, "headers": [*headers, header]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            _context.reset(token)
 
 
 def _count(scope: Scope, fields: dict[str, Any], status: int, took: float) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.routing import Route
-from starlette.testclient import TestClient
+from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from gql.app import create_app
 from gql.request_id import trace_id
@@ -355,6 +356,57 @@ def test_another_origin_gets_no_cors_answer(make_api: Callable[..., Api]) -> Non
     assert preflight.headers["x-request-id"]
     unset = make_api().client.options("/graphql", headers=PREFLIGHT)  # RUNLOG_CORS_ORIGINS unset: none
     assert "access-control-allow-origin" not in unset.headers
+
+
+def _open_websocket(client: TestClient, origin: str | None) -> int | None:
+    """Open the subscription's websocket as a page of `origin` would: the 403 refusing it, or None."""
+    headers = {} if origin is None else {"Origin": origin}
+    try:
+        with client.websocket_connect(
+            "/graphql", subprotocols=["graphql-transport-ws"], headers=headers
+        ) as ws:
+            ws.send_json({"type": "connection_init", "payload": {}})
+            assert ws.receive_json() == {"type": "connection_ack"}
+            return None
+    except WebSocketDenialResponse as refused:  # answered before the socket was accepted
+        (error,) = refused.json()["errors"]
+        assert error["extensions"]["requestId"] == refused.headers["x-request-id"]
+        assert "RUNLOG_CORS_ORIGINS" in error["message"]
+        return refused.status_code
+
+
+def test_a_websocket_from_a_page_of_another_origin_is_refused_before_it_is_accepted(
+    make_api: Callable[..., Api],
+) -> None:
+    # Browsers apply no CORS to a websocket: the service checks the Origin itself.
+    client = make_api(cors_origins=(ADMIN_FRONTEND,)).client
+    assert _open_websocket(client, "https://elsewhere.example") == 403
+    assert _open_websocket(client, ADMIN_FRONTEND) is None
+    assert _open_websocket(client, "http://testserver") is None  # the service's own page (GraphiQL)
+    assert _open_websocket(client, None) is None  # not a browser: no page to act for
+    unset = make_api().client  # RUNLOG_CORS_ORIGINS unset: no other origin at all
+    assert _open_websocket(unset, ADMIN_FRONTEND) == 403
+    assert _open_websocket(unset, "http://testserver") is None
+
+
+def test_a_real_server_refuses_another_origins_websocket_with_a_403_that_carries_an_id(
+    tables: Backend, tmp_path: Path
+) -> None:
+    with serving(tmp_path, tables.url, RUNLOG_CORS_ORIGINS=ADMIN_FRONTEND) as (base, _, _):
+        port = int(base.rsplit(":", 1)[1])
+        for origin, answer in (("https://elsewhere.example", b"403"), (ADMIN_FRONTEND, b"101")):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(
+                    b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                    b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: graphql-transport-ws\r\n"
+                    b"X-Request-Id: ws-req-1\r\nOrigin: " + origin.encode() + b"\r\n\r\n"
+                )
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += raw.recv(1)
+            assert head.startswith(b"HTTP/1.1 " + answer + b" "), head
+            assert b"\r\nx-request-id: ws-req-1\r\n" in head.lower(), head
 
 
 def test_a_wildcard_origin_is_refused_at_start_up(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.testclient import TestClient
+from starlette.testclient import TestClient, WebSocketDenialResponse
 
 from gql.app import create_app
 from gql.auth import Policy
@@ -21,12 +21,16 @@ JSON = {"Content-Type": "application/json"}
 GENERATED_ID = re.compile(r"[0-9a-f]{16}")
 
 
-def assert_json_error(response: httpx.Response, status: int, code: str, says: str) -> None:
+def assert_json_error(
+    response: httpx.Response, status: int, code: str, says: str, request_id: str | None = None
+) -> None:
     """A JSON error naming what was wrong, with the request id in the header and the body."""
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/json"), response.headers
-    request_id = response.headers["X-Request-Id"]
-    assert GENERATED_ID.fullmatch(request_id)
+    if request_id is None:
+        request_id = response.headers["X-Request-Id"]
+        assert GENERATED_ID.fullmatch(request_id)
+    assert response.headers["X-Request-Id"] == request_id
     (error,) = response.json()["errors"]
     assert error["extensions"]["code"] == code
     assert error["extensions"]["requestId"] == request_id
@@ -190,3 +194,19 @@ def test_a_huge_operation_name_is_not_echoed_back_whole(api: Api) -> None:
     assert_json_error(response, 400, "BAD_REQUEST", "Unknown operation named")
     assert len(response.content) < 2000
     assert "characters, shortened" in response.json()["errors"][0]["message"]
+
+
+def test_a_websockets_handshake_carries_the_request_id_accepted_or_refused(api: Api) -> None:
+    headers = {"X-Request-Id": "tail-req-9"}
+    with api.client.websocket_connect(
+        "/graphql", subprotocols=["graphql-transport-ws"], headers=headers
+    ) as ws:
+        assert ws.extra_headers is not None
+        assert (b"x-request-id", b"tail-req-9") in ws.extra_headers  # on the 101
+    # No websocket there: refused before it is accepted.
+    with (
+        pytest.raises(WebSocketDenialResponse) as refused,
+        api.client.websocket_connect("/elsewhere", headers=headers),
+    ):
+        pass
+    assert_json_error(refused.value, 403, "FORBIDDEN", "refused", request_id="tail-req-9")
