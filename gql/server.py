@@ -15,12 +15,14 @@ as long is cut off, its response dropped. The body is bounded by the app itself
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from . import tail
+from . import request_id, tail
 from .settings import Settings
 
 # The protocol's timeout travels on uvicorn's Config, which each worker
@@ -31,6 +33,8 @@ _CONFIG_KEY = "runlog_header_timeout"
 MAX_HEAD_BYTES = 16 * 1024
 _HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 
+log = logging.getLogger("gql.server")
+
 
 class _HeadDeadline:
     """A deadline for a request's head, mixed into uvicorn's own HTTP protocol.
@@ -40,12 +44,14 @@ class _HeadDeadline:
     minor version): `connection_made` and `data_received` (asyncio's protocol
     methods), `on_response_complete` (called once a response is sent),
     `handle_websocket_upgrade` (called when the connection becomes a
-    websocket's), and `cycle`, the request/response cycle uvicorn creates once a request's head
-    is parsed, and `transport`.
+    websocket's), `send_400_response` (uvicorn's answer to bytes it cannot
+    parse as a request), and `cycle`, the request/response cycle uvicorn
+    creates once a request's head is parsed, `server_state` and `transport`.
     """
 
     transport: asyncio.Transport
     cycle: Any
+    server_state: Any
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)  # type: ignore[call-arg]
@@ -63,11 +69,35 @@ class _HeadDeadline:
     def data_received(self, data: bytes) -> None:
         if self.head_timer is not None and self.cycle is self.waiting_since and self._head_too_big(data):
             self._stop()
-            self.send_400_response(_HEAD_TOO_BIG)  # type: ignore[attr-defined]  # closes the connection
+            self.send_400_response(_HEAD_TOO_BIG)  # closes the connection
             return
         super().data_received(data)  # type: ignore[misc]
         if self.head_timer is not None and self.cycle is not self.waiting_since:
             self._stop()  # a new request's head is complete
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer what uvicorn could not parse as a request (or a head too big) with a request id.
+
+        The app never sees such a request, so it is answered here, as the
+        app answers a 400: JSON with the id in `X-Request-Id` and the body,
+        and a log line with the id. uvicorn's own answer carried none. The
+        connection is closed after it, as uvicorn does.
+        """
+        rid = uuid.uuid4().hex[:16]  # a caller's id in a request that is not one cannot be read
+        log.info(
+            "request %s answered 400 before the app: %s", rid, msg, extra={"fields": {"request_id": rid}}
+        )
+        body = request_id.error_body(400, msg, rid)
+        head = [b"HTTP/1.1 400 Bad Request"]
+        head += [name + b": " + value for name, value in self.server_state.default_headers]
+        head += [
+            b"content-type: application/json",
+            b"content-length: " + str(len(body)).encode(),
+            request_id.HEADER + b": " + rid.encode(),
+            b"connection: close",
+        ]
+        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
+        self.transport.close()
 
     def _head_too_big(self, data: bytes) -> bool:
         """Count the bytes of the head being awaited; whether they pass MAX_HEAD_BYTES.

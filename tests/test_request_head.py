@@ -7,16 +7,19 @@ the head's bytes for both. Against a real `python -m gql serve`.
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import time
+from pathlib import Path
 
 from gql.server import MAX_HEAD_BYTES
 
 from .test_slow_clients import QUERY, connect, server, until_closed  # noqa: F401  (server: a fixture)
 
 
-def _ask(port: int, padding: int, body: bytes = QUERY) -> bytes:
-    """A complete POST whose head carries `padding` bytes of one header; the server's answer."""
+def _head(padding: int, body: bytes = QUERY) -> bytes:
+    """A complete POST whose head carries `padding` bytes of one header."""
     head = (
         b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         + b"X-Padding: "
@@ -24,8 +27,13 @@ def _ask(port: int, padding: int, body: bytes = QUERY) -> bytes:
         + b"\r\n"
         + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
     )
+    return head + body
+
+
+def _ask(port: int, padding: int, body: bytes = QUERY) -> bytes:
+    """The server's answer to `_head(padding, body)`."""
     with connect(port) as conn:
-        conn.sendall(head + body)  # one write: the body arrives with the head
+        conn.sendall(_head(padding, body))  # one write: the body arrives with the head
         return until_closed(conn)
 
 
@@ -51,3 +59,22 @@ def test_a_head_sent_in_pieces_is_counted_across_them(server: int) -> None:  # n
             time.sleep(0.05)  # each piece its own read on the server
         answer = until_closed(conn)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+
+
+def test_bytes_that_are_not_a_request_get_a_json_400_with_a_request_id_that_is_logged(
+    server: int,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    # Answered by the server before the app, which never sees them: a head over
+    # the bound, and bytes uvicorn's parser cannot read as HTTP at all.
+    for sent in (b"NOT HTTP AT ALL\r\n\r\n", _head(MAX_HEAD_BYTES + 1024)):
+        with connect(server) as conn:
+            conn.sendall(sent)
+            answer = until_closed(conn)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), answer[:200]
+        (request_id,) = re.findall(rb"\r\nx-request-id: ([0-9a-f]{16})\r\n", head.lower() + b"\r\n")
+        (error,) = json.loads(body)["errors"]
+        assert error["extensions"] == {"code": "BAD_REQUEST", "requestId": request_id.decode()}
+        logged = (tmp_path / "serve.log").read_text()
+        assert f"request {request_id.decode()} answered 400" in logged
