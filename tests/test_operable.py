@@ -152,6 +152,35 @@ def test_metrics_count_refused_requests_and_graphql_errors_by_operation(api: Api
         )
 
 
+def test_open_subscriptions_and_waiting_long_polls_are_gauged(api: Api) -> None:
+    client = api.client
+    assert write(client, "note", {"text": "before"}) is True
+    page = "query P($before: String) { runLog(runId: 5, before: $before, wait: 30) { nodes { id } } }"
+    first = "{ runLog(runId: 5) { pageInfo { startCursor } } }"
+    cursor = api.data(first)["runLog"]["pageInfo"]["startCursor"]
+    tail = "subscription { runLogTail(runId: 5) { id } }"
+    with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
+        ws.send_json({"type": "connection_init", "payload": {}})
+        assert ws.receive_json() == {"type": "connection_ack"}
+        ws.send_json({"type": "subscribe", "id": "1", "payload": {"query": tail}})
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(api.data, page, {"before": cursor})  # waits for a newer line
+            deadline = time.monotonic() + 30
+            while value(scrape(client), "runlog_long_polls_waiting") < 1:
+                assert not waiting.done(), waiting.result()
+                assert time.monotonic() < deadline, "the long poll never waited"
+                time.sleep(0.05)
+            samples = scrape(client)
+            assert value(samples, "runlog_subscriptions_open") == 1
+            assert value(samples, "runlog_long_polls_waiting") == 1
+            assert write(client, "note", {"text": "after"}) is True  # answers the long poll
+            assert len(waiting.result(timeout=30)["runLog"]["nodes"]) == 1
+        assert ws.receive_json()["type"] == "next"
+        ws.send_json({"type": "complete", "id": "1"})
+    samples = scrape(client)
+    assert value(samples, "runlog_long_polls_waiting") == 0
+
+
 def test_the_sweepers_ticks_and_the_lines_it_prunes_are_counted(
     tables: Backend, make_api: Callable[..., Api]
 ) -> None:

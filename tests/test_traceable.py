@@ -97,6 +97,16 @@ def test_the_graphiql_page_and_healthz_carry_a_request_id(api: Api) -> None:
     assert GENERATED_ID.fullmatch(api.client.get("/healthz").headers["X-Request-Id"])
 
 
+def test_metrics_liveness_readiness_and_graphiqls_files_carry_a_request_id(api: Api) -> None:
+    page = api.client.get("/graphql", headers={"Accept": "text/html"}).text
+    script = re.search(r'src="[^"]*(graphiql/[^"]+[.]js)"', page)
+    assert script is not None, page[:2000]
+    for path in ("/metrics", "/livez", "/readyz", f"/{script.group(1)}"):
+        response = api.client.get(path, headers={"X-Request-Id": "probe-7"})
+        assert response.status_code == 200, path
+        assert response.headers["X-Request-Id"] == "probe-7", path
+
+
 def test_an_unhandled_exception_is_a_json_500_with_the_request_id_logged(
     tables: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
