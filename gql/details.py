@@ -28,9 +28,7 @@ import enum
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar, Union
-
-from typing_extensions import NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypeVar, Union
 
 import pydantic
 import strawberry
@@ -42,6 +40,9 @@ from strawberry.types.base import (
     get_object_definition,
 )
 from strawberry.types.enum import StrawberryEnumDefinition
+
+# pydantic reads a TypedDict only from typing_extensions before Python 3.12.
+from typing_extensions import TypedDict
 
 from .kinds import Kind
 
@@ -650,12 +651,16 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
         else:
             if not isinstance(default, _IMMUTABLE):
                 # Shared by every line read without the field.
-                raise TypeError(f"{definition.name}.{field.python_name}: a stored field's default must be immutable")
+                raise TypeError(
+                    f"{definition.name}.{field.python_name}: a stored field's default must be immutable"
+                )
             defaults[field.python_name] = default
             readable[field.python_name] = NotRequired[annotated]
         write_type, _ = _pydantic_type(field.type, True, codecs)
         writable[field.python_name] = (write_type, pydantic.Field(default, alias=alias))
-    reader: Any = TypedDict(f"{definition.name}Read", readable)  # type: ignore[operator]
+    # A TypedDict made from a name and fields at run time (typing's functional form).
+    make_typed_dict: Any = TypedDict
+    reader = make_typed_dict(f"{definition.name}Read", readable)
     reader.__pydantic_config__ = pydantic.ConfigDict(extra="ignore", strict=True)
     writer = pydantic.create_model(
         f"{definition.name}Write",
