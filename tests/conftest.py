@@ -240,8 +240,8 @@ def free_port() -> int:
         return port
 
 
-def wait_until_healthy(base_url: str, server: subprocess.Popen[str], timeout: float = 30) -> None:
-    """Wait for a started `python -m gql serve` to answer /healthz with 200."""
+def wait_until_healthy(base_url: str, server: subprocess.Popen[str], timeout: float = 90) -> None:
+    """Wait for a started `python -m gql serve` to answer /healthz with 200 (generous: CI may be loaded)."""
     deadline = time.monotonic() + timeout
     while True:
         assert server.poll() is None, server.stdout.read() if server.stdout else "the server exited"

@@ -343,7 +343,7 @@ def served(tmp_path: Path) -> Iterator[int]:
     server = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 90  # generous: CI may be loaded
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
         time.sleep(0.05)

@@ -74,7 +74,7 @@ def write(client: httpx.Client | TestClient, kind: str, detail: Any, **headers: 
 
 @contextmanager
 def serving(
-    tmp_path: Path, url: str, *args: str, port: int | None = None, start_within: float = 30, **env: str
+    tmp_path: Path, url: str, *args: str, port: int | None = None, start_within: float = 90, **env: str
 ) -> Iterator[tuple[str, subprocess.Popen[str], Path]]:
     """`python -m gql serve` on this checkout's code and `url`; its output in a file, returned too."""
     port = port or free_port()
