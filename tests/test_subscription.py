@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.websockets import WebSocketDisconnect
 
-from .conftest import Api
+from .conftest import UNHURRIED_WRITE_TIMEOUT, Api
 
 READER = "reader-token-0123456789"
 WRITER = "writer-token-0123456789"
@@ -72,6 +72,16 @@ class Socket:
 
     def close(self) -> None:
         self.ws.__exit__(None, None, None)
+
+
+@pytest.fixture
+def make_api(make_api: Callable[..., Api]) -> Callable[..., Api]:
+    """conftest's, with writes given the most time the service allows: their deadline is not tested here."""
+
+    def make(**overrides: Any) -> Api:
+        return make_api(**{"write_timeout": UNHURRIED_WRITE_TIMEOUT, **overrides})
+
+    return make
 
 
 @pytest.fixture
