@@ -26,7 +26,7 @@ from gql.app import create_app
 from gql.settings import Settings
 from gql.store import ANSWER_GRACE_SECONDS
 
-from .conftest import ADMIN, MARIADB_URL, Api, Backend
+from .conftest import ADMIN, MARIADB_URL, SLACK, Api, Backend
 from .faultproxy import FaultProxy
 from .leaks import assert_clean_errors
 
@@ -36,10 +36,6 @@ READ = "{ runLog(runId: 1, limit: 100) { nodes { id detail { ... on NoteDetail {
 PRUNE = 'mutation { pruneTerminal(before: "2026-01-01T00:00:00Z") }'
 REFUSED = "the database refused or dropped the connection"
 SILENT = "the database did not answer in time"
-# Seconds a bounded answer may come past the bound it is held to on a loaded
-# machine (a CI runner shares its cores): a bound is about the answer coming
-# at all, by its own timeout rather than never; how fast is bench/'s to say.
-SLACK = 5.0
 
 
 def timed(call: Callable[[], T]) -> tuple[T, float]:
