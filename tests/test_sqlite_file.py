@@ -172,9 +172,11 @@ def test_a_writer_waits_for_the_lock_as_long_as_the_write_timeout_allows(tmp_pat
         holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock for 2.5 s
         release = threading.Timer(2.5, holder.execute, ("COMMIT",))
+        # From before the timer starts: measured after, a loaded machine could
+        # start the clock late and see less than the wait.
+        started = time.monotonic()
         release.start()
         try:
-            started = time.monotonic()
             assert api.write(1, "note", {"text": "after a wait"})
             assert time.monotonic() - started >= 2.4  # it did wait for the lock
         finally:

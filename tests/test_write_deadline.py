@@ -24,7 +24,9 @@ import pymysql
 import pytest
 import sqlalchemy as sa
 
-from .conftest import MARIADB_URL, Api, Backend
+from gql.store import ANSWER_GRACE_SECONDS
+
+from .conftest import MARIADB_URL, SLACK, Api, Backend
 from .faultproxy import FaultProxy
 
 
@@ -103,8 +105,10 @@ def test_under_a_locked_table_false_lines_are_absent_and_true_lines_stored_once(
     for text, answer, seconds in answers:
         detail = f'{{"text":"{text}"}}'
         assert stored.get(detail, 0) == (1 if answer else 0), (text, answer, stored)
-        # Answered within the deadline, plus the grace for the database's answer.
-        assert seconds < 3.0 + 1.0 + 0.5, (text, seconds)
+        # Answered within the deadline, plus the grace for the database's answer
+        # (and slack for a loaded machine: that no line waits past its deadline
+        # for the lock is proven by the next test's answers, not by a time).
+        assert seconds < 3.0 + ANSWER_GRACE_SECONDS + SLACK, (text, seconds)
     assert not all(answer for _, answer, _ in answers)  # the lock was felt
     assert any(answer for _, answer, _ in answers)  # and lines written after it are stored
 
@@ -114,13 +118,15 @@ def test_a_line_has_one_deadline_for_the_queue_and_the_insert(
 ) -> None:
     api = make_api(write_timeout=1.0)
     assert api.write(1, "note", {"text": "warm"})
-    with caplog.at_level(logging.WARNING, logger="gql"), locked(tables, 2.5):
+    # The lock outlasts every line's deadline (the last starts at 0.5 s) by
+    # 2.5 s: a line that waited for the lock instead would be stored, `true`.
+    with caplog.at_level(logging.WARNING, logger="gql"), locked(tables, 4.0):
         answers = staggered(api, lines=6, every=0.1)
     time.sleep(1.5)
     stored = counts(tables)
     assert [answer for _, answer, _ in answers] == [False] * 6
     assert all(stored.get(f'{{"text":"{text}"}}', 0) == 0 for text, _, _ in answers)
-    assert all(seconds < 1.0 + 1.0 + 0.5 for _, _, seconds in answers)
+    assert all(seconds < 1.0 + ANSWER_GRACE_SECONDS + SLACK for _, _, seconds in answers)
     messages = [r.getMessage() for r in caplog.records if "not stored" in r.getMessage()]
     assert len(messages) == 6
     assert not any("outcome unknown" in m for m in messages)
