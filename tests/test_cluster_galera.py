@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -29,7 +26,8 @@ from gql import retention
 from gql.db import create_engine, metadata
 from gql.settings import Settings
 
-from .conftest import ADMIN, free_port, wait_until_healthy
+from . import serving
+from .conftest import ADMIN
 from .test_subscription_live import next_line, open_tail
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,48 +105,29 @@ def test_only_one_sweeper_in_the_cluster_holds_the_sweep_lock_at_a_time(tables: 
     assert asyncio.run(main()) == 1
 
 
-def _serve(url: sa.URL, **env: str) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gql", "serve", "--port", str(port)],
-        env={
-            **os.environ,
-            "RUNLOG_DATABASE_URL": url.render_as_string(hide_password=False),
-            "RUNLOG_LOG_LEVEL": "WARNING",
-            **env,
-        },
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-    )
-    return server, f"http://127.0.0.1:{port}"
-
-
-def _stop(servers: list[tuple[subprocess.Popen[str], str]]) -> None:
-    for server, _ in servers:
-        server.send_signal(signal.SIGTERM)
-    for server, _ in servers:
-        try:
-            server.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.communicate()
-
-
-Services = list[tuple[subprocess.Popen[str], str]]
+Services = list[serving.Server]
 
 
 @pytest.fixture(scope="module")
-def services(tables: list[sa.URL]) -> Iterator[Services]:
+def services(tables: list[sa.URL], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     """A service process on each node, as replicas behind a balancer would be, for the whole module."""
-    servers = [_serve(url, RUNLOG_ADMIN_TOKEN=ADMIN) for url in tables]
+    folder = tmp_path_factory.mktemp("services")
+    servers = [
+        serving.start(
+            folder,
+            url.render_as_string(hide_password=False),
+            f"node{i}",
+            RUNLOG_ADMIN_TOKEN=ADMIN,
+            RUNLOG_LOG_LEVEL="WARNING",
+        )
+        for i, url in enumerate(tables)
+    ]
     try:
-        for server, base in servers:
-            wait_until_healthy(base, server, timeout=90)
+        for server in servers:  # started together, waited for in turn
+            serving.wait_until_healthy(server)
         yield servers
     finally:
-        _stop(servers)
+        serving.stop(*servers)
 
 
 def _write_note(base: str, run_id: int, text: str) -> object:
@@ -172,7 +151,7 @@ def test_writes_through_every_node_are_stored_exactly_once(tables: list[sa.URL],
     answers: dict[str, object] = {}
 
     def write(i: int) -> None:
-        answers[f"note {i}"] = _write_note(services[i % 3][1], 7, f"note {i}")
+        answers[f"note {i}"] = _write_note(services[i % 3].base, 7, f"note {i}")
 
     with ThreadPoolExecutor(max_workers=12) as pool:
         list(pool.map(write, range(150)))
@@ -219,7 +198,7 @@ def test_prunes_sent_through_every_node_at_once_all_answer_and_keep_live_runs(
         nonlocal deleted
         while True:
             body = httpx.post(
-                f"{services[i % 3][1]}/graphql",
+                f"{services[i % 3].base}/graphql",
                 json={"query": PRUNE, "variables": {"before": "2021-01-01T00:00:00Z"}},
                 headers={"Authorization": f"Bearer {ADMIN}"},
                 timeout=60,
@@ -289,7 +268,7 @@ def test_one_key_written_through_two_nodes_at_once_is_stored_once_and_both_hear_
         node, i = args
         barrier.wait()
         body = httpx.post(
-            f"{services[node][1]}/graphql",
+            f"{services[node].base}/graphql",
             json={"query": KEYED, "variables": {"runId": "11", "key": f"k{i}", "text": f"keyed {i}"}},
             timeout=30,
         ).json()
@@ -312,7 +291,7 @@ def test_a_reader_on_one_node_following_newer_pages_gets_every_line_written_thro
     tables: list[sa.URL], services: Services
 ) -> None:
     """Ids interleave by node and commits land late; `before` pages with the long poll still miss nothing."""
-    writers, reader = [services[0][1], services[2][1]], services[1][1]
+    writers, reader = [services[0].base, services[2].base], services[1].base
     delivered: list[str] = []
 
     def write(i: int) -> None:
@@ -350,7 +329,7 @@ def test_a_tail_on_one_node_delivers_every_line_written_through_the_others_once(
     tables: list[sa.URL], services: Services
 ) -> None:
     """runLogTail on node 2 while two writers write through nodes 1 and 3: every line, once."""
-    writers, reader = [services[0][1], services[2][1]], services[1][1]
+    writers, reader = [services[0].base, services[2].base], services[1].base
     first = _write_note(writers[0], 13, "first")
     assert first == {"data": {"writeRunLog": True}}, first
     start = httpx.post(

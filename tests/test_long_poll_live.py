@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from .conftest import Backend
-from .test_subscription_live import PATIENCE, serving
+from .serving import serving
+from .test_subscription_live import PATIENCE
 
 PAGE = """query P($before: String, $wait: Int) { runLog(runId: 7, before: $before, wait: $wait, limit: 10) {
   nodes { id detail { ... on NoteDetail { text } } } pageInfo { startCursor } } }"""

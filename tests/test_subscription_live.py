@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,39 +22,14 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from .conftest import Backend, free_port, wait_until_healthy
+from .conftest import Backend
+from .serving import serving
 
-ROOT = Path(__file__).resolve().parent.parent
 TAIL = (
     "subscription T($runId: ID!, $since: String) { runLogTail(runId: $runId, since: $since) {"
     " id cursor detail { ... on NoteDetail { text } } } }"
 )
 PATIENCE = 60  # seconds: any wait this long is a failure, not a slow machine
-
-
-@contextmanager
-def serving(
-    tmp_path: Path, url: str, name: str = "serve", **env: str
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`python -m gql serve` on this checkout's code and `url`; its output in `<name>.log`."""
-    port = free_port()
-    with (tmp_path / f"{name}.log").open("w") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gql", "serve", "--port", str(port)],
-            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=tmp_path,
-        )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until_healthy(base, server)
-        yield base, server
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
 
 
 @contextmanager
