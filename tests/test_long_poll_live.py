@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,15 @@ def call(base: str, query: str, **variables: Any) -> dict[str, Any]:
     body: dict[str, Any] = response.json()
     assert "errors" not in body, body
     return body["data"]
+
+
+def waiting_now(base: str, count: int) -> None:
+    """Wait until the server's /metrics counts `count` runLog calls waiting for a newer line."""
+    deadline = time.monotonic() + PATIENCE
+    wanted = f"runlog_long_polls_waiting {float(count)}"
+    while wanted not in httpx.get(f"{base}/metrics", timeout=PATIENCE).text.splitlines():
+        assert time.monotonic() < deadline, f"{count} calls were not waiting within {PATIENCE}s"
+        time.sleep(0.05)
 
 
 def start_cursor(base: str) -> str:
@@ -73,9 +83,10 @@ def test_a_server_asked_to_stop_answers_its_waiting_calls_at_once(tables: Backen
         ]
         for thread in waiting:
             thread.start()
-        # Each call is waiting once the server has read its empty page; the
-        # server's log says nothing of it, so wait for the 30 s to be under way.
-        threading.Event().wait(1.0)
+        # Each call is waiting once the server counts it (a fixed pause of 1 s
+        # may be too short on a loaded machine, and a call sent after the
+        # SIGTERM is refused, not answered).
+        waiting_now(base, 3)
         server.send_signal(signal.SIGTERM)
         # Well before their 30 s: each answered with its empty page and the cursor it sent.
         for thread in waiting:
