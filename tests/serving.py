@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from .conftest import free_port
+from .conftest import UNHURRIED_WRITE_TIMEOUT, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # Seconds for a server to answer /healthz once started: generous, since CI may be loaded.
@@ -40,7 +40,12 @@ class Server:
 
 
 def start(folder: Path, url: str, name: str = "serve", *args: str, **env: str) -> Server:
-    """Start `python -m gql serve` on `url` (RUNLOG_DATABASE_URL) and `env`; not waited for."""
+    """Start `python -m gql serve` on `url` (RUNLOG_DATABASE_URL) and `env`; not waited for.
+
+    Writes get the most time the service allows (RUNLOG_WRITE_TIMEOUT 4.5 s)
+    unless `env` says otherwise: no test here is about their deadline.
+    """
+    env = {"RUNLOG_WRITE_TIMEOUT": str(UNHURRIED_WRITE_TIMEOUT), **env}
     port = free_port()
     log = folder / f"{name}.log"
     with log.open("w") as out:
