@@ -97,7 +97,7 @@ def test_a_commit_whose_answer_was_lost_then_retried_with_its_key_is_stored_once
             assert told is False  # the caller was told false...
             assert "outcome unknown" in caplog.text
             proxy.recover()
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30  # generous: a wait for the commit, not a speed
             while (1, '{"text":"committed, answer lost"}') not in lines(mariadb):
                 assert time.monotonic() < deadline, "the commit never landed"
                 time.sleep(0.1)
