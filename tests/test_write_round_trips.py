@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from gql import writes
 from gql.app import create_app
 
-from .conftest import MARIADB_URL, Api, Backend
+from .conftest import MARIADB_URL, UNHURRIED_WRITE_TIMEOUT, Api, Backend
 from .faultproxy import FaultProxy
 
 pytestmark = pytest.mark.mariadb
@@ -54,7 +54,7 @@ def test_a_write_is_one_insert_with_its_bound_and_nothing_else(mariadb: Backend)
 
 def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(mariadb: Backend) -> None:
     mariadb.create_tables()
-    with TestClient(create_app(mariadb.settings(write_timeout=4.0))) as client:
+    with TestClient(create_app(mariadb.settings(write_timeout=UNHURRIED_WRITE_TIMEOUT))) as client:
         api = Api(client)
         assert api.write(7, "note", {"text": "warm"})
         locker = _connect(mariadb)
@@ -81,7 +81,13 @@ def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(
         thread.start()
         with ThreadPoolExecutor(20) as pool:
             sent = [pool.submit(api.write, 7, "note", {"text": f"line {i}"}) for i in range(20)]
-            time.sleep(1.0)
+            # Held until the bound's batches are at the lock (a fixed 1 s could
+            # pass before they got there on a loaded machine), and 0.5 s more
+            # for any batch past the bound to show.
+            deadline = time.monotonic() + 30
+            while max(seen, default=0) < writes.IN_FLIGHT and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)
             with locker.cursor() as cur:
                 cur.execute("UNLOCK TABLES")
             answers = [future.result() for future in sent]
