@@ -28,7 +28,7 @@ from runlog_client_async.fragments import RunLogLineFieldsDetailNoteDetail as As
 from gql import demo
 from gql.app import create_app
 
-from .conftest import Backend, wait_until_healthy
+from .conftest import UNHURRIED_WRITE_TIMEOUT, Backend, wait_until_healthy
 
 WRITER = "writer-token-0123456789"
 
@@ -44,7 +44,7 @@ def _free_socket() -> socket.socket:
 def live_url(tables: Backend) -> Iterator[str]:
     """The app under uvicorn on a free port, with the demo loaded (and a writer token set)."""
     asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True))
-    app = create_app(tables.settings(writer_tokens=(WRITER,)))
+    app = create_app(tables.settings(writer_tokens=(WRITER,), write_timeout=UNHURRIED_WRITE_TIMEOUT))
     sock = _free_socket()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

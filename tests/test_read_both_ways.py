@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
-from .conftest import Api, Backend
+from .conftest import UNHURRIED_WRITE_TIMEOUT, Api, Backend
 from .test_page_bytes import recorded_statements
 
 LATE = "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (7, 'note', '{\"text\": \"late\"}', :at)"
@@ -27,6 +28,17 @@ query P($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String, $before
   }
 }
 """
+
+
+@pytest.fixture
+def make_api(make_api: Any) -> Any:
+    """conftest's, with writes given the most time the service allows: writes run
+    here while long polls wait, and their deadline is not what is tested."""
+
+    def make(**overrides: Any) -> Api:
+        return make_api(**{"write_timeout": UNHURRIED_WRITE_TIMEOUT, **overrides})
+
+    return make
 
 
 def page(api: Api, **variables: Any) -> dict[str, Any]:
