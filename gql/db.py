@@ -7,6 +7,7 @@ equal to this model. Tests create them from here directly, which is faster.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import sqlite3
@@ -17,6 +18,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# pymysql is aiomysql's own base: its converters are what aiomysql's `conv` takes.
+from pymysql.constants import FIELD_TYPE
+from pymysql.converters import convert_datetime, decoders
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -203,6 +207,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         # a TIMESTAMP column in an existing database is not shifted either.
         "init_command": "SET time_zone = '+00:00'",
         "charset": "utf8mb4",
+        "conv": _DECODERS,
     }
     # One round trip where one will do. Connections autocommit, so a read is
     # its statement alone and a write commits with its INSERT: no COMMIT, no
@@ -229,6 +234,38 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
     event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, engine.sync_engine))
     event.listen(engine.sync_engine, "connect", _galera_causal_reads)
     return engine
+
+
+def mariadb_datetime(value: Any) -> Any:
+    """A DATETIME or TIMESTAMP as MariaDB sends it, read as pymysql's `convert_datetime` reads it.
+
+    pymysql matches a regular expression and calls int() seven times: 3.1 to
+    4.3 us a value, against 0.3 us here (timeit, three runs), on the `at` of
+    every line of every page: 6 to 8 ms of a 2,000-line page's CPU.
+    Only the shape MariaDB sends (`2026-02-01 12:00:00[.ffffff]`) is read
+    here; anything else, and anything fromisoformat reads differently (an
+    offset, a date it refuses such as a zero date), is pymysql's to read, so
+    the answer is the same (tests/test_db_converters.py).
+    """
+    if (
+        type(value) is str
+        and 19 <= len(value) <= 26
+        and value[10] == " "
+        and (len(value) == 19 or value[19] == ".")
+    ):
+        try:
+            read = _FROM_ISO(value)
+        except ValueError:
+            pass
+        else:
+            if read.tzinfo is None:
+                return read
+    return convert_datetime(value)
+
+
+_FROM_ISO = datetime.datetime.fromisoformat
+# aiomysql's decoders (its `conv`: decoders only, its encoders are its own).
+_DECODERS = {**decoders, FIELD_TYPE.DATETIME: mariadb_datetime, FIELD_TYPE.TIMESTAMP: mariadb_datetime}
 
 
 def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
