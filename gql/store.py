@@ -714,9 +714,15 @@ def page_cursors(
     cursors = [""] * len(lines)
     # From the page's end up: line i's window is the recent lines from it to the end.
     text = _WindowText(settled, floor)
+    # Lines read from the database hold aware times: compared as they are,
+    # rather than made naive one by one (a new datetime for every line).
+    settled_utc = settled.replace(tzinfo=datetime.UTC)
     for i in range(len(lines) - 1, -1, -1):
         line = lines[i]
-        recent = line.position is None and _naive(line.at) >= settled
+        at = line.at
+        recent = line.position is None and (
+            at >= settled_utc if at.tzinfo is datetime.UTC else _naive(at) >= settled
+        )
         if recent:
             text.add(line.id, _naive(line.at))
         if i in wanted:
