@@ -1263,7 +1263,11 @@ async def _insert_raw_once(
     The same bounds, in the same order, and the same account of a failure
     (`_failed`); what it skips is SQLAlchemy's `AsyncConnection` around the
     pooled connection (its start, the autocommit check through it, its
-    close: each a greenlet round trip), as the reads do (`_read_raw`). A
+    close: each a greenlet round trip), as the reads do (`_read_raw`). The
+    driver's connection inside an `AsyncConnection` bought 1.07 to 1.19x less
+    CPU per WriteNote, 8 at a time; taking it from the pool without one took
+    2024 us of server CPU per WriteNote down to 1633 (8 clients over HTTP,
+    8 alternating rounds against the floor, load average 3.6 to 4.2). A
     connection taken from the pool autocommits (db.create_engine); one that
     does not is put back and the write goes through SQLAlchemy, which sets
     autocommit for it. A disconnect invalidates the connection and marks the
