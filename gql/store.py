@@ -1261,7 +1261,7 @@ async def _insert_raw_once(
     """`_bounded_once` for `insert_lines` on MariaDB, on the pool's own aiomysql connection.
 
     The same bounds, in the same order, and the same account of a failure
-    (`_failed`); what it skips is SQLAlchemy's `AsyncConnection` around the
+    (`_account`); what it skips is SQLAlchemy's `AsyncConnection` around the
     pooled connection (its start, the autocommit check through it, its
     close: each a greenlet round trip), as the reads do (`_read_raw`). The
     driver's connection inside an `AsyncConnection` bought 1.07 to 1.19x less
