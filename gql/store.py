@@ -1046,6 +1046,21 @@ def _compiled_raw(
     return _RawStatement(compiled.string, tuple(sources))
 
 
+async def _raw_checkout(engine: AsyncEngine) -> Any:
+    """The pool's own connection (`AsyncEngine.raw_connection`), failing as engine.connect() fails."""
+    dialect = engine.dialect
+    try:
+        return await engine.raw_connection()
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa_exc.DBAPIError.instance(
+            None,
+            None,
+            exc,
+            dialect.loaded_dbapi.Error,
+            connection_invalidated=dialect.is_disconnect(exc, None, None),
+        ) from exc
+
+
 async def _read_raw(
     engine: AsyncEngine, raw: _RawStatement, values: dict[str, Any] | None, spans: tracing.SqlSpans | None
 ) -> Sequence[Any]:
@@ -1071,16 +1086,7 @@ async def _read_raw(
         else None
     )
     dialect = engine.dialect
-    try:
-        pooled = await engine.raw_connection()
-    except dialect.loaded_dbapi.Error as exc:  # no connection: raised as engine.connect() raises it
-        raise sa_exc.DBAPIError.instance(
-            None,
-            None,
-            exc,
-            dialect.loaded_dbapi.Error,
-            connection_invalidated=dialect.is_disconnect(exc, None, None),
-        ) from exc
+    pooled = await _raw_checkout(engine)
     # Back to the pool in a greenlet: a connection past the pool's size is
     # closed there, which the async driver does only inside one.
     put_back: Callable[[], None] = pooled.close
@@ -1281,16 +1287,7 @@ async def _insert_raw_once(
     try:
         async with asyncio.timeout_at(deadline + ANSWER_GRACE_SECONDS):
             async with asyncio.timeout_at(deadline):
-                try:
-                    pooled = await engine.raw_connection()
-                except dialect.loaded_dbapi.Error as exc:  # as engine.connect() raises it
-                    raise sa_exc.DBAPIError.instance(
-                        None,
-                        None,
-                        exc,
-                        dialect.loaded_dbapi.Error,
-                        connection_invalidated=dialect.is_disconnect(exc, None, None),
-                    ) from exc
+                pooled = await _raw_checkout(engine)
             # Back to the pool in a greenlet: a connection past the pool's
             # size is closed there, which the async driver does only inside one.
             put_back: Callable[[], None] = pooled.close
