@@ -3,7 +3,8 @@
 Each runs this checkout's code (PYTHONPATH) in `folder`, its output in
 `<folder>/<name>.log` (a file, never a pipe no one reads: a full pipe would
 stall the server). Shared by the live tests (tests/test_subscription_live.py,
-tests/test_long_poll_live.py) and the cluster's (tests/test_cluster_galera.py).
+tests/test_long_poll_live.py), the cluster's (tests/test_cluster_galera.py)
+and tests/test_operable.py's.
 """
 
 from __future__ import annotations
@@ -39,14 +40,24 @@ class Server:
         return self.log.read_text() if self.log.exists() else ""
 
 
-def start(folder: Path, url: str, name: str = "serve", *args: str, **env: str) -> Server:
+def start(
+    folder: Path,
+    url: str,
+    name: str = "serve",
+    *args: str,
+    port: int | None = None,
+    unhurried: bool = True,
+    **env: str,
+) -> Server:
     """Start `python -m gql serve` on `url` (RUNLOG_DATABASE_URL) and `env`; not waited for.
 
-    Writes get the most time the service allows (RUNLOG_WRITE_TIMEOUT 4.5 s)
-    unless `env` says otherwise: no test here is about their deadline.
+    With `unhurried`, writes get the most time the service allows
+    (RUNLOG_WRITE_TIMEOUT 4.5 s) unless `env` says otherwise: no test here is
+    about their deadline. `port` is a free one unless given.
     """
-    env = {"RUNLOG_WRITE_TIMEOUT": str(UNHURRIED_WRITE_TIMEOUT), **env}
-    port = free_port()
+    if unhurried:
+        env = {"RUNLOG_WRITE_TIMEOUT": str(UNHURRIED_WRITE_TIMEOUT), **env}
+    port = port or free_port()
     log = folder / f"{name}.log"
     with log.open("w") as out:
         process = subprocess.Popen(

@@ -32,6 +32,8 @@ from gql.request_id import trace_id
 from gql.settings import Settings, SettingsError
 
 from .conftest import Api, Backend, free_port, wait_until_healthy
+from .serving import start, stop
+from .serving import wait_until_healthy as wait_for_health
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITE = (
@@ -78,28 +80,12 @@ def serving(
 ) -> Iterator[tuple[str, subprocess.Popen[str], Path]]:
     """`python -m gql serve` on this checkout's code and `url`; its output in a file, returned too."""
     port = port or free_port()
-    logged = tmp_path / f"serve-{port}.log"
-    with logged.open("w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "gql", "serve", "--port", str(port), *args],
-            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNLOG_DATABASE_URL": url, **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=tmp_path,
-        )
-    base = f"http://127.0.0.1:{port}"
+    server = start(tmp_path, url, f"serve-{port}", *args, port=port, unhurried=False, **env)
     try:
-        wait_until_healthy(base, server, timeout=start_within)
-        yield base, server, logged
+        wait_for_health(server, within=start_within)
+        yield server.base, server.process, server.log
     finally:
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        stop(server)
 
 
 # ── /metrics ─────────────────────────────────────────────────────────────────
