@@ -634,9 +634,10 @@ def _start_up_frozen() -> Iterator[None]:
     older generations' collections. A page makes thousands of short-lived
     containers, nearly all freed by reference counting, and the youngest
     generation was collected every 700 of them: every 10,000 instead. Together
-    they took 1.10x less CPU per 50-line RunLog page (1.763 against 1.937 ms,
-    medians of 6 alternating rounds of 8 clients, `python -m gql serve` with
-    and without, MariaDB, bench's data; /proc CPU time). Undone when the last
+    they took 1.10x less CPU per 50-line RunLog page (1.763 against 1.937 ms)
+    and 1.33x less per 2,000-line page (41.5 against 55.1 ms): medians of
+    alternating rounds of 8 clients, `python -m gql serve` with and without,
+    MariaDB, bench's data, /proc CPU time. Undone when the last
     app of the process stops, so a process that starts many apps one after
     another (the tests) collects each one's cycles once it has stopped.
     """
