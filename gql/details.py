@@ -275,7 +275,7 @@ class RunBlockedDetail:
     )
     concurrency_key: str = strawberry.field(description="The key both runs need (`invasion:Yew`).")
     # Plain data, filled in by the page's resolver with one batched lookup
-    # (schema.attach_blocking_runs) when the query selects it: an async
+    # (schema.RunLogPage.blocking_run) when the query selects it: an async
     # resolver per line would keep the page off the compiled plan
     # (fastpath.py). An exception in its place is the lookup's failure, which
     # graphql-core raises at this field alone: the line stays on its page.
@@ -570,6 +570,17 @@ class _Codec:
     writer: type[pydantic.BaseModel]  # refuses extra keys
     build: Callable[[dict[str, Any]], Any]  # the reader's dict to the strawberry type
     read_json: Callable[[str | bytes], dict[str, Any]]  # pydantic-core's own, no wrapper
+    # How `build` takes each stored field from the reader's dict, by Python
+    # name: what the compiled plan (gql/fastpath.py) does in its place.
+    stored: dict[str, StoredField]
+
+
+@dataclass(frozen=True)
+class StoredField:
+    """One stored field of a detail type, as read: its default, if it may be left out, and its conversion."""
+
+    default: Any  # `...` when the field is required
+    convert: Callable[[Any], Any] | None  # None when pydantic's value is served as it is
 
 
 def _graphql_name(field: Any) -> str:
@@ -672,6 +683,9 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
     # are touched, the rest are passed on as pydantic left them.
     converters = tuple((name, fn) for name, fn in builders.items() if fn is not _same)
     every = len(builders)
+    stored = {
+        name: StoredField(defaults.get(name, ...), None if fn is _same else fn) for name, fn in builders.items()
+    }
 
     def construct(values: dict[str, Any]) -> Any:
         if len(values) != every:
@@ -681,7 +695,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
         return tp(**values)
 
     read_json = pydantic.TypeAdapter(reader).validator.validate_json
-    codec = _Codec(reader=reader, writer=writer, build=construct, read_json=read_json)
+    codec = _Codec(reader=reader, writer=writer, build=construct, read_json=read_json, stored=stored)
     codecs[tp] = codec
     return codec
 
@@ -696,6 +710,11 @@ _BY_KIND: dict[Kind, _Codec] = {kind: _codec(tp, _codecs) for kind, tp in DETAIL
 _READERS: dict[str, tuple[Callable[[Any], Any], Callable[[str | bytes], Any]]] = {
     kind.value: (codec.build, codec.read_json) for kind, codec in _BY_KIND.items()
 }
+
+
+def stored_fields(tp: type) -> dict[str, StoredField]:
+    """The stored fields of detail type `tp` (or of a type a detail holds), by Python name."""
+    return _codecs[tp].stored
 
 
 def _describe(error: pydantic.ValidationError) -> str:
@@ -791,6 +810,29 @@ def read_detail(kind_name: str, text: str | bytes | None) -> Any:
         return _unreadable(text, f"does not fit {kind_name}: {_describe(exc)}")
     except (ValueError, OverflowError) as exc:  # a datetime out of range, say
         return _unreadable(text, f"does not fit {kind_name}: {exc}")
+
+
+def read_values(kind_name: str, text: str | bytes | None) -> dict[str, Any] | UnreadableDetail | None:
+    """As `read_detail`, but a detail that fits comes back as the values pydantic read, not yet built.
+
+    A dict by Python field name, with no default filled in and nothing
+    converted (`stored_fields` says how): the compiled plan (gql/fastpath.py)
+    serves it straight, without making the strawberry object. A conversion
+    that fails there (a date past year 9999 once in UTC) makes the plan hand
+    the page to graphql-core, whose lines are read by `read_detail`.
+    """
+    if text is None:
+        return None
+    read = _READERS.get(kind_name)
+    if read is None:
+        return _unreadable(text, f"kind {kind_name!r} is not known to this server")
+    try:
+        values: dict[str, Any] = read[1](text)
+    except pydantic.ValidationError as exc:
+        return _unreadable(text, f"does not fit {kind_name}: {_describe(exc)}")
+    except (ValueError, OverflowError) as exc:
+        return _unreadable(text, f"does not fit {kind_name}: {exc}")
+    return values
 
 
 def _unreadable(stored: str | bytes, problem: str) -> UnreadableDetail:

@@ -8,6 +8,7 @@ that reads the page: an async resolver per line would double the cost of a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import enum
 import json
@@ -16,7 +17,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 import strawberry
 from graphql import (
@@ -49,6 +50,7 @@ from .details import (
     RunBlockedDetail,
     RunLogDetail,
     read_detail,
+    read_values,
 )
 from .fastpath import PageExecutor
 from .kinds import TERMINAL_STATUSES, Kind
@@ -191,41 +193,41 @@ def _selects(selections: list[Selection], name: str) -> bool:
     )
 
 
-async def _attach_runs(
-    context: Context, lines: list[RunLogLine], deadline: float, page_run: int | None
-) -> Run | Exception | None:
-    """Set each blocked line's `blockingRun` and answer the page's run, in one query, by `deadline`.
+async def _find_runs(
+    context: Context, lines: list[store.Line], deadline: float, page_run: int | None
+) -> tuple[dict[int, store.Run] | Exception, Run | Exception | None]:
+    """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    The runs become plain data on the details, so the page is completed by
-    the compiled plan like any other field. A failed lookup is put in their
-    place instead: graphql-core raises it at each `blockingRun` (and at the
-    page's `run`), and the lines stay on the page with that field null.
+    The runs are plain data on the page, so it is completed by the compiled
+    plan like any other (`RunLogPage.blocking_run`). A failed lookup is put
+    in their place instead: graphql-core raises it at each `blockingRun` (and
+    at the page's `run`), and the lines stay on the page with that field null.
     """
-    blocked = [line.detail for line in lines if type(line.detail) is RunBlockedDetail]
-    if not blocked and page_run is None:
-        return None
-    numbers = [_positive_int(detail.blocking_run_id) for detail in blocked]
-    wanted = [n for n in numbers if n is not None]
+    blocked = Kind.RUN_BLOCKED.value
+    wanted: list[int] = []
+    for line in lines:
+        if line.kind == blocked and line.detail is not None:
+            values = read_values(blocked, line.detail)
+            if type(values) is dict:
+                number = _positive_int(values["blocking_run_id"])
+                if number is not None:
+                    wanted.append(number)
     if page_run is not None:
         wanted.append(page_run)
+    if not wanted:
+        return {}, None
     found: dict[int, store.Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
             found = await store.find_runs(context.engine, wanted)
     except Exception as exc:
         found = _unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
-    for detail, number in zip(blocked, numbers, strict=True):
-        if isinstance(found, Exception):
-            detail.blocking_run = found  # type: ignore[assignment]  # see RunBlockedDetail
-        else:
-            row = None if number is None else found.get(number)
-            detail.blocking_run = None if row is None else _run(row)
     if page_run is None:
-        return None
+        return found, None
     if isinstance(found, Exception):
-        return found
+        return found, found
     row = found.get(page_run)
-    return None if row is None else _run(row)
+    return found, None if row is None else _run(row)
 
 
 def _run(row: store.Run) -> Run:
@@ -350,10 +352,37 @@ class PrunedLines:
     )
 
 
+# How the compiled plan reads each `RunLogLine` field from a stored line `r`
+# and its cursor `c`, as `_line` does: an expression and the names it uses.
+# `detail` is read with `details.read_values` (see RunLogPage).
+LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
+    "id": ("str(r.id)", {}),
+    "run_id": ("str(r.run_id)", {}),
+    "step_id": ("None if r.step_id is None else str(r.step_id)", {}),
+    "kind": ("_KIND_OF.get(r.kind)", {"_KIND_OF": _ENUM_BY_WIRE_NAME}),
+    "kind_name": ("r.kind", {}),
+    "phase": ("r.phase", {}),
+    "at": ("r.at", {}),
+    "problem": ("r.problem", {}),
+    "cursor": ('c or r.cursor or ""', {}),
+}
+
+
 @strawberry.type(description="A page of a run's lines, newest first.")
 class RunLogPage:
+    """A page as its resolver read it: the stored lines, made into `RunLogLine`s only when asked.
+
+    The compiled plan (gql/fastpath.py) serves a page straight from `lines`,
+    reading each field as `LINE_SOURCES` says and each detail with
+    `details.read_values`; it never calls `nodes`. graphql-core, when it
+    completes a page the plan does not (a selection outside its cover, a
+    value it did not expect), calls `nodes`, which makes the lines as the
+    tail and everything else does, with `_line`.
+    """
+
     nodes: list[RunLogLine] = strawberry.field(
-        description="The lines, ordered by `at` then `id`, newest first."
+        resolver=lambda self: self.made_lines(),
+        description="The lines, ordered by `at` then `id`, newest first.",
     )
     page_info: PageInfo = strawberry.field(description="Where the page ends.")
     run: Run | None = strawberry.field(
@@ -369,6 +398,40 @@ class RunLogPage:
         "up to when, and when it last did. Null when no line of the run was pruned, and on "
         "every other page: older lines follow it, and the last page says.",
     )
+    lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
+    line_cursors: strawberry.Private[list[str | None]] = dataclasses.field(default_factory=list)
+    # The blocking runs found, by id; the lookup's failure in their place;
+    # None when the query selects neither `blockingRun` nor `run`.
+    runs: strawberry.Private[dict[int, store.Run] | Exception | None] = None
+    line_sources: ClassVar[dict[str, tuple[str, dict[str, Any]]]] = LINE_SOURCES
+
+    def made_lines(self) -> list[RunLogLine]:
+        """The page's lines as `RunLogLine`s, each blocked line's `blockingRun` in place."""
+        lines = [_line(row, cursor) for row, cursor in zip(self.lines, self.line_cursors, strict=True)]
+        if self.runs is not None:
+            for line in lines:
+                if type(line.detail) is RunBlockedDetail:
+                    # A failed lookup in the field's place: graphql-core raises it there.
+                    line.detail.blocking_run = (
+                        self.runs  # type: ignore[assignment]  # see RunBlockedDetail
+                        if isinstance(self.runs, Exception)
+                        else self.blocking_run(line.detail.blocking_run_id)
+                    )
+        return lines
+
+    def blocking_run(self, blocking_run_id: object) -> Run | None:
+        """A line's `blockingRun`; the lookup's failure raised, for graphql-core to put at the field."""
+        if isinstance(self.runs, Exception):
+            raise self.runs
+        number = _positive_int(blocking_run_id)
+        row = None if number is None or self.runs is None else self.runs.get(number)
+        return None if row is None else _run(row)
+
+    def loaded(self, name: str, values: dict[str, Any]) -> Any:
+        """The value of a detail's LOADED field (looked up, not stored), for the compiled plan."""
+        if name == "blocking_run":
+            return self.blocking_run(values["blocking_run_id"])
+        raise LookupError(f"no {name} is looked up for a page")
 
 
 # `strawberry.ID` is a NewType, a Python-level call that returns its argument:
@@ -684,15 +747,11 @@ class Query:
             # Read oldest first; shown newest first, as every page.
             lines = lines[::-1]
             cursors.reverse()
-        nodes = (
-            [_line(row) for row in lines]
-            if not asked.cursor
-            else [_line(row, text) for row, text in zip(lines, cursors, strict=True)]
-        )
-        metrics.lines_read(len(nodes))
+        metrics.lines_read(len(lines))
+        runs: dict[int, store.Run] | Exception | None = None
         run: Run | Exception | None = None
         if asked.blocking_run or asked.run:
-            run = await _attach_runs(context, nodes, deadline, number if asked.run else None)
+            runs, run = await _find_runs(context, lines, deadline, number if asked.run else None)
         if newer is not None:
             info_ = PageInfo(
                 has_next_page=True,
@@ -713,7 +772,14 @@ class Query:
         pruned: PrunedLines | Exception | None = None
         if asked.pruned and newer is None and not page.has_next:
             pruned = await _pruned(context, number, deadline)
-        return RunLogPage(nodes=nodes, page_info=info_, run=run, pruned=pruned)  # type: ignore[arg-type]  # see _attach_runs
+        return RunLogPage(
+            page_info=info_,
+            run=run,  # type: ignore[arg-type]  # see _find_runs
+            pruned=pruned,  # type: ignore[arg-type]
+            lines=lines,
+            line_cursors=cursors if asked.cursor else [None] * len(lines),
+            runs=runs,
+        )
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,
@@ -816,7 +882,7 @@ class Mutation:
 
 
 async def _pruned(context: Context, run_id: int, deadline: float) -> PrunedLines | Exception | None:
-    """What pruning took from the run's log, by `deadline`; a failure in its place (see _attach_runs)."""
+    """What pruning took from the run's log, by `deadline`; a failure in its place (see _find_runs)."""
     try:
         async with asyncio.timeout_at(deadline):
             found = await store.find_pruned(context.engine, run_id)

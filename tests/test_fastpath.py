@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime
 import json
 import socket
@@ -522,15 +523,14 @@ def test_a_value_the_plan_does_not_expect_is_completed_by_graphql_core(
     out is what is tested, on a page read from the database.
     """
     stored.put([_line_at(START)._replace(id=501), _line_at(START)._replace(id=500)])
-    read_line = schema_module._line
+    read_page = store.read_page
 
-    def broken(row: store.Line) -> Any:
-        line = read_line(row)
-        if row.id == 501:
-            line.at = None
-        return line
+    async def broken(*args: Any, **kwargs: Any) -> store.Page:
+        page = await read_page(*args, **kwargs)
+        lines = [line._replace(at=None) if line.id == 501 else line for line in page.lines]
+        return dataclasses.replace(page, lines=lines)
 
-    monkeypatch.setattr(schema_module, "_line", broken)
+    monkeypatch.setattr(store, "read_page", broken)
     fastpath.STATS.reset()
     fast, slow = _both(stored, "{ runLog(runId: 7) { nodes { id at } } }", {}, ANYONE, OPEN)
     assert fast == slow
