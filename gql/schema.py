@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import functools
 import json
 import logging
 import weakref
@@ -182,6 +183,22 @@ def _asked(info: strawberry.Info[Context, None]) -> Asked:
     while len(_ASKED) > _ASKED_SIZE:
         _ASKED.popitem(last=False)
     return asked
+
+
+def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """`resolver` with its reads of the primary taking one pooled connection (store.one_connection).
+
+    Not with `wait`: the long poll would hold it from the pool while it waits.
+    """
+
+    @functools.wraps(resolver)
+    async def resolve(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("wait"):
+            return await resolver(*args, **kwargs)
+        async with store.one_connection(kwargs["info"].context.engine):
+            return await resolver(*args, **kwargs)
+
+    return resolve
 
 
 def _selects(selections: list[Selection], name: str) -> bool:
@@ -585,6 +602,7 @@ class Query:
         "of stored details by default, shared by every runLog of one request); its first line "
         "comes whatever its size."
     )
+    @_one_connection
     async def run_log(
         self,
         info: strawberry.Info[Context, None],
