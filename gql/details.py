@@ -684,7 +684,8 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
     converters = tuple((name, fn) for name, fn in builders.items() if fn is not _same)
     every = len(builders)
     stored = {
-        name: StoredField(defaults.get(name, ...), None if fn is _same else fn) for name, fn in builders.items()
+        name: StoredField(defaults.get(name, ...), None if fn is _same else fn)
+        for name, fn in builders.items()
     }
 
     def construct(values: dict[str, Any]) -> Any:

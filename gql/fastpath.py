@@ -163,7 +163,11 @@ class _PlanCache:
         self.lock = threading.Lock()
 
     def add_plan(
-        self, selection: _Selection, variant: tuple[Any, ...], plan: Callable[[Any, Any], Any] | None, held: int
+        self,
+        selection: _Selection,
+        variant: tuple[Any, ...],
+        plan: Callable[[Any, Any], Any] | None,
+        held: int,
     ) -> None:
         with self.lock:
             counted = self.entries.get(tuple(map(id, selection.nodes))) is selection
@@ -322,7 +326,9 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
                 return selection.plans[variant]
         compiler = _Compiler(self)
         try:
-            plan: Callable[[Any, Any], dict[str, Any]] | None = compiler.compile(page_type, field_details_list)
+            plan: Callable[[Any, Any], dict[str, Any]] | None = compiler.compile(
+                page_type, field_details_list
+            )
             STATS.compiled += 1
             held = PLAN_BYTES_PER_CHAR * len(compiler.text)
         except _NotCompilable as exc:
@@ -411,11 +417,13 @@ class _Compiler:
         return key
 
     def object_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
-        """A function completing a strawberry object of `gtype`, its attributes read as the default resolver does."""
+        """A function completing a strawberry object of `gtype`, read as the default resolver reads it."""
         cls = self.name(self.origin(gtype), "C")
         page = gtype.name == PAGE_TYPE_NAME
 
-        def read(name: str, field_def: Any, python_name: str, details: list[FieldDetails], target: str) -> Read:
+        def read(
+            name: str, field_def: Any, python_name: str, details: list[FieldDetails], target: str
+        ) -> Read:
             if page and name == "nodes":
                 return [f"{target} = {self.nodes(field_def, details)}"]
             self.check_default_resolver(gtype, name, field_def)
@@ -437,7 +445,9 @@ class _Compiler:
             raise _NotCompilable(f"{PAGE_TYPE_NAME} does not say how its lines are read")
         self.origin(gtype)
 
-        def read(name: str, field_def: Any, python_name: str, details: list[FieldDetails], target: str) -> Read:
+        def read(
+            name: str, field_def: Any, python_name: str, details: list[FieldDetails], target: str
+        ) -> Read:
             self.check_default_resolver(gtype, name, field_def)
             if python_name == "detail":
                 return self.complete_detail(target, field_def.type, details)
@@ -455,7 +465,9 @@ class _Compiler:
         """A function completing a detail of `gtype` from the values `details.read_values` read."""
         stored = stored_fields(self.origin(gtype))
 
-        def read(name: str, field_def: Any, python_name: str, _details: list[FieldDetails], _target: str) -> Read:
+        def read(
+            name: str, field_def: Any, python_name: str, _details: list[FieldDetails], _target: str
+        ) -> Read:
             self.check_default_resolver(gtype, name, field_def)
             if field_def.extensions.get(_BACKREF).metadata.get(LOADED):
                 return f"pg.loaded({python_name!r}, o)"
@@ -649,7 +661,9 @@ class _Compiler:
         """A function completing one list item (lists are completed item by item)."""
         function = f"e{next(self.counter)}"
         lines = self.complete("x", "r", gtype, details)
-        self.source.extend([f"def {function}(x, pg):", *("    " + line for line in lines), "    return r", ""])
+        self.source.extend(
+            [f"def {function}(x, pg):", *("    " + line for line in lines), "    return r", ""]
+        )
         return function
 
     def union_dispatch(self, union: GraphQLUnionType, details: list[FieldDetails]) -> dict[type, Any]:

@@ -16,7 +16,7 @@ import json
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, NamedTuple
 
@@ -416,7 +416,7 @@ class RunLogPage:
         "every other page: older lines follow it, and the last page says.",
     )
     lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
-    line_cursors: strawberry.Private[list[str | None]] = dataclasses.field(default_factory=list)
+    line_cursors: strawberry.Private[Sequence[str | None]] = dataclasses.field(default_factory=list)
     # The blocking runs found, by id; the lookup's failure in their place;
     # None when the query selects neither `blockingRun` nor `run`.
     runs: strawberry.Private[dict[int, store.Run] | Exception | None] = None

@@ -43,7 +43,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gql import fastpath, graphiql, store
-from gql import schema as schema_module
 from gql.app import _MaskUnexpected
 from gql.auth import Caller, Policy, Role
 from gql.db import create_engine, event_run_log, event_runs
