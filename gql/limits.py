@@ -634,12 +634,24 @@ class BodyLimit:
     the request's head, however it trickles in: a client that sends a byte
     every few seconds would otherwise hold its connection and this task for
     ever. A body within both limits is handed on unchanged.
+
+    `shortcut`, when given, is offered the request first, with its whole
+    body: it answers (True) or sends nothing and leaves it to `app` (False).
+    The app offers it the POSTs to /graphql that `run_prepared` answers,
+    which need neither the router nor Strawberry's view (gql/app.py).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        timeout: float = 30.0,
+        shortcut: Callable[[Scope, bytes, Send], Awaitable[bool]] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout = timeout
+        self.shortcut = shortcut
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -669,6 +681,14 @@ class BodyLimit:
                 await self._refuse(scope, send, None)
                 return
             if not message.get("more_body", False):
+                if self.shortcut is not None:
+                    body = (
+                        message.get("body", b"")
+                        if len(messages) == 1
+                        else b"".join(m.get("body", b"") for m in messages)
+                    )
+                    if await self.shortcut(scope, body, send):
+                        return
                 break
 
         async def replay() -> Message:

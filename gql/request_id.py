@@ -31,9 +31,9 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -96,6 +96,15 @@ def trace_id(header: str) -> str | None:
     return trace
 
 
+def new_id() -> str:
+    """A new request id: 16 hex digits, 64 random bits.
+
+    From os.urandom, as uuid4 takes them, without building a UUID around
+    them: 0.5 against 2.2 us (timeit), on every request.
+    """
+    return os.urandom(8).hex()
+
+
 def request_id(scope: Scope) -> str:
     """The id `RequestId` gave this request ("-" outside one)."""
     found: str = scope.get("state", {}).get("request_id", "-")
@@ -139,7 +148,7 @@ class RequestId:
             return
         arrived = time.perf_counter()
         given, trace = _from_caller(scope)
-        rid = given or uuid.uuid4().hex[:16]
+        rid = given or new_id()
         scope.setdefault("state", {})["request_id"] = rid
         fields: dict[str, Any] = {"request_id": rid, "arrived": arrived}
         if trace is not None:
@@ -182,7 +191,7 @@ class RequestId:
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         given, trace = _from_caller(scope)
-        rid = given or uuid.uuid4().hex[:16]
+        rid = given or new_id()
         scope.setdefault("state", {})["request_id"] = rid
         fields: dict[str, Any] = {"request_id": rid}
         if trace is not None:
