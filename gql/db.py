@@ -304,6 +304,11 @@ def mark_pool_stale(engine: AsyncEngine) -> None:
     _stale.add(engine.sync_engine)
 
 
+def pool_is_stale(engine: AsyncEngine) -> bool:
+    """Whether the next checkout will replace the pool's connections (`mark_pool_stale`)."""
+    return engine.sync_engine in _stale
+
+
 def _replace_stale(sync_engine: Any, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     if sync_engine in _stale:
         _stale.discard(sync_engine)

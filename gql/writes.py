@@ -328,6 +328,13 @@ class _Queue:
         await entry.future
 
     def _start(self) -> None:
+        while batch := self._claim():
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    def _claim(self) -> list[_Entry]:
+        """The next batch to send now, counted as in flight; empty when none may go yet."""
         while self.waiting and self.in_flight < self.max_in_flight:
             # With a batch at the database, another starts once as many
             # lines wait as a batch there holds: a line that arrives alone
@@ -335,13 +342,11 @@ class _Queue:
             if self.in_flight and len(self.waiting) * self.in_flight < self.lines_in_flight:
                 break
             batch = self._take()
-            if not batch:
-                continue
-            self.in_flight += 1
-            self.lines_in_flight += len(batch)
-            task = asyncio.get_running_loop().create_task(self._send(batch))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            if batch:
+                self.in_flight += 1
+                self.lines_in_flight += len(batch)
+                return batch
+        return []
 
     def _take(self) -> list[_Entry]:
         batch: list[_Entry] = []
@@ -366,20 +371,30 @@ class _Queue:
         return batch
 
     async def _send(self, batch: list[_Entry]) -> None:
+        # The batch that may go once this one is answered goes from this
+        # task, on the connection this one used (store.HeldConnection).
+        held = store.HeldConnection()
         try:
-            await self._insert(batch)
+            while batch:
+                try:
+                    await self._insert(batch, held)
+                finally:
+                    self.in_flight -= 1
+                    self.lines_in_flight -= len(batch)
+                batch = self._claim()
         finally:
-            self.in_flight -= 1
-            self.lines_in_flight -= len(batch)
-            self._start()
+            self._start()  # after a failure; otherwise no batch may go yet
+            await held.release()
 
-    async def _insert(self, batch: list[_Entry]) -> None:
+    async def _insert(self, batch: list[_Entry], held: store.HeldConnection) -> None:
         engine = self.engine()
         if engine is None:
             _settle(batch, store.NotStored("the server is shutting down"))
             return
         try:
-            await store.insert_lines(engine, [e.line for e in batch], deadline=min(e.deadline for e in batch))
+            await store.insert_lines(
+                engine, [e.line for e in batch], deadline=min(e.deadline for e in batch), held=held
+            )
         except store.NotStored as exc:
             if len(batch) == 1 or not exc.refused_by_database or exc.transient:
                 _settle(batch, exc)
@@ -390,7 +405,7 @@ class _Queue:
                 if entry.future.done():  # its caller went away: no one waits for this line
                     continue
                 try:
-                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline)
+                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline, held=held)
                 except Exception as single:
                     _settle([entry], single)
                 else:

@@ -45,6 +45,65 @@ def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> N
     assert inserts < 40
 
 
+def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
+    tables: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that waits when one is answered goes on the same connection, without a checkout."""
+    if tables.name != "mariadb":
+        pytest.skip("SQLite's INSERTs go through SQLAlchemy, a checkout each")
+    batches: list[int] = []
+    fetch = store._fetch
+
+    async def counting(driver: Any, sql: str, params: Any) -> Any:
+        batches.append(len(params))
+        return await fetch(driver, sql, params)
+
+    monkeypatch.setattr(store, "_fetch", counting)
+
+    async def run() -> tuple[int, int]:
+        engine = create_engine(tables.settings())
+        checkouts: list[int] = []
+        sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
+
+        async def writer(number: int) -> None:
+            for i in range(15):
+                line = store.NewLine(run_id=5, kind="note", detail=f'{{"text": "{number}.{i}"}}')
+                await writes.write_line(engine, line, deadline=_in(5), pool_size=10)
+
+        try:
+            await asyncio.gather(*(writer(n) for n in range(8)))
+            await asyncio.sleep(0.05)  # the last batch's connection goes back after its answer
+            return len(checkouts), engine.sync_engine.pool.checkedout()
+        finally:
+            await engine.dispose()
+
+    checkouts, still_out = asyncio.run(run())
+    stored = tables.rows("SELECT detail FROM event_run_log WHERE run_id = 5")
+    assert len(stored) == 8 * 15
+    assert checkouts < len(batches), (checkouts, len(batches))
+    assert still_out == 0
+
+
+def test_a_kept_connection_is_not_used_once_the_pool_is_marked_stale(tables: Backend) -> None:
+    """After a disconnect elsewhere, the next batch checks out (and so replaces) a connection."""
+    from gql.db import mark_pool_stale
+
+    async def run() -> tuple[bool, bool, int]:
+        engine = create_engine(tables.settings())
+        try:
+            held = store.HeldConnection()
+            held.keep(await engine.raw_connection())
+            fresh = await held.take(engine)
+            held.keep(fresh)
+            mark_pool_stale(engine)
+            stale = await held.take(engine)
+            return fresh is not None, stale is None, engine.sync_engine.pool.checkedout()
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(run()) == (True, True, 0)
+
+
 def test_a_line_the_database_refuses_does_not_take_its_group_with_it(tables: Backend) -> None:
     async def run() -> list[Any]:
         engine = create_engine(tables.settings())
