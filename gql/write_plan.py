@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,7 @@ from graphql import (
     coerce_input_literal,
     get_nullable_type,
     is_required_argument,
+    value_from_ast_untyped,
 )
 from graphql.execution.get_variable_signature import GraphQLVariableSignature, get_variable_signature
 from graphql.execution.values import VariableValueSource
@@ -79,16 +81,19 @@ class _Variable:
     non_null: bool
     default: Any  # its coerced default; Undefined when it has none
 
-    def coerce(self, inputs: dict[str, Any], sources: dict[str, Any], coerced: dict[str, Any]) -> None:
+    def coerce(self, inputs: dict[str, Any], sources: dict[str, Any] | None, coerced: dict[str, Any]) -> None:
+        """Coerce its value into `coerced`, and its source into `sources` unless None (not needed)."""
         value = inputs.get(self.name, Undefined)
         if value is Undefined:
-            sources[self.name] = VariableValueSource(self.signature)
+            if sources is not None:
+                sources[self.name] = VariableValueSource(self.signature)
             if self.default is not Undefined:
                 coerced[self.name] = self.default
             elif self.non_null:
                 raise _Refused
             return
-        sources[self.name] = VariableValueSource(self.signature, value)
+        if sources is not None:
+            sources[self.name] = VariableValueSource(self.signature, value)
         if value is None:
             if self.non_null:
                 raise _Refused
@@ -112,11 +117,20 @@ class _Argument:
     node: ValueNode | None  # None: not given
     default: Any  # the argument's coerced default; Undefined when it has none
     constant: Any  # the literal's value when it is the same on every request, else Undefined
+    # A list or object literal of a scalar that parses literals as graphql-core's
+    # GraphQLScalarType does (JSON): its value as a function of the coerced
+    # variables (`_literal`). None: coerced by graphql-core on each request.
+    literal: Callable[[dict[str, Any]], Any] | None = None
 
     def value(self, variables: VariableValues) -> Any:
         """Its value; Undefined when it is left out, as the executor leaves it out."""
         if self.constant is not Undefined:
             return self.constant
+        if self.literal is not None:
+            value = self.literal(variables.coerced)
+            if value is Undefined:
+                raise _Refused
+            return value
         node = self.node
         if node is None:
             return self.default
@@ -140,15 +154,18 @@ class WritePlan:
 
     variables: tuple[_Variable, ...]
     fields: tuple[tuple[str, tuple[_Argument, ...]], ...]  # (response key, arguments), in order
+    # Whether an argument is coerced by graphql-core's coerce_input_literal,
+    # which reads the variables' sources; the others read only their values.
+    sourced: bool = True
 
     def arguments(self, inputs: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]] | None:
         """Each field's response key and keyword arguments; None when anything fails to coerce."""
-        sources: dict[str, Any] = {}
+        sources: dict[str, Any] | None = {} if self.sourced else None
         coerced: dict[str, Any] = {}
         try:
             for variable in self.variables:
                 variable.coerce(inputs or {}, sources, coerced)
-            variables = VariableValues(sources, coerced)
+            variables = VariableValues(sources or {}, coerced)
             found = []
             for key, arguments in self.fields:
                 values = {}
@@ -223,7 +240,12 @@ def _plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> WritePla
         fields.append((key, tuple(arguments)))
     if not fields:
         return None
-    return WritePlan(tuple(variables), tuple(fields))
+    sourced = any(
+        a.literal is None and isinstance(a.node, ListValueNode | ObjectValueNode)
+        for _, arguments in fields
+        for a in arguments
+    )
+    return WritePlan(tuple(variables), tuple(fields), sourced)
 
 
 def _variable(schema: GraphQLSchema, definition: VariableDefinitionNode) -> _Variable | None:
@@ -265,7 +287,55 @@ def _argument(python_name: str, definition: GraphQLArgument, given: ArgumentNode
             return None
         if constant is None and isinstance(definition.type, GraphQLNonNull):
             return None
-    return _Argument(python_name, definition, node, default, constant)
+    literal = None
+    if isinstance(node, ListValueNode | ObjectValueNode):
+        literal = _literal(get_nullable_type(definition.type), node)
+    return _Argument(python_name, definition, node, default, constant, literal)
+
+
+def _literal(scalar: Any, node: ListValueNode | ObjectValueNode) -> Callable[[dict[str, Any]], Any] | None:
+    """What coerce_input_literal answers for `node` as a `scalar`, as a function of the coerced variables.
+
+    For a scalar that parses literals as GraphQLScalarType itself does (no
+    coerce_input_literal, parse_literal not replaced): graphql-core reads the
+    literal with value_from_ast_untyped, each variable as its coerced value
+    (Undefined when absent), and hands that to coerce_input_value; a failure
+    is Undefined. The literal is read into a tree of functions once, here,
+    instead of walked on every request: 5.5 -> 2.6 us for WriteNote's
+    arguments (timeit). Anything else: None, left to graphql-core.
+    """
+    if (
+        not isinstance(scalar, GraphQLScalarType)
+        or scalar.coerce_input_literal is not None
+        or "parse_literal" in vars(scalar)
+        or type(scalar).parse_literal is not GraphQLScalarType.parse_literal
+    ):
+        return None
+    read = _untyped(node)
+    coerce = scalar.coerce_input_value
+
+    def value(variables: dict[str, Any]) -> Any:
+        try:
+            return coerce(read(variables))
+        except Exception:
+            return Undefined
+
+    return value
+
+
+def _untyped(node: ValueNode) -> Callable[[dict[str, Any]], Any]:
+    """value_from_ast_untyped(node, variables), as a function of the variables."""
+    if isinstance(node, ObjectValueNode):
+        members = [(field.name.value, _untyped(field.value)) for field in node.fields]
+        return lambda variables: {name: read(variables) for name, read in members}
+    if isinstance(node, ListValueNode):
+        items = [_untyped(item) for item in node.values]
+        return lambda variables: [read(variables) for read in items]
+    if isinstance(node, VariableNode):
+        name = node.name.value
+        return lambda variables: variables.get(name, Undefined)
+    constant = value_from_ast_untyped(node)  # a scalar literal: an immutable value
+    return lambda _variables: constant
 
 
 def _python_names(field: GraphQLField | None) -> dict[str, str] | None:

@@ -304,14 +304,22 @@ _values = st.recursive(
     ),
     max_leaves=4,
 )
-DOCUMENTS = [WRITE_NOTE, EVERY_ARGUMENT, ALIASES, DEFAULTS, LITERALS, NULLS]
+# A JSON literal with variables at every depth, one with a default and some
+# without, beside constants of every kind: the plan reads it once into
+# functions (write_plan._literal).
+NESTED = (
+    "mutation Nested($runId: ID!, $a: JSON, $text: String, $phase: Int = 2) {"
+    ' writeRunLog(runId: $runId, kind: "note",'
+    ' detail: {list: [$a, 1, "x", {deep: $text}, null, 2.5, true, DONE], n: $phase, e: [], o: {}}) }'
+)
+DOCUMENTS = [WRITE_NOTE, EVERY_ARGUMENT, ALIASES, DEFAULTS, LITERALS, NULLS, NESTED]
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=st.sampled_from(DOCUMENTS),
     variables=st.dictionaries(
-        st.sampled_from(["runId", "text", "actor", "kind", "stepId", "phase", "detail", "key"]), _values
+        st.sampled_from(["runId", "text", "actor", "kind", "stepId", "phase", "detail", "key", "a"]), _values
     ),
 )
 def test_the_plan_reads_variables_and_arguments_as_graphql_core_does(
