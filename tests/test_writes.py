@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from gql import store, writes
 from gql.db import create_engine
+from gql.settings import Settings
 
 from .conftest import Backend
 
@@ -145,6 +146,29 @@ def test_a_line_whose_caller_gave_up_is_not_sent() -> None:
         return [entry.line for entry in queue._take()]
 
     assert [line.run_id for line in asyncio.run(run())] == [2]
+
+
+def test_each_waiting_line_is_answered_at_its_own_deadline_in_their_order() -> None:
+    """The queue's one timer answers a line that came later with an earlier deadline first."""
+
+    async def run() -> list[str]:
+        engine = create_engine(Settings(database_url="sqlite+aiosqlite://"))
+        queue = writes._Queue(engine, 0)  # no batch may go: every line waits
+        answered: list[str] = []
+
+        async def write(name: str, seconds: float) -> None:
+            try:
+                await queue.write(store.NewLine(run_id=1, kind="note"), _in(seconds))
+            except store.NotStored as exc:
+                answered.append(f"{name}: {exc}")
+
+        late = asyncio.ensure_future(write("late", 0.4))
+        await asyncio.sleep(0)
+        await asyncio.gather(late, write("soon", 0.1), write("between", 0.2))
+        return answered
+
+    reason = "its deadline came while it waited for the database"
+    assert asyncio.run(run()) == [f"soon: {reason}", f"between: {reason}", f"late: {reason}"]
 
 
 @pytest.mark.parametrize("size", [writes.MAX_LINES + 5])
