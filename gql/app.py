@@ -361,14 +361,18 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return None  # refused by RequestLimits: a subscription is served over the websocket
         request_id.note(operation=operation_label(operation, self.graphql_schema))
         plan = self.write_plans.plan(operation)  # writes alone: no lines asked
+        if plan is not None and len(plan.variables) <= MAX_VARIABLE_VALUES:
+            # Within RequestLimits' count of values once they coerce: a
+            # plan's variables are scalars, and a value that coerces as one
+            # counts one (limits.variable_values; JSON is handed over whole).
+            # Coercing them first is bounded by their number.
+            arguments = plan.arguments(variables)
+            if arguments is not None:
+                return await self.run_writes(request, arguments)
         if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
             return None
         if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
             return None  # refused by RequestLimits, in Strawberry's pipeline
-        if plan is not None:
-            arguments = plan.arguments(variables)
-            if arguments is not None:
-                return await self.run_writes(request, arguments)
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
         try:
