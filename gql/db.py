@@ -232,6 +232,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         skip_autocommit_rollback=True,
     )
     event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, engine.sync_engine))
+    event.listen(engine.sync_engine, "invalidate", functools.partial(_next_generation, engine.sync_engine))
     event.listen(engine.sync_engine, "connect", _galera_causal_reads)
     return engine
 
@@ -302,11 +303,23 @@ def mark_pool_stale(engine: AsyncEngine) -> None:
     this, each would fail one read of its own.
     """
     _stale.add(engine.sync_engine)
+    _next_generation(engine.sync_engine)
 
 
-def pool_is_stale(engine: AsyncEngine) -> bool:
-    """Whether the next checkout will replace the pool's connections (`mark_pool_stale`)."""
-    return engine.sync_engine in _stale
+# How many times each engine's pool was marked stale or threw a connection
+# away (SQLAlchemy's own disconnect handling included): a connection kept out
+# of the pool across write batches (store.HeldConnection) is not used again
+# once this has moved, since the pool would have replaced it.
+_generations: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def pool_generation(engine: AsyncEngine) -> int:
+    """A number that moves whenever the pool's connections may have been found dead."""
+    return _generations.get(engine.sync_engine, 0)
+
+
+def _next_generation(sync_engine: Any, *_event: Any) -> None:
+    _generations[sync_engine] = _generations.get(sync_engine, 0) + 1
 
 
 def _replace_stale(sync_engine: Any, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:

@@ -56,7 +56,7 @@ from .db import (
     event_run_log_pruned,
     event_runs,
     mark_pool_stale,
-    pool_is_stale,
+    pool_generation,
     transaction,
 )
 from .kinds import TERMINAL_STATUSES
@@ -1311,28 +1311,34 @@ class HeldConnection:
     the same connection: a checkout and a return to the pool cost about 29 us
     of CPU (the pool's bookkeeping, each in a greenlet), a third of what the
     INSERT's own round trip costs. It is kept only after an INSERT it
-    answered, and given back after MAX_HELD_BATCHES batches, when the pool
-    has been marked stale (a disconnect elsewhere), and by `release`, which
-    its owner calls once no batch waits; a failure gives it back (or throws
+    answered, and given back after MAX_HELD_BATCHES batches (so that
+    pool_recycle applies at the next checkout), once the pool has thrown a
+    connection away or been marked stale since (`db.pool_generation`: the
+    pool would have replaced this one), and by `release`, which its owner
+    calls when no batch is left to send; a failure gives it back (or throws
     it away) as before.
     """
 
-    MAX_HELD_BATCHES = 100  # then back to the pool, whose checkout applies pool_recycle
+    MAX_HELD_BATCHES = 100
 
     def __init__(self) -> None:
         self.pooled: Any = None
         self.batches = 0  # sent on the connection kept
+        self.generation = 0  # the pool's, when it was kept
 
     async def take(self, engine: AsyncEngine) -> Any:
         """The connection kept, now the caller's; None when there is none to use."""
         pooled, self.pooled = self.pooled, None
-        if pooled is not None and (self.batches >= self.MAX_HELD_BATCHES or pool_is_stale(engine)):
+        if pooled is not None and (
+            self.batches >= self.MAX_HELD_BATCHES or self.generation != pool_generation(engine)
+        ):
             await self.release(pooled)
             return None
         return pooled
 
-    def keep(self, pooled: Any) -> None:
+    def keep(self, pooled: Any, engine: AsyncEngine) -> None:
         """Keep `pooled`, which has just answered a batch, for the next one."""
+        self.generation = pool_generation(engine)  # known good now
         self.pooled = pooled
         self.batches += 1
 
@@ -1437,7 +1443,7 @@ async def _insert_raw_once(
                     ) from exc
                 progress.done = True
                 if held is not None:
-                    held.keep(pooled)
+                    held.keep(pooled, engine)
                     put_back = None
             except NotStored:
                 raise

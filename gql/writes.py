@@ -319,6 +319,9 @@ class _Queue:
         # may have: a timer per line (its call_at and its cancel) cost 2.5 us
         # of every write, and nearly every line leaves the queue long before it.
         self.timer: asyncio.TimerHandle | None = None
+        # The connection a batch that ended while another was at the database
+        # kept (`_send`): the next batch takes it rather than the pool's.
+        self.spare: store.HeldConnection | None = None
 
     async def write(self, line: store.NewLine, deadline: float) -> None:
         entry = _Entry(line, deadline, asyncio.get_running_loop().create_future())
@@ -392,7 +395,7 @@ class _Queue:
     async def _send(self, batch: list[_Entry]) -> None:
         # The batch that may go once this one is answered goes from this
         # task, on the connection this one used (store.HeldConnection).
-        held = store.HeldConnection()
+        held, self.spare = self.spare or store.HeldConnection(), None
         try:
             while batch:
                 try:
@@ -403,7 +406,16 @@ class _Queue:
                 batch = self._claim()
         finally:
             self._start()  # after a failure; otherwise no batch may go yet
-            await held.release()
+            if self.in_flight and self.spare is None and held.pooled is not None:
+                # Another batch is at the database, and lines will follow it:
+                # the next batch to start takes this connection, as this
+                # task would have. The last batch gives back both.
+                self.spare = held
+            else:
+                await held.release()
+                if not self.in_flight and self.spare is not None:
+                    spare, self.spare = self.spare, None
+                    await spare.release()
 
     async def _insert(self, batch: list[_Entry], held: store.HeldConnection) -> None:
         engine = self.engine()
