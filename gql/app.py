@@ -179,6 +179,20 @@ class _RequestAdapter(StarletteRequestAdapter):
         return "application/json" if _json_content_type(header) is None else header
 
 
+class _ReadRequest(Request):
+    """A request whose body `BodyLimit` has read: `body()` answers it, and so does `receive`."""
+
+    def __init__(self, scope: Scope, body: bytes) -> None:
+        super().__init__(scope, self._replay)
+        self.read = body
+
+    async def body(self) -> bytes:
+        return self.read
+
+    async def _replay(self) -> Message:
+        return {"type": "http.request", "body": self.read, "more_body": False}
+
+
 class _WebSocketAdapter(ASGIWebSocketAdapter):
     """Strawberry's websocket adapter, sending text frames and refusing what is not a JSON object.
 
@@ -273,18 +287,15 @@ class RunLogGraphQL(GraphQL[Context, None]):
         ):
             return False
 
-        async def receive() -> Message:
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        request = Request(scope, receive)
+        request = _ReadRequest(scope, body)
         try:
-            response = await self.run_prepared(request, body)
+            response = await self.run_prepared(request)
         except HTTPException as exc:  # as `run`
             response = _json_error(request, exc.status_code, _shortened(exc.reason))
         if response is None:
             scope[_DECLINED] = True  # `run` need not try again
             return False
-        await response(scope, receive, send)
+        await response(scope, request.receive, send)
         return True
 
     async def parse_http_body(self, request: Any) -> Any:
@@ -298,7 +309,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 raise HTTPException(415, refusal)
         return await super().parse_http_body(request)
 
-    async def run_prepared(self, request: Request, body: bytes | None = None) -> Response | None:
+    async def run_prepared(self, request: Request) -> Response | None:
         """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
 
         Strawberry's `run` does the same work for every request: it reads the
@@ -333,8 +344,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         """
         if request.headers.get("content-type") not in _PLAIN_JSON:
             return None
-        if body is None:
-            body = await request.body()
+        body = await request.body()
         if len(body) > _PREPARED_MAX_BODY:
             return None
         try:

@@ -129,8 +129,8 @@ class Pair:
         view = self.prepared.app.routes[0].endpoint  # type: ignore[attr-defined]
         run_prepared = view.run_prepared
 
-        async def counting(request: Any, *body: Any) -> Any:
-            response = await run_prepared(request, *body)
+        async def counting(request: Any) -> Any:
+            response = await run_prepared(request)
             self.answered.append(response is not None)
             return response
 
