@@ -48,11 +48,14 @@ def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> N
 
 
 def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
-    tables: Backend, monkeypatch: pytest.MonkeyPatch
+    mariadb: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A batch that waits when one is answered goes on the same connection, without a checkout."""
-    if tables.name != "mariadb":
-        pytest.skip("SQLite's INSERTs go through SQLAlchemy, a checkout each")
+    """A batch that waits when one is answered goes on the same connection, without a checkout.
+
+    MariaDB alone: SQLite's INSERTs go through SQLAlchemy, a checkout each.
+    """
+    mariadb.create_tables()
+    tables = mariadb
     batches: list[int] = []
     fetch = store._fetch
 
@@ -86,12 +89,15 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
     assert still_out == 0
 
 
-def test_a_kept_connection_is_not_used_once_the_pool_has_found_a_dead_one(tables: Backend) -> None:
-    """After a disconnect elsewhere (the pool marked stale, a connection thrown away), a batch checks out."""
+def test_a_kept_connection_is_not_used_once_the_pool_has_found_a_dead_one(mariadb: Backend) -> None:
+    """After a disconnect elsewhere (the pool marked stale, a connection thrown away), a batch checks out.
+
+    MariaDB alone: SQLite's INSERTs go through SQLAlchemy, which keeps no connection.
+    """
     from gql.db import mark_pool_stale
 
-    if tables.name != "mariadb":
-        pytest.skip("SQLite's INSERTs go through SQLAlchemy, which keeps no connection")
+    mariadb.create_tables()
+    tables = mariadb
 
     async def run() -> tuple[bool, bool, bool, int]:
         engine = create_engine(tables.settings())
