@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import Any
 
 import uvicorn
@@ -83,7 +82,7 @@ class _HeadDeadline:
         and a log line with the id. uvicorn's own answer carried none. The
         connection is closed after it, as uvicorn does.
         """
-        rid = uuid.uuid4().hex[:16]  # a caller's id in a request that is not one cannot be read
+        rid = request_id.new_id()  # a caller's id in a request that is not one cannot be read
         log.info(
             "request %s answered 400 before the app: %s", rid, msg, extra={"fields": {"request_id": rid}}
         )
