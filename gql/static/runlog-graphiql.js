@@ -66,11 +66,12 @@
     subscriptionUrl: subscriptionURL.toString(),
   });
   // GraphiQL's fetcher picks the websocket when the document it is handed is
-  // a subscription, and GraphiQL hands it the editor's text as parsed 100 ms
-  // after the last change. Paste a subscription and run it at once, and that
-  // parse was of the text before: the subscription went over HTTP, where the
-  // service refuses it. So the document is parsed from the text being sent
-  // whenever the two differ (graphql-js comes with GraphiQL's build).
+  // a subscription, and GraphiQL hands it the editor's text, and the operation
+  // name, as parsed 100 ms after the last change. Paste a subscription and run
+  // it at once, and both were of the text before: the subscription went over
+  // HTTP, where the service refuses it, or went with the name of the tab open
+  // before ("Unknown operation named ..."). So the document and the operation
+  // name are taken from the text being sent.
   function fetcher(params, options) {
     let documentAST = options?.documentAST;
     if (documentAST?.loc?.source.body !== params.query) {
@@ -78,12 +79,25 @@
         documentAST = GraphiQL.GraphQL.parse(params.query);
       } catch {
         // Not a document: sent as it is, for the service to say what is wrong.
+        return sendByKind(params, options);
       }
     }
-    return sendByKind(params, { ...options, documentAST });
+    const operationName = operationToRun(documentAST, params.operationName);
+    return sendByKind({ ...params, operationName }, { ...options, documentAST, operationName });
+  }
+
+  // The name GraphiQL chose when the document holds it; else the document's
+  // only operation; else GraphiQL's choice, for the service to refuse by name.
+  function operationToRun(documentAST, chosen) {
+    const operations = documentAST.definitions.filter(
+      (definition) => definition.kind === "OperationDefinition",
+    );
+    if (chosen && operations.some((operation) => operation.name?.value === chosen)) return chosen;
+    if (operations.length === 1) return operations[0].name?.value ?? undefined;
+    return chosen ?? undefined;
   }
   // For tests and the curious: where this page sends its subscriptions.
-  window.RUNLOG_GRAPHIQL = { url: fetchURL, subscriptionUrl: subscriptionURL.toString() };
+  window.RUNLOG_GRAPHIQL = { url: fetchURL, subscriptionUrl: subscriptionURL.toString(), fetcher };
 
   function GraphiQLWithExplorer() {
     // Strawberry opens on its welcome text unless the URL carries ?q=; here
