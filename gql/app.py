@@ -567,12 +567,8 @@ def create_app(
             if settings.is_embedded:
                 migrated = await init_db(engine)
                 if migrated.applied or migrated.adopted:
-                    log.info(
-                        "schema migrated to %s (adopted as %s; applied %s)",
-                        migrated.revision,
-                        migrated.adopted or "-",
-                        ", ".join(migrated.applied) or "-",
-                    )
+                    for line in migrated.lines(settings.safe_database_url):
+                        log.info("%s", line)
             _log_start(settings, policy)
             await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
             if sweeper is not None:

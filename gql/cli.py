@@ -125,15 +125,8 @@ async def _init_db(settings: Settings, *, sql: bool = False) -> int:
         done = await init_db(engine)
     finally:
         await engine.dispose()
-    if done.adopted:
-        print(
-            f"adopted the existing schema as migration {done.adopted}: it had no alembic_version "
-            "table (an earlier release or the events system made it); no row changed"
-        )
-    for applied in done.applied:
-        print(f"applied migration {applied}")
-    made = f"created {', '.join(done.created)}" if done.created else "nothing to create"
-    print(f"tables ready on {settings.safe_database_url} ({made}); schema at migration {done.revision}")
+    for line in done.lines(settings.safe_database_url):
+        print(line)
     return 0
 
 

@@ -7,6 +7,7 @@ file as an operator or a disk would, and checks what a writer, a reader and
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sqlite3
@@ -196,3 +197,15 @@ def test_busy_timeout_is_the_write_timeout(tmp_path: Path, write_timeout: float)
                 return int((await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar_one())
 
         assert client.portal.call(busy_timeout) == round(write_timeout * 1000)  # type: ignore[union-attr]
+
+
+def test_a_first_start_on_a_new_file_says_it_created_the_tables_and_adopted_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gql.app")
+    with TestClient(create_app(settings_for(tmp_path / "new.db"))):
+        pass
+    said = [record.getMessage() for record in caplog.records if record.name == "gql.app"]
+    assert not any("adopted" in line for line in said), said
+    ready = next(line for line in said if line.startswith("tables ready on "))
+    assert "created event_run_log," in ready and ready.endswith(f"schema at migration {migrations.HEAD}")

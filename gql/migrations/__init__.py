@@ -39,6 +39,19 @@ class Migrated:
     created: list[str] = field(default_factory=list)
     """Tables created, and `table.index` for each index added to a table that was there."""
 
+    def lines(self, where: str) -> list[str]:
+        """What was done, a sentence each, as init-db prints it and the embedded start logs it."""
+        said = []
+        if self.adopted:
+            said.append(
+                f"adopted the existing schema as migration {self.adopted}: it had no alembic_version "
+                "table (an earlier release or the events system made it); no row changed"
+            )
+        said += [f"applied migration {applied}" for applied in self.applied]
+        made = f"created {', '.join(self.created)}" if self.created else "nothing to create"
+        said.append(f"tables ready on {where} ({made}); schema at migration {self.revision}")
+        return said
+
 
 def version(conn: Connection) -> str | None:
     """The revision alembic_version names; None when the database has no such table (or no row)."""

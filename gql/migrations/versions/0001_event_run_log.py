@@ -1,4 +1,4 @@
-"""event_run_log: the events system's table, adopted as it is
+"""event_run_log: created where missing; the events system's own kept as it is
 
 The baseline. Where the table exists (the events system made it, with its
 TEXT detail and its own indexes such as idx_evlog_at), this revision changes
