@@ -216,7 +216,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
     # halved what a plain endpoint served on these settings). A connection the
     # server has closed (wait_timeout, a restart, KILL) is found when it is
     # used instead: SQLAlchemy sees the disconnect, invalidates the pool's
-    # connections, and the reads retry once (store.py); see SQLAlchemy's
+    # connections, and the reads retry once (gql/store/connections.py); see SQLAlchemy's
     # "Dealing with Disconnects". Work that needs a transaction asks for one
     # (`transaction` below).
     engine = create_async_engine(
@@ -289,7 +289,7 @@ def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-# Engines whose pooled connections a read found closed by the server (store._read_raw).
+# Engines whose pooled connections a read found closed by the server (gql/store/connections.py).
 _stale: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -297,7 +297,7 @@ def mark_pool_stale(engine: AsyncEngine) -> None:
     """Have the next checkout replace every connection the pool holds now.
 
     What SQLAlchemy does itself when a statement it runs meets a disconnect;
-    a read that runs on the driver's connection (store._read_raw) says so
+    a read that runs on the driver's connection (gql/store/connections.py) says so
     here, and the pool's public way (`InvalidatePoolError` from a checkout)
     does the rest. After a restart every pooled connection is dead: without
     this, each would fail one read of its own.

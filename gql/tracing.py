@@ -12,7 +12,7 @@ go nowhere.
 Neither instrumentation touches the GraphQL layer, so the fast paths stay
 on (`RunLogGraphQL.prepared`; tests/test_operable.py checks it). Page reads
 and writes on MySQL/MariaDB send their statements on the pool's aiomysql
-connection directly (gql/store.py), past SQLAlchemy's execution events, so
+connection directly (gql/store/connections.py), past SQLAlchemy's execution events, so
 the SQLAlchemy instrumentation never sees them: `SqlSpans` makes their
 client spans instead, with the same attributes, and the direct path stays
 on. The one statement no span shows is the Galera session setting a new
@@ -120,7 +120,7 @@ def instrument_engine(engine: Any, tracer_provider: Any) -> None:
     )
 
 
-# A traced engine's spans for the statements gql/store.py sends to the driver directly.
+# A traced engine's spans for the statements gql/store/connections.py sends to the driver directly.
 _direct: weakref.WeakKeyDictionary[Engine, SqlSpans] = weakref.WeakKeyDictionary()
 
 # MariaDB's per-statement bound (`SET STATEMENT max_statement_time=... FOR`),

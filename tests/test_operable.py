@@ -625,7 +625,7 @@ def test_the_otel_extra_is_locked_for_the_tests_and_left_out_of_the_image() -> N
 
 def test_otel_sql_spans_show_the_reads_and_writes_sent_to_the_driver_directly(tables: Backend) -> None:
     # On MariaDB, page reads and writes go to the pool's aiomysql connection
-    # past SQLAlchemy (gql/store.py). Tracing keeps that path on and makes
+    # past SQLAlchemy (gql/store/connections.py). Tracing keeps that path on and makes
     # their spans itself (scope gql.store); on SQLite they go through
     # SQLAlchemy and its instrumentation spans them (scope gql.tracing).
     from opentelemetry.sdk.trace import TracerProvider

@@ -104,8 +104,7 @@ async def _walk(backend: Backend, limit: int) -> tuple[list[int], list[int]]:
             walked += [line.id for line in page.lines]
             if not page.has_next:
                 break
-            assert page.end_cursor is not None
-            after = store.decode_cursor(page.end_cursor)
+            after = store.decode_cursor(store.encode_cursor(page.lines[-1]))
         return [line.id for line in whole.lines], walked
     finally:
         await engine.dispose()

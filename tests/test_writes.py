@@ -12,6 +12,7 @@ from sqlalchemy.util import greenlet_spawn
 from gql import store, writes
 from gql.db import create_engine
 from gql.settings import Settings
+from gql.store import connections
 
 from .conftest import Backend
 
@@ -57,13 +58,13 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
     mariadb.create_tables()
     tables = mariadb
     batches: list[int] = []
-    fetch = store._fetch
+    fetch = connections.fetch
 
     async def counting(driver: Any, sql: str, params: Any) -> Any:
         batches.append(len(params))
         return await fetch(driver, sql, params)
 
-    monkeypatch.setattr(store, "_fetch", counting)
+    monkeypatch.setattr(connections, "fetch", counting)
 
     async def run() -> tuple[int, int]:
         engine = create_engine(tables.settings())

@@ -1,7 +1,7 @@
 """event_run_log_pruned: what pruning took from each run's log
 
 Ours: one row per run, written in the transaction of each prune slice that
-deletes lines of the run (store._record_pruned): how many lines in all, the
+deletes lines of the run (gql/store/pruning.py): how many lines in all, the
 newest `at` among them, and when. A page that reaches a run's oldest
 surviving line says from it that older lines were pruned (RunLogPage.pruned).
 `line_count`, not `lines`: LINES is a reserved word in MariaDB.

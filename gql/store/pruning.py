@@ -1,0 +1,247 @@
+"""Pruning: deleting the lines of terminal runs, slice by slice, and what pruning took from each run."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import random
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    LargeBinary,
+    Select,
+    bindparam,
+    cast,
+    delete,
+    func,
+    select,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..db import (
+    event_run_log,
+    event_run_log_pruned,
+    event_runs,
+    transaction,
+)
+from ..kinds import TERMINAL_STATUSES
+from .connections import read_rows
+from .errors import is_conflict
+from .rows import stored_time
+from .statements import sqlite_at
+from .values import as_naive_utc, utc_now_millis
+
+_l = event_run_log
+
+
+def _eligible_runs(before: datetime.datetime) -> Select[Any]:
+    """The ids of the runs whose lines a prune with this horizon deletes."""
+    r = event_runs
+    return select(r.c.id).where(
+        r.c.status.in_(TERMINAL_STATUSES),
+        func.coalesce(r.c.ended_at, r.c.updated_at) < as_naive_utc(before),
+    )
+
+
+@asynccontextmanager
+async def _lockless(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection in autocommit: each SELECT is a consistent read of its own, taking no lock.
+
+    `event_runs` belongs to the events system: what the prune reads of it must
+    never make the events system wait. In a transaction, InnoDB reads with
+    locks where a statement also writes (`DELETE ... WHERE run_id IN (SELECT
+    ... FROM event_runs)` takes shared locks on the runs it reads, until
+    commit) and under SERIALIZABLE even a plain SELECT locks; in autocommit a
+    SELECT locks nothing at any isolation level.
+    """
+    async with engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
+
+
+@dataclass(frozen=True, slots=True)
+class PruneSlice:
+    """What one slice of a prune did: how many lines it deleted, and from which runs."""
+
+    deleted: int
+    run_ids: frozenset[int]
+
+
+async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> int:
+    """Delete at most `limit` lines of terminal runs that ended before `before`."""
+    return (await prune_slice(engine, before=before, limit=limit)).deleted
+
+
+# A slice that loses a conflict with another pruner is chosen again, this many
+# times at most, after a short random pause that doubles each time. On Galera
+# two nodes deleting the same lines at once fail one of the two at commit with
+# a deadlock (1213: the certification conflict); on one server InnoDB's
+# deadlock detector does the same to one of two overlapping deletes. The slice
+# that lost deleted nothing, so choosing again is safe; the caller's own
+# timeout still bounds the whole.
+PRUNE_CONFLICT_RETRIES = 8
+
+
+async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
+    """Delete at most `limit` lines of terminal runs that ended before `before`.
+
+    A slice that loses a conflict with another pruner (see
+    `PRUNE_CONFLICT_RETRIES`) is chosen again rather than failing.
+    """
+    retries = 0
+    while True:
+        try:
+            return await _prune_slice_once(engine, before=before, limit=limit)
+        except sa_exc.DBAPIError as exc:
+            if not is_conflict(exc) or retries == PRUNE_CONFLICT_RETRIES:
+                raise
+        await asyncio.sleep(random.uniform(0.005, 0.02) * 2**retries)  # noqa: S311 (not a secret)
+        retries += 1
+
+
+async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
+    """One try at a slice.
+
+    Three statements, none of which locks a row of `event_runs`: the ids of at
+    most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
+    ... LIMIT`), read in autocommit; then, in a transaction of its own (so a
+    cancelled slice is rolled back whole), a fresh read of whether their runs
+    are still eligible and a delete by primary key. The transaction's first
+    read takes its snapshot then, and a consistent read locks nothing; the
+    delete names only `event_run_log` ids, so its locks are on those lines
+    alone. The events system's updates of its runs never wait on a prune.
+
+    What remains is the window between that read and the delete, one round
+    trip: a run that left its terminal status just then would still lose the
+    lines chosen for this slice. That is accepted, because a terminal status
+    is final in the events system (a run that completed, failed, was cancelled
+    or missed is not run again), so only a hand edit could hit it; closing the
+    window would take a lock on the run's row, which is what made the events
+    system wait.
+    """
+    async with _lockless(engine) as conn:
+        found = (
+            await conn.execute(
+                select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(_eligible_runs(before))).limit(limit)
+            )
+        ).all()
+    if not found:
+        return PruneSlice(deleted=0, run_ids=frozenset())
+    chosen = sorted({row.run_id for row in found})
+    async with transaction(engine) as conn:
+        # A run that left its terminal status while the slice was being
+        # chosen keeps its lines.
+        still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
+        ids = [row.id for row in found if row.run_id in still]
+        if not ids:
+            return PruneSlice(deleted=0, run_ids=frozenset())
+        # The lines this delete took, as it took them (RETURNING: MariaDB
+        # 10.0+, SQLite 3.35+), for event_run_log_pruned: a line another
+        # pruner took first is not counted as this slice's. MySQL has no
+        # DELETE ... RETURNING: there the lines are read just before.
+        at = sqlite_at if conn.dialect.name == "sqlite" else _l.c.at
+        if conn.dialect.delete_returning:
+            statement = delete(_l).where(_l.c.id.in_(ids)).returning(_l.c.run_id, at)
+            taken = (await conn.execute(statement)).all()
+            deleted = len(taken)
+        else:
+            taken = (await conn.execute(select(_l.c.run_id, at).where(_l.c.id.in_(ids)))).all()
+            deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
+        await _record_pruned(conn, [(run_id, at) for run_id, at in taken])
+    # Fewer deleted than chosen only when another pruner (a pruneTerminal
+    # call, the prune command) took some of the same lines first; the runs
+    # named are then those whose lines this slice saw go.
+    return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.run_id in still))
+
+
+async def _record_pruned(conn: AsyncConnection, lines: Sequence[tuple[int, Any]]) -> None:
+    """Add the lines a slice deleted to their runs' `event_run_log_pruned` rows, in its transaction."""
+    per_run: dict[int, tuple[int, datetime.datetime | None]] = {}
+    for run_id, at in lines:
+        if isinstance(at, str):  # SQLite's normalised text; '' holds no time
+            try:
+                at = datetime.datetime.fromisoformat(at)
+            except ValueError:
+                at = None
+        if not isinstance(at, datetime.datetime):
+            at = None  # MariaDB's zero date comes as text, a NULL as None
+        count, through = per_run.get(run_id, (0, None))
+        if at is not None and (through is None or at > through):
+            through = at
+        per_run[run_id] = (count + 1, through)
+    now = utc_now_millis()
+    p = event_run_log_pruned
+    for run_id, (count, through) in sorted(per_run.items()):
+        values = {"run_id": run_id, "line_count": count, "through": through, "pruned_at": now}
+        if conn.dialect.name == "sqlite":
+            statement: Any = sqlite_insert(p).values(values)
+            statement = statement.on_conflict_do_update(
+                index_elements=[p.c.run_id],
+                set_={
+                    "line_count": p.c.line_count + statement.excluded.line_count,
+                    "through": func.max(
+                        func.coalesce(p.c.through, statement.excluded.through),
+                        func.coalesce(statement.excluded.through, p.c.through),
+                    ),
+                    "pruned_at": statement.excluded.pruned_at,
+                },
+            )
+        else:
+            statement = mysql_insert(p).values(values)
+            statement = statement.on_duplicate_key_update(
+                line_count=p.c.line_count + statement.inserted.line_count,
+                through=func.greatest(
+                    func.coalesce(p.c.through, statement.inserted.through),
+                    func.coalesce(statement.inserted.through, p.c.through),
+                ),
+                pruned_at=statement.inserted.pruned_at,
+            )
+        await conn.execute(statement)
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What pruning took from one run's log."""
+
+    lines: int
+    through: datetime.datetime | None  # aware UTC
+    pruned_at: datetime.datetime | None  # aware UTC
+
+
+async def find_pruned(engine: AsyncEngine, run_id: int) -> Pruned | None:
+    """What pruning took from the run's log, or None if it never took a line."""
+    rows = await read_rows(engine, _pruned_statement(engine.dialect.name == "sqlite"), {"run_id": run_id})
+    if not rows:
+        return None
+    lines, through, pruned_at = rows[0]
+    return Pruned(lines=int(lines), through=stored_time(through), pruned_at=stored_time(pruned_at))
+
+
+@functools.cache
+def _pruned_statement(sqlite: bool) -> Select[Any]:
+    p = event_run_log_pruned
+    columns: list[ColumnElement[Any]] = [p.c.through, p.c.pruned_at]
+    if sqlite:
+        columns = [cast(column, LargeBinary) for column in columns]
+    return select(p.c.line_count, *columns).where(p.c.run_id == bindparam("run_id"))
+
+
+async def count_eligible_runs(engine: AsyncEngine, *, before: datetime.datetime) -> int:
+    """How many runs have lines a prune with this horizon would delete."""
+    async with _lockless(engine) as conn:
+        query = select(func.count(_l.c.run_id.distinct())).where(_l.c.run_id.in_(_eligible_runs(before)))
+        return int((await conn.execute(query)).scalar_one())
+
+
+async def count_eligible(engine: AsyncEngine, *, before: datetime.datetime) -> int:
+    """How many lines a prune with this horizon would delete, in all."""
+    async with _lockless(engine) as conn:
+        query = select(func.count()).select_from(_l).where(_l.c.run_id.in_(_eligible_runs(before)))
+        return int((await conn.execute(query)).scalar_one())
