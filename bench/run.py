@@ -3,6 +3,7 @@
     .venv/bin/python -m bench            # the full run: a few minutes
     .venv/bin/python -m bench --quick    # a small version: about a minute
     .venv/bin/python -m bench --big      # also a second database of 10,000,000 lines, read side by side
+    .venv/bin/python -m bench --against main~1   # also an older revision, served beside this tree
 
 Method. A database of its own is created on the MariaDB at RUNLOG_BENCH_MARIADB_URL
 (default root@127.0.0.1:3306), filled with 10,000 lines, and dropped at the end.
@@ -29,11 +30,21 @@ one worker each server is pinned to CPU 0 and the load generator to CPU 1 (the
 machine has two; MariaDB floats). Each case runs in alternating rounds
 (service, floor, SQLAlchemy floor, service, ...), and every goal is the ratio
 of the service to the floor in the same run.
+
+With `--against REV` a fourth server runs beside them: the service as it is at
+git revision REV (bench/revision.py), on the same database, in the same
+alternating rounds (service, before, floor, SQLAlchemy floor, ...). Its answers
+must equal this tree's before a case is timed; the operations are this tree's.
+A second table gives, for each case, the revision's ratio to the floor, this
+tree's, and this tree's over the revision's: a change's effect measured in one
+run on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import datetime
 import json
 import os
@@ -45,6 +56,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -65,6 +77,7 @@ from gql.kinds import Kind
 
 from .mariadb import MARIADB_URL, connect
 from .operations import HOT_RUN, RARE_KIND, WRITE_RUN, Operation, Workload
+from .revision import Refused, Revision, checkout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,6 +89,8 @@ BASE_RUNS = 4  # 4 runs of 2,500: the 10,000-line table
 BIG_PAGE, SMALL_PAGE = 2000, 50
 TARGETS = ("service", "floor", "sa floor")
 FLOORS = TARGETS[1:]
+BEFORE = "before"  # the service at the revision given to --against
+NOISE = 0.05  # how far a ratio moves between runs (issue 20): a change worse than this is flagged
 # The runs a `run.blocked` line names: most are in `event_runs`, the last two are not.
 BLOCKING_RUNS = range(30, 42)
 KNOWN_BLOCKING = {run: ("completed", "live", "cancelled")[run % 3] for run in BLOCKING_RUNS[:-2]}
@@ -302,34 +317,73 @@ def _children(pid: int) -> list[int]:
 
 
 def start(
-    name: str, database: str, workers: int = 1, pin: int | None = 0, server: sa.URL | None = None
+    name: str,
+    database: str,
+    workers: int = 1,
+    pin: int | None = 0,
+    server: sa.URL | None = None,
+    revision: Revision | None = None,
 ) -> Server:
     """Start `name` on `database` of the bench's MariaDB, or of `server` when given."""
-    port = free_port()
+    return start_many([name], database, workers, pin, server, revision)[name]
+
+
+def start_many(
+    names: list[str],
+    database: str,
+    workers: int = 1,
+    pin: int | None = 0,
+    server: sa.URL | None = None,
+    revision: Revision | None = None,
+) -> dict[str, Server]:
+    """Start each of `names` (`BEFORE` from `revision`'s files), all at once; each, once it answers.
+
+    They start together so that one server's imports overlap another's; a
+    server that does not start stops the others.
+    """
+    if BEFORE in names and revision is None:
+        raise ValueError(f"{BEFORE} needs the revision to serve")
     url = (server or MARIADB_URL).set(database=database).render_as_string(hide_password=False)
     env = {**os.environ, "RUNLOG_DATABASE_URL": url, "RUNLOG_LOG_LEVEL": "WARNING"}
-    common = ["--port", str(port), "--workers", str(workers)]
-    if name == "service":
-        command = [sys.executable, "-m", "gql", "serve", *common]
-    else:
-        driver = "sqlalchemy" if name == "sa floor" else "physical"
-        command = [sys.executable, "-m", "bench.floor", "--driver", driver, *common]
-    if pin is not None and PINNED:
-        command = ["taskset", "-c", str(pin), *command]
-    with open(LOG_DIR / f"runlog-bench-{name.replace(' ', '-')}-{port}.log", "wb") as log:
-        # Our own interpreter and modules, with arguments built here.
-        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{name} did not start: see {log.name}")
-        time.sleep(0.2)
-    return Server(name, port, process, workers)
+    started: dict[str, tuple[subprocess.Popen[bytes], int, str]] = {}
+    for name in names:
+        port = free_port()
+        common = ["--port", str(port), "--workers", str(workers)]
+        cwd, server_env = ROOT, env
+        if name in ("service", BEFORE):
+            command = [sys.executable, "-m", "gql", "serve", *common]
+            if name == BEFORE and revision is not None:
+                cwd, server_env = revision.tree, revision.env(env)
+        else:
+            driver = "sqlalchemy" if name == "sa floor" else "physical"
+            command = [sys.executable, "-m", "bench.floor", "--driver", driver, *common]
+        if pin is not None and PINNED:
+            command = ["taskset", "-c", str(pin), *command]
+        log_path = LOG_DIR / f"runlog-bench-{name.replace(' ', '-')}-{port}.log"
+        with open(log_path, "wb") as log:
+            # Our own interpreter and modules, with arguments built here.
+            process = subprocess.Popen(  # noqa: S603
+                command, env=server_env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT
+            )
+        started[name] = (process, port, str(log_path))
+    servers = {name: Server(name, port, process, workers) for name, (process, port, _) in started.items()}
+    try:
+        for name, (process, port, log_name) in started.items():
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not start: see {log_name}")
+                time.sleep(0.2)
+    except BaseException:
+        for each in servers.values():
+            each.stop()
+        raise
+    return servers
 
 
 def load(jobs: list[dict[str, Any]], pin: int | None = 1) -> list[dict[str, Any]]:
@@ -364,33 +418,72 @@ def alternate(
 
 @dataclass
 class Report:
+    targets: tuple[str, ...] = TARGETS
+    against: Revision | None = None  # with --against: the revision served as `before`
     rows: list[tuple[str, ...]] = field(default_factory=list)
+    changes: list[tuple[str, ...]] = field(default_factory=list)  # with --against: before and now
     notes: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
 
     def add(
-        self, case: str, unit: str, figures: dict[str, float], ratio: float, goal: str, note: str = ""
+        self,
+        case: str,
+        unit: str,
+        figures: dict[str, float],
+        ratio: float,
+        goal: str,
+        note: str = "",
+        before: float | None = None,
     ) -> None:
-        """A row: the figure of each server, the service's ratio to the floor, and the goal's verdict."""
+        """A row: the figure of each server, the service's ratio to the floor, and the goal's verdict.
+
+        `before` is the same ratio for the revision given to --against, when it was measured.
+        """
         verdict = "(shown)" if not goal else f"{goal} {'met' if _meets(ratio, goal) else 'NOT met'}"
-        cells = [f"{figures[t]:,.1f}" if t in figures else "-" for t in TARGETS]
+        cells = [f"{figures[t]:,.1f}" if t in figures else "-" for t in self.targets]
         self.rows.append((case, unit, *cells, f"{ratio:.3f}", verdict, note))
+        if self.against is None:
+            return
+        if before is None:
+            self.changes.append((case, "-", f"{ratio:.3f}", "-", "not measured at the revision"))
+            return
+        now_over = ratio / before
+        # Ratios of requests a second are better higher; of times and memory, lower.
+        better = now_over > 1 if unit == "req/s" else now_over < 1
+        moved = abs(now_over - 1)
+        if moved < 0.0005:
+            change = "same"
+        else:
+            change = f"{moved:.1%} {'better' if better else 'worse'}"
+            if not better and moved > NOISE:
+                change += f" (more than {NOISE:.0%})"
+        self.changes.append((case, f"{before:.3f}", f"{ratio:.3f}", f"{now_over:.3f}", change))
 
     def unmeasured(self, case: str, goal: str, why: str) -> None:
-        self.rows.append((case, "", "-", "-", "-", "-", f"{goal} NOT measured", why))
+        self.rows.append((case, "", *("-" for _ in self.targets), "-", f"{goal} NOT measured", why))
+        if self.against is not None:
+            self.changes.append((case, "-", "-", "-", f"NOT measured: {why}"))
 
     def print(self) -> None:
-        head = ("case", "unit", *TARGETS, "ratio", "goal", "")
-        widths = [max(len(str(r[i])) for r in [head, *self.rows]) for i in range(len(head))]
-        line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()
-        print(line)
-        print("-" * len(line))
-        for row in self.rows:
-            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        head = ("case", "unit", *self.targets, "ratio", "goal", "")
+        _table(head, self.rows)
+        if self.against is not None:
+            print()
+            print(f"{BEFORE} = {self.against.label}; now = this tree, as it is on disk")
+            _table(("case", f"{BEFORE} ratio", "now ratio", "now/before", "change"), self.changes)
         for note in self.notes:
             print(note)
         for problem in self.failed:
             print(f"!! {problem}")
+
+
+def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()
+    print(line)
+    print("-" * len(line))
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def _meets(ratio: float, goal: str) -> bool:
@@ -442,7 +535,15 @@ def compare_answers(answers: dict[str, Any]) -> str:
     the same fields all the way down. Values may differ where the floor does
     not check (an unreadable detail's `problem`): how many lines are
     byte-identical is said, not required.
+
+    The service at the revision given to --against (`BEFORE`) must answer
+    exactly what this tree answers: two versions of one service that answer
+    differently are not doing the same work.
     """
+    answers = dict(answers)
+    before = answers.pop(BEFORE, None)
+    if before is not None:
+        same_as_before(answers["service"], before)
     for name, answer in answers.items():
         if "errors" in answer or "data" not in answer:
             raise Mismatch(f"{name} answered {str(answer)[:300]}")
@@ -474,7 +575,48 @@ def compare_answers(answers: dict[str, Any]) -> str:
             )
             alike.append(f"{name} {same}/{len(ids)} lines byte-identical")
     lines = sum(len(p["nodes"]) for p in service.values())
+    if before is not None:
+        alike.insert(0, f"{BEFORE} the same answer")
     return f"{lines} lines, same ids and fields; " + ", ".join(alike)
+
+
+def same_as_before(now: Any, before: Any) -> None:
+    """Raise Mismatch, saying where, unless the revision's answer is this tree's."""
+    if "errors" in before and "errors" not in now:
+        messages = "; ".join(str(e.get("message")) for e in before["errors"])[:300]
+        raise Mismatch(
+            f"{BEFORE} (the revision given to --against) answered with errors where this tree did not: "
+            f"{messages} (is the operation, or a field it selects, newer than that revision?)"
+        )
+    found = _difference(now, before, "")
+    if found is not None:
+        where, ours, theirs = found
+        raise Mismatch(
+            f"{BEFORE} (the revision given to --against) answers otherwise than this tree at "
+            f"{where or 'the top'}: {str(theirs)[:200]} there, {str(ours)[:200]} here; "
+            "revisions that answer differently are not compared"
+        )
+
+
+def _difference(a: Any, b: Any, where: str) -> tuple[str, Any, Any] | None:
+    """The first place where two JSON values differ (its path, and each value there), or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b):
+            return where, list(a), list(b)
+        for key in a:
+            found = _difference(a[key], b[key], f"{where}.{key}" if where else key)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where} (length)", len(a), len(b)
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = _difference(x, y, f"{where}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if a == b and type(a) is type(b) else (where, a, b)
 
 
 def compare_writes(servers: dict[str, Server], op: Operation, database: str) -> None:
@@ -485,7 +627,8 @@ def compare_writes(servers: dict[str, Server], op: Operation, database: str) -> 
         stored = count_lines(database, WRITE_RUN) - before
         values = list((answer.get("data") or {}).values())
         if "errors" in answer or values != [True] or stored != 1:
-            raise Mismatch(f"{name} answered {str(answer)[:200]} and stored {stored} line(s) for one write")
+            which = f"{BEFORE} (the revision given to --against)" if name == BEFORE else name
+            raise Mismatch(f"{which} answered {str(answer)[:200]} and stored {stored} line(s) for one write")
 
 
 class Mismatch(Exception):
@@ -523,7 +666,7 @@ def big_page(report: Report, servers: dict[str, Server], op: Operation, plan: Pl
     )
     figures = {name: median([ms for r in rs for ms in r["latencies_ms"]]) for name, rs in results.items()}
     sizes = ", ".join(f"{name} {rs[-1]['bytes']:,}" for name, rs in results.items())
-    report.add(label, "ms", figures, figures["service"] / figures["floor"], goal, f"bytes: {sizes}")
+    report.add(label, "ms", figures, _to_floor(figures), goal, f"bytes: {sizes}", _before_to_floor(figures))
     return True
 
 
@@ -556,8 +699,19 @@ def rate(
     p50 = ", ".join(
         f"{name} {median([ms for r in rs for ms in r['latencies_ms']]):.1f}" for name, rs in results.items()
     )
-    report.add(label, "req/s", figures, figures["service"] / figures["floor"], goal, f"median ms: {p50}")
+    report.add(
+        label, "req/s", figures, _to_floor(figures), goal, f"median ms: {p50}", _before_to_floor(figures)
+    )
     return results
+
+
+def _to_floor(figures: dict[str, float]) -> float:
+    return figures["service"] / figures["floor"]
+
+
+def _before_to_floor(figures: dict[str, float]) -> float | None:
+    """The revision's figure over the floor's, when one was served (--against)."""
+    return figures[BEFORE] / figures["floor"] if BEFORE in figures else None
 
 
 def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan: Plan, goal: str) -> bool:
@@ -600,7 +754,8 @@ def writes(
         report.failed.append(f"{label}: {sent:,} writes answered true but {stored:,} lines stored")
 
 
-def memory(report: Report, server: Server, workload: Workload, first: int, total: int) -> None:
+def memory(report: Report, servers: dict[str, Server], workload: Workload, first: int, total: int) -> None:
+    """Resident memory of the service (and of the revision's, with --against) after mixed requests."""
     say(f"service RSS after {first:,} and {total:,} mixed requests")
     mixed = []
     for i in range(100):
@@ -610,7 +765,7 @@ def memory(report: Report, server: Server, workload: Workload, first: int, total
             op = workload.reads[i % len(workload.reads)]
             mixed.append(["/graphql", op.body(BIG_PAGE if i % 20 == 0 else SMALL_PAGE)])
 
-    def batch(begin: int, n: int) -> None:
+    def batch(server: Server, begin: int, n: int) -> int:
         requests = []
         for j in range(begin, begin + n):
             if j % 10 == 9:
@@ -624,30 +779,35 @@ def memory(report: Report, server: Server, workload: Workload, first: int, total
         return errors
 
     label = f"service RSS after {total:,} mixed requests"
-    errors = batch(0, first)
-    after_first = server.rss_kib()
-    errors += batch(first, total - first)
-    after_total = server.rss_kib()
-    if errors:
-        report.unmeasured(label, "<= 1.1", "errors")
-        report.failed.append(
-            f"{label}: {errors:,} of the mixed requests were answered with an error or false"
-        )
-        return
+    rss: dict[str, tuple[int, int]] = {}
+    for name, server in servers.items():
+        errors = batch(server, 0, first)
+        after_first = server.rss_kib()
+        errors += batch(server, first, total - first)
+        if errors:
+            report.unmeasured(label, "<= 1.1", "errors")
+            report.failed.append(
+                f"{label}: {errors:,} of the mixed requests were answered by {name} with an error or false"
+            )
+            return
+        rss[name] = after_first, server.rss_kib()
+    after_first, after_total = rss["service"]
     report.add(
         label,
         "MiB",
-        {"service": after_total / 1024},
+        {name: total_kib / 1024 for name, (_, total_kib) in rss.items()},
         after_total / after_first,
         "<= 1.1",
         f"ratio: growth since {after_first / 1024:.1f} MiB after the first {first:,}",
+        rss[BEFORE][1] / rss[BEFORE][0] if BEFORE in rss else None,
     )
 
 
 def workers(report: Report, database: str, op: Operation, plan: Plan) -> None:
     say(f"1 and 2 uvicorn workers, {op.name} {SMALL_PAGE}-line pages, 8 clients, nothing pinned")
+    names = ["service", BEFORE, "floor"] if report.against else ["service", "floor"]
     for count in (1, 2):
-        servers = {name: start(name, database, workers=count, pin=None) for name in ("service", "floor")}
+        servers = start_many(names, database, workers=count, pin=None, revision=report.against)
         try:
             for server in servers.values():
                 server.workers = max(server.workers, 2)  # RSS of the children; unpinned load generator
@@ -718,14 +878,14 @@ def big_table(
     say(f"filling {lines:,} lines in a second database")
     cases = size_cases(workload)
     bodies = {label: body for label, (body, _, _) in cases.items()}
-    pair = {name: small[name] for name in ("service", "floor")}
+    pair = {name: server for name, server in small.items() if name in ("service", BEFORE, "floor")}
     with bench_database() as database:
         fill_base(database)
         fill_started = time.monotonic()
         filled = fill_big(database, lines, say)
         report.notes.append(f"   filled {filled:,} lines in {time.monotonic() - fill_started:.0f}s")
         settle(database, say)
-        big = {name: start(name, database) for name in pair}
+        big = start_many(list(pair), database, revision=report.against)
         try:
             for label, body in bodies.items():
                 agreed = compare_answers({name: server.post(body) for name, server in big.items()})
@@ -742,39 +902,38 @@ def big_table(
         base = found[f"{label}|{name}|small"]
         if name == "service":
             floor_big, floor_small = found[f"{label}|floor|big"], found[f"{label}|floor|small"]
+            before_big = found.get(f"{label}|{BEFORE}|big")
+            figures = {"service": value, "floor": floor_big}
+            if before_big is not None:
+                figures[BEFORE] = before_big
             report.add(
                 f"{label}, {filled:,} lines",
                 "ms",
-                {"service": value, "floor": floor_big},
+                figures,
                 value / base,
                 "<= 1.2",
                 f"ratio: to the service at 10,000 lines ({base:.2f} ms); "
                 f"the floor's is {floor_big / floor_small:.3f}",
+                None if before_big is None else before_big / found[f"{label}|{BEFORE}|small"],
             )
     return plans
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="a small version, about a minute")
-    parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
-    parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--only", choices=("reads", "writes"), help="only the read cases, or only the write cases"
-    )
-    args = parser.parse_args(argv)
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    sys.exit(128 + signum)
+
+
+def _measure(
+    report: Report, args: argparse.Namespace, plan: Plan
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Run the cases into `report`; the EXPLAIN of the size cases on the 10,000 lines and the big table."""
     quick = args.quick
-    plan = Plan(3, 3, 3, 0.5) if quick else Plan(5, 20, 5, 2.0)
-    report = Report()
-    started = time.monotonic()
     plans_small: dict[str, list[dict[str, Any]]] = {}
     plans_big: dict[str, list[dict[str, Any]]] = {}
     with bench_database() as database:
         fill_base(database)
         say(f"database {database}: {BASE_RUNS * RUN_LINES:,} lines")
-        servers = {name: start(name, database) for name in TARGETS}
+        servers = start_many(list(report.targets), database, revision=report.against)
         try:
             workload = Workload.build(servers["service"].port)
             for op in workload.skipped:
@@ -809,7 +968,8 @@ def main(argv: list[str] | None = None) -> int:
                     plans_big = big_table(report, servers, workload, args.big_lines, 10 if quick else 200)
                 else:
                     report.unmeasured(f"flat at {args.big_lines:,} lines", "<= 1.2", "run with --big")
-                memory(report, servers["service"], workload, *((200, 1000) if quick else (1000, 10_000)))
+                services = {name: servers[name] for name in ("service", BEFORE) if name in servers}
+                memory(report, services, workload, *((200, 1000) if quick else (1000, 10_000)))
             elif args.only != "writes":
                 report.unmeasured("flat, RSS", "<= 1.2, <= 1.1", "no read the floors answer alike")
             for op in workload.writes:
@@ -824,6 +984,62 @@ def main(argv: list[str] | None = None) -> int:
         runlog = workload.read("RunLog")
         if not quick and runlog is not None:
             workers(report, database, runlog, plan)
+    return plans_small, plans_big
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a small version, about a minute")
+    parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
+    parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--only", choices=("reads", "writes"), help="only the read cases, or only the write cases"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="also serve the service as it is at git revision REV (main~1, a hash...) in the same "
+        "rounds, and print each case's ratio at REV, now, and now over REV; REV's requirements.lock "
+        "must pin what this tree's does",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        metavar="N",
+        help="alternating rounds per case (default 3 with --quick, else 5); more make a small change "
+        "easier to tell from noise",
+    )
+    args = parser.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: at least 1 round is needed")
+    quick = args.quick
+    plan = Plan(3, 3, 3, 0.5) if quick else Plan(5, 20, 5, 2.0)
+    if args.rounds is not None:
+        plan = dataclasses.replace(plan, latency_rounds=args.rounds, rate_rounds=args.rounds)
+    started = time.monotonic()
+    # A bench stopped with SIGTERM drops its database, stops its servers and removes the
+    # revision's files, as one stopped with Ctrl-C does.
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
+    try:
+        with contextlib.ExitStack() as stack:
+            revision = None
+            if args.against is not None:
+                try:
+                    revision = stack.enter_context(checkout(args.against))
+                except Refused as exc:
+                    print(f"python -m bench: {exc}", file=sys.stderr)
+                    return 2
+                say(f"{BEFORE} = {revision.label}, served from {revision.tree}")
+            report = Report(
+                targets=TARGETS if revision is None else ("service", BEFORE, *FLOORS), against=revision
+            )
+            plans_small, plans_big = _measure(report, args, plan)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     print()
     report.print()
     print()

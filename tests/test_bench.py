@@ -11,7 +11,7 @@ import pytest
 from graphql import Node, OperationType, build_client_schema, get_introspection_query, parse
 from starlette.testclient import TestClient
 
-from bench import floor, run
+from bench import floor, revision, run
 from bench.operations import HOT_RUN, OPERATIONS, every_detail_field_of, shipped
 from gql.app import create_app
 from gql.details import DETAIL_TYPES
@@ -170,3 +170,68 @@ def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> No
     finally:
         for client in clients.values():
             client.__exit__(None, None, None)
+
+
+@pytest.mark.mariadb
+def test_against_an_older_revision_the_bench_serves_it_beside_this_tree_and_compares_ratios(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--against REV` for real, kept small: one case (WriteNote), one round."""
+    status = run.main(["--quick", "--only", "writes", "--rounds", "1", "--against", "HEAD"])
+    out, err = capsys.readouterr()
+    assert status == 0, out + err
+    head, _, compared = out.partition("before = HEAD = ")
+    assert re.search(r"^case +unit +service +before +floor +sa floor +ratio", head, re.MULTILINE), out
+    # Each server wrote its one line before timing, and the revision's figure has its column.
+    assert re.search(r"^WriteNote, 8 clients +req/s( +[\d,.]+){5} ", head, re.MULTILINE), out
+    row = re.search(r"^WriteNote, 8 clients +([\d.]+) +([\d.]+) +([\d.]+) +(.+)$", compared, re.MULTILINE)
+    assert row, out
+    before, now, now_over = (float(row.group(i)) for i in (1, 2, 3))
+    assert now_over == pytest.approx(now / before, abs=0.002)
+    assert re.fullmatch(r"same|\d+\.\d% (better|worse)( \(more than 5%\))?", row.group(4)), row.group(4)
+    served = re.search(r"served from (\S+)", err)
+    assert served, err
+    assert not Path(served.group(1)).exists(), "the revision's files were left behind"
+
+
+def test_a_revision_whose_answer_differs_from_this_tree_s_is_not_compared() -> None:
+    page = {"nodes": [{"id": "1", "kind": "NOTE", "detail": {"text": "a"}}], "pageInfo": {"endCursor": "x"}}
+    now = {"data": {"runLog": page}}
+    answers = {"service": now, "before": json.loads(json.dumps(now)), "floor": now}
+    assert "before the same answer" in run.compare_answers(answers)
+
+    answers["before"]["data"]["runLog"]["nodes"][0]["detail"]["text"] = "b"
+    with pytest.raises(
+        run.Mismatch, match=r"otherwise than this tree at data\.runLog\.nodes\[0\]\.detail\.text"
+    ):
+        run.compare_answers(answers)
+
+    # An operation (or a field) newer than the revision: it answers with errors.
+    answers["before"] = {
+        "data": None,
+        "errors": [{"message": "Cannot query field 'newField' on type 'Run'."}],
+    }
+    with pytest.raises(run.Mismatch, match=r"errors where this tree did not: Cannot query field 'newField'"):
+        run.compare_answers(answers)
+
+
+def test_a_revision_is_refused_by_name_when_git_has_none_or_its_lock_pins_other_packages(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run.main(["--against", "no-such-revision~1"]) == 2
+    assert "--against no-such-revision~1: no commit of that name" in capsys.readouterr().err
+
+    # The commit before the lock file last changed was locked otherwise.
+    changed = revision._git("log", "-1", "--format=%H", "--", revision.LOCK).decode().strip()
+    assert run.main(["--against", f"{changed}^"]) == 2
+    err = capsys.readouterr().err
+    assert f"--against {changed}^: " in err
+    assert "requirements.lock pins other packages than this tree's" in err
+
+
+def test_the_revision_s_files_are_removed_when_the_bench_fails() -> None:
+    with pytest.raises(RuntimeError, match="a case failed"), revision.checkout("HEAD") as found:
+        tree = found.tree
+        assert (tree / "gql" / "__main__.py").is_file()
+        raise RuntimeError("a case failed")
+    assert not tree.exists()
