@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import json
 import logging
@@ -43,8 +44,9 @@ from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.execution import optimized_is_awaitable
 from strawberry.extensions import DisableIntrospection, MaskErrors
-from strawberry.http import GraphQLHTTPResponse
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
+from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
@@ -264,7 +266,31 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return await super().run(request, context, root_value)
         except HTTPException as exc:
             # Strawberry answers these in plain text; a GraphQL client reads JSON.
-            return _json_error(request, exc.status_code, _shortened(exc.reason))
+            headers = {"Allow": "POST"} if exc.status_code == 405 else None
+            return _json_error(request, exc.status_code, _shortened(exc.reason), headers)
+
+    async def execute_single(
+        self,
+        request: Any,
+        request_adapter: Any,
+        sub_response: Any,
+        context: Any,
+        root_value: Any,
+        request_data: GraphQLRequestData,
+    ) -> ExecutionResult:
+        # A GET may run a query, never a mutation (a link or an <img> could
+        # send it): the GraphQL over HTTP specification's 405, which `run`
+        # answers with `Allow: POST`. Strawberry would answer 400.
+        try:
+            return await super().execute_single(
+                request, request_adapter, sub_response, context, root_value, request_data
+            )
+        except HTTPException as exc:
+            if isinstance(exc.__cause__, InvalidOperationTypeError) and request_adapter.method == "GET":
+                raise HTTPException(
+                    405, "A mutation must be sent by POST; GET may run only a query"
+                ) from exc.__cause__
+            raise
 
     async def answer_prepared(self, scope: Scope, body: bytes, send: Send) -> bool:
         """Answer a POST to /graphql as `run_prepared` does, straight from the ASGI call; False to leave it.
@@ -418,7 +444,9 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # One after another, as the executor runs a mutation's fields.
         data: dict[str, object] = {key: await write_line(context, **values) for key, values in arguments}
         answer: GraphQLHTTPResponse = {"data": data}
-        return Response(self.encode_json(answer), media_type="application/json")
+        return Response(
+            self.encode_json(answer), media_type=response_media_type(request.headers.get("accept"))
+        )
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
         # The last stop before the client, behind MaskErrors: an exception
@@ -434,7 +462,34 @@ class RunLogGraphQL(GraphQL[Context, None]):
             # and each logged its own refusal, or was stored.
             if result.data is None and all(e.path is None for e in result.errors):
                 log_unrun_writes(rid, await request.body(), result.errors, request.app.state.settings)
+                # A request error (it did not parse, validate or coerce, or a
+                # limit refused it): nothing ran, so there is no `data` at
+                # all, as the GraphQL specification has it; `create_response`
+                # answers it with 400 to a client that takes
+                # application/graphql-response+json.
+                answer = await super().process_result(request, result)
+                answer.pop("data", None)
+                return answer
         return await super().process_result(request, result)
+
+    async def get_sub_response(self, request: Request | WebSocket) -> Response:
+        # Where `create_response` finds the media type the caller accepts.
+        response = await super().get_sub_response(request)
+        response.media_type = response_media_type(request.headers.get("accept"))
+        return response
+
+    def create_response(
+        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
+    ) -> Response:
+        response = super().create_response(response_data, sub_response)
+        media_type = sub_response.media_type or JSON
+        if media_type != JSON:
+            response.headers["content-type"] = media_type
+            # The GraphQL over HTTP specification's status codes for this
+            # media type: a response with no `data` is a request error.
+            if isinstance(response_data, dict) and "data" not in response_data:
+                response.status_code = 500 if _masked(response_data) else 400
+        return response
 
     def decode_json(self, data: str | bytes) -> object:
         # Strawberry turns only a JSONDecodeError into a 400. A body that is
@@ -606,7 +661,10 @@ def create_app(
         max_lines=settings.max_lines_per_request,
         prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
-        allow_queries_via_get=False,
+        # Queries by GET (urql sends short ones so); a GET mutation is
+        # refused with 405 (`execute_single`). See docs/operating.md, "GET
+        # and cross-site requests".
+        allow_queries_via_get=True,
         # The websocket at /graphql (runLogTail). Strawberry's own cap on a
         # connection's operations is left above ours (which counts
         # subscriptions, with an error that names its setting), so that it
@@ -868,7 +926,56 @@ def _shortened(reason: str, most: int = 1000) -> str:
 
 def _json_error(request: Request, status: int, message: str, headers: Any = None) -> Response:
     body = error_body(status, message, request.state.request_id)
-    return Response(body, status_code=status, media_type="application/json", headers=headers)
+    media_type = response_media_type(request.headers.get("accept"))
+    return Response(body, status_code=status, media_type=media_type, headers=headers)
+
+
+JSON = "application/json"
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+
+@functools.lru_cache(maxsize=256)
+def response_media_type(accept: str | None) -> str:
+    """The media type a GraphQL answer goes out as, for a request's `Accept` header.
+
+    application/graphql-response+json when the caller lists it at least as
+    high as application/json (Apollo Client and urql do), else
+    application/json: for no `Accept`, `*/*`, or a client that predates the
+    GraphQL over HTTP specification. Cached: a handful of clients send a
+    handful of distinct headers.
+    """
+    if not accept or accept == JSON:
+        return JSON
+    graphql_q = json_q = wildcard_q = 0.0
+    for part in accept.split(","):
+        media_type, *parameters = part.split(";")
+        quality = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        media_type = media_type.strip().lower()
+        if media_type == GRAPHQL_RESPONSE:
+            graphql_q = max(graphql_q, quality)
+        elif media_type == JSON:
+            json_q = max(json_q, quality)
+        elif media_type in ("*/*", "application/*"):
+            wildcard_q = max(wildcard_q, quality)
+    if graphql_q > 0 and graphql_q >= (json_q or wildcard_q):
+        return GRAPHQL_RESPONSE
+    return JSON
+
+
+def _masked(response_data: GraphQLHTTPResponse) -> bool:
+    """Whether an answer's errors include one the service masked (its own failure, not the caller's)."""
+    for error in response_data.get("errors") or ():
+        extensions = error.get("extensions") if isinstance(error, dict) else None
+        if isinstance(extensions, dict) and extensions.get("code") == "INTERNAL_SERVER_ERROR":
+            return True
+    return False
 
 
 async def _route_error(request: Request, exc: Exception) -> Response:

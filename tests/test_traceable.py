@@ -80,9 +80,10 @@ def test_the_routers_404_and_405_are_json_with_the_request_id(api: Api) -> None:
     assert_json_error(api.client.delete("/healthz"), 405, "METHOD_NOT_ALLOWED", "Method Not Allowed")
 
 
-def test_a_get_query_is_a_json_error_with_the_request_id(api: Api) -> None:
-    response = api.client.get("/graphql?query={__typename}", headers={"Accept": "application/json"})
-    assert_json_error(response, 400, "BAD_REQUEST", "not allowed when using GET")
+def test_a_get_mutation_is_a_json_405_with_the_request_id(api: Api) -> None:
+    response = api.client.get("/graphql?query=mutation{__typename}", headers={"Accept": "application/json"})
+    assert_json_error(response, 405, "METHOD_NOT_ALLOWED", "must be sent by POST")
+    assert response.headers["Allow"] == "POST"
 
 
 def test_graphiql_off_is_a_json_404_with_the_request_id(make_api: Callable[..., Api]) -> None:
