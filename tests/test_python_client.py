@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import uvicorn
 from runlog_client import RunLogClient, RunLogKind
+from runlog_client.exceptions import GraphQLClientGraphQLMultiError
 from runlog_client.fragments import (
     RunLogLineFieldsDetailConditionEvaluatedDetail,
     RunLogLineFieldsDetailNoteDetail,
@@ -137,6 +138,29 @@ def test_writes_a_note_and_reads_it_back(client: RunLogClient) -> None:
         ("no actor this time", None),
         ("38 waits for 37", "Iolo (GM)"),
     ]
+
+
+def test_the_shipped_run_log_reads_newer_lines_with_before(client: RunLogClient) -> None:
+    # The same RunLog operation both ways: its startCursor as `before`.
+    run_id = str(demo.BLOCKED)
+    first = client.run_log(run_id=run_id, limit=2).run_log
+    assert first.page_info.start_cursor == first.nodes[0].cursor
+    assert first.page_info.end_cursor == first.nodes[-1].cursor
+    assert client.run_log(run_id=run_id, before=first.page_info.start_cursor).run_log.nodes == []
+
+    assert client.write_note(run_id=run_id, text="written since", actor=None).write_run_log
+    newer = client.run_log(run_id=run_id, before=first.page_info.start_cursor).run_log
+    assert [line.detail.text for line in newer.nodes] == ["written since"]  # type: ignore[union-attr]
+    assert newer.page_info.has_previous_page is False
+    older = client.run_log(run_id=run_id, after=first.page_info.end_cursor, limit=1).run_log
+    assert older.nodes and older.nodes[0].id not in {line.id for line in first.nodes}
+
+
+def test_a_request_error_is_raised_with_the_servers_message(live_url: str) -> None:
+    # A request error has no `data` (GraphQL over HTTP); the client raises it, naming the variable.
+    with RunLogClient(url=live_url) as anonymous, pytest.raises(GraphQLClientGraphQLMultiError) as raised:
+        anonymous.run_log(run_id=None)  # type: ignore[arg-type]
+    assert "$runId" in str(raised.value)
 
 
 def test_a_write_the_server_refuses_answers_false_not_an_exception(live_url: str) -> None:

@@ -23,16 +23,20 @@ class RunLogClient(BaseClient):
         run_id: str,
         limit: Union[Optional[int], UnsetType] = UNSET,
         after: Union[Optional[str], UnsetType] = UNSET,
+        before: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunLog:
         query = gql("""
-            query RunLog($runId: ID!, $limit: Int, $after: String) {
-              runLog(runId: $runId, limit: $limit, after: $after) {
+            query RunLog($runId: ID!, $limit: Int, $after: String, $before: String) {
+              runLog(runId: $runId, limit: $limit, after: $after, before: $before) {
                 nodes {
+                  cursor
                   ...RunLogLineFields
                 }
                 pageInfo {
                   hasNextPage
+                  hasPreviousPage
+                  startCursor
                   endCursor
                 }
               }
@@ -227,7 +231,12 @@ class RunLogClient(BaseClient):
               dryRunId
             }
             """)
-        variables: dict[str, object] = {"runId": run_id, "limit": limit, "after": after}
+        variables: dict[str, object] = {
+            "runId": run_id,
+            "limit": limit,
+            "after": after,
+            "before": before,
+        }
         response = self.execute(
             query=query, operation_name="RunLog", variables=variables, **kwargs
         )

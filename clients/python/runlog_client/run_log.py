@@ -6,7 +6,32 @@ from typing import Optional
 from pydantic import Field
 
 from .base_model import BaseModel
-from .fragments import RunLogLineFields
+from .fragments import (  # noqa: F401
+    RunLogLineFields,
+    RunLogLineFieldsDetailCleanupFailedDetail,
+    RunLogLineFieldsDetailCleanupRetryDetail,
+    RunLogLineFieldsDetailCleanupRevertedDetail,
+    RunLogLineFieldsDetailCleanupSweptDetail,
+    RunLogLineFieldsDetailConditionEvaluatedDetail,
+    RunLogLineFieldsDetailNoteDetail,
+    RunLogLineFieldsDetailPhaseAdvancedDetail,
+    RunLogLineFieldsDetailPhaseCompletedDetail,
+    RunLogLineFieldsDetailPhaseEnteredDetail,
+    RunLogLineFieldsDetailPhaseGateDetail,
+    RunLogLineFieldsDetailResourceOrphanedDetail,
+    RunLogLineFieldsDetailResourceRecordedDetail,
+    RunLogLineFieldsDetailRunBlockedDetail,
+    RunLogLineFieldsDetailRunBudgetDetail,
+    RunLogLineFieldsDetailRunCreatedDetail,
+    RunLogLineFieldsDetailRunHealthDetail,
+    RunLogLineFieldsDetailRunStatusDetail,
+    RunLogLineFieldsDetailStepParkedDetail,
+    RunLogLineFieldsDetailStepRefusedDetail,
+    RunLogLineFieldsDetailStepRetryDetail,
+    RunLogLineFieldsDetailStepStatusDetail,
+    RunLogLineFieldsDetailUnreadableDetail,
+    RunLogLineFieldsDetailVersionVerifiedDetail,
+)
 
 
 class RunLog(BaseModel):
@@ -18,11 +43,14 @@ class RunLogRunLog(BaseModel):
     page_info: "RunLogRunLogPageInfo" = Field(alias="pageInfo")
 
 
-RunLogRunLogNodes = RunLogLineFields
+class RunLogRunLogNodes(RunLogLineFields):
+    cursor: str
 
 
 class RunLogRunLogPageInfo(BaseModel):
     has_next_page: bool = Field(alias="hasNextPage")
+    has_previous_page: bool = Field(alias="hasPreviousPage")
+    start_cursor: Optional[str] = Field(alias="startCursor")
     end_cursor: Optional[str] = Field(alias="endCursor")
 
 

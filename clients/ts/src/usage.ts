@@ -136,6 +136,20 @@ export async function* wholeLog(url: string, runId: string): AsyncGenerator<Line
   }
 }
 
+/** The lines written since `page` was read: the same RunLog, its startCursor as `before`. */
+export async function newerThan(url: string, runId: string, page: RunLogQuery["runLog"]): Promise<Line[]> {
+  const newer: Line[] = [];
+  let before = page.pageInfo.startCursor;
+  for (;;) {
+    const next: RunLogQuery["runLog"] = (await request(url, RunLogDocument, { runId, before })).runLog;
+    newer.unshift(...next.nodes); // each page is newest first, and newer than the last
+    before = next.pageInfo.startCursor ?? before;
+    if (!next.pageInfo.hasPreviousPage) {
+      return newer;
+    }
+  }
+}
+
 /** "Why didn't phase 2 start?": the gate's lines alone. */
 export async function gateStory(url: string, runId: string): Promise<string[]> {
   const kinds: RunLogKind[] = ["PHASE_GATE", "CONDITION_EVALUATED", "PHASE_ADVANCED"];
