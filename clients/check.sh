@@ -49,11 +49,11 @@ python_same() {
 ts_install() { (cd "$root/clients/ts" && npm ci --no-audit --no-fund --loglevel=error); }
 ts_generate() {
     mkdir -p "$scratch/ts"
-    (cd "$root/clients/ts" && RUNLOG_CODEGEN_OUT="$scratch/ts/graphql.ts" \
+    (cd "$root/clients/ts" && RUNLOG_CODEGEN_DIR="$scratch/ts" \
         npx --no-install graphql-codegen --config codegen.ts --silent)
 }
-ts_same() {
-    same "$root/clients/ts/src/generated/graphql.ts" "$scratch/ts/graphql.ts" \
+ts_same() {  # graphql.ts, and possible-types.json for Apollo Client's cache
+    same "$root/clients/ts/src/generated" "$scratch/ts" \
         "(cd clients/ts && npm ci && npm run generate)"
 }
 ts_check() { (cd "$root/clients/ts" && npm run --silent check); }

@@ -1,15 +1,26 @@
 // GraphQL Code Generator: TypeScript types for the schema and for each
 // operation in gql/operations (the same files GraphiQL opens on and the
-// Python client is built from). `npm run generate` writes
-// src/generated/graphql.ts; clients/check.sh sets RUNLOG_CODEGEN_OUT to
-// generate into a scratch file and compare it with the committed one.
+// Python client is built from), and the union's members for Apollo Client's
+// cache. `npm run generate` writes src/generated/; clients/check.sh sets
+// RUNLOG_CODEGEN_DIR to generate into a scratch folder and compare it with
+// the committed one.
 import type { CodegenConfig } from "@graphql-codegen/cli";
+
+const out = process.env.RUNLOG_CODEGEN_DIR ?? "src/generated";
 
 const config: CodegenConfig = {
   schema: "../../schema.graphql",
   documents: "../../gql/operations/*.graphql",
   generates: {
-    [process.env.RUNLOG_CODEGEN_OUT ?? "src/generated/graphql.ts"]: {
+    // `possibleTypes` for Apollo Client's InMemoryCache: which detail types
+    // the `RunLogDetail` union holds. Without it the cache cannot match a
+    // fragment on a union member, warns for each, and may drop the data.
+    // JSON, so that a frontend and a Node script read the same file.
+    [`${out}/possible-types.json`]: {
+      plugins: ["fragment-matcher"],
+      config: { apolloClientVersion: 3 },
+    },
+    [`${out}/graphql.ts`]: {
       plugins: ["typescript-operations", "typed-document-node"],
       config: {
         scalars: {
