@@ -52,9 +52,11 @@ ts_generate() {
     (cd "$root/clients/ts" && RUNLOG_CODEGEN_DIR="$scratch/ts" \
         npx --no-install graphql-codegen --config codegen.ts --silent)
 }
-ts_same() {  # graphql.ts, and possible-types.json for Apollo Client's cache
+ts_same() {  # graphql.ts, possible-types.json, persisted/ (and its manifest, which the service reads)
     same "$root/clients/ts/src/generated" "$scratch/ts" \
-        "(cd clients/ts && npm ci && npm run generate)"
+        "(cd clients/ts && npm ci && npm run generate)" &&
+        same "$root/gql/operations/persisted-documents.json" "$scratch/ts/persisted/persisted-documents.json" \
+            "(cd clients/ts && npm ci && npm run generate)"
 }
 ts_check() { (cd "$root/clients/ts" && npm run --silent check); }
 

@@ -51,7 +51,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from . import graphiql, health, metrics, request_id, tracing, writes
-from .auth import Policy
+from .auth import Policy, Role
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
 from .limits import MAX_VARIABLE_VALUES, BodyLimit, RequestLimits, lines_asked, query_limits, variable_values
@@ -62,6 +62,7 @@ from .schema import ClientError, Context, build_schema, log_unrun_writes, write_
 from .settings import Settings
 from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher
+from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
 from .write_plan import WritePlans
 
 log = logging.getLogger("gql.app")
@@ -238,11 +239,15 @@ class RunLogGraphQL(GraphQL[Context, None]):
         *,
         caches: DocumentCaches,
         max_lines: int,
+        trusted: TrustedDocuments = NO_DOCUMENTS,
+        policy: Policy | None = None,
         prepared: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(schema, **options)
         self.caches = caches
+        self.trusted = trusted
+        self.policy = policy
         self.max_lines = max_lines
         # With an extension whose per-request effect run_prepared does not
         # reproduce (a tracer, a resolver middleware, added later), every
@@ -334,7 +339,42 @@ class RunLogGraphQL(GraphQL[Context, None]):
             refusal = _json_content_type(request.headers.get("content-type"))
             if refusal is not None:
                 raise HTTPException(415, refusal)
-        return await super().parse_http_body(request)
+        data = await super().parse_http_body(request)
+        if not isinstance(data, GraphQLRequestData):
+            return data  # a batch: refused by Strawberry, batching is off
+        document_id = await self._document_id(request)
+        if document_id is not None:
+            text = self.trusted.text(document_id) if isinstance(document_id, str) else None
+            if data.query is not None:
+                raise HTTPException(400, "Send either a query or a documentId, not both")
+            if text is None:
+                raise HTTPException(400, unknown_id(document_id))
+            data.query = text
+        elif self.trusted.enforced and data.query is not None and not self._may_run(request, data.query):
+            raise HTTPException(403, REFUSED)
+        return data
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        # A GET of a trusted document has no `query` either: it is run, not shown.
+        return super().should_render_graphql_ide(request) and request.query_params.get("documentId") is None
+
+    async def _document_id(self, request: Any) -> object:
+        """The request's `documentId` (trusted documents), None when it sends none."""
+        if request.method == "GET":
+            return request.query_params.get("documentId")
+        body = await request.get_body()
+        if b"documentId" not in body:
+            return None  # the body is decoded again only when it may hold one
+        found = self.parse_json(body)
+        return found.get("documentId") if isinstance(found, dict) else None
+
+    def _may_run(self, request: Any, query: object) -> bool:
+        """Whether the caller may run `query` while trusted documents are enforced."""
+        if isinstance(query, str) and query in self.trusted.texts:
+            return True
+        if self.policy is None:
+            return False
+        return Role.ADMIN in self.policy.identify(request.headers.get("authorization")).roles
 
     async def run_prepared(self, request: Request) -> Response | None:
         """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
@@ -383,6 +423,14 @@ class RunLogGraphQL(GraphQL[Context, None]):
         query = data.get("query")
         variables = data.get("variables")
         name = data.get("operationName")
+        document_id = data.get("documentId")
+        if document_id is not None:
+            # A trusted document by its hash; anything odd is `run`'s to refuse.
+            if query is not None or type(document_id) is not str:
+                return None
+            query = self.trusted.text(document_id)
+        elif self.trusted.enforced and not self._may_run(request, query):
+            return None  # refused by `parse_http_body`, in Strawberry's pipeline
         if (
             type(query) is not str
             or (variables is not None and type(variables) is not dict)
@@ -655,10 +703,16 @@ def create_app(
     caches = DocumentCaches()
     extensions.append(caches.extension)
     schema = build_schema(extensions=extensions)
+    # Every trusted document is parsed and validated now: a manifest entry
+    # this schema refuses stops start-up, naming it.
+    trusted = TrustedDocuments.from_settings(settings)
+    trusted.check(schema._schema)
     graphql_app = RunLogGraphQL(
         schema,
         caches=caches,
         max_lines=settings.max_lines_per_request,
+        trusted=trusted,
+        policy=policy,
         prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
         # Queries by GET (urql sends short ones so); a GET mutation is

@@ -50,6 +50,10 @@ class Settings:
     max_detail_bytes: int = 64 * 1024
     graphiql: bool = True
     introspection: bool = True
+    # Trusted documents (gql/trusted.py): off, every caller may run any
+    # document; on, only admins may run one that is not known.
+    trusted_documents: bool = False
+    trusted_documents_file: str | None = None
     log_level: str = "INFO"
     # Query limits (see docs/operating.md, "Security").
     max_depth: int = 10
@@ -153,6 +157,8 @@ class Settings:
             max_detail_bytes=reader.get("RUNLOG_MAX_DETAIL_BYTES", _whole(1, 16 * 1024 * 1024), 64 * 1024),
             graphiql=reader.get("RUNLOG_GRAPHIQL", _boolean, True),
             introspection=reader.get("RUNLOG_INTROSPECTION", _boolean, True),
+            trusted_documents=reader.get("RUNLOG_TRUSTED_DOCUMENTS", _boolean, False),
+            trusted_documents_file=reader.get("RUNLOG_TRUSTED_DOCUMENTS_FILE", str, None),
             log_level=reader.get("RUNLOG_LOG_LEVEL", _log_level, "INFO"),
             max_depth=reader.get("RUNLOG_MAX_DEPTH", _whole(1, 100), 10),
             max_aliases=reader.get("RUNLOG_MAX_ALIASES", _whole(1, 1000), 30),

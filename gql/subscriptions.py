@@ -31,13 +31,15 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
+from graphql import GraphQLError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyErrorMessage
 
-from .auth import Caller, Policy
+from .auth import Caller, Policy, Role
 from .limits import query_text_refusal
+from .trusted import REFUSED
 
 log = logging.getLogger("gql.subscriptions")
 
@@ -220,11 +222,21 @@ def _too_big(context: Any, payload: Any) -> Any:
     return None if refusal is None else refusal.formatted
 
 
+def _untrusted(view: Any, context: Any, payload: Any) -> Any:
+    """The formatted error for a text no trusted document has, when they are enforced, for all but admins."""
+    trusted = view.trusted
+    query = payload.get("query") if isinstance(payload, dict) else None
+    if not trusted.enforced or query in trusted.texts or Role.ADMIN in context.caller.roles:
+        return None
+    return GraphQLError(REFUSED, extensions={"code": "FORBIDDEN"}).formatted
+
+
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
-    """Strawberry's graphql-transport-ws handler, refusing an oversized query text as its error."""
+    """Strawberry's graphql-transport-ws handler, refusing an oversized or untrusted text as its error."""
 
     async def handle_subscribe(self, message: Any) -> None:
-        error = _too_big(self.context, message.get("payload"))
+        payload = message.get("payload")
+        error = _too_big(self.context, payload) or _untrusted(self.view, self.context, payload)
         if error is not None and self.connection_acknowledged and message.get("id") not in self.operations:
             await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
             return
@@ -232,10 +244,11 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
 
 
 class WSHandler(BaseGraphQLWSHandler[Any, None]):
-    """Strawberry's graphql-ws handler, refusing an oversized query text as its error."""
+    """Strawberry's graphql-ws handler, refusing an oversized or untrusted query text as its error."""
 
     async def handle_start(self, message: Any) -> None:
-        error = _too_big(self.context, message.get("payload"))
+        payload = message.get("payload")
+        error = _too_big(self.context, payload) or _untrusted(self.view, self.context, payload)
         if error is not None and self.connection_acknowledged:
             await self.send_message(LegacyErrorMessage(type="error", id=message["id"], payload=error))
             return

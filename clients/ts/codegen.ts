@@ -20,6 +20,21 @@ const config: CodegenConfig = {
       plugins: ["fragment-matcher"],
       config: { apolloClientVersion: 3 },
     },
+    // The client preset's typed documents, each with its sha256 hash
+    // (`__meta__.hash`), and persisted-documents.json: hash to text, the
+    // manifest the service knows the shipped operations by
+    // (RUNLOG_TRUSTED_DOCUMENTS; `npm run generate` copies it to
+    // gql/operations/persisted-documents.json). A client sends
+    // {"documentId": hash, "variables": ...} in place of the text.
+    [`${out}/persisted/`]: {
+      preset: "client",
+      presetConfig: { persistedDocuments: { hashAlgorithm: "sha256" }, fragmentMasking: false },
+      config: {
+        scalars: { DateTime: "string", JSON: "unknown", ID: "string" },
+        enumsAsTypes: true,
+        useTypeImports: true,
+      },
+    },
     [`${out}/graphql.ts`]: {
       plugins: ["typescript-operations", "typed-document-node"],
       config: {

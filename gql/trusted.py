@@ -1,0 +1,105 @@
+"""Trusted documents: the operations known by hash, and who may run what else.
+
+The shipped operations (gql/operations) are known by the hash GraphQL Code
+Generator's client preset gives each (`persistedDocuments`, sha256 of the
+document text it prints): `operations/persisted-documents.json` is that
+preset's own manifest, which `clients/ts` generates and `clients/check.sh`
+keeps current. An operator may add more with RUNLOG_TRUSTED_DOCUMENTS_FILE,
+a manifest of the same shape. A client may send `{"documentId":
+"sha256:<hex>"}` (or the bare hex) in place of the query text. With
+RUNLOG_TRUSTED_DOCUMENTS=on, a caller other than an admin may run only these
+documents, by id or by their exact text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from graphql import GraphQLSchema, parse, validate
+
+from .settings import Settings, SettingsError
+
+SHIPPED = Path(__file__).parent / "operations" / "persisted-documents.json"
+PREFIX = "sha256:"
+_HEX = re.compile(r"[0-9a-f]{64}")
+SETTING = "RUNLOG_TRUSTED_DOCUMENTS"
+
+
+@dataclass(frozen=True)
+class TrustedDocuments:
+    """Known documents by their sha256 (bare lowercase hex), and their texts."""
+
+    by_hash: Mapping[str, str]
+    texts: frozenset[str]
+    enforced: bool
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TrustedDocuments:
+        """The shipped manifest and the operator's; a manifest that does not hold stops start-up."""
+        known = _manifest(SHIPPED, "the shipped manifest")
+        if settings.trusted_documents_file is not None:
+            known.update(_manifest(Path(settings.trusted_documents_file), "RUNLOG_TRUSTED_DOCUMENTS_FILE"))
+        return cls(by_hash=known, texts=frozenset(known.values()), enforced=settings.trusted_documents)
+
+    def text(self, document_id: str) -> str | None:
+        """The text of the document `document_id` names (`sha256:<hex>` or `<hex>`), None if unknown."""
+        digest = document_id[len(PREFIX) :] if document_id.startswith(PREFIX) else document_id
+        return self.by_hash.get(digest.lower())
+
+    def check(self, schema: GraphQLSchema) -> None:
+        """Parse and validate every known document: one this schema refuses stops start-up."""
+        for digest, text in self.by_hash.items():
+            errors = validate(schema, parse(text))
+            if errors:
+                raise SettingsError(
+                    f"trusted document sha256:{digest} is not valid against this schema: {errors[0].message}"
+                )
+
+
+# For an app built without settings' documents (tests that make the view alone).
+NO_DOCUMENTS = TrustedDocuments(by_hash={}, texts=frozenset(), enforced=False)
+
+
+def unknown_id(document_id: object) -> str:
+    shown = repr(document_id)[:100]
+    return (
+        f"Unknown documentId {shown}: this service knows the shipped operations (gql/operations) "
+        f'and those of RUNLOG_TRUSTED_DOCUMENTS_FILE, each by "sha256:<hex of the text\'s SHA-256>"'
+    )
+
+
+REFUSED = (
+    f"{SETTING}=on: only the trusted documents may be run, sent as "
+    '{"documentId": "sha256:<hex>", "variables": {...}} (or as their exact text); '
+    "an admin token may run any document"
+)
+
+
+def _manifest(path: Path, name: str) -> dict[str, str]:
+    """`path`'s hash-to-text map, each hash checked against its text."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"{name} {str(path)!r} cannot be read as a JSON manifest: {exc}") from None
+    if not isinstance(data, dict):
+        raise SettingsError(
+            f"{name} {str(path)!r} must be a JSON object mapping each hash to its document text"
+        )
+    found: dict[str, str] = {}
+    for key, text in data.items():
+        digest = key[len(PREFIX) :] if key.startswith(PREFIX) else key
+        if not _HEX.fullmatch(digest) or not isinstance(text, str):
+            raise SettingsError(
+                f'{name} {str(path)!r}: entry {key[:80]!r} must map "sha256:<64 lowercase hex>" to a text'
+            )
+        if hashlib.sha256(text.encode()).hexdigest() != digest:
+            raise SettingsError(
+                f"{name} {str(path)!r}: entry {key!r} is not the SHA-256 of its text (UTF-8, as written)"
+            )
+        found[digest] = text
+    return found
