@@ -28,6 +28,7 @@ from graphql import (
     OperationType,
     execute,
     get_operation_ast,
+    parse,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
@@ -54,7 +55,15 @@ from . import graphiql, health, metrics, request_id, tracing, writes
 from .auth import Policy, Role
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
-from .limits import MAX_VARIABLE_VALUES, BodyLimit, RequestLimits, lines_asked, query_limits, variable_values
+from .limits import (
+    MAX_VARIABLE_VALUES,
+    WARMING,
+    BodyLimit,
+    RequestLimits,
+    lines_asked,
+    query_limits,
+    variable_values,
+)
 from .replica import Replica
 from .request_id import RequestId, error_body
 from .retention import Sweeper
@@ -673,6 +682,7 @@ def create_app(
                     for line in migrated.lines(settings.safe_database_url):
                         log.info("%s", line)
             _log_start(settings, policy)
+            await _warm(schema, trusted)
             await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
@@ -868,6 +878,23 @@ class _Services:
     watcher: Watcher
     tails: Tails
     replica: Replica | None
+
+
+async def _warm(schema: Schema, trusted: TrustedDocuments) -> None:
+    """Pass each trusted query and mutation through the pipeline once, before any caller's request.
+
+    The same pipeline a request takes, so the document cache holds each text
+    as a request would leave it (prepared for `run_prepared`); the line
+    budget's extension stops each before it runs (`limits.WARMING`).
+    """
+    for text in trusted.by_hash.values():
+        for definition in parse(text).definitions:
+            if isinstance(definition, OperationDefinitionNode) and definition.operation in (
+                OperationType.QUERY,
+                OperationType.MUTATION,
+            ):
+                name = definition.name.value if definition.name else None
+                await schema.execute(text, operation_name=name, context_value=WARMING)
 
 
 def operation_label(operation: OperationDefinitionNode | None, schema: GraphQLSchema) -> str:

@@ -215,6 +215,10 @@ def _spreads_unknown_fragments(document: DocumentNode) -> bool:
     return spreads.unknown
 
 
+# The context of start-up's pass over the trusted documents (see on_execute).
+WARMING = object()
+
+
 class LineBudget(SchemaExtension):
     """Refuse a request whose `runLog` fields could read more lines, together, than `max_lines`.
 
@@ -232,6 +236,12 @@ class LineBudget(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
+        if context.context is WARMING:
+            # Start-up's pass over the trusted documents (app.py): parsed and
+            # validated on the way here, and so cached; nothing is run.
+            context.result = ExecutionResult(data=None)
+            yield
+            return
         document = context.graphql_document
         operation = _operation(document.definitions, context.operation_name) if document else None
         if (

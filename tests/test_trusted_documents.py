@@ -195,3 +195,17 @@ def test_on_the_websocket_too_only_known_documents_run_for_all_but_admins(on: Ap
                 assert message["type"] == "error", message
                 assert message["payload"][0]["extensions"]["code"] == "FORBIDDEN"
                 assert "RUNLOG_TRUSTED_DOCUMENTS=on" in message["payload"][0]["message"]
+
+
+def test_the_known_documents_are_parsed_and_validated_before_the_first_request(
+    make_api: Callable[..., Api],
+) -> None:
+    api = make_api()
+    # Before any request: each shipped query and mutation is in the document
+    # cache, prepared (the subscription is the websocket's, and not cached).
+    metrics = api.client.get("/metrics").text
+    prepared = sum(1 for kind, _ in persisted().values() if kind != "subscription")
+    assert f'runlog_cache_entries{{cache="documents"}} {float(prepared)}' in metrics, metrics[:3000]
+    key = next(k for k, (_, name) in persisted().items() if name == "RunLogPage")
+    assert send(api, key, {"runId": "7"}).json()["data"]["runLog"]["nodes"] == []
+    assert f'runlog_cache_entries{{cache="documents"}} {float(prepared)}' in api.client.get("/metrics").text
