@@ -726,8 +726,8 @@ def create_app(
         prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
         # Queries by GET (urql sends short ones so); a GET mutation is
-        # refused with 405 (`execute_single`). See docs/operating.md, "GET
-        # and cross-site requests".
+        # refused with 405 (`execute_single`). See docs/operating.md, "GraphQL
+        # over HTTP, GET, and cross-site requests".
         allow_queries_via_get=True,
         # The websocket at /graphql (runLogTail). Strawberry's own cap on a
         # connection's operations is left above ours (which counts
