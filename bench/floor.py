@@ -31,7 +31,6 @@ not read: no shipped operation has one.
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -319,13 +318,18 @@ def _column(get: Callable[[Any], Any]) -> Getter:
 
 
 def _cursor(row: Any) -> str:
-    raw = f"{row[6].isoformat(timespec='milliseconds')}|{row[0]}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    # The service's own cursor text (its run, every kind), without the window a recent line's carries.
+    from gql import store
+
+    return store.encode_cursor(store.Cursor(at=row[6], id=row[0]), store.cursor_scope(row[1], None))
 
 
-def _decode_cursor(value: str) -> tuple[datetime.datetime, int]:
-    at, line_id = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode().split("|")
-    return datetime.datetime.fromisoformat(at), int(line_id)
+def _decode_cursor(value: str, run_id: int, kinds: list[str] | None) -> tuple[datetime.datetime, int]:
+    from gql import store
+
+    cursor = store.decode_cursor(value, "after", store.cursor_scope(run_id, kinds))
+    assert isinstance(cursor.at, datetime.datetime)
+    return cursor.at, cursor.id
 
 
 _LINE_FIELDS: dict[str, Callable[[Any], Any]] = {
@@ -463,7 +467,7 @@ class Plan:
         rows: Sequence[Any] = []
         if wire is None or wire:
             rows = await self.database.page(
-                run_id, wire, limit, None if after is None else _decode_cursor(after)
+                run_id, wire, limit, None if after is None else _decode_cursor(after, run_id, wire)
             )
         page = rows[:limit]
         answer = Answer(blocking=[])
