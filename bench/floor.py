@@ -31,7 +31,6 @@ not read: no shipped operation has one.
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -202,6 +201,7 @@ class Answer:
     """What one request's answer collects on its way: where a blocking run goes, once looked up."""
 
     blocking: list[tuple[dict[str, Any], str, int, Callable[[Any], Any]]]
+    kinds: list[str] | None = None  # the page's kinds filter, which its cursors name
 
 
 class Shapes:
@@ -318,14 +318,19 @@ def _column(get: Callable[[Any], Any]) -> Getter:
     return lambda row, _a: get(row)
 
 
-def _cursor(row: Any) -> str:
-    raw = f"{row[6].isoformat(timespec='milliseconds')}|{row[0]}"
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+def _cursor(row: Any, kinds: list[str] | None) -> str:
+    # The service's own cursor text (its run and kinds), without the window a recent line's carries.
+    from gql import store
+
+    return store.encode_cursor(store.Cursor(at=row[6], id=row[0]), store.cursor_scope(row[1], kinds))
 
 
-def _decode_cursor(value: str) -> tuple[datetime.datetime, int]:
-    at, line_id = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode().split("|")
-    return datetime.datetime.fromisoformat(at), int(line_id)
+def _decode_cursor(value: str, run_id: int, kinds: list[str] | None) -> tuple[datetime.datetime, int]:
+    from gql import store
+
+    cursor = store.decode_cursor(value, "after", store.cursor_scope(run_id, kinds))
+    assert isinstance(cursor.at, datetime.datetime)
+    return cursor.at, cursor.id
 
 
 _LINE_FIELDS: dict[str, Callable[[Any], Any]] = {
@@ -340,7 +345,6 @@ _LINE_FIELDS: dict[str, Callable[[Any], Any]] = {
     # The benchmark's rows are all as the service writes them: none has a problem.
     "problem": lambda r: None,
     # Its lines are older than a few seconds: each cursor is the line's plain position.
-    "cursor": lambda r: _cursor(r),
 }
 
 
@@ -416,6 +420,8 @@ class Plan:
                     if line_name == "detail":
                         detail_sets = [n.selection_set for n in line_fields if n.selection_set]
                         line_getters.append((line_key, self._detail(shapes, detail_sets)))
+                    elif line_name == "cursor":  # it names the page's kinds too
+                        line_getters.append((line_key, lambda row, answer: _cursor(row, answer.kinds)))
                     else:
                         line_getters.append((line_key, _column(_LINE_FIELDS[line_name])))
             elif name == "pageInfo":
@@ -463,10 +469,10 @@ class Plan:
         rows: Sequence[Any] = []
         if wire is None or wire:
             rows = await self.database.page(
-                run_id, wire, limit, None if after is None else _decode_cursor(after)
+                run_id, wire, limit, None if after is None else _decode_cursor(after, run_id, wire)
             )
         page = rows[:limit]
-        answer = Answer(blocking=[])
+        answer = Answer(blocking=[], kinds=wire)
         lines = []
         for row in page:
             line = {}
@@ -485,11 +491,11 @@ class Plan:
             elif name == "pageInfo":
                 ends = {
                     "hasNextPage": len(rows) > limit,
-                    "endCursor": _cursor(page[-1]) if page else None,
+                    "endCursor": _cursor(page[-1], wire) if page else None,
                     # An `after` page: newer lines are above it. (The bench reads no
                     # `before` pages and no empty first page, whose ends differ.)
                     "hasPreviousPage": after is not None,
-                    "startCursor": _cursor(page[0]) if page else None,
+                    "startCursor": _cursor(page[0], wire) if page else None,
                     "__typename": "PageInfo",
                 }
                 result[key] = {k: ends[n] for k, n in info}

@@ -856,7 +856,10 @@ def size_cases(workload: Workload) -> dict[str, tuple[str, list[str] | None, sto
     by_kind = next((op for op in workload.reads if op.has_variable("kinds")), None)
     paged = next((op for op in workload.reads if op.has_variable("after")), newest)
     after = store.encode_cursor(
-        store.Line(id=MIDDLE.id, run_id=HOT_RUN, step_id=None, kind="", phase=None, detail=None, at=MIDDLE.at)
+        store.Line(
+            id=MIDDLE.id, run_id=HOT_RUN, step_id=None, kind="", phase=None, detail=None, at=MIDDLE.at
+        ),
+        store.cursor_scope(HOT_RUN, None),
     )
     cases: dict[str, tuple[str, list[str] | None, store.Cursor | None]] = {
         f"newest {SMALL_PAGE} ({newest.name})": (newest.body(SMALL_PAGE), None, None)

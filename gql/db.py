@@ -194,6 +194,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         path = sqlite_file(url)
         if path is not None:
             _guard_sqlite_file(engine, path)
+        _watch_generations(engine)
         return engine
     # aiomysql bounds only the TCP connect: it has no read timeout, so a
     # server that accepts and never answers (the handshake, a ping, a
@@ -231,10 +232,15 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         # Closing a connection that autobegan would still send a ROLLBACK.
         skip_autocommit_rollback=True,
     )
-    event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, engine.sync_engine))
-    event.listen(engine.sync_engine, "invalidate", functools.partial(_next_generation, engine.sync_engine))
+    _watch_generations(engine)
     event.listen(engine.sync_engine, "connect", _galera_causal_reads)
     return engine
+
+
+def _watch_generations(engine: AsyncEngine) -> None:
+    """Count the pool's generations (`pool_generation`), and replace its connections once marked stale."""
+    event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, engine.sync_engine))
+    event.listen(engine.sync_engine, "invalidate", functools.partial(_next_generation, engine.sync_engine))
 
 
 def mariadb_datetime(value: Any) -> Any:
@@ -308,8 +314,8 @@ def mark_pool_stale(engine: AsyncEngine) -> None:
 
 # How many times each engine's pool was marked stale or threw a connection
 # away (SQLAlchemy's own disconnect handling included): a connection kept out
-# of the pool across write batches (store.HeldConnection) is not used again
-# once this has moved, since the pool would have replaced it.
+# of the pool (store.HeldConnection) is not used again once this has moved,
+# since the pool would have replaced it.
 _generations: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 

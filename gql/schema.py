@@ -326,9 +326,11 @@ class RunLogLine:
     cursor: str = strawberry.field(
         default="",
         description="The line's position, opaque: pass it as `after` for the lines older than "
-        "it, as `before` for the lines newer than it, or as `runLogTail`'s `since`. A cursor of "
-        "a line of the last few seconds also remembers what was read up to it, so that a line "
-        "whose commit was slow, landing behind it, is still read once.",
+        "it, as `before` for the lines newer than it, or as `runLogTail`'s `since`, with the "
+        "same run and kinds it was read with (anything else is refused). A cursor of a line of "
+        "the last few seconds also remembers the recent lines read up to it (128 at most, so a "
+        "cursor stays small), so that a line whose commit was slow, landing behind it, is still "
+        "read once.",
     )
 
 
@@ -600,7 +602,9 @@ class Query:
         "up. A page ends before `limit` lines, with `hasNextPage` (or, reading `before`, "
         "`hasPreviousPage`) true, where its details would pass the request's byte budget (8 MiB "
         "of stored details by default, shared by every runLog of one request); its first line "
-        "comes whatever its size."
+        "comes whatever its size. A page whose cursors are selected also ends early where a "
+        "cursor would name more than 128 lines of the last few seconds; reading `before`, the "
+        "rest of such a burst comes once its oldest lines have settled (`wait` waits for that)."
     )
     @_one_connection
     async def run_log(
@@ -670,13 +674,14 @@ class Query:
                 "lines written after it",
                 "BAD_USER_INPUT",
             )
+        wire_kinds = None if kinds is None else [k.value for k in kinds]
+        scope = store.cursor_scope(number, wire_kinds)
         try:
-            cursor = store.decode_cursor(after, "after") if after is not None else None
-            newer = store.decode_cursor(before, "before") if before is not None else None
+            cursor = store.decode_cursor(after, "after", scope) if after is not None else None
+            newer = store.decode_cursor(before, "before", scope) if before is not None else None
         except store.CursorError as exc:
             raise ClientError(str(exc), "BAD_USER_INPUT") from None
         asked = _asked(info)
-        wire_kinds = None if kinds is None else [k.value for k in kinds]
         window = tail.late_window(context.settings)
         loop = asyncio.get_running_loop()
 
@@ -745,22 +750,30 @@ class Query:
                 raise _unavailable(context, f"runLog of run {number}", exc) from None
             return page, settled, deadline
 
-        page, settled, deadline = await read_once()
-        if wait and not page.lines and context.watcher is not None:
-            page, settled, deadline = await _long_poll(context, number, wait, read_once) or (
-                page,
-                settled,
-                deadline,
-            )
-        lines = page.lines
-        cursors: list[str] = []
-        if asked.cursor or asked.ends:
+        def cursors_of(page: store.Page, settled: datetime.datetime) -> store.PageCursors | None:
+            if not (asked.cursor or asked.ends):
+                return None
             if newer is not None:
-                cursors = store.newer_cursors(lines, before=newer, settled=settled)
-            else:
-                cursors = store.page_cursors(
-                    lines, has_next=page.has_next, settled=settled, only_ends=not asked.cursor
-                )
+                return store.newer_cursors(page.lines, before=newer, settled=settled, scope=scope)
+            return store.page_cursors(
+                page.lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=not asked.cursor
+            )
+
+        page, settled, deadline = await read_once()
+        made = cursors_of(page, settled)
+        if wait and context.watcher is not None and not (page.lines if made is None else made.texts):
+            polled = await _long_poll(
+                context, number, wait, read_once, cursors_of, 0.0 if made is None else made.settles_in
+            )
+            if polled is not None:
+                page, settled, deadline, made = polled
+        lines = page.lines
+        cursors = [] if made is None else made.texts
+        # A page stops short where a cursor would name more recent lines than
+        # it may (store.RECENT_LINES): the rest is the next page's.
+        has_more = page.has_next
+        if made is not None and len(cursors) < len(lines):
+            lines, has_more = lines[: len(cursors)], True
         if newer is not None:
             # Read oldest first; shown newest first, as every page.
             lines = lines[::-1]
@@ -774,21 +787,21 @@ class Query:
             info_ = PageInfo(
                 has_next_page=True,
                 end_cursor=cursors[-1] if cursors else None,
-                has_previous_page=page.has_next,
+                has_previous_page=has_more,
                 start_cursor=cursors[0] if cursors else before,
             )
         else:
             start = cursors[0] if cursors else None
             if not lines and cursor is None and (asked.ends or asked.cursor):
-                start = store.encode_cursor(store.Cursor(at=None, id=0), store.Window(settled=settled))
+                start = store.encode_cursor(store.Cursor(at=None, id=0), scope, store.Window(settled=settled))
             info_ = PageInfo(
-                has_next_page=page.has_next,
+                has_next_page=has_more,
                 end_cursor=cursors[-1] if cursors else None,
                 has_previous_page=cursor is not None and cursor.at is not None,
                 start_cursor=start,
             )
         pruned: PrunedLines | Exception | None = None
-        if asked.pruned and newer is None and not page.has_next:
+        if asked.pruned and newer is None and not has_more:
             pruned = await _pruned(context, number, deadline)
         return RunLogPage(
             page_info=info_,
@@ -916,13 +929,17 @@ async def _long_poll(
     run_id: int,
     seconds: int,
     read_once: Callable[[], Awaitable[tuple[store.Page, datetime.datetime, float]]],
-) -> tuple[store.Page, datetime.datetime, float] | None:
+    cursors_of: Callable[[store.Page, datetime.datetime], store.PageCursors | None],
+    settles_in: float,
+) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
     """Wait up to `seconds` for the run's next lines, then read them; None when none came.
 
     The wait costs no query of its own: the process's watcher probes every
     watched run in one query per interval (gql/tail.py) and wakes this call
     when its run's count of recent lines moves. It ends early, with nothing,
-    when the server shuts down.
+    when the server shuts down. Lines held back by the cursor's bound
+    (`settles_in` seconds, store.PageCursors) are read again once they can
+    be delivered, whether or not anything new was written.
     """
     watcher = context.watcher
     if watcher is None:
@@ -933,11 +950,14 @@ async def _long_poll(
         with metrics.long_poll_waiting():  # runlog_long_polls_waiting
             async with watcher.watch(run_id, counted=True) as watch:
                 while (left := end - loop.time()) > 0:
-                    if not await watch.changed(left):
+                    held_back = 0 < settles_in < left
+                    if not await watch.changed(settles_in if held_back else left) and not held_back:
                         return None
-                    found = await read_once()
-                    if found[0].lines:
-                        return found
+                    page, settled, deadline = await read_once()
+                    made = cursors_of(page, settled)
+                    if page.lines if made is None else made.texts:
+                        return page, settled, deadline, made
+                    settles_in = 0.0 if made is None else made.settles_in
     except tail.TooManyWaits as exc:
         raise ClientError(str(exc), "TOO_MANY_WAITS") from None
     except tail.Closed:
@@ -984,7 +1004,12 @@ class Subscription:
             )
         if since is not None:
             try:
-                store.decode_cursor(since, "since")  # refused now, as the operation's error
+                # Refused now, as the operation's error.
+                store.decode_cursor(
+                    since,
+                    "since",
+                    store.cursor_scope(number, None if kinds is None else [k.value for k in kinds]),
+                )
             except store.CursorError as exc:
                 raise ClientError(str(exc), "BAD_USER_INPUT") from None
         if context.tails is None:

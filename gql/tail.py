@@ -17,7 +17,9 @@ For the subscription side (`runLogTail`) and anything else that follows a run:
 How a line is found, once: every line is read by a `before` read from the
 last cursor delivered (`store.read_page(before=...)`), and a cursor remembers
 what it delivered (`store.Window`), so a line whose commit was slow and landed
-behind lines already delivered is still read, once. Nothing is pushed between
+behind lines already delivered is still read, once. A cursor names at most
+store.RECENT_LINES recent lines: a burst larger than that within the late
+window is delivered up to it at once, and the rest as its oldest lines settle. Nothing is pushed between
 processes: a line written by any process of the service is seen by the
 watcher's probe.
 
@@ -258,7 +260,8 @@ async def tail_lines(
                     since = await store.cursor_now(
                         engine, run_id=run_id, kinds=kinds_read, settled=store.settled_before(window)
                     )
-            cursor = store.decode_cursor(since, "since")
+            scope = store.cursor_scope(run_id, kinds_read)
+            cursor = store.decode_cursor(since, "since", scope)
             behind: int | None = 0  # lines delivered while catching up; None once caught up
             while True:
                 watch.event.clear()  # a change from here on is read by the next round
@@ -272,17 +275,22 @@ async def tail_lines(
                         after=None,
                         before=cursor,
                     )
-                if page.lines and behind is not None and most_catch_up is not None:
-                    if behind + len(page.lines) > most_catch_up:
+                made = store.newer_cursors(page.lines, before=cursor, settled=settled, scope=scope)
+                if made.texts and behind is not None and most_catch_up is not None:
+                    if behind + len(made.texts) > most_catch_up:
                         raise CatchUpTooLong(behind)
-                    behind += len(page.lines)
-                if page.lines:
-                    cursors = store.newer_cursors(page.lines, before=cursor, settled=settled)
-                    for line, text in zip(page.lines, cursors, strict=True):
-                        yield line._replace(cursor=text)
-                    cursor = store.decode_cursor(cursors[-1], "since")
-                    if page.has_next:
+                    behind += len(made.texts)
+                for line, text in zip(page.lines, made.texts, strict=False):
+                    yield line._replace(cursor=text)
+                if made.texts:
+                    cursor = store.decode_cursor(made.texts[-1], "since", scope)
+                    if page.has_next and not made.settles_in:
                         continue
+                if made.settles_in:
+                    # Lines held back by the cursor's bound: still catching
+                    # up, they go once the oldest it names has settled.
+                    await watch.changed(made.settles_in)
+                    continue
                 behind = None  # caught up: what comes from here on is live
                 await watch.changed()
     except Closed:

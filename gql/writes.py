@@ -406,7 +406,7 @@ class _Queue:
                 batch = self._claim()
         finally:
             self._start()  # after a failure; otherwise no batch may go yet
-            if self.in_flight and self.spare is None and held.pooled is not None:
+            if self.in_flight and self.spare is None and held.holds():
                 # Another batch is at the database, and lines will follow it:
                 # the next batch to start takes this connection, as this
                 # task would have. The last batch gives back both.

@@ -212,7 +212,10 @@ def page_queries(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         "runId": draw(st.sampled_from(["7", "7", "7", 7, "abc", "0"])),
         "kinds": draw(st.none() | st.lists(st.sampled_from([k.name for k in Kind]), max_size=3)),
         "limit": draw(st.none() | st.integers(-5, 3000)),
-        "after": draw(st.none() | st.sampled_from(["bogus", store.encode_cursor(_line_at(START))])),
+        "after": draw(
+            st.none()
+            | st.sampled_from(["bogus", store.encode_cursor(_line_at(START), store.cursor_scope(7, None))])
+        ),
     }
     variables.update(query.variables)
     definitions = "".join(f", ${name}: Boolean!" for name in query.variables)

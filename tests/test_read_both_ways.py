@@ -105,7 +105,8 @@ def test_after_and_before_together_are_refused_with_a_clear_error(api: Api) -> N
     assert "wait must be 0 to 30 seconds" in body["errors"][0]["message"]
 
 
-def test_a_cursor_issued_before_this_change_is_still_accepted_both_ways(api: Api, tables: Backend) -> None:
+def test_a_cursor_of_an_earlier_version_is_refused_with_what_to_do(api: Api, tables: Backend) -> None:
+    """Earlier versions' cursors named no run, so they cannot be tied to one: refused, saying how to go on."""
     for n in range(3):
         assert api.write(7, "note", {"text": f"{n}"})
     rows = tables.rows("SELECT id, at FROM event_run_log ORDER BY id")
@@ -119,8 +120,11 @@ def test_a_cursor_issued_before_this_change_is_still_accepted_both_ways(api: Api
         .decode()
         .rstrip("=")
     )
-    assert ids(page(api, before=old)) == [rows[2][0], rows[1][0]]
-    assert ids(page(api, after=old)) == []
+    for argument in ("before", "after"):
+        [error] = api.post(PAGE, {"runId": "7", argument: old})["errors"]
+        assert error["extensions"]["code"] == "BAD_USER_INPUT"
+        assert f"{argument}={old!r} is not a cursor this service issued" in error["message"]
+        assert "read again without a cursor" in error["message"]
 
 
 def test_a_line_whose_commit_was_held_open_is_delivered_once_by_the_next_before_page(

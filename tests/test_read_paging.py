@@ -104,7 +104,8 @@ async def _walk(backend: Backend, limit: int) -> tuple[list[int], list[int]]:
             walked += [line.id for line in page.lines]
             if not page.has_next:
                 break
-            after = store.decode_cursor(store.encode_cursor(page.lines[-1]))
+            scope = store.cursor_scope(7, None)
+            after = store.decode_cursor(store.encode_cursor(page.lines[-1], scope), "after", scope)
         return [line.id for line in whole.lines], walked
     finally:
         await engine.dispose()

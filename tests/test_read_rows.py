@@ -325,26 +325,40 @@ def test_a_stored_blocking_run_id_that_is_not_a_run_id_has_no_blocking_run(
 # ── 3. Numbers out of range are the caller's to fix ─────────────────────────
 
 
-def _cursor(raw: str) -> str:
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _cursor(position: bytes) -> str:
+    """A plain cursor of run 7 (every kind) in this service's format, at `position`."""
+    raw = bytes([2]) + _varint(7) + b"\x00" + position + b"\x00"
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+_NOON = _varint(
+    (datetime.datetime(2026, 3, 1, 12) - datetime.datetime(1, 1, 1)) // datetime.timedelta(microseconds=1)
+)
 
 
 @pytest.mark.parametrize(
-    ("raw", "says"),
+    ("position", "says"),
     [
-        (f"2026-03-01T12:00:00.000|{2**64}", "is not an integer from 1 to 9223372036854775807"),
-        (f"2026-03-01T12:00:00.000|{2**63}", "is not an integer from 1 to 9223372036854775807"),
-        ("2026-03-01T12:00:00.000|-5", "is not an integer from 1 to 9223372036854775807"),
-        ("2026-03-01T12:00:00.000|0", "is not an integer from 1 to 9223372036854775807"),
-        (f"2026-03-01T12:00:00.000|{'9' * 5000}", "is not a cursor this service issued"),
-        ("2026-03-01T12:00:00.000|٣", "is not an integer from 1"),
-        ("9999-12-31T23:59:59-01:00|5", "is outside the years 1 to 9999 in UTC"),
-        ("0001-01-01T00:00:00+01:00|5", "is outside the years 1 to 9999 in UTC"),
-        ("!yesterday|5", "is not a cursor this service issued"),
+        (b"\x01" + _NOON + _varint(2**64), "its line id is not an integer from 1 to 9223372036854775807"),
+        (b"\x01" + _NOON + _varint(2**63), "its line id is not an integer from 1 to 9223372036854775807"),
+        (b"\x01" + _NOON + _varint(0), "its line id is not an integer from 1 to 9223372036854775807"),
+        (b"\x01" + _NOON + b"\xff" * 5000, "is not a cursor this service issued"),
+        (b"\x01" + _varint(2**62) + _varint(5), "its time is outside the years 1 to 9999 in UTC"),
+        (b"\x02" + _varint(9) + b"yesterday" + _varint(5), "is not a cursor this service issued"),
+        (b"\x07", "is not a cursor this service issued"),
     ],
 )
-def test_a_cursor_out_of_range_is_the_callers_error(api: Api, raw: str, says: str) -> None:
-    body = api.post(RUN_LOG, {"runId": "7", "after": _cursor(raw)})
+def test_a_cursor_out_of_range_is_the_callers_error(api: Api, position: bytes, says: str) -> None:
+    body = api.post(RUN_LOG, {"runId": "7", "after": _cursor(position)})
     (error,) = body["errors"]
     assert error["extensions"]["code"] == "BAD_USER_INPUT", error
     assert says in error["message"]

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.util import greenlet_spawn
 
 from gql import store, writes
 from gql.db import create_engine
@@ -88,41 +87,6 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
     assert len(stored) == 8 * 15
     assert checkouts < len(batches), (checkouts, len(batches))
     assert still_out == 0
-
-
-def test_a_kept_connection_is_not_used_once_the_pool_has_found_a_dead_one(mariadb: Backend) -> None:
-    """After a disconnect elsewhere (the pool marked stale, a connection thrown away), a batch checks out.
-
-    MariaDB alone: SQLite's INSERTs go through SQLAlchemy, which keeps no connection.
-    """
-    from gql.db import mark_pool_stale
-
-    mariadb.create_tables()
-    tables = mariadb
-
-    async def run() -> tuple[bool, bool, bool, int]:
-        engine = create_engine(tables.settings())
-        try:
-            held = store.HeldConnection()
-            held.keep(await engine.raw_connection(), engine)
-            fresh = await held.take(engine)
-            held.keep(fresh, engine)
-            mark_pool_stale(engine)
-            after_stale = await held.take(engine)
-            held.keep(await engine.raw_connection(), engine)
-            other = await engine.raw_connection()
-            await greenlet_spawn(other.invalidate)  # as a failed statement elsewhere does
-            after_invalidate = await held.take(engine)
-            return (
-                fresh is not None,
-                after_stale is None,
-                after_invalidate is None,
-                engine.sync_engine.pool.checkedout(),
-            )
-        finally:
-            await engine.dispose()
-
-    assert asyncio.run(run()) == (True, True, True, 0)
 
 
 def test_a_line_the_database_refuses_does_not_take_its_group_with_it(tables: Backend) -> None:

@@ -138,50 +138,101 @@ async def raw_checkout(engine: AsyncEngine) -> Any:
         ) from exc
 
 
-class _Held:
-    """The pooled connection the reads of one engine take in turn, within `one_connection`."""
+class HeldConnection:
+    """One pooled connection its owner keeps from one statement to the next, under one rule.
 
-    __slots__ = ("busy", "done", "engine", "pooled")
+    The owners: `one_connection` (the reads of one runLog field: a page and
+    its runs), a write task's consecutive batches (`insert_lines`' `held`),
+    and the write queue's spare, which hands a batch's connection to the
+    next batch (gql/writes.py). A checkout and a return to the pool cost a
+    greenlet round trip each, a good part of a short statement's CPU.
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self.engine = engine
+    The rule, the same for each: a connection is kept only after a statement
+    it answered (`keep`), and `take` hands it out again only while the
+    pool's generation is the one it was kept in (`db.pool_generation`: a
+    connection the pool threw away, or a pool marked stale, means this one
+    may be dead too, and the pool would have replaced it), for the engine it
+    came from, and for at most MAX_USES statements (so that pool_recycle
+    applies at the next checkout). Otherwise it goes back to the pool and
+    the caller checks out its own. `take` leaves nothing held: a second
+    caller meanwhile (a sibling field's read) checks out its own, and of two
+    that `keep` one, the other puts its back. After `release`, nothing more
+    is kept.
+    """
+
+    MAX_USES = 100
+
+    __slots__ = ("closed", "engine", "generation", "only", "pooled", "uses")
+
+    def __init__(self, only: AsyncEngine | None = None) -> None:
         self.pooled: Any = None
-        self.busy = False  # a read is on it: another read (another task) takes its own
-        self.done = False  # `one_connection` has ended: a read still on it puts it back
+        self.only = only  # the one engine whose connections are kept, when set
+        self.engine: AsyncEngine | None = None
+        self.uses = 0  # statements answered on the connection kept
+        self.generation = 0  # the pool's, when it was kept
+        self.closed = False
+
+    def holds(self) -> bool:
+        return self.pooled is not None
+
+    async def take(self, engine: AsyncEngine) -> Any:
+        """The connection kept, now the caller's alone; None when there is none to use."""
+        if self.pooled is None or self.engine is not engine:
+            return None  # none, or another engine's (a replica's): left for its own reads
+        pooled, self.pooled = self.pooled, None
+        if self.uses >= self.MAX_USES or self.generation != pool_generation(engine):
+            self.uses = 0
+            await greenlet_spawn(pooled.close)
+            return None
+        return pooled
+
+    def keep(self, pooled: Any, engine: AsyncEngine) -> bool:
+        """Keep `pooled`, which has just answered a statement; False when the caller is to put it back."""
+        if self.closed or self.pooled is not None or (self.only is not None and engine is not self.only):
+            return False
+        if self.engine is not engine:
+            self.engine, self.uses = engine, 0
+        self.generation = pool_generation(engine)  # known good now
+        self.pooled = pooled
+        self.uses += 1
+        return True
+
+    async def release(self, *, close: bool = False) -> None:
+        """Give the connection kept back to the pool; with `close`, keep none from here on."""
+        pooled, self.pooled = self.pooled, None
+        self.uses = 0
+        self.closed = self.closed or close
+        if pooled is not None:
+            # In a greenlet: a connection past the pool's size is closed
+            # there, which the async driver does only inside one.
+            await greenlet_spawn(pooled.close)
 
 
-_held: contextvars.ContextVar[_Held | None] = contextvars.ContextVar("store_held", default=None)
+_held: contextvars.ContextVar[HeldConnection | None] = contextvars.ContextVar("store_held", default=None)
 
 
 class one_connection:  # used as a context manager, named as one
-    """Within it, this task's direct reads of `engine` take one pooled connection, put back at its end.
+    """Within it, this task's direct reads of `engine` share one `HeldConnection`, given back at its end.
 
     A page and its blocking runs are two reads: one checkout and return
-    instead of two bought 1.045 to 1.061x less CPU per 50-line RunLog page
-    (one process, 8 clients, alternating rounds with and without, two
-    runs on a loaded machine). Only
-    what `_read_raw` runs shares it, one read at a time (a read while
-    another is on it takes its own); a failed or cancelled read leaves it, as
-    it would a connection of its own, and the next read takes a fresh one.
-    Not for a call that waits between its reads (the long poll): the
-    connection would be held from the pool meanwhile.
+    instead of two (docs/performance.md). Only what `_read_raw` runs shares
+    it, one read at a time; a failed or cancelled read leaves it, as it
+    would a connection of its own, and the next read takes a fresh one. Not
+    for a call that waits between its reads (the long poll): the connection
+    would be held from the pool meanwhile.
     """
 
     __slots__ = ("_held", "_token")
 
     def __init__(self, engine: AsyncEngine) -> None:
-        self._held = _Held(engine)
+        self._held = HeldConnection(only=engine)
 
     async def __aenter__(self) -> None:
         self._token = _held.set(self._held)
 
     async def __aexit__(self, *_: object) -> None:
         _held.reset(self._token)
-        held = self._held
-        held.done = True
-        pooled, held.pooled = held.pooled, None
-        if pooled is not None and not held.busy:
-            await greenlet_spawn(pooled.close)
+        await self._held.release(close=True)
 
 
 async def _read_raw(
@@ -210,24 +261,20 @@ async def _read_raw(
     )
     dialect = engine.dialect
     held = _held.get()
-    if held is not None and (held.engine is not engine or held.busy or held.done):
-        held = None  # another engine's (a replica's), or on another read: a connection of its own
-    pooled = held.pooled if held is not None and held.pooled is not None else await raw_checkout(engine)
-    if held is not None:
-        held.pooled = pooled
-        held.busy = True
+    pooled = None if held is None else await held.take(engine)
+    if pooled is None:
+        pooled = await raw_checkout(engine)
     # Back to the pool in a greenlet: a connection past the pool's size is
     # closed there, which the async driver does only inside one.
-    put_back: Callable[[], None] = pooled.close
-    kept = held is not None  # left held, for the next read, unless this one fails
+    put_back: Callable[[], None] | None = pooled.close
     driver: Any = pooled.driver_connection
     try:
         if spans is not None:
             with spans.statement(raw.sql):
-                return await fetch(driver, raw.sql, params)
-        return await fetch(driver, raw.sql, params)
+                rows = await fetch(driver, raw.sql, params)
+        else:
+            rows = await fetch(driver, raw.sql, params)
     except Exception as exc:
-        kept = False
         if not isinstance(exc, dialect.loaded_dbapi.Error):
             put_back = functools.partial(pooled.invalidate, exc)
             raise
@@ -240,17 +287,14 @@ async def _read_raw(
         ) from exc
     except BaseException:
         # Cancelled mid-statement: what is left on the wire is unknown.
-        kept = False
         put_back = pooled.invalidate
         raise
+    else:
+        if held is not None and held.keep(pooled, engine):
+            put_back = None  # kept, for the next read
+        return rows
     finally:
-        if held is not None:
-            held.busy = False
-            if not kept or held.done:
-                kept = False
-                if held.pooled is pooled:
-                    held.pooled = None
-        if not kept:
+        if put_back is not None:
             await greenlet_spawn(put_back)  # invalidate() checks the connection in as well
 
 
@@ -258,50 +302,3 @@ async def fetch(driver: Any, sql: str, params: list[Any] | None) -> Sequence[Any
     async with driver.cursor() as cursor:
         await cursor.execute(sql, params)
         return await cursor.fetchall()  # type: ignore[no-any-return]
-
-
-class HeldConnection:
-    """A pooled connection kept from one batch INSERT to the next (`insert_lines`' `held`).
-
-    A writer that has another batch waiting when one is answered sends it on
-    the same connection: a checkout and a return to the pool cost about 29 us
-    of CPU (the pool's bookkeeping, each in a greenlet), a third of what the
-    INSERT's own round trip costs. It is kept only after an INSERT it
-    answered, and given back after MAX_HELD_BATCHES batches (so that
-    pool_recycle applies at the next checkout), once the pool has thrown a
-    connection away or been marked stale since (`db.pool_generation`: the
-    pool would have replaced this one), and by `release`, which its owner
-    calls when no batch is left to send; a failure gives it back (or throws
-    it away) as before.
-    """
-
-    MAX_HELD_BATCHES = 100
-
-    def __init__(self) -> None:
-        self.pooled: Any = None
-        self.batches = 0  # sent on the connection kept
-        self.generation = 0  # the pool's, when it was kept
-
-    async def take(self, engine: AsyncEngine) -> Any:
-        """The connection kept, now the caller's; None when there is none to use."""
-        pooled, self.pooled = self.pooled, None
-        if pooled is not None and (
-            self.batches >= self.MAX_HELD_BATCHES or self.generation != pool_generation(engine)
-        ):
-            await self.release(pooled)
-            return None
-        return pooled
-
-    def keep(self, pooled: Any, engine: AsyncEngine) -> None:
-        """Keep `pooled`, which has just answered a batch, for the next one."""
-        self.generation = pool_generation(engine)  # known good now
-        self.pooled = pooled
-        self.batches += 1
-
-    async def release(self, pooled: Any = None) -> None:
-        """Give the connection kept (or `pooled`) back to the pool."""
-        pooled = pooled or self.pooled
-        self.pooled = None
-        self.batches = 0
-        if pooled is not None:
-            await greenlet_spawn(pooled.close)

@@ -1,4 +1,19 @@
-"""Cursors: a position in a run's log as the opaque text clients pass back, and what it has delivered."""
+"""Cursors: a position in a run's log as the opaque text clients pass back, and what it has delivered.
+
+A line is stamped with `at` before it commits, and a commit can be slow (a
+grouped INSERT, another process): a line can land behind lines a reader
+already has. So a cursor of a recent line says, besides its position, which
+recent lines are behind it (`Window`), and a `before` read from it finds a
+late line however far behind it landed.
+
+Every cursor is bounded whatever was written: its window names at most
+`RECENT_LINES` lines. A page that would need more stops short (a newest-first
+page ends early with `hasNextPage`; a `before` page or the tail delivers the
+rest once the oldest line named has settled, at most the late window later).
+A cursor names the run and the kinds filter it was issued for, and is refused
+elsewhere. It is not signed: it holds nothing a reader could not read anyway,
+and a forged one costs no more than one issued here (see `decode_cursor`).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +21,49 @@ import base64
 import binascii
 import bisect
 import datetime
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .values import LINE_ID_MAX, Line, as_naive_utc, utc_now_millis
+
+# The most recent lines one cursor names. Past it a page stops short: a tail
+# that keeps up within the late window with more than this many lines of one
+# run waits for the oldest of them to settle.
+RECENT_LINES = 128
+_VERSION = 2
+# The most a cursor can hold: its header and a floor (at most 140 bytes), and
+# RECENT_LINES lines of the widest (an id step of 9 bytes, a time of 7: up to
+# the year 9999). Anything longer is refused before it is decoded.
+_MAX_BYTES = 140 + RECENT_LINES * 16
+_MAX_MILLIS = 2**49 - 1
+MAX_CURSOR_CHARS = -(-_MAX_BYTES * 4 // 3)
+_EPOCH = datetime.datetime(1, 1, 1)
+_MICROSECOND = datetime.timedelta(microseconds=1)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
+# A position is a date as SQLite's normalised form or MariaDB prints it
+# (`0000-00-00 00:00:00.000`, `2026-02-30 00:00:00.000`), or '' for no time.
+_POSITION = re.compile(r"[0-9 :.-]{0,40}")
+
+
+class CursorError(ValueError):
+    """A cursor this service did not issue, or issued for another run or kinds filter."""
+
+
+class Scope(NamedTuple):
+    """What a cursor is for: its run, and a digest of its kinds filter (b'' for every kind)."""
+
+    run_id: int
+    kinds: bytes
+
+
+def cursor_scope(run_id: int, kinds: Sequence[str] | None) -> Scope:
+    """The scope of a read of `run_id` with this kinds filter (None: every kind)."""
+    if kinds is None:
+        return Scope(run_id, b"")
+    return Scope(run_id, hashlib.sha256(",".join(sorted(set(kinds))).encode()).digest()[:8])
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +71,9 @@ class Cursor:
     """A position in a run's log, and what a `before` read from it has already delivered.
 
     A plain cursor is a line's position, (at, id): everything at or before it
-    is behind it. A cursor of a recent line (see `Window`) also carries a
-    window, because `at` is stamped before its line commits: a line whose
-    commit is slow can still land at a position a reader has passed.
+    is behind it. A cursor of a recent line also carries a `Window`, because
+    `at` is stamped before its line commits: a line whose commit is slow can
+    still land at a position a reader has passed.
     """
 
     # Naive UTC; or a line's `position` when its stored `at` is not a time.
@@ -35,178 +88,17 @@ class Window:
     """What a cursor of a recent line has behind it, besides its position.
 
     Behind the cursor: every line at or before `floor` (when set), every line
-    with `at` before `settled`, and the lines `seen` (id and at, naive UTC).
-    A `before` read from it reads the lines that are none of those.
-    `settled` trails the read that made the cursor by `late_window` seconds,
-    the longest a line's commit can land after its `at` (a write's deadline,
-    RUNLOG_WRITE_TIMEOUT, and a margin): a line whose `at` is before it was
-    committed when the cursor was made, so only the lines since need naming.
+    with `at` before `settled`, and the lines `seen` (id and at, naive UTC;
+    at most RECENT_LINES, by id). A `before` read from it reads the lines
+    that are none of those. `settled` trails the read that made the cursor
+    by the late window (tail.late_window: the longest a line's commit can
+    land after its `at`): a line whose `at` is before it had committed when
+    the cursor was made, so only the lines since need naming.
     """
 
     settled: datetime.datetime
     floor: Cursor | None = None
     seen: tuple[tuple[int, datetime.datetime], ...] = ()
-
-
-class CursorError(ValueError):
-    """An `after` value this service did not issue."""
-
-
-def encode_cursor(line: Line | Cursor, window: Window | None = None) -> str:
-    """A line's (or a position's) cursor; with `window`, one that also remembers what it delivered."""
-    if window is None and isinstance(line, Cursor):
-        window = line.window
-    at = line.position if isinstance(line, Line) and line.position is not None else line.at
-    position = _position_text(at, line.id)
-    if window is None:
-        return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
-    text = _WindowText(window.settled, window.floor)
-    for line_id, seen_at in sorted(window.seen):
-        text.add(line_id, seen_at)
-    return text.cursor(line)
-
-
-def _position_text(at: datetime.datetime | str | None, line_id: int) -> str:
-    if at is None:
-        return ""
-    if isinstance(at, str):
-        return f"!{at}|{line_id}"
-    at = as_naive_utc(at)
-    # Milliseconds as the column keeps them; finer only if an older column holds finer.
-    spec = "milliseconds" if at.microsecond % 1000 == 0 else "microseconds"
-    return f"{at.isoformat(timespec=spec)}|{line_id}"
-
-
-class _WindowText:
-    """A window's `seen` as cursor text, grown a line at a time.
-
-    A page's cursors share their window but for the lines each adds: written
-    out whole for each line, a 500-line page of recent lines took 0.8 s of
-    CPU (every cursor names every line before it). Kept as text here, a line
-    whose id is the largest so far (the usual case) costs one item; one that
-    is not (a late commit, on MariaDB) rewrites the text once.
-    """
-
-    def __init__(self, settled: datetime.datetime, floor: Cursor | None) -> None:
-        self.settled = settled
-        self.head = "" if floor is None else _position_text(floor.at, floor.id)
-        self.stamp = settled.isoformat(timespec="microseconds")
-        self.seen: list[tuple[int, datetime.datetime]] = []
-        self.text = ""
-
-    def add(self, line_id: int, at: datetime.datetime) -> None:
-        if not self.seen or line_id > self.seen[-1][0]:
-            last = self.seen[-1][0] if self.seen else 0
-            item = self._item(line_id - last, at)
-            self.text = f"{self.text},{item}" if self.seen else item
-            self.seen.append((line_id, at))
-            return
-        bisect.insort(self.seen, (line_id, at))
-        items, last = [], 0
-        for found, when in self.seen:
-            items.append(self._item(found - last, when))
-            last = found
-        self.text = ",".join(items)
-
-    def _item(self, step: int, at: datetime.datetime) -> str:
-        # Ids as steps from the last, times as milliseconds past `settled`,
-        # rounded up (a line kept a little longer is only named again).
-        micros = (at - self.settled) // datetime.timedelta(microseconds=1)
-        return f"{step:x}.{max(0, -(-micros // 1000)):x}"
-
-    def cursor(self, line: Line | Cursor) -> str:
-        at = line.position if isinstance(line, Line) and line.position is not None else line.at
-        raw = f"~{_position_text(at, line.id)};{self.head};{self.stamp};{self.text}"
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-# A plain cursor is a few dozen characters; anything much longer was not issued here.
-_CURSOR_MAX = 200
-# A cursor with a window names the lines of the last few seconds it delivered,
-# a few bytes each: 64 KiB holds thousands.
-_WINDOW_CURSOR_MAX = 64 * 1024
-# A position is a date as SQLite's normalised form or MariaDB prints it
-# (`0000-00-00 00:00:00.000`, `2026-02-30 00:00:00.000`), or '' for no time.
-_POSITION = re.compile(r"[0-9 :.-]{0,40}")
-_ID = re.compile(r"[0-9]{1,19}")
-_SEEN = re.compile(r"[0-9a-f]{1,16}\.[0-9a-f]{1,12}")
-
-
-def decode_cursor(value: str, argument: str = "after") -> Cursor:
-    shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
-    issued = (
-        f"{argument}={shown!r} is not a cursor this service issued: "
-        "pass a line's cursor, or a page's pageInfo.endCursor or startCursor"
-    )
-    if len(value) > _WINDOW_CURSOR_MAX:
-        raise CursorError(issued)
-    try:
-        padded = value + "=" * (-len(value) % 4)
-        raw = base64.urlsafe_b64decode(padded).decode()
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise CursorError(issued) from None
-    if not raw.startswith("~"):
-        if len(value) > _CURSOR_MAX:
-            raise CursorError(issued)
-        return _decode_position(raw, issued)
-    try:
-        position_text, floor_text, settled_text, seen_text = raw[1:].split(";")
-        settled = datetime.datetime.fromisoformat(settled_text)
-    except ValueError:
-        raise CursorError(issued) from None
-    if settled.tzinfo is not None:
-        raise CursorError(issued)
-    seen: list[tuple[int, datetime.datetime]] = []
-    last = 0
-    for item in seen_text.split(",") if seen_text else ():
-        if _SEEN.fullmatch(item) is None:
-            raise CursorError(issued)
-        step, millis = (int(part, 16) for part in item.split("."))
-        last += step
-        try:
-            seen.append((last, settled + datetime.timedelta(milliseconds=millis)))
-        except OverflowError:
-            raise CursorError(issued) from None
-    if last > LINE_ID_MAX:
-        raise CursorError(issued)
-    floor = _decode_position(floor_text, issued, floor=True) if floor_text else None
-    window = Window(settled=settled, floor=floor, seen=tuple(seen))
-    if not position_text:
-        return Cursor(at=None, id=0, window=window)
-    position = _decode_position(position_text, issued)
-    return Cursor(at=position.at, id=position.id, window=window)
-
-
-def _decode_position(raw: str, issued: str, *, floor: bool = False) -> Cursor:
-    """A position as `_position_text` writes it; a floor may name id 0 (before every line at its time)."""
-    try:
-        at_text, id_text = raw.rsplit("|", 1)
-    except ValueError:
-        raise CursorError(issued) from None
-    if _ID.fullmatch(id_text) is None or not (0 if floor else 1) <= int(id_text) <= LINE_ID_MAX:
-        raise CursorError(
-            f"{issued} (its line id {id_text[:30]!r} is not an integer from 1 to {LINE_ID_MAX})"
-        )
-    if at_text.startswith("!"):
-        if _POSITION.fullmatch(at_text[1:]) is None:
-            raise CursorError(issued)
-        return Cursor(at=at_text[1:], id=int(id_text))
-    try:
-        at = as_naive_utc(datetime.datetime.fromisoformat(at_text))
-    except ValueError:
-        raise CursorError(issued) from None
-    except OverflowError:
-        raise CursorError(f"{issued} (its time {at_text!r} is outside the years 1 to 9999 in UTC)") from None
-    return Cursor(at=at, id=int(id_text))
-
-
-# ── cursors that remember late commits ───────────────────────────────────────
-# A line is stamped with `at` before its commit, and a commit can be slow (a
-# grouped INSERT, another process): a line can land behind lines a reader
-# already has. A cursor of a line older than `settled` (the read's time less
-# the longest a commit can lag its `at`) is its plain position, as before; a
-# cursor of a recent line also carries a `Window`, and `before` reads from it
-# find a late line however far behind it landed.
 
 
 def settled_before(late_window: float) -> datetime.datetime:
@@ -218,79 +110,400 @@ def naive(at: datetime.datetime) -> datetime.datetime:
     return at.replace(tzinfo=None) if at.tzinfo is not None else at
 
 
+# ── the text of a cursor ─────────────────────────────────────────────────────
+# Bytes, base64url without padding: a version, the scope, the position, and
+# the window if any (settled, floor, then each line seen as its id's step from
+# the one before and its `at` in milliseconds past `settled`). Integers are
+# unsigned LEB128, so the usual cursor is a few dozen bytes and a full window
+# a few hundred.
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _time_bytes(at: datetime.datetime) -> bytes:
+    return _varint((as_naive_utc(at) - _EPOCH) // _MICROSECOND)
+
+
+def _position_bytes(at: datetime.datetime | str | None, line_id: int) -> bytes:
+    if at is None:
+        return b"\x00"
+    if isinstance(at, str):
+        text = at.encode()
+        return b"\x02" + _varint(len(text)) + text + _varint(line_id)
+    return b"\x01" + _time_bytes(at) + _varint(line_id)
+
+
+def _line_at(line: Line | Cursor) -> datetime.datetime | str | None:
+    if isinstance(line, Line):
+        return line.position if line.position is not None else naive(line.at)
+    return line.at
+
+
+def _header(scope: Scope, line: Line | Cursor) -> bytes:
+    kinds = b"\x01" + scope.kinds if scope.kinds else b"\x00"
+    return bytes([_VERSION]) + _varint(scope.run_id) + kinds + _position_bytes(_line_at(line), line.id)
+
+
+def _text(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+class _Seen:
+    """A window's lines seen, kept by id with each one's bytes, so a cursor is written without re-encoding."""
+
+    __slots__ = ("ats", "ids", "items", "settled")
+
+    def __init__(self, settled: datetime.datetime) -> None:
+        self.settled = settled
+        self.ids: list[int] = []
+        self.ats: list[datetime.datetime] = []
+        self.items: list[bytes] = []
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def _item(self, i: int) -> bytes:
+        step = self.ids[i] - (self.ids[i - 1] if i else 0)
+        # Milliseconds past `settled`, rounded up: a line kept a little
+        # longer is only named again, never let through twice.
+        millis = -(-((self.ats[i] - self.settled) // _MICROSECOND) // 1000)
+        return _varint(step) + _varint(max(0, millis))
+
+    def add(self, line_id: int, at: datetime.datetime) -> None:
+        i = bisect.bisect_left(self.ids, line_id)
+        if i < len(self.ids) and self.ids[i] == line_id:
+            return
+        self.ids.insert(i, line_id)
+        self.ats.insert(i, at)
+        self.items.insert(i, self._item(i))
+        if i + 1 < len(self.ids):  # the next one's step is from this one now
+            self.items[i + 1] = self._item(i + 1)
+
+    def keep(self, wanted: list[bool]) -> None:
+        """Keep the lines whose flag is set (in id order)."""
+        self.ids = [x for x, w in zip(self.ids, wanted, strict=True) if w]
+        self.ats = [x for x, w in zip(self.ats, wanted, strict=True) if w]
+        self.items = [self._item(i) for i in range(len(self.ids))]
+
+    def settle(self, settled: datetime.datetime) -> None:
+        """Move `settled` on: the lines stamped before it need no naming."""
+        self.settled = settled
+        self.keep([at >= settled for at in self.ats])
+
+    def oldest(self) -> tuple[datetime.datetime, int] | None:
+        """The oldest line named, by (at, id)."""
+        return min(zip(self.ats, self.ids, strict=True)) if self.ids else None
+
+    def pairs(self) -> tuple[tuple[int, datetime.datetime], ...]:
+        return tuple(zip(self.ids, self.ats, strict=True))
+
+    def window_bytes(self, floor: Cursor | None) -> bytes:
+        floor_bytes = b"\x00" if floor is None else _position_bytes(floor.at, floor.id)
+        return (
+            b"\x01" + _time_bytes(self.settled) + floor_bytes + _varint(len(self.ids)) + b"".join(self.items)
+        )
+
+
+def encode_cursor(line: Line | Cursor, scope: Scope, window: Window | None = None) -> str:
+    """A line's (or a position's) cursor for `scope`; with `window`, one that also says what it delivered."""
+    if window is None and isinstance(line, Cursor):
+        window = line.window
+    if window is None:
+        return _text(_header(scope, line) + b"\x00")
+    if len(window.seen) > RECENT_LINES:
+        raise ValueError(f"a window names at most {RECENT_LINES} lines, not {len(window.seen)}")
+    seen = _Seen(window.settled)
+    for line_id, at in window.seen:
+        seen.add(line_id, at)
+    return _text(_header(scope, line) + seen.window_bytes(window.floor))
+
+
+# ── reading a cursor ─────────────────────────────────────────────────────────
+
+
+class _Wrong(ValueError):
+    """What is wrong with a cursor, in words its caller can act on."""
+
+
+class _Reader:
+    __slots__ = ("at", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self.at = 0
+
+    def byte(self) -> int:
+        if self.at >= len(self.raw):
+            raise ValueError("short")
+        self.at += 1
+        return self.raw[self.at - 1]
+
+    def varint(self, most: int = LINE_ID_MAX) -> int:
+        value = shift = 0
+        while True:
+            b = self.byte()
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise ValueError("long")
+        if value > most:
+            raise ValueError("large")
+        return value
+
+    def take(self, count: int) -> bytes:
+        if self.at + count > len(self.raw):
+            raise ValueError("short")
+        self.at += count
+        return self.raw[self.at - count : self.at]
+
+    def time(self) -> datetime.datetime:
+        try:
+            return _EPOCH + self.varint() * _MICROSECOND
+        except OverflowError:
+            raise _Wrong("its time is outside the years 1 to 9999 in UTC") from None
+
+    def position(self, *, lowest_id: int = 1) -> Cursor | None:
+        tag = self.byte()
+        if tag == 0:
+            return None
+        if tag == 1:
+            at: datetime.datetime | str = self.time()
+        elif tag == 2:
+            at = self.take(self.varint(40)).decode("ascii")
+            if _POSITION.fullmatch(at) is None:
+                raise ValueError("position")
+        else:
+            raise ValueError("tag")
+        try:
+            line_id = self.varint()
+        except ValueError:
+            line_id = -1
+        if not lowest_id <= line_id <= LINE_ID_MAX:
+            raise _Wrong(f"its line id is not an integer from {lowest_id} to {LINE_ID_MAX}")
+        return Cursor(at=at, id=line_id)
+
+
+def decode_cursor(value: str, argument: str, scope: Scope) -> Cursor:
+    """The cursor `value`, checked to be for `scope`; CursorError says what was wrong.
+
+    Its length is checked before anything is decoded, and a window holds at
+    most RECENT_LINES lines, each after the one before: whatever was sent, a
+    cursor costs no more than one this service issues.
+    """
+    shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
+    issued = (
+        f"{argument}={shown!r} is not a cursor this service issued: "
+        "pass a line's cursor, or a page's pageInfo.endCursor or startCursor"
+    )
+    if len(value) > MAX_CURSOR_CHARS:
+        raise CursorError(f"{issued} (a cursor is at most {MAX_CURSOR_CHARS} characters)")
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (ValueError, binascii.Error):
+        raise CursorError(issued) from None
+    if raw[:1] != bytes([_VERSION]):
+        # Cursors of earlier versions named no run: they are refused too.
+        raise CursorError(f"{issued} (nor by its current version: read again without a cursor for one)")
+    try:
+        cursor, run_id, kinds = _decode(raw)
+    except _Wrong as exc:
+        raise CursorError(f"{issued} ({exc})") from None
+    except (ValueError, OverflowError, UnicodeDecodeError):
+        raise CursorError(issued) from None
+    if run_id != scope.run_id:
+        raise CursorError(
+            f"{argument} is a cursor of run {run_id}, not of run {scope.run_id}: "
+            "a cursor is used with the run it was issued for"
+        )
+    if kinds != scope.kinds:
+        raise CursorError(
+            f"{argument} was issued for another kinds filter than this call's: "
+            "pass the same kinds as the page or tail it came from"
+        )
+    return cursor
+
+
+def _decode(raw: bytes) -> tuple[Cursor, int, bytes]:
+    read = _Reader(raw)
+    read.byte()  # the version, checked by the caller
+    run_id = read.varint()
+    kinds_tag = read.byte()
+    if kinds_tag not in (0, 1):
+        raise ValueError("kinds")
+    kinds = read.take(8) if kinds_tag else b""
+    position = read.position()
+    window = None
+    window_tag = read.byte()
+    if window_tag == 1:
+        settled = read.time()
+        floor = read.position(lowest_id=0)
+        count = read.varint()
+        if count > RECENT_LINES:
+            raise _Wrong(f"it names more than the {RECENT_LINES} lines a cursor holds")
+        seen: list[tuple[int, datetime.datetime]] = []
+        last = 0
+        for _ in range(count):
+            step = read.varint()
+            if step == 0:
+                raise _Wrong("it names a line twice")
+            last += step
+            if last > LINE_ID_MAX:
+                raise _Wrong(f"its line id is not an integer from 1 to {LINE_ID_MAX}")
+            seen.append((last, settled + read.varint(_MAX_MILLIS) * _MILLISECOND))
+        window = Window(settled=settled, floor=floor, seen=tuple(seen))
+    elif window_tag != 0:
+        raise ValueError("window")
+    if read.at != len(raw):
+        raise ValueError("trailing")
+    if position is None:
+        if window is None:
+            raise ValueError("empty")
+        return Cursor(at=None, id=0, window=window), run_id, kinds
+    return Cursor(at=position.at, id=position.id, window=window), run_id, kinds
+
+
+# ── the cursors of a page ────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True, slots=True)
+class PageCursors:
+    """The cursors of a page's first `len(texts)` lines, in its order.
+
+    Fewer than the page's lines when a cursor would have had to name more
+    than RECENT_LINES recent lines: the page ends before the first line that
+    would not fit. `settles_in` is then how long (seconds) until a read from
+    the last cursor can deliver more than it just did (0 when it can now).
+    """
+
+    texts: list[str]
+    settles_in: float = 0.0
+
+
 def page_cursors(
-    lines: Sequence[Line], *, has_next: bool, settled: datetime.datetime, only_ends: bool = False
-) -> list[str]:
+    lines: Sequence[Line],
+    *,
+    has_next: bool,
+    settled: datetime.datetime,
+    scope: Scope,
+    only_ends: bool = False,
+) -> PageCursors:
     """The cursors of a page read newest first (no cursor, or `after`), in its order.
 
     A recent line's window names the page's recent lines at or before it,
     and its floor is the page's end: a late line that lands beyond the page's
     end is the next `after` page's, not a `before` read's. On the last page
-    there is no floor, so a late line there is found by `before`.
-    With `only_ends`, the lines between the first and the last get ''.
+    there is no floor, so a late line there is found by `before`. A page
+    with more than RECENT_LINES recent lines is cut after the last that fits
+    (as if it had ended there, with a next page). With `only_ends`, the
+    lines between the first and the last get ''.
     """
-    floor = None
-    if has_next and lines:
-        last = lines[-1]
-        at: datetime.datetime | str = last.position if last.position is not None else naive(last.at)
-        floor = Cursor(at=at, id=last.id - 1)
-    wanted = set(range(len(lines))) if not only_ends else ({0, len(lines) - 1} if lines else set())
-    cursors = [""] * len(lines)
-    # From the page's end up: line i's window is the recent lines from it to the end.
-    text = _WindowText(settled, floor)
-    # Lines read from the database hold aware times: compared as they are,
-    # rather than made naive one by one (a new datetime for every line).
+    # Lines read from the database hold aware times: compared as they are.
     settled_utc = settled.replace(tzinfo=datetime.UTC)
-    for i in range(len(lines) - 1, -1, -1):
-        line = lines[i]
+
+    def recent(line: Line) -> bool:
         at = line.at
-        recent = line.position is None and (
-            at >= settled_utc if at.tzinfo is datetime.UTC else naive(at) >= settled
-        )
-        if recent:
-            text.add(line.id, naive(line.at))
+        return line.position is None and (at >= settled_utc if at.tzinfo is not None else at >= settled)
+
+    kept, count = len(lines), 0
+    for i, line in enumerate(lines):
+        if recent(line):
+            count += 1
+            if count > RECENT_LINES:
+                kept, has_next = i, True
+                break
+    floor = None
+    if has_next and kept:
+        last = lines[kept - 1]
+        floor = Cursor(at=_line_at(last), id=last.id - 1)
+    wanted = set(range(kept)) if not only_ends else ({0, kept - 1} if kept else set())
+    texts = [""] * kept
+    seen = _Seen(settled)
+    # From the page's end up: line i's window is the recent lines from it to the end.
+    for i in range(kept - 1, -1, -1):
+        line = lines[i]
+        is_recent = recent(line)
+        if is_recent:
+            seen.add(line.id, naive(line.at))
         if i in wanted:
-            cursors[i] = text.cursor(line) if recent else encode_cursor(line)
-    return cursors
+            header = _header(scope, line)
+            texts[i] = _text(header + (seen.window_bytes(floor) if is_recent else b"\x00"))
+    return PageCursors(texts)
 
 
-def newer_cursors(lines: Sequence[Line], *, before: Cursor, settled: datetime.datetime) -> list[str]:
+def newer_cursors(
+    lines: Sequence[Line], *, before: Cursor, settled: datetime.datetime, scope: Scope
+) -> PageCursors:
     """The cursors of a `before` page (read oldest first), in its order.
 
     Behind line j: what was behind `before`, and the page's lines up to j.
+    A line stamped before `settled` had committed when the page was read, so
+    every line at or before it is behind it (its position is its floor). A
+    recent line is named in the window, and the page stops before a line
+    that would make the window name more than RECENT_LINES.
     """
     window = before.window
     floor: Cursor | None
+    window_settled: datetime.datetime | None
     carried: tuple[tuple[int, datetime.datetime], ...]
     if window is None:
-        floor, carried, newest = before, (), settled
+        floor, window_settled, carried = before, None, ()
     else:
-        floor, carried = window.floor, window.seen
-        newest = max(settled, window.settled)
-    cursors: list[str] = []
-    # The usual case, a line stamped since `newest`: the window of `newest`,
-    # grown a line at a time (see _WindowText).
-    text = _WindowText(newest, floor)
-    for line_id, seen_at in sorted(carried):
-        if seen_at >= newest:
-            text.add(line_id, seen_at)
-    for j, line in enumerate(lines):
-        at_j = None if line.position is not None else naive(line.at)
-        if at_j is not None and at_j >= newest:
-            text.add(line.id, at_j)
-            cursors.append(text.cursor(line))
+        floor, window_settled, carried = window.floor, window.settled, window.seen
+    seen = _Seen(window_settled or settled)
+    for line_id, at in carried:
+        seen.add(line_id, at)
+    # Kept as lines are named or left behind (never per line: a cursor full
+    # of lines newer than the whole page would make that a page times its window).
+    oldest = seen.oldest()
+    texts: list[str] = []
+    settles_in = 0.0
+    for line in lines:
+        if line.position is not None:
+            # A row whose `at` is not a time: older than every time, and never
+            # late (no one stamps such a row). Its position says it all.
+            texts.append(_text(_header(scope, line) + b"\x00"))
             continue
-        if at_j is None or (at_j < settled and all((a, i) < (at_j, line.id) for i, a in carried)):
-            # Old enough that no line can still land at or before it, and
-            # nothing delivered earlier is newer: its position says it all.
-            cursors.append(encode_cursor(line))
-            continue
-        settled_j = min(newest, at_j)
-        seen = [(i, a) for i, a in carried if a >= settled_j]
-        seen += [
-            (other.id, naive(other.at))
-            for other in lines[: j + 1]
-            if other.position is None and naive(other.at) >= settled_j
-        ]
-        cursors.append(encode_cursor(line, Window(settled=settled_j, floor=floor, seen=tuple(seen))))
-    return cursors
+        at = naive(line.at)
+        if at < settled:
+            # Settled: every line at or before it has committed, and was behind
+            # `before` or is on this page up to it.
+            floor = Cursor(at=at, id=line.id)
+            if oldest is not None and oldest <= (at, line.id):
+                seen.keep([(a, i) > (at, line.id) for i, a in zip(seen.ids, seen.ats, strict=True)])
+                oldest = seen.oldest()
+        else:
+            if window_settled is None or window_settled < settled:
+                window_settled = settled
+                seen.settle(settled)
+                oldest = seen.oldest()
+            if len(seen) >= RECENT_LINES:
+                # Full of lines delivered within the late window: the rest of
+                # the page waits until the oldest of them has settled.
+                settles_in = max((min(seen.ats) - settled).total_seconds(), 0.0) + 0.001
+                break
+            seen.add(line.id, at)
+            oldest = min(oldest, (at, line.id)) if oldest is not None else (at, line.id)
+        if window_settled is None or (not len(seen) and at < settled):
+            texts.append(_text(_header(scope, line) + b"\x00"))
+        else:
+            texts.append(_text(_header(scope, line) + seen.window_bytes(floor)))
+    return PageCursors(texts, settles_in)
+
+
+def fresh_window(settled: datetime.datetime, seen: Sequence[tuple[int, datetime.datetime]]) -> Window:
+    """The window of a cursor with every line written so far behind it, given the recent ones (newest first).
+
+    At most RECENT_LINES are named: the newest. Older recent lines than
+    those are left in front of the cursor, so a tail from it may begin with
+    a few lines written just before it started, but never misses one.
+    """
+    return Window(settled=settled, seen=tuple(sorted(seen[:RECENT_LINES])))

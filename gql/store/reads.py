@@ -12,7 +12,7 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .connections import read_rows
-from .cursors import Cursor, Window, encode_cursor, naive
+from .cursors import RECENT_LINES, Cursor, cursor_scope, encode_cursor, fresh_window, naive
 from .rows import mariadb_lines, sqlite_lines
 from .statements import as_compared, count_statement, details_statement, page_statement, recent_statement
 from .values import Page
@@ -171,15 +171,24 @@ async def ping(engine: AsyncEngine) -> None:
 async def cursor_now(
     engine: AsyncEngine, *, run_id: int, kinds: Sequence[str] | None, settled: datetime.datetime
 ) -> str:
-    """A cursor with every line written so far behind it: a `before` read from it waits for new lines."""
+    """A cursor with every line written so far behind it: a `before` read from it waits for new lines.
+
+    It names the newest RECENT_LINES lines stamped since `settled` (see
+    `fresh_window`): a read from it may begin with older recent lines, never
+    miss one.
+    """
     seen: list[tuple[int, datetime.datetime]] = []
     if kinds is None or kinds:
         sqlite = engine.dialect.name == "sqlite"
-        values: dict[str, Any] = {"run_id": run_id, "settled": as_compared(settled, sqlite)}
+        values: dict[str, Any] = {
+            "run_id": run_id,
+            "settled": as_compared(settled, sqlite),
+            "limit": RECENT_LINES,
+        }
         if kinds is not None:
             values["kinds"] = sorted(set(kinds))
         for line_id, at in await read_rows(engine, recent_statement(sqlite, kinds is not None), values):
             if isinstance(at, str):
                 at = datetime.datetime.fromisoformat(at)
             seen.append((line_id, naive(at)))
-    return encode_cursor(Cursor(at=None, id=0), Window(settled=settled, seen=tuple(seen)))
+    return encode_cursor(Cursor(at=None, id=0), cursor_scope(run_id, kinds), fresh_window(settled, seen))

@@ -282,10 +282,15 @@ def count_statement(sqlite: bool) -> Select[Any]:
 
 @functools.cache
 def recent_statement(sqlite: bool, by_kinds: bool) -> Select[Any]:
-    """The ids and times of a run's lines stamped at or after `settled`."""
+    """The ids and times of a run's newest `limit` lines stamped at or after `settled`, newest first."""
     order = sqlite_at if sqlite else _l.c.at
     settled: Any = bindparam("settled", type_=String() if sqlite else _l.c.at.type)
-    query = select(_l.c.id, order.label("at_utc")).where(_l.c.run_id == bindparam("run_id"), order >= settled)
+    query = (
+        select(_l.c.id, order.label("at_utc"))
+        .where(_l.c.run_id == bindparam("run_id"), order >= settled)
+        .order_by(order.desc(), _l.c.id.desc())
+        .limit(bindparam("limit", type_=Integer()))
+    )
     if by_kinds:
         query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
     return query

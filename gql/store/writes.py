@@ -211,8 +211,7 @@ async def _insert_raw_once(
                         sql, values, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
                     ) from exc
                 progress.done = True
-                if held is not None:
-                    held.keep(pooled, engine)
+                if held is not None and held.keep(pooled, engine):
                     put_back = None
             except NotStored:
                 raise
