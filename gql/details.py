@@ -602,6 +602,8 @@ def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[A
         return list[inner], lambda v: [build(x) for x in v]  # type: ignore[valid-type]
     if tp is strawberry.ID:
         # A writer may send an id as a number or a string; GraphQL serves it as a string.
+        if forbid:  # the writer's dump (`canonical_detail`) says it as it is served
+            return Annotated[pydantic.StrictStr | pydantic.StrictInt, pydantic.PlainSerializer(str)], str
         return pydantic.StrictStr | pydantic.StrictInt, str
     if tp is JSON:
         return Any, _same
@@ -615,6 +617,8 @@ def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[A
     if tp is float:
         return float, _same
     if tp is datetime.datetime:
+        if forbid:  # as for ids: the writer's dump says the time as it is served, in UTC
+            return Annotated[datetime.datetime, pydantic.PlainSerializer(_as_utc_text)], _as_utc
         return datetime.datetime, _as_utc
     if isinstance(tp, StrawberryEnumDefinition):
         return tp.wrapped_cls, _same
@@ -633,6 +637,10 @@ def _as_utc(value: datetime.datetime) -> datetime.datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=datetime.UTC)
     return value.astimezone(datetime.UTC)
+
+
+def _as_utc_text(value: datetime.datetime) -> str:
+    return _as_utc(value).isoformat()
 
 
 def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
@@ -790,6 +798,20 @@ def check_detail(kind: Kind, text: str) -> None:
     read = read_detail(kind.value, text)
     if isinstance(read, UnreadableDetail):
         raise DetailError(f"detail could not be read back as written: {read.problem}")
+
+
+def canonical_detail(kind: Kind, text: str) -> str:
+    """`text`, a detail `check_detail` accepted, as one JSON text for every way of writing it.
+
+    Two details read the same (keys in another order, a field left out or
+    sent as its default, an id as 7 or "7", a time in another offset) give
+    the same text, and two that read differently give different texts: an
+    idempotent retry compares lines by it, not by the JSON as sent.
+    """
+    model = _BY_KIND[kind].writer.model_validate_json(text)
+    return json.dumps(
+        model.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 def read_detail(kind_name: str, text: str | bytes | None) -> Any:

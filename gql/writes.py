@@ -47,8 +47,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, store
-from .details import DetailError, check_detail, dump_detail
-from .kinds import BY_WIRE_NAME
+from .details import DetailError, canonical_detail, check_detail, dump_detail
+from .kinds import BY_WIRE_NAME, Kind
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -178,7 +178,7 @@ async def _write(
         if key is None:
             await write_line(engine, line, deadline=deadline, pool_size=settings.pool_size)
         else:
-            await _write_keyed(engine, line, key, deadline)
+            await _write_keyed(engine, line, known, key, deadline)
     except (store.NotStored, store.KeyReused) as exc:
         return str(exc)
     except store.OutcomeUnknown as exc:
@@ -262,14 +262,25 @@ async def log_detail_limit(engine: AsyncEngine, settings: Settings) -> None:
 _keyed_writes = 0
 
 
-async def _write_keyed(engine: AsyncEngine, line: store.NewLine, key: str, deadline: float) -> None:
+async def _write_keyed(
+    engine: AsyncEngine, line: store.NewLine, kind: Kind, key: str, deadline: float
+) -> None:
     global _keyed_writes
-    what = json.dumps([line.kind, line.step_id, line.phase, line.detail], ensure_ascii=False)
+    # The line as readers will see it: a retry that spells its detail another
+    # way (keys in another order, `actor: null` added) is the same line.
+    detail = None if line.detail is None else canonical_detail(kind, line.detail)
+    what = json.dumps([line.kind, line.step_id, line.phase, detail], ensure_ascii=False)
+    # Keys stored before the digest was canonical hold the digest of the
+    # detail as it was sent. No migration can redo them (the keys table keeps
+    # digests, not lines), so a retry matches either for as long as such a
+    # key may live: KEY_TTL after the upgrade, this can go.
+    as_sent = json.dumps([line.kind, line.step_id, line.phase, line.detail], ensure_ascii=False)
     await store.insert_keyed(
         engine,
         line,
         key_digest=_digest(key),
         line_digest=_digest(what),
+        also_matches=_digest(as_sent),
         deadline=deadline,
     )
     _keyed_writes += 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -136,3 +139,82 @@ def test_keys_older_than_a_day_are_forgotten_in_bounded_slices(tables: Backend, 
     assert tables.scalar("SELECT COUNT(*) FROM event_run_log_keys") == 1  # the recent key stays
     assert keyed(api, 1, "recent", "k-recent")  # and still answers its retry
     assert len(lines(tables)) == 1
+
+
+def keyed_detail(api: Api, kind: str, detail: dict[str, Any], key: str) -> bool:
+    body = api.post(KEYED, {"runId": 1, "kind": kind, "detail": detail, "key": key})
+    assert "errors" not in body, body
+    answer: bool = body["data"]["writeRunLog"]
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("kind", "first", "retry"),
+    [
+        ("note", {"text": "paused", "actor": "ops"}, {"actor": "ops", "text": "paused"}),
+        ("note", {"text": "paused"}, {"text": "paused", "actor": None}),
+        ("note", {"text": "paused", "actor": None}, {"text": "paused"}),
+        (
+            "run.blocked",
+            {"blockingRunId": 7, "concurrencyKey": "k"},
+            {"concurrencyKey": "k", "blockingRunId": "7"},
+        ),
+        (
+            "step.retry",
+            {"attempt": 2, "error": "e", "retryAt": "2026-01-01T10:00:00Z"},
+            {"error": "e", "retryAt": "2026-01-01T11:00:00+01:00", "attempt": 2, "maxAttempts": None},
+        ),
+        (
+            "phase.gate",
+            {"condition": "c", "parameters": {"a": 1, "b": [1, {"x": None, "y": 2}]}},
+            {"parameters": {"b": [1, {"y": 2, "x": None}], "a": 1}, "condition": "c"},
+        ),
+    ],
+)
+def test_a_retry_whose_detail_reads_the_same_is_the_same_line(
+    tables: Backend, api: Api, kind: str, first: dict[str, Any], retry: dict[str, Any]
+) -> None:
+    assert keyed_detail(api, kind, first, "k-same")
+    assert keyed_detail(api, kind, retry, "k-same")  # the same line, spelt another way: true
+    assert keyed_detail(api, kind, retry, "k-same")  # and again, as a writer retries until true
+    assert len(lines(tables)) == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "first", "retry"),
+    [
+        ("note", {"text": "paused", "actor": "ops"}, {"text": "paused"}),
+        (
+            "run.blocked",
+            {"blockingRunId": "007", "concurrencyKey": "k"},
+            {"concurrencyKey": "k", "blockingRunId": 7},
+        ),
+        # Inside a JSON value a null is a value, not a field left out.
+        ("phase.gate", {"condition": "c", "parameters": {"x": None}}, {"condition": "c", "parameters": {}}),
+    ],
+)
+def test_a_retry_whose_detail_reads_differently_is_refused(
+    tables: Backend, api: Api, kind: str, first: dict[str, Any], retry: dict[str, Any]
+) -> None:
+    assert keyed_detail(api, kind, first, "k-other")
+    assert keyed_detail(api, kind, retry, "k-other") is False
+    assert len(lines(tables)) == 1
+
+
+def test_a_key_stored_with_the_digest_of_the_detail_as_sent_still_answers_its_retry(
+    tables: Backend, api: Api
+) -> None:
+    # What the service stored before it compared details as readers see them:
+    # the digest of the JSON as sent. A retry spelt the same way still matches.
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    as_sent = json.dumps(["note", None, None, '{"actor":"ops","text":"old"}'], ensure_ascii=False)
+    tables.execute(
+        "INSERT INTO event_run_log_keys (run_id, key_digest, line_digest, created_at) VALUES (1, :k, :l, :c)",
+        k=digest("k-old"),
+        l=digest(as_sent),
+        c=datetime.datetime.now(datetime.UTC).replace(tzinfo=None),
+    )
+    assert keyed_detail(api, "note", {"actor": "ops", "text": "old"}, "k-old")
+    assert lines(tables) == []  # found stored: nothing stored again

@@ -245,14 +245,21 @@ async def _run_insert(
 
 
 async def insert_keyed(
-    engine: AsyncEngine, line: NewLine, *, key_digest: str, line_digest: str, deadline: float
+    engine: AsyncEngine,
+    line: NewLine,
+    *,
+    key_digest: str,
+    line_digest: str,
+    also_matches: str | None = None,
+    deadline: float,
 ) -> bool:
     """Store `line` under an idempotency key; False when the key already stored this same line.
 
     The key and the line are written in one transaction, so either both are
     stored or neither: a retry after a lost answer finds the key and stores
     nothing. Raises KeyReused when the key stored a different line of this
-    run, and NotStored or OutcomeUnknown as `insert_lines` does.
+    run, and NotStored or OutcomeUnknown as `insert_lines` does. A stored
+    `also_matches` digest counts as this same line too.
     """
     keys = event_run_log_keys
     outcome: list[bool] = []
@@ -277,7 +284,7 @@ async def insert_keyed(
             await conn.rollback()
             if stored_digest is None:
                 raise
-            if stored_digest != line_digest:
+            if stored_digest not in (line_digest, also_matches):
                 raise KeyReused("its idempotency key already stored a different line of this run") from None
             outcome.append(False)
             progress.done = True
