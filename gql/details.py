@@ -44,6 +44,7 @@ from strawberry.types.enum import StrawberryEnumDefinition
 # pydantic reads a TypedDict only from typing_extensions before Python 3.12.
 from typing_extensions import TypedDict
 
+from .ids import id_problem, parse_id
 from .kinds import Kind
 
 # ── enums used inside details ────────────────────────────────────────────────
@@ -760,17 +761,6 @@ _RUN_ID_FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
         )
     )
 }
-_MAX_RUN_ID = 2**31 - 1
-
-
-def _is_run_id(value: str | int) -> bool:
-    if isinstance(value, str):
-        # Ten digits at most: int() of thousands of digits costs time (and
-        # Python refuses past 4,300).
-        if not (value.isascii() and value.isdigit() and len(value) <= 10):
-            return False
-        value = int(value)
-    return 0 < value <= _MAX_RUN_ID
 
 
 def check_detail(kind: Kind, text: str) -> None:
@@ -787,14 +777,8 @@ def check_detail(kind: Kind, text: str) -> None:
         raise DetailError(f"detail does not fit {kind.value}: {_describe(exc)}") from None
     for name, alias in _RUN_ID_FIELDS.get(kind, ()):
         value = getattr(model, name)
-        if value is not None and not _is_run_id(value):
-            shown = repr(value)
-            if len(shown) > 40:
-                shown = f"{shown[:40]}... ({len(str(value))} characters)"
-            raise DetailError(
-                f"detail does not fit {kind.value}: {alias} must be a run id, a positive "
-                f"integer up to {_MAX_RUN_ID}, got {shown}"
-            )
+        if value is not None and parse_id(value) is None:
+            raise DetailError(f"detail does not fit {kind.value}: {id_problem(alias, value)}")
     read = read_detail(kind.value, text)
     if isinstance(read, UnreadableDetail):
         raise DetailError(f"detail could not be read back as written: {read.problem}")

@@ -54,6 +54,7 @@ from .details import (
     read_values,
 )
 from .fastpath import PageExecutor
+from .ids import id_problem, parse_id
 from .kinds import TERMINAL_STATUSES, Kind
 from .limits import DetailBudget, detail_servings
 from .replica import Replica
@@ -75,7 +76,6 @@ RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
 )
 _ENUM_BY_WIRE_NAME: dict[str, Any] = {member.value: member for member in RunLogKind}
 
-MAX_ID = 2**31 - 1  # the id columns are INT
 MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of proxies
 
 
@@ -226,7 +226,7 @@ async def _find_runs(
         if line.kind == blocked and line.detail is not None:
             values = read_values(blocked, line.detail)
             if type(values) is dict:
-                number = _positive_int(values["blocking_run_id"])
+                number = parse_id(values["blocking_run_id"])
                 if number is not None:
                     wanted.append(number)
     if page_run is not None:
@@ -255,29 +255,6 @@ def _run(row: store.Run) -> Run:
         ended_at=row.ended_at,
         updated_at=row.updated_at,
     )
-
-
-def _positive_int(value: Any) -> int | None:
-    """`value` as a run or step id (1..2**31-1), or None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and value.isascii() and value.isdigit():
-        # Python refuses int() of more than 4,300 digits; an id has at most 10.
-        digits = value.lstrip("0")
-        if len(digits) > len(str(MAX_ID)):
-            return None
-        number = int(digits or "0")
-    else:
-        return None
-    return number if 0 < number <= MAX_ID else None
-
-
-def _shown(value: Any) -> str:
-    """A caller's value for an error's text: as they sent it, but never long."""
-    shown = repr(value)
-    return shown if len(shown) <= 60 else f"{shown[:60]}... ({len(shown)} characters)"
 
 
 # ── types ────────────────────────────────────────────────────────────────────
@@ -442,7 +419,7 @@ class RunLogPage:
         """A line's `blockingRun`; the lookup's failure raised, for graphql-core to put at the field."""
         if isinstance(self.runs, Exception):
             raise self.runs
-        number = _positive_int(blocking_run_id)
+        number = parse_id(blocking_run_id)
         row = None if number is None or self.runs is None else self.runs.get(number)
         return None if row is None else _run(row)
 
@@ -653,11 +630,11 @@ class Query:
     ) -> RunLogPage:
         context = info.context
         context.require(Action.READ, "runLog")
-        number = _positive_int(run_id)
+        number = parse_id(run_id)
         note(run_id=number)
         if number is None:
             raise ClientError(
-                f"runId must be a positive integer up to {MAX_ID}, got {_shown(run_id)}",
+                id_problem("runId", run_id),
                 "BAD_USER_INPUT",
             )
         if after is not None and before is not None:
@@ -996,10 +973,10 @@ class Subscription:
         # starts, so the client gets them as the operation's error.
         context = info.context
         context.require(Action.READ, "runLogTail")
-        number = _positive_int(run_id)
+        number = parse_id(run_id)
         if number is None:
             raise ClientError(
-                f"runId must be a positive integer up to {MAX_ID}, got {_shown(run_id)}",
+                id_problem("runId", run_id),
                 "BAD_USER_INPUT",
             )
         if since is not None:

@@ -48,6 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, store
 from .details import DetailError, canonical_detail, check_detail, dump_detail
+from .ids import id_problem, parse_id
 from .kinds import BY_WIRE_NAME, Kind
 from .settings import Settings
 
@@ -69,7 +70,6 @@ MAX_BYTES = 1024 * 1024  # detail text in one INSERT, well under MySQL's max_all
 # less CPU per WriteNote at a 1.07x higher rate (8 writers over HTTP,
 # 12 alternating rounds, MariaDB, load average 3).
 IN_FLIGHT = 2
-MAX_ID = 2**31 - 1  # the id columns are INT
 MAX_KEY_CHARS = 256
 # A key is kept this long: a retry within a day of the first try is safe.
 KEY_TTL = datetime.timedelta(days=1)
@@ -145,14 +145,14 @@ async def _write(
     known = BY_WIRE_NAME.get(kind)
     if known is None:
         return f"kind {short(kind)} is not one of the {len(BY_WIRE_NAME)} kinds this server knows"
-    run_number = as_id(run_id)
+    run_number = parse_id(run_id)
     if run_number is None:
-        return f"runId must be a positive integer up to {MAX_ID}, got {short(run_id)}"
+        return id_problem("runId", run_id)
     step_number = None
     if step_id is not None:
-        step_number = as_id(step_id)
+        step_number = parse_id(step_id)
         if step_number is None:
-            return f"stepId must be a positive integer up to {MAX_ID}, got {short(step_id)}"
+            return id_problem("stepId", step_id)
     if phase is not None and not -(2**31) <= phase < 2**31:
         return f"phase must be a 32-bit integer, got {short(phase)}"
     if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
@@ -186,21 +186,6 @@ async def _write(
             "" if key is not None else "; send an idempotencyKey to retry safely"
         )
     return None
-
-
-def as_id(value: Any) -> int | None:
-    """`value` as a run or step id (1..2**31-1), or None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        number = value
-    # Ten digits at most: a longer string is no id, and int() of thousands of
-    # digits costs time (Python refuses past 4,300).
-    elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 10:
-        number = int(value)
-    else:
-        return None
-    return number if 0 < number <= MAX_ID else None
 
 
 def short_text(text: str, limit: int) -> str:

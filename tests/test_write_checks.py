@@ -32,17 +32,33 @@ def refusals(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
         (
             "run.blocked",
             {"blockingRunId": FIVE_THOUSAND_DIGITS, "concurrencyKey": "k"},
-            "blockingRunId must be a run id",
+            "blockingRunId must be a positive integer up to 2147483647",
         ),
         (
             "run.blocked",
             {"blockingRunId": "2147483648", "concurrencyKey": "k"},
-            "blockingRunId must be a run id",
+            "blockingRunId must be a positive integer up to 2147483647",
         ),
-        ("run.blocked", {"blockingRunId": 2**31, "concurrencyKey": "k"}, "blockingRunId must be a run id"),
-        ("run.blocked", {"blockingRunId": "abc", "concurrencyKey": "k"}, "blockingRunId must be a run id"),
-        ("run.blocked", {"blockingRunId": 0, "concurrencyKey": "k"}, "blockingRunId must be a run id"),
-        ("version.verified", {"version": "3", "dryRunId": "-1"}, "dryRunId must be a run id"),
+        (
+            "run.blocked",
+            {"blockingRunId": 2**31, "concurrencyKey": "k"},
+            "blockingRunId must be a positive integer up to 2147483647",
+        ),
+        (
+            "run.blocked",
+            {"blockingRunId": "abc", "concurrencyKey": "k"},
+            "blockingRunId must be a positive integer up to 2147483647",
+        ),
+        (
+            "run.blocked",
+            {"blockingRunId": 0, "concurrencyKey": "k"},
+            "blockingRunId must be a positive integer up to 2147483647",
+        ),
+        (
+            "version.verified",
+            {"version": "3", "dryRunId": "-1"},
+            "dryRunId must be a positive integer up to 2147483647",
+        ),
         (
             "run.created",
             {"eventId": 1, "scheduledFor": "9999-12-31T23:59:59-01:00"},
