@@ -106,6 +106,14 @@ _PREPARED_MAX_BODY = 256 * 1024
 _DECLINED = "runlog.not_prepared"
 
 
+def _declined(reason: str, query: str | None, why: str) -> None:
+    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
+    # A text's first request is how it gets prepared, not a fault: logged at
+    # DEBUG, or every new text would add a line to the log.
+    level = logging.DEBUG if reason == "not_prepared" else logging.INFO
+    metrics.fell_back("prepared", reason, query, why, level)
+
+
 def _maybe_inexact(value: object) -> bool:
     """Whether orjson may have read a number in `value` otherwise than `json` (see `_INEXACT`)."""
     pending = [value]
@@ -419,15 +427,19 @@ class RunLogGraphQL(GraphQL[Context, None]):
         removed.
         """
         if request.headers.get("content-type") not in _PLAIN_JSON:
+            _declined("content_type", None, "the content type is not plain application/json")
             return None
         body = await request.body()
         if len(body) > _PREPARED_MAX_BODY:
+            _declined("large_body", None, f"the body is over {_PREPARED_MAX_BODY} bytes")
             return None
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
+            _declined("json", None, "orjson does not read the body (Strawberry reads it, or refuses it)")
             return None
         if type(data) is not dict or _maybe_inexact(data):
+            _declined("json", None, "the body is not an object, or holds a number orjson may read inexactly")
             return None
         query = data.get("query")
         variables = data.get("variables")
@@ -446,16 +458,26 @@ class RunLogGraphQL(GraphQL[Context, None]):
             or (name is not None and type(name) is not str)
             or data.get("extensions") is not None
         ):
+            _declined("request_shape", None, "query, variables, operationName or extensions is not plain")
             return None
         prepared = self.caches.prepared_operation(query, name)
         if prepared is None:
+            # A text's first request (or one evicted, or not valid): Strawberry
+            # parses and validates it, and prepares it for the next.
+            _declined("not_prepared", query, "the text is not prepared (first seen, evicted, or not valid)")
             return None
         document, operation = prepared
         if operation.operation == OperationType.SUBSCRIPTION:
-            return None  # refused by RequestLimits: a subscription is served over the websocket
+            # Refused by RequestLimits: a subscription is served over the websocket.
+            _declined("subscription", query, "a subscription sent by POST")
+            return None
         request_id.note(operation=operation_label(operation, self.graphql_schema))
         plan = self.write_plans.plan(operation)  # writes alone: no lines asked
-        if plan is not None and len(plan.variables) <= MAX_VARIABLE_VALUES:
+        if plan is not None and len(plan.variables) > MAX_VARIABLE_VALUES:
+            metrics.fell_back(
+                "write_plan", "too_many_values", query, "more variables than RequestLimits counts"
+            )
+        elif plan is not None:
             # Within RequestLimits' count of values once they coerce: a
             # plan's variables are scalars, and a value that coerces as one
             # counts one (limits.variable_values; JSON is handed over whole).
@@ -463,10 +485,19 @@ class RunLogGraphQL(GraphQL[Context, None]):
             arguments = plan.arguments(variables)
             if arguments is not None:
                 return await self.run_writes(request, arguments)
+            # The executor's error for it, with its log: the normal way.
+            metrics.fell_back("write_plan", "not_coerced", query, "a variable or argument does not coerce")
+        elif operation.operation == OperationType.MUTATION:
+            metrics.fell_back(
+                "write_plan", "not_planned", query, "not a mutation of plain writeRunLog fields"
+            )
         if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
+            _declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
             return None
         if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
-            return None  # refused by RequestLimits, in Strawberry's pipeline
+            # Refused by RequestLimits, in Strawberry's pipeline.
+            _declined("too_many_values", query, "too many variable values, refused by Strawberry")
+            return None
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
         try:
@@ -776,8 +807,11 @@ def create_app(
         return JSONResponse({"status": "alive"})
 
     async def metrics_page(request: Request) -> Response:
-        with contextlib.suppress(Exception):
+        try:
             metrics.sample(request.app.state, caches)
+        except Exception:  # the scrape shows the gauges' last values
+            metrics.swallowed("metrics.sample")
+            log.exception("sampling the gauges for /metrics failed")
         body, content_type = metrics.exposition(request.headers.get("accept"))
         return Response(body, headers={"Content-Type": content_type})
 

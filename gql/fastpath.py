@@ -81,8 +81,9 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
+from . import metrics
 from .details import DETAIL_TYPES, LOADED, read_values, stored_fields
-from .store import Line
+from .store import Line, one_line_reason
 
 log = logging.getLogger("gql.fastpath")
 
@@ -145,6 +146,7 @@ class _Selection:
     )
     held: int = 0  # bytes: the document its nodes keep alive, and its plans
     plan_bytes: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    why: str = ""  # why a variant has no plan (the compiler's words)
 
 
 class _PlanCache:
@@ -287,30 +289,49 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
     ) -> Any:
         if return_type.name == PAGE_TYPE_NAME:
             plan = self._plan(return_type, field_details_list)
-            if plan is not None:
+            if callable(plan):
                 try:
                     completed = plan(result, result)
-                except Exception:  # anything unexpected: graphql-core decides
+                except _Unplanned:
                     STATS.unplanned += 1
+                    self._fell_back(
+                        "unexpected_value",
+                        "the plan met a value it does not complete; graphql-core completes the page",
+                    )
+                except Exception as exc:  # graphql-core decides: it raises the same at its field
+                    STATS.unplanned += 1
+                    self._fell_back(
+                        "raised",
+                        f"completing the page raised {type(exc).__name__}: {one_line_reason(exc)}; "
+                        "graphql-core completes the page",
+                        logging.WARNING,
+                    )
                 else:
                     STATS.planned += 1
                     return completed
             else:
                 STATS.not_compilable += 1
+                self._fell_back(*plan)
         return super().complete_object_value(
             return_type, field_details_list, info, path, result, position_context
         )
 
+    def _fell_back(self, reason: str, why: str, level: int = logging.INFO) -> None:
+        """Count a page completed by graphql-core for `reason`, and log it once for this document."""
+        loc = self.operation.loc
+        metrics.fell_back("page_plan", reason, None if loc is None else loc.source.body, why, level)
+
     def _plan(
         self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
-    ) -> Callable[[Any, Any], dict[str, Any]] | None:
+    ) -> Callable[[Any, Any], dict[str, Any]] | tuple[str, str]:
+        """The page's plan, or why there is none: a reason (a metric's label) and words."""
         middleware = self.middleware_manager
         if middleware is not None and middleware.middlewares:
-            return None  # a resolve hook must see every field
+            return "middleware", "a resolver middleware must see every field"
         if any(
             d.fragment_variable_values is not None or d.defer_usage is not None for d in field_details_list
         ):
-            return None
+            return "defer_or_fragment_arguments", "the page is deferred or read through fragment arguments"
         nodes = tuple(d.node for d in field_details_list)
         cache = plan_cache(self.schema)
         selection = cache.selection(nodes, self.fragments)
@@ -319,11 +340,12 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
             variant = tuple(coerced.get(name, Undefined) for name in selection.variables)
             hash(variant)
         except TypeError:
-            return None
+            return "directive_variables", "a variable that @skip or @include reads is not hashable"
         with cache.lock:
             if variant in selection.plans:
                 selection.plans.move_to_end(variant)
-                return selection.plans[variant]
+                known = selection.plans[variant]
+                return known if known is not None else ("not_compilable", selection.why)
         compiler = _Compiler(self)
         try:
             plan: Callable[[Any, Any], dict[str, Any]] | None = compiler.compile(
@@ -332,11 +354,11 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
             STATS.compiled += 1
             held = PLAN_BYTES_PER_CHAR * len(compiler.text)
         except _NotCompilable as exc:
-            log.debug("runLog selection completed by graphql-core: %s", exc)
             plan = None
             held = 0
+            selection.why = f"the selection is outside the plan's cover: {exc}"
         cache.add_plan(selection, variant, plan, held)
-        return plan
+        return plan if plan is not None else ("not_compilable", selection.why)
 
 
 # ── the compiler ─────────────────────────────────────────────────────────────

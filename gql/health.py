@@ -51,7 +51,7 @@ async def problem(engine: AsyncEngine, settings: Settings) -> str | None:
     try:
         async with asyncio.timeout(settings.connect_timeout + 1):
             await store.ping(engine)
-    except Exception as exc:
+    except Exception as exc:  # the answer: 503 with this reason, logged by the route
         return describe(exc, settings)
     return None
 

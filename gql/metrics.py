@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.exposition import choose_encoder
+
+_log = logging.getLogger("gql.metrics")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # How often each process samples what is not counted as it happens.
@@ -68,6 +72,21 @@ SWEEPS = Counter(
     "runlog_sweeper_ticks",
     "Retention sweeper ticks, by outcome (swept, skipped: another process held the lock, failed).",
     ["outcome"],
+)
+
+# ── fall-backs and swallowed errors ──────────────────────────────────────────
+
+FALLBACKS = Counter(
+    "runlog_fallbacks",
+    "Work that left a faster path for graphql-core's ordinary one, by path (page_plan: a runLog page "
+    "completed without its compiled plan; prepared: a POST answered through Strawberry's pipeline; "
+    "write_plan: a writeRunLog mutation run by the executor) and reason.",
+    ["path", "reason"],
+)
+SWALLOWED = Counter(
+    "runlog_errors_swallowed",
+    "Exceptions caught, logged and not raised (the work goes on without what failed), by where.",
+    ["where"],
 )
 
 # ── sampled: summed over the live processes ──────────────────────────────────
@@ -202,6 +221,43 @@ def long_poll_waiting() -> Iterator[None]:
         LONG_POLLS_WAITING.dec()
 
 
+_fallback_log = logging.getLogger("gql.fallback")
+# Which (path, reason, document) fall-backs were logged: a document is logged
+# once per reason, not once per request. Bounded: past it the oldest are
+# forgotten, and logged again if they come back.
+_logged: OrderedDict[tuple[str, str, int], None] = OrderedDict()
+_LOGGED_MAX = 4096
+
+
+def fell_back(path: str, reason: str, document: str | None, why: str, level: int = logging.INFO) -> None:
+    """Count one fall-back off `path` for `reason`; log it (`why`) the first time for `document`.
+
+    `reason` is a label: one of a small fixed set. `why` says it in words,
+    with what the label cannot hold. `document` is the query text, or None
+    where there is none yet (a body that is not read).
+    """
+    FALLBACKS.labels(path, reason).inc()
+    key = (path, reason, hash(document))
+    if key in _logged:
+        _logged.move_to_end(key)
+        return
+    _logged[key] = None
+    if len(_logged) > _LOGGED_MAX:
+        _logged.popitem(last=False)
+    shown = "" if document is None else f"; document {_short_text(document)}"
+    _fallback_log.log(level, "%s fell back (%s): %s%s", path, reason, why, shown)
+
+
+def swallowed(where: str) -> None:
+    """Count one exception caught at `where`, logged there, and not raised."""
+    SWALLOWED.labels(where).inc()
+
+
+def _short_text(text: str, most: int = 200) -> str:
+    flat = " ".join(text.split())
+    return repr(flat) if len(flat) <= most else f"{flat[:most]!r}... ({len(text)} characters)"
+
+
 # ── sampling ─────────────────────────────────────────────────────────────────
 
 
@@ -246,8 +302,11 @@ def _pool_waiting(pool: Any) -> int:
 async def sample_every(state: Any, caches: Any, interval: float = SAMPLE_EVERY) -> None:
     """Sample until cancelled (the lifespan runs this)."""
     while True:
-        with contextlib.suppress(Exception):  # a gauge left stale is no reason to stop
+        try:
             sample(state, caches)
+        except Exception:  # a gauge left stale is no reason to stop sampling
+            swallowed("metrics.sample")
+            _log.exception("sampling the gauges failed; they keep their last values")
         await asyncio.sleep(interval)
 
 

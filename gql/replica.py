@@ -35,7 +35,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import store
+from . import metrics, store
 from .db import create_engine
 from .settings import Settings
 
@@ -97,7 +97,8 @@ class Replica:
                 async with self.engine.connect() as conn:
                     result = await conn.exec_driver_sql("SHOW ALL SLAVES STATUS")
                     rows = [dict(row._mapping) for row in result]
-        except Exception as exc:
+        except Exception as exc:  # pages read from the primary; logged when that changes
+            metrics.swallowed("replica.check")
             self._switch(_unreachable(exc), None)
             return
         reason, lag = judge(rows, self.settings.read_max_lag)

@@ -420,6 +420,7 @@ class Sweeper:
             try:
                 await self.tick()
             except Exception:  # tick records its own failures; this is a bug
+                metrics.swallowed("retention.sweeper")
                 log.exception("retention sweeper: unexpected failure, retrying next tick")
 
     async def stop(self, grace: float = STOP_GRACE) -> None:

@@ -237,7 +237,7 @@ async def _find_runs(
     try:
         async with asyncio.timeout_at(deadline):
             found = await store.find_runs(context.engine, wanted)
-    except Exception as exc:
+    except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = _unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
     if page_run is None:
         return found, None
@@ -701,6 +701,7 @@ class Query:
                     except Exception as exc:
                         if not store.is_unavailable(exc):
                             raise
+                        metrics.swallowed("replica.read")
                         log.warning(
                             "runLog of run %d: request %s: the replica failed (%s): read from the primary",
                             number,
@@ -894,7 +895,7 @@ async def _pruned(context: Context, run_id: int, deadline: float) -> PrunedLines
     try:
         async with asyncio.timeout_at(deadline):
             found = await store.find_pruned(context.engine, run_id)
-    except Exception as exc:
+    except Exception as exc:  # raised at the page's `pruned`, not swallowed
         return _unavailable(context, "pruned lines", exc) if store.is_unavailable(exc) else exc
     if found is None:
         return None

@@ -44,7 +44,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import store
+from . import metrics, store
 from .settings import Settings
 
 log = logging.getLogger("gql.tail")
@@ -186,6 +186,7 @@ class Watcher:
                 async with asyncio.timeout(max(self.settings.read_timeout, self.interval)):
                     await self.probe()
             except Exception as exc:  # the next tick tries again
+                metrics.swallowed("tail.probe")
                 log.warning("the tail's probe failed: %s", store.one_line_reason(exc))
 
     async def probe(self) -> None:

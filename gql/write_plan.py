@@ -101,8 +101,8 @@ class _Variable:
             return
         try:
             value = self.scalar.coerce_input_value(value)
-        except Exception:
-            raise _Refused from None
+        except Exception:  # graphql-core's own coercion catches as broadly
+            raise _Refused from None  # counted where the request falls back (app.run_prepared)
         if value is Undefined:
             raise _Refused
         coerced[self.name] = value
@@ -259,7 +259,7 @@ def _variable(schema: GraphQLSchema, definition: VariableDefinitionNode) -> _Var
     if definition.default_value is not None:
         try:
             default = coerce_default_value(signature)
-        except Exception:
+        except Exception:  # no plan: counted where the request falls back (app.run_prepared)
             return None
         if not isinstance(default, _IMMUTABLE):
             return None  # a fresh copy per request, as graphql-core makes: left to it
@@ -271,7 +271,7 @@ def _argument(python_name: str, definition: GraphQLArgument, given: ArgumentNode
     if definition.default is not None or definition.default_value is not Undefined:
         try:
             default = coerce_default_value(definition)
-        except Exception:
+        except Exception:  # no plan: counted where the request falls back (app.run_prepared)
             return None
         if not isinstance(default, _IMMUTABLE):
             return None
@@ -317,8 +317,8 @@ def _literal(scalar: Any, node: ListValueNode | ObjectValueNode) -> Callable[[di
     def value(variables: dict[str, Any]) -> Any:
         try:
             return coerce(read(variables))
-        except Exception:
-            return Undefined
+        except Exception:  # as graphql-core's coerce_input_literal: not a value, and the
+            return Undefined  # request falls back, counted (app.run_prepared)
 
     return value
 

@@ -227,7 +227,13 @@ async def _detail_limit(
         try:
             async with asyncio.timeout_at(ask_until):
                 capacity = _capacities[engine.sync_engine] = await store.detail_capacity(engine)
-        except Exception:
+        except Exception as exc:  # asked again by the next write
+            metrics.swallowed("writes.detail_limit")
+            log.warning(
+                "what the detail column holds could not be looked up (%s); RUNLOG_MAX_DETAIL_BYTES "
+                "stands alone until it can",
+                store.one_line_reason(exc),
+            )
             return configured, "RUNLOG_MAX_DETAIL_BYTES"
     if capacity is not None and capacity < configured:
         return capacity, "what the detail column holds"
@@ -284,6 +290,7 @@ async def _forget_keys(engine: AsyncEngine) -> None:
         async with asyncio.timeout(10):
             await store.forget_keys(engine, before=before, limit=1000)
     except Exception as exc:  # the next sweep tries again
+        metrics.swallowed("writes.forget_keys")
         log.warning("forgetting idempotency keys before %s failed: %s", before, store.one_line_reason(exc))
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import functools
+import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
-from .. import tracing
+from .. import metrics, tracing
 from ..db import (
     event_run_log,
     event_run_log_keys,
@@ -40,6 +40,8 @@ from .errors import (
     one_line_reason,
 )
 from .values import NewLine, utc_now_millis
+
+log = logging.getLogger("gql.store")
 
 _l = event_run_log
 
@@ -406,7 +408,8 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
     """
     if isinstance(exc, TimeoutError):
         if progress.done:
-            return  # stored; only handing the connection back was slow
+            _stored_anyway(exc)  # only handing the connection back was slow
+            return
         if not progress.sent:
             raise NotStored("no database connection within the line's deadline") from None
         if transaction and not progress.committing:
@@ -415,6 +418,7 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
     if isinstance(exc, NotStored | OutcomeUnknown | KeyReused):
         raise exc
     if progress.done:
+        _stored_anyway(exc)
         return
     if not progress.sent:
         raise NotStored(one_line_reason(exc)) from exc
@@ -423,6 +427,11 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
             one_line_reason(exc), refused_by_database=True, transient=is_unavailable(exc)
         ) from exc
     raise OutcomeUnknown(one_line_reason(exc)) from exc
+
+
+def _stored_anyway(exc: Exception) -> None:
+    metrics.swallowed("store.after_write")
+    log.warning("a write was stored; what failed after it is not its caller's: %s", one_line_reason(exc))
 
 
 async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
@@ -456,8 +465,11 @@ async def _sqlite_bounded(
     try:
         await run(conn, seconds, progress)
     finally:
-        with contextlib.suppress(Exception):  # a connection that broke is thrown away anyway
+        try:
             await conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(before or 0)}")
+        except Exception as exc:  # a connection that broke is thrown away anyway
+            metrics.swallowed("store.busy_timeout")
+            log.warning("restoring SQLite's busy_timeout failed: %s", one_line_reason(exc))
 
 
 async def forget_keys(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> int:
