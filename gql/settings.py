@@ -1,8 +1,18 @@
-"""One frozen settings object, read from the environment.
+"""One frozen settings object, read from the environment; each setting declared once.
 
-Every key is documented in docs/operating.md ("Configuration") with its default. A bad value stops
-start-up with an error that names the key and says what would be accepted,
-rather than surfacing later as a confusing failure on the first request.
+A setting is one field of `Settings`: its default, the parser that reads its
+environment variable (and, in words, what that accepts), and what it does.
+`from_env` reads every field through its parser, and the configuration table
+in docs/operating.md is `markdown_table()`'s output (`python -m gql.settings`
+prints it; tests/test_settings.py fails when the page differs). A bad value
+stops start-up with an error that names the key and says what would be
+accepted, rather than surfacing later as a confusing failure on the first
+request.
+
+Not pydantic-settings (docs/development.md, "Settings"): its errors name the
+field, not the variable, and say neither the unit nor the range; the rotating
+token pairs, `from_env(mapping)` and `dataclasses.replace`, which the tests
+use, each needed code around it.
 """
 
 from __future__ import annotations
@@ -10,16 +20,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///runlog.db"
 SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "mysql+aiomysql", "mariadb+aiomysql")
-
-T = TypeVar("T")
+PREFIX = "RUNLOG_"
 
 
 class SettingsError(ValueError):
@@ -27,204 +36,54 @@ class SettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class Settings:
-    # The URL may hold a password and the tokens are secrets: none of them is
-    # in the repr, so logging or printing the settings shows none of them.
-    database_url: str = field(default=DEFAULT_DATABASE_URL, repr=False)
-    # Role tokens: up to two per role, so a token can be rotated without
-    # downtime (configure new and old, move the callers, drop the old one).
-    admin_tokens: tuple[str, ...] = field(default=(), repr=False)
-    reader_tokens: tuple[str, ...] = field(default=(), repr=False)
-    writer_tokens: tuple[str, ...] = field(default=(), repr=False)
-    # Seconds. A write must answer within a few seconds even when the database
-    # does not answer at all; the whole write (checkout, connect, statement) is
-    # bounded by write_timeout.
-    write_timeout: float = 3.0
-    read_timeout: float = 8.0
-    # A prune deletes up to 50,000 lines in one statement: it gets longer
-    # than a page read, but is still bounded so an admin's call answers.
-    prune_timeout: float = 30.0
-    connect_timeout: float = 2.0
-    pool_size: int = 10
-    pool_recycle: float = 1800.0
-    max_detail_bytes: int = 64 * 1024
-    graphiql: bool = True
-    introspection: bool = True
-    # Trusted documents (gql/trusted.py): off, every caller may run any
-    # document; on, only admins may run one that is not known.
-    trusted_documents: bool = False
-    trusted_documents_file: str | None = None
-    log_level: str = "INFO"
-    # Query limits (see docs/operating.md, "Security").
-    max_depth: int = 10
-    max_aliases: int = 30
-    max_tokens: int = 2000
-    # Twice the default detail limit: a write with its 64 KiB detail written
-    # inline (not as a variable) still fits.
-    max_query_bytes: int = 128 * 1024
-    max_lines_per_request: int = 10_000
-    # The stored detail bytes the pages of one request return together (see
-    # docs/operating.md, "Security"): 128 details of the most a writer may store (64 KiB),
-    # or thousands of ordinary ones. 2,000 details of 64 KiB took 0.77 s and
-    # 124 MB to serve as one page; 8 MiB of them take about a sixteenth of that.
-    max_page_bytes: int = 8 * 1024 * 1024
-    max_body_bytes: int = 4 * 1024 * 1024
-    # Slow clients (seconds; see gql/server.py): a request's head must arrive
-    # within header_timeout, its body within body_timeout of the head, and an
-    # idle keep-alive connection is closed after keepalive_timeout.
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    keepalive_timeout: float = 5.0
-    # Connections and requests at once, past which new requests get 503.
-    max_connections: int = 1000
-    # The live tail (runLogTail over websockets; see docs/operating.md, "The
-    # live tail"): subscriptions at once per process and per connection, and
-    # the seconds between keep-alive pings on an idle websocket.
-    max_subscriptions: int = 1000
-    max_subscriptions_per_connection: int = 20
-    # Lines one tail delivers from `since` before it has caught up: a
-    # client far behind reads pages (runLog before:) or subscribes again.
-    max_catch_up_lines: int = 10_000
-    ws_ping_interval: float = 20.0
-    # Retention: off unless set (seconds).
-    retention: float | None = None
-    sweep_interval: float = 60.0
-    # The live tail and the long poll (gql/tail.py): how often a process
-    # looks for new lines of the runs its waiters follow (one query for all),
-    # and how many long-polling runLog calls it holds at once.
-    wait_interval: float = 0.5
-    max_waits: int = 1000
-    # A read replica (gql/replica.py): runLog's pages read from it while it is
-    # running and at most read_max_lag seconds behind; it is looked at every
-    # read_check_interval seconds. None: one database.
-    read_database_url: str | None = field(default=None, repr=False)
-    read_max_lag: float = 5.0
-    read_check_interval: float = 1.0
-    # Running it in production (docs/operating.md, "Watching it").
-    log_format: str = "text"
-    # /metrics: "on" (on the API's port), "off", or a port of its own.
-    metrics: str = "on"
-    cors_origins: tuple[str, ...] = ()
-    # The proxies whose X-Forwarded-For and X-Forwarded-Proto are believed
-    # (uvicorn's --forwarded-allow-ips): addresses or networks, or "*".
-    forwarded_allow_ips: str = "127.0.0.1"
-    # serve's worker processes when --workers is not given.
-    workers: int = 1
-    # OpenTelemetry spans (the otel extra; gql/tracing.py).
-    otel: bool = False
+class Parser:
+    """Reads one variable's text; `accepts` says in words what it takes (the table's column)."""
 
-    @property
-    def metrics_port(self) -> int | None:
-        """The port /metrics has to itself, or None (served with the API, or off)."""
-        return int(self.metrics) if self.metrics.isdigit() else None
+    read: Callable[[str], Any]
+    accepts: str
 
-    @property
-    def url(self) -> URL:
-        return make_url(self.database_url)
-
-    @property
-    def read_url(self) -> URL | None:
-        return None if self.read_database_url is None else make_url(self.read_database_url)
-
-    @property
-    def is_embedded(self) -> bool:
-        return self.url.get_backend_name() == "sqlite"
-
-    @property
-    def safe_database_url(self) -> str:
-        """The URL with any password hidden, for logs."""
-        return self.url.render_as_string(hide_password=True)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        reader = _Reader(env)
-        database_url = reader.get("RUNLOG_DATABASE_URL", _database_url, DEFAULT_DATABASE_URL)
-        read_database_url = reader.get("RUNLOG_READ_DATABASE_URL", _database_url, None)
-        if read_database_url is not None:
-            _check_replica(database_url, read_database_url)
-        return cls(
-            database_url=database_url,
-            admin_tokens=reader.tokens("RUNLOG_ADMIN_TOKEN"),
-            reader_tokens=reader.tokens("RUNLOG_READER_TOKEN"),
-            writer_tokens=reader.tokens("RUNLOG_WRITER_TOKEN"),
-            write_timeout=reader.get("RUNLOG_WRITE_TIMEOUT", _seconds(0.05, 4.5), 3.0),
-            read_timeout=reader.get("RUNLOG_READ_TIMEOUT", _seconds(0.05, 300), 8.0),
-            prune_timeout=reader.get("RUNLOG_PRUNE_TIMEOUT", _seconds(0.05, 3600), 30.0),
-            connect_timeout=reader.get("RUNLOG_CONNECT_TIMEOUT", _seconds(0.05, 60), 2.0),
-            pool_size=reader.get("RUNLOG_POOL_SIZE", _whole(1, 1000), 10),
-            pool_recycle=reader.get("RUNLOG_POOL_RECYCLE", _seconds(1, 7 * 86400), 1800.0),
-            max_detail_bytes=reader.get("RUNLOG_MAX_DETAIL_BYTES", _whole(1, 16 * 1024 * 1024), 64 * 1024),
-            graphiql=reader.get("RUNLOG_GRAPHIQL", _boolean, True),
-            introspection=reader.get("RUNLOG_INTROSPECTION", _boolean, True),
-            trusted_documents=reader.get("RUNLOG_TRUSTED_DOCUMENTS", _boolean, False),
-            trusted_documents_file=reader.get("RUNLOG_TRUSTED_DOCUMENTS_FILE", str, None),
-            log_level=reader.get("RUNLOG_LOG_LEVEL", _log_level, "INFO"),
-            max_depth=reader.get("RUNLOG_MAX_DEPTH", _whole(1, 100), 10),
-            max_aliases=reader.get("RUNLOG_MAX_ALIASES", _whole(1, 1000), 30),
-            max_tokens=reader.get("RUNLOG_MAX_TOKENS", _whole(1, 100_000), 2000),
-            # At 512 KiB a text of one comment takes about 0.1 s to parse.
-            max_query_bytes=reader.get("RUNLOG_MAX_QUERY_BYTES", _whole(1, 512 * 1024), 128 * 1024),
-            max_lines_per_request=reader.get("RUNLOG_MAX_LINES_PER_REQUEST", _whole(1, 1_000_000), 10_000),
-            max_page_bytes=reader.get(
-                "RUNLOG_MAX_PAGE_BYTES", _whole(1024, 1024 * 1024 * 1024), 8 * 1024 * 1024
-            ),
-            max_body_bytes=reader.get(
-                "RUNLOG_MAX_BODY_BYTES", _whole(1, 1024 * 1024 * 1024), 4 * 1024 * 1024
-            ),
-            header_timeout=reader.get("RUNLOG_HEADER_TIMEOUT", _seconds(0.1, 300), 10.0),
-            body_timeout=reader.get("RUNLOG_BODY_TIMEOUT", _seconds(0.1, 3600), 30.0),
-            keepalive_timeout=reader.get("RUNLOG_KEEPALIVE_TIMEOUT", _seconds(0.1, 300), 5.0),
-            max_connections=reader.get("RUNLOG_MAX_CONNECTIONS", _whole(1, 100_000), 1000),
-            max_subscriptions=reader.get("RUNLOG_MAX_SUBSCRIPTIONS", _whole(1, 100_000), 1000),
-            max_subscriptions_per_connection=reader.get(
-                "RUNLOG_MAX_SUBSCRIPTIONS_PER_CONNECTION", _whole(1, 1000), 20
-            ),
-            max_catch_up_lines=reader.get("RUNLOG_MAX_CATCH_UP_LINES", _whole(500, 1_000_000), 10_000),
-            ws_ping_interval=reader.get("RUNLOG_WS_PING_INTERVAL", _seconds(1, 3600), 20.0),
-            retention=reader.get("RUNLOG_RETENTION", _optional_duration("1m", "36500d"), None),
-            sweep_interval=reader.get("RUNLOG_SWEEP_INTERVAL", _duration("1s", "7d"), 60.0),
-            wait_interval=reader.get("RUNLOG_WAIT_INTERVAL", _seconds(0.05, 5), 0.5),
-            max_waits=reader.get("RUNLOG_MAX_WAITS", _whole(1, 1_000_000), 1000),
-            read_database_url=read_database_url,
-            read_max_lag=reader.get("RUNLOG_READ_MAX_LAG", _seconds(0.1, 3600), 5.0),
-            read_check_interval=reader.get("RUNLOG_READ_CHECK_INTERVAL", _seconds(0.1, 60), 1.0),
-            log_format=reader.get("RUNLOG_LOG_FORMAT", _log_format, "text"),
-            metrics=reader.get("RUNLOG_METRICS", _metrics, "on"),
-            cors_origins=reader.get("RUNLOG_CORS_ORIGINS", _origins, ()),
-            forwarded_allow_ips=reader.get("RUNLOG_FORWARDED_ALLOW_IPS", _forwarded, "127.0.0.1"),
-            workers=reader.get("RUNLOG_WORKERS", _whole(1, 256), 1),
-            otel=reader.get("RUNLOG_OTEL", _boolean, False),
-        )
+    def __call__(self, raw: str) -> Any:
+        return self.read(raw)
 
 
-class _Reader:
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = env
+@dataclass(frozen=True)
+class Spec:
+    """What the service knows of one setting besides its default."""
 
-    def get(self, key: str, parse: Callable[[str], T], default: T) -> T:
-        raw = self.env.get(key)
-        if raw is None or raw.strip() == "":
-            return default
-        try:
-            return parse(raw.strip())
-        except ValueError as exc:
-            raise SettingsError(f"{key}={raw!r} is not accepted: {exc}") from None
+    parse: Parser
+    does: str  # what it does, for the table
+    env: str = ""  # the variable; RUNLOG_ and the field's name in capitals when empty
+    shown: str = ""  # the default as the table shows it, when its value alone would not say it
+    pair: bool = False  # a token: KEY and KEY_NEXT, the current one and the one rotating in
 
-    def tokens(self, key: str) -> tuple[str, ...]:
-        """Read `KEY` and `KEY_NEXT`: the current token and the one rotating in."""
-        found = []
-        for name in (key, f"{key}_NEXT"):
-            raw = self.env.get(name, "")
-            if raw.strip():
-                if len(raw.strip()) < 16:
-                    raise SettingsError(f"{name} is too short to be a secret: use at least 16 characters")
-                if not all("!" <= c <= "~" for c in raw.strip()):
-                    # It travels in an HTTP header, which carries ASCII: any
-                    # other character could never be matched.
-                    raise SettingsError(f"{name} must be printable ASCII with no spaces")
-                found.append(raw.strip())
-        return tuple(found)
+
+def setting(
+    default: Any,
+    parse: Parser,
+    does: str,
+    *,
+    env: str = "",
+    shown: str = "",
+    secret: bool = False,
+    pair: bool = False,
+) -> Any:
+    """Declare a field of `Settings`: its default, how its variable is read, and what it does."""
+    # A secret (a URL may hold a password; tokens) is left out of the repr,
+    # so logging or printing the settings shows none of them.
+    return field(
+        default=default,
+        repr=not secret,
+        metadata={"setting": Spec(parse, does, env, shown, pair)},
+    )
+
+
+def spec(item: Field[Any]) -> Spec:
+    found: Spec = item.metadata["setting"]
+    return found
+
+
+def env_key(item: Field[Any]) -> str:
+    return spec(item).env or PREFIX + item.name.upper()
 
 
 def _database_url(raw: str) -> str:
@@ -266,7 +125,7 @@ def _check_replica(database_url: str, read_database_url: str) -> None:
 # nanosecond, or a pool of a million connections, is a typo, not a setting.
 
 
-def _seconds(min_: float, max_: float) -> Callable[[str], float]:
+def _seconds(min_: float, max_: float) -> Parser:
     def parse(raw: str) -> float:
         try:
             value = float(raw)
@@ -278,10 +137,10 @@ def _seconds(min_: float, max_: float) -> Callable[[str], float]:
             raise ValueError(f"expected at least {min_:g} and at most {max_:g} seconds")
         return value
 
-    return parse
+    return Parser(parse, f"{min_:g} to {max_:g} seconds")
 
 
-def _whole(min_: int, max_: int) -> Callable[[str], int]:
+def _whole(min_: int, max_: int) -> Parser:
     def parse(raw: str) -> int:
         try:
             value = int(raw)
@@ -293,7 +152,7 @@ def _whole(min_: int, max_: int) -> Callable[[str], int]:
             raise ValueError(f"expected a whole number from {min_} to {max_}")
         return value
 
-    return parse
+    return Parser(parse, f"{min_} to {max_}")
 
 
 def _boolean(raw: str) -> bool:
@@ -397,7 +256,7 @@ def parse_duration(raw: str) -> float:
     return value * _UNITS[unit]
 
 
-def _duration(min_: str, max_: str) -> Callable[[str], float]:
+def _duration(min_: str, max_: str) -> Parser:
     low, high = parse_duration(min_), parse_duration(max_)
 
     def parse(raw: str) -> float:
@@ -406,15 +265,397 @@ def _duration(min_: str, max_: str) -> Callable[[str], float]:
             raise ValueError(f"{raw!r} is outside what is accepted: from {min_} to {max_}")
         return value
 
-    return parse
+    return Parser(parse, f"a duration from {min_} to {max_} (a number and s, m, h or d)")
 
 
-def _optional_duration(min_: str, max_: str) -> Callable[[str], float | None]:
+def _optional_duration(min_: str, max_: str) -> Parser:
     bounded = _duration(min_, max_)
 
     def parse(raw: str) -> float | None:
         if raw.lower() in ("off", "none", "0"):
             return None
-        return bounded(raw)
+        value: float = bounded(raw)
+        return value
 
-    return parse
+    return Parser(parse, f"`off`, or {bounded.accepts}")
+
+
+def _token(raw: str) -> str:
+    if len(raw) < 16:
+        raise ValueError("is too short to be a secret: use at least 16 characters")
+    if not all("!" <= c <= "~" for c in raw):
+        # It travels in an HTTP header, which carries ASCII: any other
+        # character could never be matched.
+        raise ValueError("must be printable ASCII with no spaces")
+    return raw
+
+
+_DATABASE_URL = Parser(
+    _database_url,
+    "a SQLAlchemy URL: `sqlite+aiosqlite`, `mysql+aiomysql` or `mariadb+aiomysql`",
+)
+_PATH = Parser(str, "a file's path")
+_TOKEN = Parser(_token, "16 or more printable ASCII characters, no spaces")
+_BOOLEAN = Parser(_boolean, "`true` or `false` (also 1/0, yes/no, on/off)")
+_LOG_LEVEL = Parser(_log_level, "`DEBUG`, `INFO`, `WARNING` or `ERROR`")
+_LOG_FORMAT = Parser(_log_format, "`text` or `json`")
+_METRICS = Parser(_metrics, "`on`, `off`, or a port from 1 to 65535")
+_FORWARDED = Parser(_forwarded, "addresses or networks, comma-separated, or `*`")
+_ORIGINS = Parser(_origins, "`scheme://host[:port]`, comma-separated, no wildcard")
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = setting(
+        DEFAULT_DATABASE_URL,
+        _DATABASE_URL,
+        "the database that holds `event_run_log` and `event_runs`: the embedded SQLite file, or "
+        "MySQL/MariaDB (`mysql+aiomysql://user:password@host:3306/database`)",
+        secret=True,
+    )
+    # Role tokens: up to two per role, so a token can be rotated without
+    # downtime (configure new and old, move the callers, drop the old one).
+    admin_tokens: tuple[str, ...] = setting(
+        (),
+        _TOKEN,
+        "bearer token for `pruneTerminal`; `_NEXT`: a second one, accepted too, for rotating "
+        "without downtime",
+        env="RUNLOG_ADMIN_TOKEN",
+        shown="unset: no one is an admin",
+        secret=True,
+        pair=True,
+    )
+    reader_tokens: tuple[str, ...] = setting(
+        (),
+        _TOKEN,
+        "bearer token(s) for `runLog` and `runLogTail`",
+        env="RUNLOG_READER_TOKEN",
+        shown="unset: reads are open",
+        secret=True,
+        pair=True,
+    )
+    writer_tokens: tuple[str, ...] = setting(
+        (),
+        _TOKEN,
+        "bearer token(s) for `writeRunLog`",
+        env="RUNLOG_WRITER_TOKEN",
+        shown="unset: writes are open",
+        secret=True,
+        pair=True,
+    )
+    # A write must answer within a few seconds even when the database does
+    # not answer at all: the whole write (checkout, connect, statement) is
+    # bounded by it.
+    write_timeout: float = setting(
+        3.0,
+        _seconds(0.05, 4.5),
+        "each line's deadline, from the moment its request arrives (aliased writes in one mutation "
+        "share it), for the queue, the pool wait and the INSERT together; the database is told to "
+        "end the statement by it, and the answer comes at most 1 s later; on SQLite also the "
+        "longest a write waits for another writer's lock (`busy_timeout`)",
+    )
+    read_timeout: float = setting(
+        8.0,
+        _seconds(0.05, 300),
+        "seconds a page read may take (and the lookup of the runs its `blockingRun` fields name)",
+    )
+    # A prune deletes up to 50,000 lines in one statement: it gets longer
+    # than a page read, but is still bounded so an admin's call answers.
+    prune_timeout: float = setting(30.0, _seconds(0.05, 3600), "seconds one `pruneTerminal` call may take")
+    connect_timeout: float = setting(
+        2.0,
+        _seconds(0.05, 60),
+        "seconds to connect to MySQL/MariaDB, and to wait for a pooled connection there",
+    )
+    pool_size: int = setting(
+        10,
+        _whole(1, 1000),
+        "pooled connections (plus as many overflow) per process, on MySQL/MariaDB (the embedded "
+        "SQLite keeps SQLAlchemy's own pool)",
+    )
+    pool_recycle: float = setting(
+        1800.0,
+        _seconds(1, 7 * 86400),
+        "seconds after which a pooled MySQL/MariaDB connection is replaced",
+    )
+    max_detail_bytes: int = setting(
+        64 * 1024,
+        _whole(1, 16 * 1024 * 1024),
+        "largest detail a write accepts, as JSON text; less where the `detail` column holds less "
+        "(looked up on the first write)",
+    )
+    graphiql: bool = setting(
+        True, _BOOLEAN, "serve GraphiQL to browsers at `/graphql`, with its files at `/graphiql/`"
+    )
+    introspection: bool = setting(True, _BOOLEAN, "answer introspection queries")
+    # Trusted documents (gql/trusted.py): off, every caller may run any
+    # document; on, only admins may run one that is not known.
+    trusted_documents: bool = setting(
+        False,
+        _BOOLEAN,
+        "`on`: callers other than admins may run only trusted documents (see "
+        "[Trusted documents](#trusted-documents))",
+        shown="`off`",
+    )
+    trusted_documents_file: str | None = setting(
+        None,
+        _PATH,
+        'a JSON manifest of more trusted documents, `{"sha256:<hex>": "<text>"}`',
+        shown="unset",
+    )
+    log_level: str = setting("INFO", _LOG_LEVEL, "what is logged, from this level up")
+    # Query limits (see docs/operating.md, "Security").
+    max_depth: int = setting(
+        10,
+        _whole(1, 100),
+        "deepest selection (a page with `blockingRun` is 4 deep; introspection is not counted)",
+    )
+    max_aliases: int = setting(30, _whole(1, 1000), "most aliased fields in one document")
+    max_tokens: int = setting(
+        2000,
+        _whole(1, 100_000),
+        "most GraphQL tokens in one document (the biggest query the frontend sends has about 250)",
+    )
+    # Twice the default detail limit: a write with its 64 KiB detail written
+    # inline (not as a variable) still fits. The range stops where a text of
+    # one comment takes a noticeable time to parse.
+    max_query_bytes: int = setting(
+        128 * 1024,
+        _whole(1, 512 * 1024),
+        "longest query text, in UTF-8 bytes, comments included; refused before it is parsed",
+        shown="`131072` (128 KiB)",
+    )
+    max_lines_per_request: int = setting(
+        10_000,
+        _whole(1, 1_000_000),
+        "most lines the `runLog` fields of one request could read together (five full pages)",
+    )
+    # The stored detail bytes the pages of one request return together: 128
+    # details of the most a writer may store (64 KiB), or thousands of
+    # ordinary ones; what a page costs to serve grows with it.
+    max_page_bytes: int = setting(
+        8 * 1024 * 1024,
+        _whole(1024, 1024 * 1024 * 1024),
+        "most stored detail bytes the pages of one request return together; a page that reaches "
+        "it ends early with `hasNextPage: true` (its first line always comes)",
+        shown="`8388608` (8 MiB)",
+    )
+    max_body_bytes: int = setting(
+        4 * 1024 * 1024,
+        _whole(1, 1024 * 1024 * 1024),
+        "largest request body; a larger one is refused with 413 before it is parsed",
+        shown="`4194304` (4 MiB)",
+    )
+    # Slow clients (gql/server.py).
+    header_timeout: float = setting(
+        10.0,
+        _seconds(0.1, 300),
+        "seconds a request's head (request line and headers) may take to arrive, from the "
+        "connection opening or the previous response; past it the connection is closed",
+    )
+    body_timeout: float = setting(
+        30.0,
+        _seconds(0.1, 3600),
+        "seconds a request's body may take to arrive, from its head; past it, 408 "
+        "(`REQUEST_TIMEOUT`) and the connection is closed",
+    )
+    keepalive_timeout: float = setting(
+        5.0, _seconds(0.1, 300), "seconds an idle keep-alive connection is kept open"
+    )
+    max_connections: int = setting(
+        1000,
+        _whole(1, 100_000),
+        "connections and requests one process holds at once; past it, new requests get 503 at once",
+    )
+    # The live tail (runLogTail over websockets; see docs/operating.md, "The
+    # live tail").
+    max_subscriptions: int = setting(
+        1000,
+        _whole(1, 100_000),
+        "`runLogTail` subscriptions one process holds at once; past it a new one is refused with "
+        "`TOO_MANY_SUBSCRIPTIONS` naming this setting",
+    )
+    max_subscriptions_per_connection: int = setting(
+        20,
+        _whole(1, 1000),
+        "`runLogTail` subscriptions one websocket holds at once; past it a new one is refused with "
+        "`TOO_MANY_SUBSCRIPTIONS` naming this setting",
+    )
+    # A client far behind reads pages (runLog before:) or subscribes again.
+    max_catch_up_lines: int = setting(
+        10_000,
+        _whole(500, 1_000_000),
+        "lines one `runLogTail` delivers from its `since` before it has caught up; past it the tail "
+        "ends with `CATCH_UP_TOO_LONG` after the last whole page that fits (500 lines, fewer where "
+        "its cursors would name more than 128 recent lines), and a tail started again from the "
+        "last cursor received goes on",
+    )
+    ws_ping_interval: float = setting(
+        20.0,
+        _seconds(1, 3600),
+        "seconds between keep-alive pings on a websocket (a ping frame; on the older `graphql-ws` "
+        "protocol a `ka` message too); a client that does not answer a ping within as long is "
+        "disconnected",
+    )
+    retention: float | None = setting(
+        None,
+        _optional_duration("1m", "36500d"),
+        "keep lines of terminal runs this long, then the sweeper prunes them (see Retention)",
+        shown="unset: off",
+    )
+    sweep_interval: float = setting(
+        60.0, _duration("1s", "7d"), "the wait between two sweeper ticks", shown="`60s`"
+    )
+    # The live tail and the long poll (gql/tail.py): one query for all the
+    # waiters of a process.
+    wait_interval: float = setting(
+        0.5,
+        _seconds(0.05, 5),
+        "seconds between two looks for new lines of the runs that long polls "
+        "(`runLog(before:, wait:)`) and tails wait on: one query per look per process, for all of "
+        "them; a line written through any process wakes its waiters within about this long",
+    )
+    max_waits: int = setting(
+        1000,
+        _whole(1, 1_000_000),
+        "long-polling `runLog` calls one process holds at once; past it a call is refused with "
+        "`TOO_MANY_WAITS` (it may retry, or poll without `wait`)",
+    )
+    # A read replica (gql/replica.py).
+    read_database_url: str | None = setting(
+        None,
+        _DATABASE_URL,
+        "a MariaDB read replica of `RUNLOG_DATABASE_URL` that `runLog`'s pages read from (see "
+        "[A read replica](#a-read-replica-run-and-tested)); refused with SQLite on either side",
+        shown="unset: one database",
+        secret=True,
+    )
+    read_max_lag: float = setting(
+        5.0,
+        _seconds(0.1, 3600),
+        "seconds a replica may be behind its primary (`Seconds_Behind_Master`) and still serve "
+        "pages; also the longest `runLog(fresh: true)` waits for it",
+    )
+    read_check_interval: float = setting(
+        1.0,
+        _seconds(0.1, 60),
+        "seconds between two looks at the replica's replication status (one query per look per process)",
+    )
+    # Running it in production (docs/operating.md, "Watching it").
+    log_format: str = setting(
+        "text", _LOG_FORMAT, "`text`, or `json`: one JSON object per line (see [Logs](#logs))"
+    )
+    metrics: str = setting(
+        "on",
+        _METRICS,
+        "`on`: `GET /metrics` on the API's port; `off`; or a port number: `/metrics` served on that "
+        "port alone, on the same `--host` (see [Metrics](#metrics))",
+    )
+    cors_origins: tuple[str, ...] = setting(
+        (),
+        _ORIGINS,
+        "origins whose browser pages may call the API, comma-separated, exact "
+        "(`https://admin.example.com`); a wildcard stops start-up (see [CORS](#cors))",
+        shown="unset: none",
+    )
+    forwarded_allow_ips: str = setting(
+        "127.0.0.1",
+        _FORWARDED,
+        "the proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (uvicorn's "
+        "`--forwarded-allow-ips`)",
+    )
+    workers: int = setting(
+        1,
+        _whole(1, 256),
+        "`serve`'s worker processes when `--workers` is not given (MySQL/MariaDB only past 1)",
+    )
+    otel: bool = setting(
+        False,
+        _BOOLEAN,
+        "OpenTelemetry spans for requests and SQL; needs the `otel` extra (see "
+        "[OpenTelemetry](#opentelemetry))",
+    )
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The port /metrics has to itself, or None (served with the API, or off)."""
+        return int(self.metrics) if self.metrics.isdigit() else None
+
+    @property
+    def url(self) -> URL:
+        return make_url(self.database_url)
+
+    @property
+    def read_url(self) -> URL | None:
+        return None if self.read_database_url is None else make_url(self.read_database_url)
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def safe_database_url(self) -> str:
+        """The URL with any password hidden, for logs."""
+        return self.url.render_as_string(hide_password=True)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        values = {item.name: _read(env, item) for item in fields(cls)}
+        if values["read_database_url"] is not None:
+            _check_replica(values["database_url"], values["read_database_url"])
+        return cls(**values)
+
+
+def _read(env: Mapping[str, str], item: Field[Any]) -> Any:
+    """One setting from the environment: its default when unset or empty, else what its parser reads."""
+    found = spec(item)
+    key = env_key(item)
+    if found.pair:
+        return _tokens(env, key)
+    raw = env.get(key)
+    if raw is None or raw.strip() == "":
+        return item.default
+    try:
+        return found.parse(raw.strip())
+    except ValueError as exc:
+        raise SettingsError(f"{key}={raw!r} is not accepted: {exc}") from None
+
+
+def _tokens(env: Mapping[str, str], key: str) -> tuple[str, ...]:
+    """Read `KEY` and `KEY_NEXT`: the current token and the one rotating in."""
+    found = []
+    for name in (key, f"{key}_NEXT"):
+        raw = env.get(name, "")
+        if raw.strip():
+            # Never in the message: the value is a secret, even a bad one.
+            try:
+                found.append(_TOKEN(raw.strip()))
+            except ValueError as exc:
+                raise SettingsError(f"{name} {exc}") from None
+    return tuple(found)
+
+
+def markdown_table() -> str:
+    """The configuration table of docs/operating.md, from the declarations above."""
+    rows = ["| variable | default | accepts | what it does |", "| --- | --- | --- | --- |"]
+    for item in fields(Settings):
+        found = spec(item)
+        key = env_key(item)
+        variable = f"`{key}`, `{key}_NEXT`" if found.pair else f"`{key}`"
+        rows.append(
+            f"| {variable} | {found.shown or _shown(item.default)} | {found.parse.accepts} | {found.does} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def _shown(default: Any) -> str:
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, float) and default.is_integer():
+        return f"`{int(default)}`"
+    return f"`{default}`"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

@@ -6,11 +6,20 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
-from gql.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, parse_duration
+from gql.settings import (
+    DEFAULT_DATABASE_URL,
+    Settings,
+    SettingsError,
+    env_key,
+    markdown_table,
+    parse_duration,
+    spec,
+)
 
 
 def test_defaults_serve_the_embedded_database_with_no_admin() -> None:
@@ -101,11 +110,25 @@ def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-def test_every_key_the_service_reads_is_documented() -> None:
-    """docs/development.md: adding a setting means a row in docs/operating.md's table too."""
+def test_the_configuration_table_in_the_docs_is_the_one_the_settings_declare() -> None:
+    """docs/operating.md's table is `python -m gql.settings`'s output: a setting is declared once."""
     root = Path(__file__).resolve().parent.parent
-    source = (root / "gql" / "settings.py").read_text(encoding="utf-8")
-    read = set(re.findall(r'"(RUNLOG_[A-Z0-9_]+)"', source))
-    assert len(read) > 20
     page = (root / "docs" / "operating.md").read_text(encoding="utf-8")
-    assert sorted(key for key in read if f"`{key}`" not in page) == []
+    table = markdown_table()
+    assert table in page, "regenerate the table: .venv/bin/python -m gql.settings"
+    source = (root / "gql" / "settings.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'"(RUNLOG_[A-Z0-9_]+)"', source)) | {env_key(item) for item in fields(Settings)}
+    assert len(read) > 20
+    assert sorted(key for key in read if f"`{key}`" not in table) == []
+
+
+def test_every_default_is_a_value_its_own_parser_accepts() -> None:
+    """A default written as the table shows it reads back as the default: the two cannot drift."""
+    for item in fields(Settings):
+        found = spec(item)
+        if found.pair or item.default in (None, ()):
+            continue
+        shown = found.shown.split("`")[1] if "`" in found.shown else str(item.default)
+        if isinstance(item.default, bool):
+            shown = shown.lower()
+        assert found.parse(shown) == item.default, item.name
