@@ -93,9 +93,8 @@ _PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
 # exact (and refuses one of more than 4300 digits); orjson reads every other
 # integer exactly. So a body whose values hold a float as large as 2**63 (or
 # an infinity) is left to Strawberry: that float may have been such an
-# integer. Looking at the values read, rather than for a run of 19 digits in
-# the bytes, cost 27 us less per 50-line RunLog body (3.3 KB, most of it the
-# query text; the regex's scan was 8 ns a byte).
+# integer. The values read are looked at, not the bytes: the bytes are most
+# of them query text, which holds no number (docs/performance.md).
 _INEXACT = float(2**63)
 # Strawberry decodes the body once; the prepared path decodes it with orjson
 # first. A body this big (a write of a large detail, or hostile) is left to
@@ -321,11 +320,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         `RequestId`, CORS and body-limit middlewares around it as for any
         other: what this skips is the router, the exception middleware and
         Strawberry's ASGI entry, which answer every request `run_prepared`
-        answers the same way. With the request id from os.urandom (and a scan
-        for long numbers in C since replaced by `_maybe_inexact`), it took the
-        CPU per WriteNote from 0.291 to 0.265 ms (8 clients over HTTP on
-        MariaDB, 6 alternating rounds against the same service without them;
-        the floor's was 0.177).
+        answers the same way. That work is a measurable part of a small
+        write's CPU (docs/performance.md, "What each piece bought").
         """
         if (
             not self.prepared
@@ -417,14 +413,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
         It reads three private names of Strawberry (`schema._schema`,
         `schema._process_errors`, `self._handle_errors`): there is no public
         way to run a validated document through the view's own steps. What it
-        buys, in CPU per request on the shipped operations against the same
-        app with `prepared=False`: 1.04 to 1.10x on 50-line pages and 1.15 to
-        1.25x on WriteNote; nothing measurable on a 2,000-line page (two
-        in-process runs, 2 and 6 alternating rounds on MariaDB). Measured the
-        same way, what was once built to trim the pipeline it skips (the
-        extension runner that looked hooks up once per class, a masking check
-        without a Protocol isinstance) bought nothing measurable and was
-        removed.
+        buys is measured against the same app with `prepared=False`
+        (docs/performance.md, "What each piece bought"): it pays on small
+        requests, where the pipeline is a large share of the CPU, and not on
+        big pages.
         """
         if request.headers.get("content-type") not in _PLAIN_JSON:
             _declined("content_type", None, "the content type is not plain application/json")
@@ -619,8 +611,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return json.dumps(_finite(data), separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        # One attribute of app.state, not seven: each costs about 0.5 us
-        # (Starlette's State looks it up in Python).
+        # One attribute of app.state, not seven: Starlette's State looks each
+        # up in Python, on every request.
         state: _Services = request.app.state.services
         websocket = request.scope["type"] == "websocket"
         return Context(
@@ -872,11 +864,9 @@ def _start_up_frozen() -> Iterator[None]:
     are still freed by reference counting but never walked again by the
     older generations' collections. A page makes thousands of short-lived
     containers, nearly all freed by reference counting, and the youngest
-    generation was collected every 700 of them: every 10,000 instead. Together
-    they took 1.10x less CPU per 50-line RunLog page (1.763 against 1.937 ms)
-    and 1.33x less per 2,000-line page (41.5 against 55.1 ms): medians of
-    alternating rounds of 8 clients, `python -m gql serve` with and without,
-    MariaDB, bench's data, /proc CPU time. Undone when the last
+    generation was collected every 700 of them: every 10,000 instead, which
+    spends the collector's time on pages rather than on walking what never
+    dies (docs/performance.md, "What each piece bought"). Undone when the last
     app of the process stops, so a process that starts many apps one after
     another (the tests) collects each one's cycles once it has stopped.
     """

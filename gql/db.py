@@ -246,9 +246,9 @@ def _watch_generations(engine: AsyncEngine) -> None:
 def mariadb_datetime(value: Any) -> Any:
     """A DATETIME or TIMESTAMP as MariaDB sends it, read as pymysql's `convert_datetime` reads it.
 
-    pymysql matches a regular expression and calls int() seven times: 3.1 to
-    4.3 us a value, against 0.3 us here (timeit, three runs), on the `at` of
-    every line of every page: 6 to 8 ms of a 2,000-line page's CPU.
+    pymysql matches a regular expression and calls int() seven times, on the
+    `at` of every line of every page: a visible share of a big page's CPU
+    (docs/performance.md, "What each piece bought").
     Only the shape MariaDB sends (`2026-02-01 12:00:00[.ffffff]`) is read
     here; anything else, and anything fromisoformat reads differently (an
     offset, a date it refuses such as a zero date), is pymysql's to read, so

@@ -20,11 +20,10 @@ dispatched on the exact class. A page's lines it serves straight from the
 stored rows the resolver read (`RunLogPage.lines`): each field as the page
 type's `line_sources` says, each detail from the values pydantic read
 (`details.read_values`), converted as the detail's codec would convert them;
-no `RunLogLine` and no detail object is made for a planned page. That bought
-1.15x less CPU per 50-line RunLog page and 1.16x per 2,000-line page against
-completing made objects (two checkouts served side by side under 8 clients,
-alternating rounds, MariaDB). (`blockingRun` is plain data too: the page's
-resolver looks the runs up in one query before the page is completed.)
+no `RunLogLine` and no detail object is made for a planned page: making them
+was most of what a plan still cost (docs/performance.md, "What each piece
+bought"). (`blockingRun` is plain data too: the page's resolver looks the
+runs up in one query before the page is completed.)
 Anything else in the selection (a field given a resolver, a permission class
 or an extension later; a resolver middleware) makes the plan "not
 compilable" and the page is completed by graphql-core as before, from the
@@ -271,11 +270,9 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
     Plugged in through the schema's public `execution_context_class`; it
     overrides `complete_object_value`, which graphql-core does not document
     as an extension point (hence the pinned versions in pyproject.toml).
-    Buys, in CPU per request on the shipped operations, 3.96x on the full
-    RunLog query's 2,000-line page (192 ms without, 48.6 ms with), 2.15x on
-    its 50-line page, 1.84x on RunLogByKinds and 1.65x on RunLogPage
-    (the app called in process as ASGI, on MariaDB with the bench's
-    10,000 lines, 6 alternating rounds, median `process_time` per request).
+    Completing a page field by field is most of a big page's CPU; what the
+    plan buys on each shipped operation is in docs/performance.md ("What each
+    piece bought").
     """
 
     def complete_object_value(
@@ -397,12 +394,10 @@ class _Compiler:
 
     Why generated source and not closures: an interpreted plan (closures built
     once per selection, the same checks, no `exec`) was built and measured
-    against this one on the full RunLog query. The plan alone took 1.78x the
-    time interpreted on a 2,000-line page (12.9 ms against 7.2 ms) and 1.92x
-    on a 50-line page (0.283 ms against 0.147 ms); on the whole request that
-    is about 1.1x the CPU on the 2,000-line page (in-process, 6 alternating
-    rounds), the case furthest from its goal. The source is written from
-    schema names only, never from a request.
+    against this one on the full RunLog query, and took markedly longer on
+    the 2,000-line page, the case furthest from its goal (docs/performance.md,
+    "What each piece bought"). The source is written from schema names only,
+    never from a request.
     """
 
     def __init__(self, executor: PageExecutor) -> None:

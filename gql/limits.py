@@ -78,12 +78,10 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     most = settings.max_tokens
     rules = [expansion, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
     # One extension does what MaxTokensLimiter, AddValidationRules and
-    # LineBudget would do as three, plus the query-size check. Its merging was
-    # meant to save CPU, and measured on the shipped operations it does not:
-    # three cost 0.99 to 1.05 times the CPU of one without prepared texts (the
-    # app called in process as ASGI, 6 alternating rounds), and a prepared
-    # text runs none of them. It stays one because the size check must run
-    # before the parser, where the token limit is set.
+    # LineBudget would do as three, plus the query-size check. Not for CPU:
+    # measured, three cost about what one does (docs/performance.md), and a
+    # prepared text runs none of them. It stays one because the size check
+    # must run before the parser, where the token limit is set.
     return [
         lambda: RequestLimits(
             max_tokens=settings.max_tokens,
@@ -456,8 +454,7 @@ _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 
 
 # A text seen before hands back the same nodes (fastpath.DocumentCaches): its
-# count is looked up, not walked again on every request (30 µs for the
-# frontend's query, about 1% of a 50-line page's CPU). Held weakly, so no
+# count is looked up, not walked again on every request. Held weakly, so no
 # document is kept alive by it.
 _SERVINGS: OrderedDict[int, tuple[weakref.ref[FieldNode], int]] = OrderedDict()
 _SERVINGS_SIZE = 256

@@ -100,7 +100,7 @@ def new_id() -> str:
     """A new request id: 16 hex digits, 64 random bits.
 
     From os.urandom, as uuid4 takes them, without building a UUID around
-    them: 0.5 against 2.2 us (timeit), on every request.
+    them: it is made on every request.
     """
     return os.urandom(8).hex()
 

@@ -301,8 +301,8 @@ def _literal(scalar: Any, node: ListValueNode | ObjectValueNode) -> Callable[[di
     literal with value_from_ast_untyped, each variable as its coerced value
     (Undefined when absent), and hands that to coerce_input_value; a failure
     is Undefined. The literal is read into a tree of functions once, here,
-    instead of walked on every request: 5.5 -> 2.6 us for WriteNote's
-    arguments (timeit). Anything else: None, left to graphql-core.
+    instead of walked on every request, as WriteNote's `detail: {text:
+    $text}` would be. Anything else: None, left to graphql-core.
     """
     if (
         not isinstance(scalar, GraphQLScalarType)

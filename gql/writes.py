@@ -59,16 +59,13 @@ MAX_BYTES = 1024 * 1024  # detail text in one INSERT, well under MySQL's max_all
 # Batches at the database at once. Two keep the process busy while a commit
 # waits on fsync. More split the same lines into more, smaller INSERTs: each
 # costs the process a checkout, a statement and its answer, and under load
-# the process's CPU, not the database, bounds the rate. With 8 writers, 4 in
-# flight made batches of 1.5 lines, 2 made 2.5 and took 1.1 to 1.5x less CPU
-# per WriteNote, at the same or a higher rate (alternating rounds, HTTP and
-# in-process, MariaDB). SQLite has one writer at a time: a second batch would
-# only wait in its busy handler. The second batch starts only once as many
-# lines wait as the first holds (`_Queue._start`): sent as soon as a slot
-# was free, the first line back from each answer went alone, in batches of
-# 2.4 lines on average; waiting for company made them 2.7 and took 1.08x
-# less CPU per WriteNote at a 1.07x higher rate (8 writers over HTTP,
-# 12 alternating rounds, MariaDB, load average 3).
+# the process's CPU, not the database, bounds the rate: fewer in flight made
+# bigger batches and cost less CPU per write at the same or a higher rate.
+# SQLite has one writer at a time: a second batch would only wait in its busy
+# handler. The second batch starts only once as many lines wait as the first
+# holds (`_Queue._start`): sent as soon as a slot was free, the first line
+# back from each answer went alone; waiting for company makes bigger batches
+# again. The figures are in docs/performance.md ("What each piece bought").
 IN_FLIGHT = 2
 MAX_KEY_CHARS = 256
 # A key is kept this long: a retry within a day of the first try is safe.
@@ -319,8 +316,8 @@ class _Queue:
         self.max_in_flight = in_flight
         self.tasks: set[asyncio.Task[None]] = set()
         # One timer for the queue, at the earliest deadline a waiting line
-        # may have: a timer per line (its call_at and its cancel) cost 2.5 us
-        # of every write, and nearly every line leaves the queue long before it.
+        # may have: a timer per line (its call_at and its cancel) is work on
+        # every write, and nearly every line leaves the queue long before it.
         self.timer: asyncio.TimerHandle | None = None
         # The connection a batch that ended while another was at the database
         # kept (`_send`): the next batch takes it rather than the pool's.
@@ -462,13 +459,13 @@ def _settle(batch: list[_Entry], error: BaseException | None) -> None:
 def _answer(future: asyncio.Future[None], error: BaseException) -> None:
     future.set_exception(error)
     # A caller that went away meanwhile never reads its answer: keep asyncio
-    # from reporting an exception no one retrieved. (A done callback did this,
-    # scheduled through the loop on every line: 2 us a write.)
+    # from reporting an exception no one retrieved. (Not a done callback: it
+    # would be scheduled through the loop on every line.)
     future.exception()
 
 
-# By the engine's sync_engine: an AsyncEngine hashes and compares in Python
-# (0.39 against 0.16 us a lookup, timeit), on every line.
+# By the engine's sync_engine: an AsyncEngine hashes and compares in Python,
+# and this is looked up on every line.
 _queues: weakref.WeakKeyDictionary[Any, dict[asyncio.AbstractEventLoop, _Queue]] = weakref.WeakKeyDictionary()
 
 

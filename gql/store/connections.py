@@ -240,15 +240,11 @@ async def _read_raw(
 ) -> Sequence[Any]:
     """Run `raw` on a pooled aiomysql connection, taken from the pool as the driver's own.
 
-    Buys 1.07 to 1.10x less CPU per 50-line RunLog page (SQLAlchemy's
-    per-statement execution and its greenlet adapter skipped), measured as
-    time.process_time over 2,000 shipped RunLog requests, 8 at a time,
-    through the ASGI app on MariaDB (three alternating runs). The connection
-    is the pool's (`AsyncEngine.raw_connection`), not an `AsyncConnection`
-    around it: a 50-line page's read and its blocking runs' read took 3.37 ms
-    of CPU through `engine.connect()`, 2.93 ms this way (median of 12
-    alternating rounds of 300, in one process, on a loaded machine: the
-    ratio, not the figures). What SQLAlchemy would do on a
+    What it skips is SQLAlchemy's per-statement execution and its greenlet
+    adapter, a measurable share of a 50-line page's CPU (docs/performance.md,
+    "What each piece bought"). The connection is the pool's
+    (`AsyncEngine.raw_connection`), not an `AsyncConnection` around it, for
+    the same reason. What SQLAlchemy would do on a
     failure is kept: a disconnect invalidates the connection and marks the
     pool's others stale, any failure is raised as SQLAlchemy's DBAPIError,
     and a connection left mid-statement (cancelled by the read's timeout) is

@@ -48,12 +48,10 @@ async def read_page(
     detail left out reads it in a second statement, by line id. Ordinary
     details fit their share (4 KiB for a 2,000-line page under 8 MiB), so
     pages of them take one round trip. Reading the sizes in a statement of
-    their own first cost every 2,000-line page a round trip and 2,001 sizes:
-    its latency was 1.84x the physical floor's, 1.55x with one statement
-    (bench's RunLog 2,000-line case, both services side by side in
-    alternating rounds on a loaded machine). The database still reads every
-    detail of the page to size it: 2,000 details of 64 KiB took MariaDB
-    about 0.3 s, off the event loop.
+    their own first cost every 2,000-line page a round trip and 2,001 sizes,
+    most of the distance to its latency goal (docs/performance.md, "What each
+    piece bought"). The database still reads every detail of the page to
+    size it, off the event loop.
     """
     if kinds is not None and not kinds:
         return Page(lines=[], has_next=False)

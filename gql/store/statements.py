@@ -96,10 +96,9 @@ def page_statement(
     """`page_query` as a prebuilt statement and the values for its parameters.
 
     A page has a few shapes (with or without kinds, which kind of cursor, the
-    backend, what it reads), each built once: building a `Select` and its cache key took
-    0.25 ms of every read, 0.4 ms with kinds and a cursor (timeit, against a
-    prebuilt statement whose key SQLAlchemy memoises), on 50-line pages that
-    cost the service 2.5 to 4.5 ms of CPU in all.
+    backend, what it reads), each built once: building a `Select` and its
+    cache key on every read was a tenth of a 50-line page's CPU
+    (docs/performance.md, "What each piece bought").
     """
     # One more than asked: its presence is what makes hasNextPage exact.
     values: dict[str, Any] = {"run_id": run_id, "limit": limit + 1}

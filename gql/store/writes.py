@@ -79,8 +79,8 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     and a statement still running then is answered `false` and logged as an
     unknown outcome (it may still commit). SQLite's
     bound is its busy timeout, set around the statement (`_sqlite_bounded`).
-    One object per (size, bound in tenths), so SQLAlchemy compiles each once:
-    building and compiling the text was about 250 us of CPU per batch.
+    One object per (size, bound in tenths), so SQLAlchemy compiles each once
+    rather than for every batch.
     """
     rows = ", ".join(f"(:r{i}, :s{i}, :k{i}, :p{i}, :d{i}, :a{i})" for i in range(count))
     # Only our own table name and placeholders: every value is a bound parameter.
@@ -159,12 +159,9 @@ async def _insert_raw_once(
     The same bounds, in the same order, and the same account of a failure
     (`_account`); what it skips is SQLAlchemy's `AsyncConnection` around the
     pooled connection (its start, the autocommit check through it, its
-    close: each a greenlet round trip), as the reads do (`_read_raw`). The
-    driver's connection inside an `AsyncConnection` bought 1.07 to 1.19x less
-    CPU per WriteNote, 8 at a time; taking it from the pool without one took
-    2024 us of server CPU per WriteNote down to 1633 (8 clients over HTTP,
-    8 alternating rounds against the floor, load average 3.6 to 4.2). A
-    connection taken from the pool autocommits (db.create_engine); one that
+    close: each a greenlet round trip), as the reads do (`_read_raw`): a
+    measurable share of a small write's CPU (docs/performance.md, "What each
+    piece bought"). A connection taken from the pool autocommits (db.create_engine); one that
     does not is put back and the write goes through SQLAlchemy, which sets
     autocommit for it. A disconnect invalidates the connection and marks the
     pool's others stale; a connection left mid-statement (cancelled by the
@@ -438,9 +435,8 @@ async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
     """Whether autocommit is asked of a MariaDB connection that already autocommits (the pool's default).
 
     Setting it again through SQLAlchemy, and its reset when the connection
-    goes back, cost two greenlet round trips per batch for nothing: skipping
-    it buys 1.02 to 1.23x less CPU per WriteNote, 8 at a time (six
-    alternating in-process runs, time.process_time per request).
+    goes back, cost two greenlet round trips per batch for nothing
+    (docs/performance.md, "What each piece bought").
     """
     if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
         return False

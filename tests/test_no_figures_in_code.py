@@ -1,0 +1,42 @@
+"""Benchmark figures live in docs/performance.md, dated, with how they were made; the code says why.
+
+A speed figure in a docstring or comment goes stale silently as the code
+around it changes. This looks for the shapes such figures took in gql/.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURE = re.compile(
+    r"\d+(\.\d+)?x (less|more|the|on|faster|slower)\b"  # 1.15x less CPU
+    r"|\b(timeit|alternating rounds|process_time per request|CPU per (WriteNote|request|\d))"
+    r"|\d+(\.\d+)? ?(us|µs|ns) (a|of|per|less|for)\b"  # 2.5 us a write
+    r"|\d+(\.\d+)? ms (of CPU|against|with|without)\b",
+    re.IGNORECASE,
+)
+
+
+def test_no_benchmark_figures_in_the_code() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "gql").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if FIGURE.search(line)
+    ]
+    assert found == [], "move these to docs/performance.md, dated, with the command:\n" + "\n".join(found)
+
+
+def test_the_figures_in_docs_performance_are_dated() -> None:
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    section = page.split("## What each piece bought", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        line
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith(("| piece", "| ---"))
+    ]
+    assert len(rows) > 20
+    undated = [row for row in rows if not re.search(r"\| 20\d\d-\d\d-\d\d, `[0-9a-f]{7}` \|", row)]
+    assert undated == []
