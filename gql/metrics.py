@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import os
 from collections import OrderedDict
@@ -234,7 +235,8 @@ def fell_back(path: str, reason: str, document: str | None, why: str, level: int
 
     `reason` is a label: one of a small fixed set. `why` says it in words,
     with what the label cannot hold. `document` is the query text, or None
-    where there is none yet (a body that is not read).
+    where there is none yet (a body that is not read); the log names it by
+    its sha256, as `documentId` does.
     """
     FALLBACKS.labels(path, reason).inc()
     key = (path, reason, hash(document))
@@ -244,18 +246,15 @@ def fell_back(path: str, reason: str, document: str | None, why: str, level: int
     _logged[key] = None
     if len(_logged) > _LOGGED_MAX:
         _logged.popitem(last=False)
-    shown = "" if document is None else f"; document {_short_text(document)}"
+    # The document by its hash, as a trusted document is named: its text may
+    # hold a write's detail inline, and what is written is never logged.
+    shown = "" if document is None else f"; document sha256:{hashlib.sha256(document.encode()).hexdigest()}"
     _fallback_log.log(level, "%s fell back (%s): %s%s", path, reason, why, shown)
 
 
 def swallowed(where: str) -> None:
     """Count one exception caught at `where`, logged there, and not raised."""
     SWALLOWED.labels(where).inc()
-
-
-def _short_text(text: str, most: int = 200) -> str:
-    flat = " ".join(text.split())
-    return repr(flat) if len(flat) <= most else f"{flat[:most]!r}... ({len(text)} characters)"
 
 
 # ── sampling ─────────────────────────────────────────────────────────────────
