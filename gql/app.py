@@ -440,10 +440,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if document_id is not None:
             # A trusted document by its hash; anything odd is `run`'s to refuse.
             if query is not None or type(document_id) is not str:
+                _declined("request_shape", None, "documentId with query, or not a string")
                 return None
             query = self.trusted.text(document_id)
         elif self.trusted.enforced and not self._may_run(request, query):
-            return None  # refused by `parse_http_body`, in Strawberry's pipeline
+            # Refused by `parse_http_body`, in Strawberry's pipeline.
+            _declined("not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on")
+            return None
         if (
             type(query) is not str
             or (variables is not None and type(variables) is not dict)

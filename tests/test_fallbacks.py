@@ -54,8 +54,9 @@ def test_no_shipped_operation_falls_back(tables: Backend, api: Api, name: str, d
     body = api.post(document, variables)
     assert "errors" not in body, body
     # Its first request is parsed and validated by Strawberry, which prepares
-    # the text for the next: that, and nothing else.
-    assert moved(before, fallbacks(api)) == {("prepared", "not_prepared"): 1}
+    # the text for the next (unless start-up prepared this very text as a
+    # trusted document): that, and nothing else.
+    assert moved(before, fallbacks(api)) in ({}, {("prepared", "not_prepared"): 1})
 
     before = fallbacks(api)
     for _ in range(3):
