@@ -335,18 +335,21 @@ def _replace_stale(sync_engine: Any, _dbapi_connection: Any, _record: Any, _prox
 
 
 @asynccontextmanager
-async def transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+async def transaction(
+    engine: AsyncEngine, isolation_level: str = "REPEATABLE READ"
+) -> AsyncIterator[AsyncConnection]:
     """A connection in one real transaction, committed at the end unless it raises.
 
     On MySQL/MariaDB the engine's connections autocommit (see `create_engine`),
     where `engine.begin()` would commit each statement on its own. This one
     leaves autocommit for its duration (a few round trips, for the rare work
-    that needs them: a prune slice, loading the demo); the pool puts the
-    connection back in autocommit when it returns.
+    that needs them: a prune slice, loading the demo), at `isolation_level`;
+    the pool puts the connection back in autocommit when it returns. SQLite
+    has one isolation level, and ignores it.
     """
     async with engine.connect() as conn:
         if conn.dialect.name != "sqlite":
-            await conn.execution_options(isolation_level="REPEATABLE READ")
+            await conn.execution_options(isolation_level=isolation_level)
         async with conn.begin():
             yield conn
 

@@ -173,9 +173,11 @@ def _fill(url: sa.URL, ended: range, lines_each: int, live_run: int) -> None:
                 "INSERT INTO event_runs (id, status, ended_at, updated_at) VALUES (%s, %s, %s, %s)", runs
             )
             for run in [*ended, live_run]:
+                # Placeholders only in VALUES, so that pymysql sends one
+                # INSERT of many rows (one commit), not one per row.
                 cur.executemany(
-                    "INSERT INTO event_run_log (run_id, at, kind, detail) VALUES (%s, %s, 'note', %s)",
-                    [(run, "2020-01-01 00:00:00", '{"text":"x","actor":null}')] * lines_each,
+                    "INSERT INTO event_run_log (run_id, at, kind, detail) VALUES (%s, %s, %s, %s)",
+                    [(run, "2020-01-01 00:00:00", "note", '{"text":"x","actor":null}')] * lines_each,
                 )
     finally:
         conn.close()
@@ -221,6 +223,95 @@ def test_prunes_sent_through_every_node_at_once_all_answer_and_keep_live_runs(
     assert counts == [(1099, 60)]
 
 
+BIG_PRUNE = "mutation($before: DateTime!) { pruneTerminal(before: $before, limit: 10000) }"
+
+
+def test_a_prune_through_one_node_while_the_others_write_to_the_same_runs_answers_a_count_every_time(
+    tables: list[sa.URL], services: Services
+) -> None:
+    """pruneTerminal(limit: 10000) through node 1 while writers insert lines through nodes 2 and 3.
+
+    The writers insert as fast as their nodes take lines, so that lines are
+    applied on node 1 all through each prune. Before, most calls answered
+    DATABASE_UNAVAILABLE: each was one DELETE of 10,000 ids, which InnoDB ran
+    as a scan of the whole table at REPEATABLE READ, locking every row and
+    every gap until commit; node 1 could apply a line written elsewhere only
+    through those locks, so Galera aborted the prune (1213), every retry.
+    """
+    ended, live = range(2001, 2021), 2099
+    _fill(tables[0], ended, lines_each=1000, live_run=live)
+    runs = [*ended, live]
+    written: dict[int, list[str]] = {run: [] for run in runs}
+    count = threading.Condition()
+    writes = 0
+    stop = threading.Event()
+
+    def write(writer: int) -> None:
+        nonlocal writes
+        node = tables[1 + writer % 2]
+        conn = pymysql.connect(
+            host="127.0.0.1", port=node.port, user="root", database=node.database, autocommit=True
+        )
+        i = 0
+        try:
+            while not stop.is_set():
+                run, text = runs[(writer + i) % len(runs)], f"w{writer}-{i}"
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "INSERT INTO event_run_log (run_id, at, kind, detail) VALUES (%s, UTC_TIMESTAMP(3), "
+                        "'note', %s)",
+                        (run, json.dumps({"text": text, "actor": None})),
+                    )
+                with count:
+                    written[run].append(text)
+                    writes += 1
+                    count.notify_all()
+                i += 1
+        finally:
+            conn.close()
+
+    def prune() -> int:
+        body = httpx.post(
+            f"{services[0].base}/graphql",
+            json={"query": BIG_PRUNE, "variables": {"before": "2021-01-01T00:00:00Z"}},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+            timeout=120,
+        ).json()
+        assert "errors" not in body, f"after {answers}: {body}"
+        deleted: int = body["data"]["pruneTerminal"]
+        return deleted
+
+    def old_lines_left() -> int:
+        sql = "SELECT COUNT(*) FROM event_run_log WHERE run_id BETWEEN 2001 AND 2020 AND at < '2021-01-01'"
+        return int(_rows(tables[0], sql)[0][0])  # type: ignore[call-overload]
+
+    answers: list[int] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        writers = [pool.submit(write, w) for w in range(2)]
+        try:
+            with count:  # the writers are writing through nodes 2 and 3
+                assert count.wait_for(lambda: writes >= 20, timeout=120), "the writers did not start"
+                first = writes
+            # Prune until every old line is gone, and on until the writers
+            # have written 100 more lines meanwhile.
+            while old_lines_left() or writes < first + 100:
+                answers.append(prune())
+                assert len(answers) < 500, answers
+        finally:
+            stop.set()
+            for future in writers:
+                future.result()
+    while answers[-1] != 0:  # the writers have stopped: drain what they wrote to the ended runs
+        answers.append(prune())
+    counts = _rows(
+        tables[1],
+        "SELECT run_id, COUNT(*) FROM event_run_log WHERE run_id BETWEEN 2001 AND 2099 GROUP BY run_id",
+    )
+    assert counts == [(live, 1000 + len(written[live]))]
+    assert _texts(tables[2], live) == sorted(["x"] * 1000 + written[live])
+    assert sum(answers) == 20 * 1000 + sum(len(written[run]) for run in ended)
+
+
 def test_a_read_through_the_services_engine_on_one_node_sees_what_another_node_just_committed(
     tables: list[sa.URL],
 ) -> None:
@@ -261,7 +352,7 @@ def test_one_key_written_through_two_nodes_at_once_is_stored_once_and_both_hear_
     tables: list[sa.URL], services: Services
 ) -> None:
     """The two transactions conflict at certification; the one that lost is sent again and finds the key."""
-    answers: list[object] = []
+    answers: list[int] = []
     barrier = threading.Barrier(2)
 
     def write(args: tuple[int, int]) -> None:

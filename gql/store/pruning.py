@@ -20,6 +20,7 @@ from sqlalchemy import (
     delete,
     func,
     select,
+    text,
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.mysql import insert as mysql_insert
@@ -113,10 +114,11 @@ async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, l
     most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
     ... LIMIT`), read in autocommit; then, in a transaction of its own (so a
     cancelled slice is rolled back whole), a fresh read of whether their runs
-    are still eligible and a delete by primary key. The transaction's first
-    read takes its snapshot then, and a consistent read locks nothing; the
-    delete names only `event_run_log` ids, so its locks are on those lines
-    alone. The events system's updates of its runs never wait on a prune.
+    are still eligible and a delete by primary key. The read is a consistent
+    read, which locks nothing; the delete names only `event_run_log` ids, and
+    at READ COMMITTED (see `_delete_isolation`) keeps locks on those lines
+    alone. The events system's updates of its runs never wait on a prune, nor
+    do writers of new lines.
 
     What remains is the window between that read and the delete, one round
     trip: a run that left its terminal status just then would still lose the
@@ -132,10 +134,11 @@ async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, l
                 select(_l.c.id, _l.c.run_id).where(_l.c.run_id.in_(_eligible_runs(before))).limit(limit)
             )
         ).all()
+        isolation = await _delete_isolation(conn) if found else ""
     if not found:
         return PruneSlice(deleted=0, run_ids=frozenset())
     chosen = sorted({row.run_id for row in found})
-    async with transaction(engine) as conn:
+    async with transaction(engine, isolation) as conn:
         # A run that left its terminal status while the slice was being
         # chosen keeps its lines.
         still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
@@ -159,6 +162,27 @@ async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, l
     # call, the prune command) took some of the same lines first; the runs
     # named are then those whose lines this slice saw go.
     return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.run_id in still))
+
+
+async def _delete_isolation(conn: AsyncConnection) -> str:
+    """The isolation level of a slice's transaction: READ COMMITTED where the server allows it.
+
+    At REPEATABLE READ InnoDB keeps a lock on every row a DELETE reads, and on
+    the gap before it, until commit. A delete of many ids may read the whole
+    table (a scan costs less than that many lookups once the ids are a good
+    part of it), and then every insert waits for the slice. On Galera a line
+    committed through another node must be applied on this one through those
+    locks, so the cluster aborts the slice instead (1213), again and again
+    while writers write. At READ COMMITTED the delete keeps locks only on the
+    lines it deletes, which no writer touches, and on no gap. A server that
+    writes its binary log as statements refuses a DELETE at READ COMMITTED
+    (1665): a statement replayed on a replica needs the gaps locked, so there
+    the slice stays at REPEATABLE READ.
+    """
+    if conn.dialect.name == "sqlite":
+        return "SERIALIZABLE"  # SQLite's only level; `transaction` sets none there
+    logs_statements = "SELECT @@log_bin = 1 AND @@binlog_format = 'STATEMENT'"
+    return "REPEATABLE READ" if (await conn.execute(text(logs_statements))).scalar() else "READ COMMITTED"
 
 
 async def _record_pruned(conn: AsyncConnection, lines: Sequence[tuple[int, Any]]) -> None:
