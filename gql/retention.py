@@ -1,9 +1,11 @@
 """Retention: draining a backlog (`prune`) and the sweeper that runs in the server.
 
-Both run the prune the `pruneTerminal` mutation runs (`store.prune_slice`), one
-bounded slice at a time. The sweeper takes one slice per tick, so a server
-never holds more than one slice's locks, and it never takes the server down: a
-failed tick is logged, recorded in its status, and retried on the next one.
+Both run the prune the `pruneTerminal` mutation runs, one bounded slice at a
+time (`store.prune_slice`, a transaction of up to `limit` lines; the mutation
+takes its `limit` in smaller slices, `store.prune_terminal`). The sweeper takes
+one slice per tick, so a server never holds more than one slice's locks, and it
+never takes the server down: a failed tick is logged, recorded in its status,
+and retried on the next one.
 
 With several server processes on one database only one sweeps at a time. On
 MariaDB that is a named lock (`GET_LOCK`), held on a connection of its own for

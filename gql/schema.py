@@ -851,7 +851,8 @@ class Mutation:
         "to 1..50000) of runs in a terminal status (completed, cancelled, failed, missed) "
         "whose `COALESCE(ended_at, updated_at)` is before `before` (read as UTC when it has "
         "no offset); answers how many were deleted. A run that is not terminal keeps every "
-        "line. Call again until it answers 0 to drain a backlog."
+        "line. Call again until it answers 0 to drain a backlog: on a busy database it may "
+        "answer fewer than `limit` while more remain (what it deleted by its deadline)."
     )
     async def prune_terminal(
         self,
@@ -876,11 +877,13 @@ class Mutation:
                 f"before={before.isoformat()} is outside the years 1 to 9999 once read as UTC",
                 "BAD_USER_INPUT",
             ) from None
+        # The store answers what it deleted by the deadline (slice by slice,
+        # see store.prune_terminal); it fails only when it deleted nothing.
+        deadline = asyncio.get_running_loop().time() + context.settings.prune_timeout
         try:
-            async with asyncio.timeout(context.settings.prune_timeout):
-                deleted = await store.prune_terminal(
-                    context.engine, before=before, limit=store.clamp_prune_limit(limit)
-                )
+            deleted = await store.prune_terminal(
+                context.engine, before=before, limit=store.clamp_prune_limit(limit), deadline=deadline
+            )
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack

@@ -359,9 +359,15 @@ class Settings:
         _seconds(0.05, 300),
         "seconds a page read may take (and the lookup of the runs its `blockingRun` fields name)",
     )
-    # A prune deletes up to 50,000 lines in one statement: it gets longer
-    # than a page read, but is still bounded so an admin's call answers.
-    prune_timeout: float = setting(30.0, _seconds(0.05, 3600), "seconds one `pruneTerminal` call may take")
+    # A prune deletes up to 50,000 lines, slice by slice: it gets longer than
+    # a page read, but is still bounded so an admin's call answers (with what
+    # it deleted by then).
+    prune_timeout: float = setting(
+        30.0,
+        _seconds(0.05, 3600),
+        "seconds one `pruneTerminal` call may take; by then it answers what it deleted "
+        "(an error only if it deleted nothing)",
+    )
     connect_timeout: float = setting(
         2.0,
         _seconds(0.05, 60),

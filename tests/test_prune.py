@@ -5,6 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from starlette.testclient import TestClient
+
+from gql.app import create_app
 
 from .conftest import ADMIN, Api, Backend
 
@@ -100,3 +104,27 @@ def test_a_horizon_outside_the_calendar_in_utc_is_refused_with_what_is_wrong(
     assert error["extensions"]["code"] == "BAD_USER_INPUT"
     assert "is outside the years 1 to 9999 once read as UTC" in error["message"]
     assert sum(lines_per_run(runs).values()) == 24
+
+
+@pytest.mark.mariadb
+def test_a_prune_held_up_past_its_deadline_answers_what_it_deleted_until_then(mariadb: Backend) -> None:
+    """The lines go in pieces, each committed: a call that meets a line another
+    session holds answers the lines it deleted before it, not DATABASE_UNAVAILABLE.
+    Before, the call was one transaction, and waited on the line until its timeout."""
+    mariadb.create_tables()
+    mariadb.add_run(1, "completed", "2026-01-01 00:00:00", "2026-01-01 00:00:00")
+    mariadb.execute(
+        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2026-01-01' FROM seq_1_to_2500"
+    )
+    holder = mariadb.sync.connect()
+    try:
+        holder.execute(sa.text("SELECT id FROM event_run_log ORDER BY id DESC LIMIT 1 FOR UPDATE"))
+        with TestClient(create_app(mariadb.settings(prune_timeout=5.0))) as client:
+            body = Api(client).post(PRUNE, {"before": "2026-02-01T00:00:00Z", "limit": 5000}, token=ADMIN)
+    finally:
+        holder.rollback()
+        holder.close()
+    assert "errors" not in body, body
+    left = lines_per_run(mariadb).get(1, 0)
+    assert left > 0  # the held line, and those of the piece it was in (rolled back)
+    assert body["data"]["pruneTerminal"] == 2500 - left > 0

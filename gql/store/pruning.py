@@ -75,10 +75,12 @@ class PruneSlice:
     run_ids: frozenset[int]
 
 
-async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> int:
-    """Delete at most `limit` lines of terminal runs that ended before `before`."""
-    return (await prune_slice(engine, before=before, limit=limit)).deleted
-
+# `pruneTerminal` deletes its `limit` in slices of at most this many lines,
+# each its own transaction, so that what it deleted before its deadline, or
+# before the database refused a slice, is kept and answered. On Galera a
+# smaller slice is also a smaller write set for the other nodes to certify
+# and apply.
+PRUNE_SLICE_LINES = 1000
 
 # A slice that loses a conflict with another pruner is chosen again, this many
 # times at most, after a short random pause that doubles each time. On Galera
@@ -88,6 +90,64 @@ async def prune_terminal(engine: AsyncEngine, *, before: datetime.datetime, limi
 # that lost deleted nothing, so choosing again is safe; the caller's own
 # timeout still bounds the whole.
 PRUNE_CONFLICT_RETRIES = 8
+
+# What makes `prune_terminal` choose a slice again, half as big: a deadlock or
+# a lost certification (1213), a lock wait that timed out (1205: on a line
+# another transaction holds, which a smaller slice may leave out), and a
+# commit refused (1180), which is how a Galera node refuses a write set over
+# `wsrep_max_ws_rows` ("wsrep_max_ws_rows exceeded"). Each leaves the slice
+# deleting nothing.
+_SLICE_RETRIED = frozenset({1180, 1205, 1213})
+
+
+async def prune_terminal(
+    engine: AsyncEngine, *, before: datetime.datetime, limit: int, deadline: float | None = None
+) -> int:
+    """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many.
+
+    The lines go in slices of at most `PRUNE_SLICE_LINES` (`_prune_slice_once`),
+    each committed before the next is chosen. A slice refused for a conflict, a
+    lock wait or its size (`_SLICE_RETRIED`) is chosen again half as big, after
+    a short random pause that doubles each time, at most
+    `PRUNE_CONFLICT_RETRIES` times in a row; the call's later slices keep the
+    smaller size. At `deadline` (the event loop's clock) the slice in flight is
+    abandoned, and rolled back.
+
+    The answer is what the committed slices deleted, whatever stopped them:
+    a busy database answers fewer than `limit` rather than an error, and the
+    caller calls again. It fails only when it deleted nothing: the deadline
+    or the last refusal is then raised as it came.
+    """
+    deleted, size, refusals = 0, min(limit, PRUNE_SLICE_LINES), 0
+    while deleted < limit:
+        try:
+            async with asyncio.timeout_at(deadline):
+                if refusals:
+                    await asyncio.sleep(random.uniform(0.005, 0.02) * 2**refusals)  # noqa: S311 (not a secret)
+                piece = await _prune_slice_once(engine, before=before, limit=min(size, limit - deleted))
+        except TimeoutError:
+            if deleted:
+                # A COMMIT cut off by the deadline may have taken its lines
+                # all the same: they are missing from this answer, though
+                # `event_run_log_pruned` counts them (same transaction).
+                return deleted
+            raise
+        except sa_exc.DBAPIError as exc:
+            code = getattr(exc.orig, "args", (None,))[:1]
+            if not (code and code[0] in _SLICE_RETRIED) or refusals == PRUNE_CONFLICT_RETRIES:
+                if deleted:
+                    return deleted
+                raise
+            refusals += 1
+            size = max(1, size // 2)
+            continue
+        refusals = 0
+        deleted += piece.deleted
+        # No run named: nothing eligible was left to choose (or only runs
+        # that left their terminal status meanwhile).
+        if not piece.run_ids:
+            break
+    return deleted
 
 
 async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
