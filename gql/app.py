@@ -38,8 +38,9 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
-from starlette.types import Message, Scope, Send
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
 from strawberry import Schema
 from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
 from strawberry.exceptions import ConnectionRejectionError
@@ -170,6 +171,28 @@ def _anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
     )
 
 
+def _forget_tracebacks(errors: list[GraphQLError]) -> None:
+    """Drop the tracebacks of answered errors, and of the exceptions they wrap.
+
+    An error raised while a request ran keeps, through its traceback, the
+    frames it passed; Strawberry's keep the execution context, which holds
+    the error again (its result), and the request's text and body: a cycle,
+    freed only when the collector runs, which it does every 10,000 new
+    containers here (`_start_up_frozen`). A query text of 3 MiB refused for
+    its size kept about 9 MiB for each request until then. Once the answer
+    is formatted and any fault logged with its stack, nothing reads them.
+    """
+    pending: list[BaseException | None] = list(errors)
+    seen: set[int] = set()
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        error.__traceback__ = None
+        pending += [error.__cause__, error.__context__, getattr(error, "original_error", None)]
+
+
 def _should_mask(error: GraphQLError) -> bool:
     """Whether `error` came from a surprise rather than from what the caller sent.
 
@@ -199,17 +222,23 @@ class _RequestAdapter(StarletteRequestAdapter):
 
 
 class _ReadRequest(Request):
-    """A request whose body `BodyLimit` has read: `body()` answers it, and so does `receive`."""
+    """A request whose body `BodyLimit` has read: `body()` and `stream()` answer it.
 
-    def __init__(self, scope: Scope, body: bytes) -> None:
-        super().__init__(scope, self._replay)
+    Its `receive` is the server's, past the body: a long poll waits on it to
+    see its client leave (`http.disconnect`). Nothing here refers back to the
+    request: one that held a bound method of itself was a reference cycle,
+    and kept every body until the collector ran.
+    """
+
+    def __init__(self, scope: Scope, body: bytes, receive: Receive) -> None:
+        super().__init__(scope, receive)
         self.read = body
 
     async def body(self) -> bytes:
         return self.read
 
-    async def _replay(self) -> Message:
-        return {"type": "http.request", "body": self.read, "more_body": False}
+    async def stream(self) -> AsyncGenerator[bytes, None]:
+        yield self.read
 
 
 class _WebSocketAdapter(ASGIWebSocketAdapter):
@@ -313,7 +342,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 ) from exc.__cause__
             raise
 
-    async def answer_prepared(self, scope: Scope, body: bytes, send: Send) -> bool:
+    async def answer_prepared(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
         """Answer a POST to /graphql as `run_prepared` does, straight from the ASGI call; False to leave it.
 
         `BodyLimit` offers it each request whose body it has read, the
@@ -332,7 +361,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         ):
             return False
 
-        request = _ReadRequest(scope, body)
+        request = _ReadRequest(scope, body, receive)
         try:
             response = await self.run_prepared(request)
         except HTTPException as exc:  # as `run`
@@ -552,8 +581,12 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 # application/graphql-response+json.
                 answer = await super().process_result(request, result)
                 answer.pop("data", None)
+                _forget_tracebacks(result.errors)
                 return answer
-        return await super().process_result(request, result)
+        answer = await super().process_result(request, result)
+        if result.errors:
+            _forget_tracebacks(result.errors)
+        return answer
 
     async def get_sub_response(self, request: Request | WebSocket) -> Response:
         # Where `create_response` finds the media type the caller accepts.
@@ -626,7 +659,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
             # Given by the RequestId middleware, which also puts it on the
             # response (a websocket's: on the answer to its handshake).
             request_id=request.scope["state"]["request_id"],
-            request=request,
+            request=request if websocket else None,
+            receive=None if websocket else request.receive,
             sweeper=state.sweeper,
             arrived=asyncio.get_running_loop().time(),
             watcher=state.watcher,

@@ -10,6 +10,7 @@ before they are coerced and it executes. Each error names the limit it hit.
 from __future__ import annotations
 
 import asyncio
+import gc
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -632,6 +633,13 @@ def _read_limit(
     return store.clamp_read_limit(value)
 
 
+# A request whose body is at least this big is followed by a collection of
+# the youngest generations (see BodyLimit): the size from which the prepared
+# path leaves a body to Strawberry (app._PREPARED_MAX_BODY), where a body is
+# no longer one of the many small requests.
+COLLECT_AFTER_BYTES = 256 * 1024
+
+
 class BodyLimit:
     """ASGI middleware: refuse a request body over `max_bytes` with 413, or one too slow with 408.
 
@@ -653,7 +661,7 @@ class BodyLimit:
         app: ASGIApp,
         max_bytes: int,
         timeout: float = 30.0,
-        shortcut: Callable[[Scope, bytes, Send], Awaitable[bool]] | None = None,
+        shortcut: Callable[[Scope, bytes, Receive, Send], Awaitable[bool]] | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
@@ -668,6 +676,22 @@ class BodyLimit:
         if declared is not None and declared > self.max_bytes:
             await self._refuse(scope, send, declared)
             return
+        read = [0]
+        try:
+            await self._serve(scope, receive, send, read)
+        finally:
+            if read[0] >= COLLECT_AFTER_BYTES:
+                # What a request leaves in reference cycles lives until the
+                # collector runs: graphql-core's executor is one (it holds
+                # bound methods of itself), and holds the request's variables
+                # and context. For a big body that is megabytes per request,
+                # kept for the hundred or so requests between two collections
+                # of the youngest generation (app._start_up_frozen): collected
+                # now, the cost of a collection against that of the body read.
+                gc.collect(1)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, read: list[int]) -> None:
+        """Read the body within the limits and hand the request on; `read[0]` is the bytes read."""
         messages: list[Message] = []
         size = 0
         deadline = asyncio.get_running_loop().time() + self.timeout
@@ -684,6 +708,7 @@ class BodyLimit:
             if message["type"] != "http.request":
                 break
             size += len(message.get("body", b""))
+            read[0] = size
             if size > self.max_bytes:
                 await self._refuse(scope, send, None)
                 return
@@ -694,7 +719,7 @@ class BodyLimit:
                         if len(messages) == 1
                         else b"".join(m.get("body", b"") for m in messages)
                     )
-                    if await self.shortcut(scope, body, send):
+                    if await self.shortcut(scope, body, receive, send):
                         return
                 break
 

@@ -96,9 +96,15 @@ class Context:
     policy: Policy
     caller: Caller
     request_id: str
+    # The websocket, on one; None over HTTP, where nothing reads the request
+    # once its body is parsed, and a context held by a reference cycle
+    # (graphql-core's executor is one) would keep its body until collected.
     request: Any = None
+    # The server's `receive` once the body is read: a long poll waits on it
+    # to see its client leave.
+    receive: Callable[[], Awaitable[Any]] | None = None
     sweeper: retention.Sweeper | None = None  # None when retention is off
-    arrived: float | None = None  # the event loop's time when the request came
+    arrived: float | None = None  # the event loop's time when the request (or operation) came
     detail_budget: DetailBudget | None = None  # made by the first page that reads details
     watcher: tail.Watcher | None = None  # the app's; None outside it (no long poll, no tail)
     # On a websocket, one context serves the connection's every operation:
