@@ -48,6 +48,7 @@ from strawberry.execution import optimized_is_awaitable
 from strawberry.extensions import DisableIntrospection, MaskErrors
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
+from strawberry.http.websocket_origin import is_same_origin
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
@@ -268,8 +269,18 @@ class _WebSocketAdapter(ASGIWebSocketAdapter):
         encoded = self.view.encode_json(message)
         try:
             await self.ws.send_text(encoded.decode() if isinstance(encoded, bytes) else encoded)
-        except WebSocketDisconnect as exc:
+        except (WebSocketDisconnect, StarletteWebSocketDisconnected) as exc:
+            # Gone, or closed by this side (4429, 4400) while an operation
+            # still had something to send: Strawberry's handlers take this
+            # as the client having left.
             raise WebSocketDisconnected from exc
+
+    async def close(self, code: int, reason: str) -> None:
+        # A socket already closed (the client left, or another operation
+        # closed it) is closed: Starlette would raise on a second close.
+        if self.ws.application_state != WebSocketState.DISCONNECTED:
+            with contextlib.suppress(WebSocketDisconnect, StarletteWebSocketDisconnected):
+                await self.ws.close(code=code, reason=reason)
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
@@ -303,6 +314,23 @@ class RunLogGraphQL(GraphQL[Context, None]):
         self.executor_class = schema.execution_context_class
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
+        if request.scope["type"] == "websocket" and not self.origin_allowed(request):
+            # Checked here, before Strawberry's own check (which would pass it
+            # the same way), for a warning that names the setting to change.
+            log.warning(
+                "websocket %s refused: a page of origin %r may open it only if RUNLOG_CORS_ORIGINS "
+                "names that origin (the request was for host %r)",
+                request.scope["state"]["request_id"],
+                _shortened(request.headers.get("origin", ""), 200),
+                _shortened(request.headers.get("host", ""), 200),
+            )
+            # Closed before it is accepted: the server answers the handshake
+            # with 403 (the ASGI spec's way). A denial response with a body
+            # would say why, but uvicorn logs every one as an ERROR ("ASGI
+            # callable returned without completing handshake"): any page
+            # could fill the error log.
+            await request.close(code=1008)
+            return request
         try:
             if (
                 self.prepared
@@ -669,15 +697,34 @@ class RunLogGraphQL(GraphQL[Context, None]):
             replica=state.replica,
         )
 
-    async def reject_websocket(self, request: Any) -> Any:
-        """Refuse a handshake from another origin's page with a 403 that says why, when the server can."""
-        if "websocket.http.response" not in request.scope.get("extensions", {}):
-            return await super().reject_websocket(request)  # a bare 403
-        message = (
-            "A page of another origin may open this websocket only if RUNLOG_CORS_ORIGINS names its origin."
+    def origin_allowed(self, websocket: WebSocket) -> bool:
+        """Whether a websocket's handshake may go on, as Strawberry's own check decides it.
+
+        No Origin (not a browser), the page's own origin (the browser says
+        so in Sec-Fetch-Site, or the Origin names the Host the request was
+        sent to), or an origin RUNLOG_CORS_ORIGINS lists. Same-origin judged
+        by the Host header lets a DNS-rebinding page in: RUNLOG_ALLOWED_HOSTS
+        bounds the hosts that are answered at all (docs/operating.md).
+        """
+        headers = websocket.headers
+        origin = headers.get("origin")
+        if origin is None or headers.get("sec-fetch-site") == "same-origin":
+            return True
+        return is_same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(
+            websocket, origin
         )
-        await request.send_denial_response(_json_error(request, 403, message))
-        return request
+
+    async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
+        """graphql-transport-ws when the client offers it, whatever its order; else graphql-ws.
+
+        The Python `gql` client offers graphql-ws first; the newer protocol
+        is the better served (pings both ways, an error per operation).
+        """
+        offered = request.scope.get("subprotocols") or []
+        for protocol in self.websocket_subprotocols:
+            if protocol in offered:
+                return protocol
+        return None
 
     async def on_ws_connect(self, context: Context) -> Any:
         """Read the caller from `connection_init`'s payload, as HTTP reads the header.

@@ -115,6 +115,10 @@ class Context:
     connection_params: dict[str, Any] | None = None
     replica: Replica | None = None  # the read replica, when RUNLOG_READ_DATABASE_URL is set
 
+    def for_operation(self) -> Context:
+        """A context for one operation sent over this websocket: its own arrival and page budget."""
+        return dataclasses.replace(self, arrived=asyncio.get_running_loop().time(), detail_budget=None)
+
     def details_left(self) -> DetailBudget:
         """The request's detail budget, shared by all its pages."""
         if self.detail_budget is None:

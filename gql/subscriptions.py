@@ -19,19 +19,31 @@ delivers is `tail.py`'s. This module holds what the transport adds:
   the schema's extensions and apply as they do over HTTP, but this one is
   raised where Strawberry's websocket handlers do not catch it.
 
+Each operation sent over a socket runs with a context of its own
+(`OperationSchema`): its own deadline for a write and its own byte budget for
+pages, as a request over HTTP has; the caller and the caps are the
+connection's. Both protocols serve queries and mutations as well as the tail,
+the older `graphql-ws` one as its clients expect (`data`, then `complete`),
+and both refuse a message they cannot read with 4400 and a second
+`connection_init` with 4429. A client that leaves while something is sent to
+it is routine: nothing is logged above DEBUG.
+
 uvicorn itself closes every websocket with 1012 (service restart) when the
-server stops; each tail's generator is then closed, and `Tails.stop` ends any
+server stops (gql/server.py bounds how long one that does not read is
+waited for); each tail's generator is then closed, and `Tails.stop` ends any
 that is left before the engine goes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from graphql import GraphQLError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
@@ -231,8 +243,89 @@ def _untrusted(view: Any, context: Any, payload: Any) -> Any:
     return GraphQLError(REFUSED, extensions={"code": "FORBIDDEN"}).formatted
 
 
+def unreadable(message: Mapping[str, Any]) -> str | None:
+    """Why a message cannot be served as the protocols define it, or None.
+
+    An operation's `id` is a string, and a subscribe/start `payload` an object
+    with a string `query`, an object of `variables` and a string
+    `operationName` when given. Strawberry's handlers index into what they
+    receive: a list as an `id` or a number as a `query` failed inside them,
+    with a stack in the log (or a masked INTERNAL_SERVER_ERROR), on any
+    caller's say.
+    """
+    if "id" in message and not isinstance(message["id"], str):
+        return "an operation's id must be a string"
+    if message.get("type") not in ("subscribe", "start"):
+        return None
+    if not isinstance(message.get("id"), str):
+        return f"a {message['type']} message needs an id (a string)"
+    payload = message.get("payload")
+    if not isinstance(payload, dict):
+        return f"a {message['type']} message's payload must be an object"
+    if not isinstance(payload.get("query"), str):
+        return "the payload's query must be a string"
+    if payload.get("variables") is not None and not isinstance(payload["variables"], dict):
+        return "the payload's variables must be an object"
+    if payload.get("operationName") is not None and not isinstance(payload["operationName"], str):
+        return "the payload's operationName must be a string"
+    return None
+
+
+class OperationSchema:
+    """The schema as a websocket handler sees it: each operation is run with a context of its own.
+
+    One socket is one connection, and Strawberry hands every operation sent
+    over it the same context. Over HTTP a request's context carries its
+    arrival (a write's deadline runs from it) and its byte budget for pages;
+    shared, a socket older than RUNLOG_WRITE_TIMEOUT answered every write
+    false, and its pages shared one 8 MiB budget for good. `for_operation`
+    gives each operation its own, keeping the connection's caller and caps.
+
+    The older `graphql-ws` handler asks for a subscription only
+    (`subscribe`); a query sent over it (the Python `gql` client introspects
+    on connect) failed as an internal error. Both ways go to `stream`, which
+    serves every kind of operation: a query or mutation answers once, then
+    completes.
+    """
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+
+    async def stream(
+        self,
+        query: str | None,
+        variable_values: dict[str, Any] | None = None,
+        context_value: Any = None,
+        root_value: Any = None,
+        operation_name: str | None = None,
+    ) -> Any:
+        return await self.schema.stream(
+            query,
+            variable_values=variable_values,
+            context_value=context_value.for_operation(),
+            root_value=root_value,
+            operation_name=operation_name,
+        )
+
+    subscribe = stream
+
+
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
-    """Strawberry's graphql-transport-ws handler, refusing an oversized or untrusted text as its error."""
+    """Strawberry's graphql-transport-ws handler: an operation's own context, its messages checked.
+
+    An oversized or untrusted text is refused as the operation's error.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema = OperationSchema(self.schema)  # type: ignore[assignment]
+
+    async def handle_message(self, message: Any) -> None:
+        reason = unreadable(message)
+        if reason is not None:
+            await self.handle_invalid_message(f"Invalid message: {reason}")
+            return
+        await super().handle_message(message)
 
     async def handle_subscribe(self, message: Any) -> None:
         payload = message.get("payload")
@@ -242,9 +335,58 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
             return
         await super().handle_subscribe(message)
 
+    async def handle_task_exception(self, error: Exception) -> None:
+        if isinstance(error, WebSocketDisconnected):
+            # The client closed (or was closed) while an answer was sent to
+            # it: routine (a tail's client disconnects and resumes).
+            log.debug("websocket %s: the client left while it was sent a message", self.context.request_id)
+            return
+        await super().handle_task_exception(error)
+
 
 class WSHandler(BaseGraphQLWSHandler[Any, None]):
-    """Strawberry's graphql-ws handler, refusing an oversized or untrusted query text as its error."""
+    """Strawberry's graphql-ws handler, held to what graphql-transport-ws's holds a connection to.
+
+    One `connection_init` (a second closes the socket with 4429: each started
+    a keep-alive task, never stopped), within RUNLOG_HEADER_TIMEOUT of the
+    socket opening (4408, as graphql-transport-ws's
+    connection_init_wait_timeout), messages that can be read (4400), and an
+    operation's own context; an oversized or untrusted text is refused as
+    the operation's error.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema = OperationSchema(self.schema)  # type: ignore[assignment]
+        self.init_received = False
+
+    async def handle(self) -> None:
+        waiting = asyncio.create_task(self._close_unless_initialised(self.context.settings.header_timeout))
+        try:
+            await super().handle()
+        finally:
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnected):
+                await waiting
+
+    async def _close_unless_initialised(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        if not self.init_received:
+            await self.websocket.close(code=4408, reason="Connection initialisation timeout")
+
+    async def handle_message(self, message: Any) -> None:
+        reason = unreadable(message)
+        if reason is not None:
+            await self.websocket.close(code=4400, reason=f"Invalid message: {reason}")
+            return
+        await super().handle_message(message)
+
+    async def handle_connection_init(self, message: Any) -> None:
+        if self.init_received:
+            await self.websocket.close(code=4429, reason="Too many initialisation requests")
+            return
+        self.init_received = True
+        await super().handle_connection_init(message)
 
     async def handle_start(self, message: Any) -> None:
         payload = message.get("payload")
@@ -253,3 +395,11 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
             await self.send_message(LegacyErrorMessage(type="error", id=message["id"], payload=error))
             return
         await super().handle_start(message)
+
+    async def handle_async_results(self, *args: Any) -> None:
+        try:
+            await super().handle_async_results(*args)
+        except WebSocketDisconnected:
+            # As TransportWSHandler.handle_task_exception. Raised from the
+            # operation's task, it was "Task exception was never retrieved".
+            log.debug("websocket %s: the client left while it was sent a message", self.context.request_id)
