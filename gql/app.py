@@ -324,13 +324,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 _shortened(request.headers.get("origin", ""), 200),
                 _shortened(request.headers.get("host", ""), 200),
             )
-            # Closed before it is accepted: the server answers the handshake
-            # with 403 (the ASGI spec's way). A denial response with a body
-            # would say why, but uvicorn logs every one as an ERROR ("ASGI
-            # callable returned without completing handshake"): any page
-            # could fill the error log.
-            await request.close(code=1008)
-            return request
+            return await self.reject_websocket(request)
         try:
             if (
                 self.prepared
@@ -696,6 +690,21 @@ class RunLogGraphQL(GraphQL[Context, None]):
             connection=state.tails.connection() if websocket else None,
             replica=state.replica,
         )
+
+    async def reject_websocket(self, request: Any) -> Any:
+        """Refuse a handshake from another origin's page with a 403 that says why, when the server can.
+
+        The answer is a denial response (the ASGI extension), which uvicorn's
+        own protocol logged as an ERROR every time ("ASGI callable returned
+        without completing handshake"); gql/server.py's does not.
+        """
+        if "websocket.http.response" not in request.scope.get("extensions", {}):
+            return await super().reject_websocket(request)  # a bare 403
+        message = (
+            "A page of another origin may open this websocket only if RUNLOG_CORS_ORIGINS names its origin."
+        )
+        await request.send_denial_response(_json_error(request, 403, message))
+        return request
 
     def origin_allowed(self, websocket: WebSocket) -> bool:
         """Whether a websocket's handshake may go on, as Strawberry's own check decides it.

@@ -928,9 +928,12 @@ async def _long_poll(
     The wait costs no query of its own: the process's watcher probes every
     watched run in one query per interval (gql/tail.py) and wakes this call
     when its run's count of recent lines moves. It ends early, with nothing,
-    when the server shuts down. Lines held back by the cursor's bound
-    (`settles_in` seconds, store.PageCursors) are read again once they can
-    be delivered, whether or not anything new was written.
+    when the server shuts down, or when its client hangs up: a wait no one
+    will read held its place against RUNLOG_MAX_WAITS, and its request
+    against the server's RUNLOG_MAX_CONNECTIONS, for the rest of its time.
+    Lines held back by the cursor's bound (`settles_in` seconds,
+    store.PageCursors) are read again once they can be delivered, whether
+    or not anything new was written.
     """
     watcher = context.watcher
     if watcher is None:
@@ -940,20 +943,39 @@ async def _long_poll(
     try:
         with metrics.long_poll_waiting():  # runlog_long_polls_waiting
             async with watcher.watch(run_id, counted=True) as watch:
-                while (left := end - loop.time()) > 0:
-                    held_back = 0 < settles_in < left
-                    if not await watch.changed(settles_in if held_back else left) and not held_back:
-                        return None
-                    page, settled, deadline = await read_once()
-                    made = cursors_of(page, settled)
-                    if page.lines if made is None else made.texts:
-                        return page, settled, deadline, made
-                    settles_in = 0.0 if made is None else made.settles_in
+                leaving = None
+                if context.receive is not None:
+                    leaving = loop.create_task(_until_gone(context.receive, watch.abandon))
+                try:
+                    while (left := end - loop.time()) > 0:
+                        held_back = 0 < settles_in < left
+                        changed = await watch.changed(settles_in if held_back else left)
+                        if watch.abandoned or (not changed and not held_back):
+                            return None
+                        page, settled, deadline = await read_once()
+                        made = cursors_of(page, settled)
+                        if page.lines if made is None else made.texts:
+                            return page, settled, deadline, made
+                        settles_in = 0.0 if made is None else made.settles_in
+                finally:
+                    if leaving is not None:
+                        leaving.cancel()
     except tail.TooManyWaits as exc:
         raise ClientError(str(exc), "TOO_MANY_WAITS") from None
     except tail.Closed:
         return None
     return None
+
+
+async def _until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
+    """Call `then` once the client of an HTTP request whose body was read disconnects.
+
+    Past its body, a request's `receive` gives only `http.disconnect`: when
+    the client closes its connection, or once the response is sent.
+    """
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    then()
 
 
 @strawberry.type

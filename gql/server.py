@@ -20,6 +20,8 @@ from typing import Any
 
 import uvicorn
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.utils import ClientDisconnected
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from . import request_id, tail
 from .settings import Settings
@@ -53,6 +55,7 @@ class _HeadDeadline:
     server_state: Any
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        self.scope: Any = None
         super().__init__(config, *args, **kwargs)  # type: ignore[call-arg]
         self.head_timeout: float = getattr(config, _CONFIG_KEY, 10.0)
         self.head_timer: asyncio.TimerHandle | None = None
@@ -64,6 +67,24 @@ class _HeadDeadline:
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
         self._await_head()
+
+    # uvicorn answers 503 to any request past `limit_concurrency`
+    # (RUNLOG_MAX_CONNECTIONS), reading the attribute once a request's head is
+    # parsed, its path already in `scope`. A process whose connections are all
+    # taken (long polls waiting, say) is alive all the same: its liveness,
+    # readiness and metrics are answered whatever the count. None of them
+    # reads a body, nor holds the process long (/readyz's database check is
+    # shared by every caller at once, gql/health.py).
+    @property
+    def limit_concurrency(self) -> int | None:
+        scope = self.scope
+        if scope is not None and scope.get("path") in UNCAPPED_PATHS:
+            return None
+        return self.concurrency_cap
+
+    @limit_concurrency.setter
+    def limit_concurrency(self, value: int | None) -> None:
+        self.concurrency_cap = value
 
     def data_received(self, data: bytes) -> None:
         if self.head_timer is not None and self.cycle is self.waiting_since and self._head_too_big(data):
@@ -159,6 +180,10 @@ class _HeadDeadline:
             self.transport.close()
 
 
+# The paths answered past RUNLOG_MAX_CONNECTIONS (see _HeadDeadline.limit_concurrency).
+UNCAPPED_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
+
+
 class HTTPProtocol(_HeadDeadline, AutoHTTPProtocol):  # type: ignore[valid-type,misc]
     """uvicorn's HTTP protocol (httptools if installed, else h11), with a deadline for each head."""
 
@@ -172,6 +197,87 @@ class HTTPProtocol(_HeadDeadline, AutoHTTPProtocol):  # type: ignore[valid-type,
 # Seconds uvicorn lets requests in flight finish after SIGTERM, before it
 # closes their connections (the lifespan's shutdown then closes the pool).
 GRACEFUL_SHUTDOWN = 10
+# Of which a websocket whose client does not take its close frame (1012) is
+# given this many before it is dropped.
+WS_SHUTDOWN_GRACE = GRACEFUL_SHUTDOWN / 4
+# The close a subscriber that falls behind gets (RFC 6455's policy violation),
+# and why; a close frame's reason holds at most 123 bytes.
+BEHIND_CODE = 1008
+BEHIND_REASON = (
+    "too slow: what was sent was not taken within the ping timeout (RUNLOG_WS_PING_INTERVAL); "
+    "reconnect with the last cursor"
+)
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it.
+
+    uvicorn pings every RUNLOG_WS_PING_INTERVAL and closes a peer whose pong
+    is later than as long; a pong comes only once the client has read what
+    was sent before the ping, so a subscriber that falls behind by more than
+    that period is closed, here with BEHIND_CODE and its reason rather than
+    uvicorn's 1011. What is queued for it meanwhile is bounded: sends wait
+    while the transport holds more than its high-water mark (uvicorn's flow
+    control), and a tail holds at most one page (gql/tail.py). But uvicorn
+    closes with `transport.close()`, which waits for the unsent bytes to be
+    taken: for ever, from a client that reads nothing, with the operation's
+    task waiting to send, its subscription slot held, and shutdown waiting
+    out its grace to cancel it (a traceback per socket). Here such a
+    transport is aborted once its close frame has had a period to be taken,
+    after a ping timeout, a close the app asked for, and at shutdown.
+
+    Like `_HeadDeadline`, it relies on uvicorn internals (checked against
+    uvicorn 0.54; pyproject pins the minor version): `keepalive_timeout`,
+    `shutdown`, `send` and `close_timer`, `close_sent`, `handshake_complete`,
+    `conn`, `transport`, `ping_timeout`. It also marks a handshake answered
+    with a denial response complete (see `send`).
+    """
+
+    def keepalive_timeout(self) -> None:
+        if self.transport.get_write_buffer_size() and not (self.close_sent or self.transport.is_closing()):
+            self.conn.send_close(BEHIND_CODE, BEHIND_REASON)
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            self.close_sent = True
+            self.transport.close()
+        else:
+            super().keepalive_timeout()  # nothing unsent: uvicorn's 1011, and the transport closes
+        self._abort_unless_closed(self.ping_timeout or WS_SHUTDOWN_GRACE)
+
+    async def send(self, message: Any) -> None:
+        if self.close_sent and message["type"] in ("websocket.send", "websocket.close"):
+            # Closed by this side (a ping timeout) while the app had more to
+            # send: the client is leaving, as when it closes (uvicorn raises a
+            # RuntimeError here, which reached the log as a fault).
+            raise ClientDisconnected()
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
+            # A handshake answered with a denial response (the app's 403
+            # that says why) is complete: uvicorn leaves it marked otherwise,
+            # and logs "ASGI callable returned without completing handshake"
+            # at ERROR for each one (anyone can send them).
+            self.handshake_complete = True
+        if message["type"] == "websocket.close" and self.close_timer is not None:
+            # uvicorn's timer for the client's answering close ends in
+            # transport.close(), which would wait for the unsent bytes.
+            self.close_timer.cancel()
+            self.close_timer = self.loop.call_later(self.close_timeout, self._abort)
+
+    def shutdown(self) -> None:
+        super().shutdown()  # a close frame (1012) if none was sent, and transport.close()
+        self._abort_unless_closed(WS_SHUTDOWN_GRACE)
+
+    def _abort_unless_closed(self, seconds: float) -> None:
+        if not self.disconnected:
+            self.loop.call_later(seconds, self._abort)
+
+    def _abort(self) -> None:
+        if not self.disconnected:
+            log.info(
+                "websocket of %s dropped: it took none of the %d bytes left to send it",
+                "{}:{}".format(*self.client) if self.client else "a client",
+                self.transport.get_write_buffer_size(),
+            )
+            self.transport.abort()  # connection_lost follows: the app's sends end, its tasks too
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -189,12 +295,13 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # 503 at once instead of queueing.
         "limit_concurrency": settings.max_connections,
         # The websocket of runLogTail: uvicorn's own protocol on the
-        # websockets library (a dependency), named rather than left to "auto"
-        # so that an installed wsproto changes nothing. A message is bounded
+        # websockets library (a dependency, its sans-I/O one), named rather
+        # than left to "auto" so that an installed wsproto changes nothing,
+        # and bounded for a client that reads nothing. A message is bounded
         # as a request body is; a ping every RUNLOG_WS_PING_INTERVAL keeps an
         # idle tail's connection open through proxies, and a peer that does
         # not answer one within as long is cut off.
-        "ws": "websockets-sansio",
+        "ws": "gql.server:WebSocketProtocol",
         "ws_max_size": settings.max_body_bytes,
         "ws_ping_interval": settings.ws_ping_interval,
         "ws_ping_timeout": settings.ws_ping_interval,

@@ -49,8 +49,13 @@ from .settings import Settings
 
 log = logging.getLogger("gql.tail")
 
-# Lines a tail reads at once while it catches up.
+# Lines a tail reads at once while it catches up, and the most their stored
+# details may weigh together (the page ends early past it, its first line
+# whatever its size): what one tail holds while its client takes them, one
+# line at a time. Lines of 64 KiB details read at 500 a page held 32 MiB
+# for a subscriber that took nothing.
 CATCH_UP_LINES = 500
+CATCH_UP_BYTES = 256 * 1024
 # Added to a write's deadline to bound how late a commit can land after its
 # `at`: the answer's round trip, and clocks of server processes that differ
 # by up to a second or so.
@@ -83,9 +88,15 @@ class Watch:
         self.run_id = run_id
         self.event = asyncio.Event()
         self.closed = False
+        self.abandoned = False
+
+    def abandon(self) -> None:
+        """The waiter's caller is gone: its wait ends now, as if its time were up."""
+        self.abandoned = True
+        self.event.set()
 
     async def changed(self, within: float | None = None) -> bool:
-        """Wait for a change (True) or `within` seconds (False); raise Closed on shutdown."""
+        """Wait for a change (True) or `within` seconds (False, or abandoned); raise Closed on shutdown."""
         try:
             if within is None:
                 await self.event.wait()
@@ -98,7 +109,7 @@ class Watch:
             self.event.clear()
         if self.closed:
             raise Closed
-        return True
+        return not self.abandoned
 
 
 class Watcher:
@@ -275,6 +286,8 @@ async def tail_lines(
                         limit=CATCH_UP_LINES,
                         after=None,
                         before=cursor,
+                        max_detail_bytes=CATCH_UP_BYTES,
+                        largest_detail=settings.max_detail_bytes,
                     )
                 made = store.newer_cursors(page.lines, before=cursor, settled=settled, scope=scope)
                 if made.texts and behind is not None and most_catch_up is not None:

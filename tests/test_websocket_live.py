@@ -1,0 +1,305 @@
+"""Websockets and long polls against real servers (`python -m gql serve`), as hostile or careless
+clients use them: what the process holds for them is bounded, and routine events log no ERROR.
+
+On both databases. Each test waits for an event (a message, a close, a log
+line, a metric), never a fixed time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from .conftest import Backend
+from .serving import Server, start, stop, wait_until_healthy
+from .test_subscription_live import PATIENCE, TAIL, next_line, open_tail
+
+RUN = 11
+PAGE = (
+    "query P($before: String, $wait: Int) {"
+    " runLog(runId: 11, before: $before, wait: $wait) { nodes { id } } }"
+)
+
+
+@contextlib.contextmanager
+def served(tmp_path: Path, backend: Backend, **env: str) -> Iterator[Server]:
+    server = start(tmp_path, backend.url, **env)
+    try:
+        wait_until_healthy(server)
+        yield server
+    finally:
+        stop(server)
+
+
+def ws_url(server: Server) -> str:
+    return server.base.replace("http://", "ws://") + "/graphql"
+
+
+def port(server: Server) -> int:
+    return int(server.base.rsplit(":", 1)[1])
+
+
+def logged_cleanly(server: Server) -> str:
+    """The server's log, once it has stopped; it must hold no ERROR and no traceback."""
+    stop(server)
+    log = server.output()
+    assert " ERROR " not in log and "Traceback" not in log and "never retrieved" not in log, log
+    return log
+
+
+def wait_for(what: str, check: Any, within: float = PATIENCE) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {within}s"
+        time.sleep(0.05)
+
+
+def metric(server: Server, name: str) -> float:
+    for line in httpx.get(f"{server.base}/metrics", timeout=PATIENCE).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def add_lines(backend: Backend, count: int, size: int) -> None:
+    """A note "first", then `count` notes of `size` bytes, in run RUN, stamped months ago."""
+    table = "event_run_log"
+    first = datetime.datetime(2026, 5, 1, 10, 0, 0)
+    backend.execute(
+        f"INSERT INTO {table} (run_id, kind, detail, at) VALUES (:r, 'note', :d, :at)",
+        r=RUN,
+        d=json.dumps({"text": "first"}),
+        at=first,
+    )
+    rows = [
+        {
+            "r": RUN,
+            "d": json.dumps({"text": f"{n:05d}" + "x" * size}),
+            "at": first + datetime.timedelta(seconds=n + 1),
+        }
+        for n in range(count)
+    ]
+    with backend.sync.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO {table} (run_id, kind, detail, at) VALUES (:r, 'note', :d, :at)"), rows
+        )
+
+
+def cursor_of_first(server: Server) -> str:
+    """The cursor of the note "first" (the run's oldest line: pages are newest first)."""
+    page = httpx.post(
+        f"{server.base}/graphql",
+        json={"query": "{ runLog(runId: 11, limit: 2000) { nodes { cursor } } }"},
+        timeout=PATIENCE,
+    ).json()
+    cursor: str = page["data"]["runLog"]["nodes"][-1]["cursor"]
+    return cursor
+
+
+# ── websocket frames, for clients that do not read ──────────────────────────
+
+
+def frame(opcode: int, payload: bytes) -> bytes:
+    """One masked client frame."""
+    mask = os.urandom(4)
+    size = len(payload)
+    head = bytes([0x80 | opcode])
+    head += bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def read_frame(raw: socket.socket) -> tuple[int, bytes]:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = raw.recv(n - len(data))
+            assert chunk, "closed"
+            data += chunk
+        return data
+
+    first, size = exactly(2)
+    size &= 0x7F
+    if size == 126:
+        (size,) = struct.unpack("!H", exactly(2))
+    elif size == 127:
+        (size,) = struct.unpack("!Q", exactly(8))
+    return first & 0x0F, exactly(size)
+
+
+def subscriber_that_never_reads(server: Server, since: str) -> socket.socket:
+    """A graphql-transport-ws tail from `since`, on a socket with a tiny receive buffer, read no further."""
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.settimeout(PATIENCE)
+    raw.connect(("127.0.0.1", port(server)))
+    raw.sendall(
+        b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(1)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    raw.sendall(frame(0x1, b'{"type":"connection_init"}'))
+    assert read_frame(raw) == (0x1, b'{"type":"connection_ack"}')
+    subscribe = {
+        "type": "subscribe",
+        "id": "t",
+        "payload": {"query": TAIL, "variables": {"runId": RUN, "since": since}},
+    }
+    raw.sendall(frame(0x1, json.dumps(subscribe).encode()))
+    return raw
+
+
+def dropped(server: Server) -> int:
+    return server.output().count("dropped: it took none of the")
+
+
+# ── item 7: a subscriber that falls behind ──────────────────────────────────
+
+
+def test_a_subscriber_that_takes_nothing_is_dropped_and_its_subscription_ends(
+    tables: Backend, tmp_path: Path
+) -> None:
+    add_lines(tables, 200, 60 * 1024)  # 12 MB: past what the sockets' buffers hold
+    with served(tmp_path, tables, RUNLOG_WS_PING_INTERVAL="1") as server:
+        since = cursor_of_first(server)
+        with contextlib.ExitStack() as stack:
+            for _ in range(3):
+                stack.enter_context(subscriber_that_never_reads(server, since))
+            wait_for("three subscribers dropped", lambda: dropped(server) == 3)
+            # Their subscriptions ended: a new tail is served.
+            wait_for("no subscription left", lambda: metric(server, "runlog_subscriptions_open") == 0)
+        with open_tail(server.base, RUN, since) as ws:
+            assert next_line(ws)["detail"]["text"].startswith("00000")
+    logged_cleanly(server)
+
+
+# ── item 9: routine events log no ERROR ─────────────────────────────────────
+
+
+def test_tail_clients_closing_normally_mid_send_log_no_error(tables: Backend, tmp_path: Path) -> None:
+    add_lines(tables, 300, 100)
+    with served(tmp_path, tables) as server:
+        since = cursor_of_first(server)
+        for _ in range(10):
+            # The catch-up sends 300 lines at once; the client leaves (1000) after one.
+            with open_tail(server.base, RUN, since) as ws:
+                next_line(ws)
+    logged_cleanly(server)
+
+
+def test_routine_websocket_events_are_answered_without_an_error_in_the_log(
+    tables: Backend, tmp_path: Path
+) -> None:
+    with served(tmp_path, tables, RUNLOG_HEADER_TIMEOUT="1") as server:
+        url = ws_url(server)
+        # A page of another origin: 403, with a warning naming the setting.
+        with pytest.raises(InvalidStatus) as refused:
+            connect(url, origin="http://elsewhere.example", subprotocols=["graphql-transport-ws"])  # type: ignore[arg-type,list-item]
+        assert refused.value.response.status_code == 403
+        # The Python gql client's way: graphql-ws offered first, then an introspection.
+        offered = ["graphql-ws", "graphql-transport-ws"]
+        with connect(url, subprotocols=offered, open_timeout=PATIENCE) as ws:  # type: ignore[arg-type]
+            assert ws.subprotocol == "graphql-transport-ws"
+        with connect(url, subprotocols=["graphql-ws"], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+            ws.send(json.dumps({"type": "connection_init", "payload": {}}))
+            assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
+            query = "query IntrospectionQuery { __schema { queryType { name } } }"
+            ws.send(json.dumps({"type": "start", "id": "1", "payload": {"query": query}}))
+            answers = [json.loads(ws.recv(timeout=PATIENCE)) for _ in range(3)]
+            answers = [a for a in answers if a["type"] != "ka"]
+            assert answers[0] == {
+                "type": "data",
+                "id": "1",
+                "payload": {"data": {"__schema": {"queryType": {"name": "Query"}}}},
+            }
+            # A second init (each once started a keep-alive task for good) closes it.
+            for _ in range(50):
+                ws.send(json.dumps({"type": "connection_init", "payload": {}}))
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    ws.recv(timeout=PATIENCE)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
+        # A graphql-ws socket that never initialises is closed, as graphql-transport-ws's is.
+        with connect(url, subprotocols=["graphql-ws"], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=PATIENCE)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4408
+    log = logged_cleanly(server)
+    assert "RUNLOG_CORS_ORIGINS" in log and "allowed_origins" not in log
+
+
+# ── item 8: long polls ──────────────────────────────────────────────────────
+
+
+def poll_request(cursor: str) -> bytes:
+    body = json.dumps({"query": PAGE, "variables": {"before": cursor, "wait": 30}}).encode()
+    return (
+        b"POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+def start_cursor(server: Server) -> str:
+    answer = httpx.post(
+        f"{server.base}/graphql",
+        json={"query": "{ runLog(runId: 11, limit: 1) { pageInfo { startCursor } } }"},
+        timeout=PATIENCE,
+    ).json()
+    cursor: str = answer["data"]["runLog"]["pageInfo"]["startCursor"]
+    return cursor
+
+
+def test_a_long_poll_whose_client_hangs_up_stops_waiting(tables: Backend, tmp_path: Path) -> None:
+    with served(tmp_path, tables, RUNLOG_MAX_WAITS="4") as server:
+        cursor = start_cursor(server)
+        for _ in range(2):
+            polls = [
+                socket.create_connection(("127.0.0.1", port(server)), timeout=PATIENCE) for _ in range(4)
+            ]
+            for poll in polls:
+                poll.sendall(poll_request(cursor))
+            wait_for("four polls waiting", lambda: metric(server, "runlog_long_polls_waiting") == 4)
+            for poll in polls:
+                poll.close()
+            # Well before their 30 s: the waits end with their clients, and
+            # their places (RUNLOG_MAX_WAITS) are free for the next four.
+            wait_for("no poll waiting", lambda: metric(server, "runlog_long_polls_waiting") == 0, within=20)
+    logged_cleanly(server)
+
+
+def test_polls_holding_every_connection_leave_the_health_checks_answered(
+    tables: Backend, tmp_path: Path
+) -> None:
+    with served(tmp_path, tables, RUNLOG_MAX_CONNECTIONS="5") as server:
+        cursor = start_cursor(server)
+        # Four polls and the connection of any other request make the five.
+        polls = [socket.create_connection(("127.0.0.1", port(server)), timeout=PATIENCE) for _ in range(4)]
+        try:
+            for poll in polls:
+                poll.sendall(poll_request(cursor))
+            wait_for("four polls waiting", lambda: metric(server, "runlog_long_polls_waiting") == 4)
+            for path in ("/livez", "/readyz", "/metrics"):
+                assert httpx.get(f"{server.base}{path}", timeout=PATIENCE).status_code == 200, path
+            # Other requests are held to the cap, as before.
+            assert httpx.post(f"{server.base}/graphql", json={"query": "{ __typename }"}).status_code == 503
+        finally:
+            for poll in polls:
+                poll.close()
