@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from inspect import isawaitable
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from cross_web import HTTPException, StarletteRequestAdapter
@@ -923,6 +924,8 @@ def create_app(
             # body limit's 413 and a CORS preflight's answer included, and
             # nothing leaves as a bare 500.
             Middleware(RequestId),
+            # Only the names the service answers to, when RUNLOG_ALLOWED_HOSTS is set.
+            *([Middleware(AllowedHosts, hosts=settings.allowed_hosts)] if settings.allowed_hosts else []),
             # Browser pages of these origins (the admin frontend) may call the
             # API; with none configured, CORS is not answered at all.
             *_cors(settings),
@@ -1062,6 +1065,58 @@ def _labels_of_root_fields(schema: GraphQLSchema) -> _RootLabels:
                 "__type": "introspection",
             }
     return found
+
+
+class AllowedHosts:
+    """ASGI middleware: refuse a request whose Host header names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
+
+    A page on a DNS name its author rebinds to this service's address is,
+    to the browser, of that name's origin, and its Host header names it: the
+    websocket's same-origin check lets it in, and a service reached only
+    through the user's network answers it. Naming the hosts the service
+    answers to closes that. Starlette's TrustedHostMiddleware does the same
+    check, but answers in plain text: here a request (a websocket's
+    handshake too) is refused with JSON and its request id. Liveness,
+    readiness and metrics are answered whatever the Host: probes call them
+    by address, and they serve no page.
+    """
+
+    def __init__(self, app: Any, hosts: tuple[str, ...]) -> None:
+        self.app = app
+        self.exact = frozenset(h for h in hosts if not h.startswith("*."))
+        self.suffixes = tuple(h[1:] for h in hosts if h.startswith("*."))
+
+    def allows(self, host: str) -> bool:
+        try:
+            name = urlsplit(f"//{host.strip()}").hostname  # lower case, without the port
+        except ValueError:
+            return False
+        return name is not None and (name in self.exact or name.endswith(self.suffixes))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in UNCHECKED_HOST_PATHS:
+            await self.app(scope, receive, send)
+            return
+        host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), "")
+        if self.allows(host):
+            await self.app(scope, receive, send)
+            return
+        rid = request_id.request_id(scope)
+        shown = _shortened(host, 200)
+        log.warning("request %s refused: its Host %r is not in RUNLOG_ALLOWED_HOSTS", rid, shown)
+        message = f"This service does not answer to the host {shown!r} (RUNLOG_ALLOWED_HOSTS)."
+        if scope["type"] == "websocket" and "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 1008, "reason": ""})  # a bare 403
+            return
+        prefix = "websocket." if scope["type"] == "websocket" else ""
+        body = error_body(400, message, rid)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": prefix + "http.response.start", "status": 400, "headers": headers})
+        await send({"type": prefix + "http.response.body", "body": body})
+
+
+# Answered whatever the Host (see AllowedHosts).
+UNCHECKED_HOST_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/metrics"})
 
 
 # How long a browser may keep a preflight's answer: ten minutes, so the

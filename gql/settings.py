@@ -208,6 +208,23 @@ def _forwarded(raw: str) -> str:
     return ",".join(parts)
 
 
+def _hosts(raw: str) -> tuple[str, ...]:
+    """Host names, comma-separated, without a port: `api.example.com`, `*.example.com`, `10.0.0.5`, `::1`."""
+    found = []
+    for part in raw.split(","):
+        host = part.strip().lower()
+        if not host:
+            continue
+        name = host.removeprefix("*.")
+        if "*" in name or not name or any(c in name for c in "/@ []") or name.count(":") == 1:
+            raise ValueError(
+                f"{part.strip()!r} is not a host name: expected names without scheme or port, "
+                "such as api.example.com, or *.example.com for its subdomains"
+            )
+        found.append(host)
+    return tuple(found)
+
+
 def _origins(raw: str) -> tuple[str, ...]:
     """Exact origins, comma-separated: scheme://host[:port], no path, no wildcard."""
     found = []
@@ -302,6 +319,7 @@ _LOG_FORMAT = Parser(_log_format, "`text` or `json`")
 _METRICS = Parser(_metrics, "`on`, `off`, or a port from 1 to 65535")
 _FORWARDED = Parser(_forwarded, "addresses or networks, comma-separated, or `*`")
 _ORIGINS = Parser(_origins, "`scheme://host[:port]`, comma-separated, no wildcard")
+_HOSTS = Parser(_hosts, "host names without port, comma-separated; `*.` before one takes its subdomains")
 
 
 @dataclass(frozen=True)
@@ -525,7 +543,8 @@ class Settings:
         1000,
         _whole(1, 1_000_000),
         "long-polling `runLog` calls one process holds at once; past it a call is refused with "
-        "`TOO_MANY_WAITS` (it may retry, or poll without `wait`)",
+        "`TOO_MANY_WAITS` (it may retry, or poll without `wait`); a call whose client hangs up stops "
+        "waiting then, and frees its place",
     )
     # A read replica (gql/replica.py).
     read_database_url: str | None = setting(
@@ -563,6 +582,16 @@ class Settings:
         "origins whose browser pages may call the API, comma-separated, exact "
         "(`https://admin.example.com`); a wildcard stops start-up (see [CORS](#cors))",
         shown="unset: none",
+    )
+    # A page on a DNS name rebound to the service's address is of that name's
+    # origin, and sends it as Host: the names answered bound that.
+    allowed_hosts: tuple[str, ...] = setting(
+        (),
+        _HOSTS,
+        "the host names the service answers to (the `Host` header), e.g. `api.example.com`, "
+        "`*.example.com`; any other is refused with a JSON 400, but `/livez`, `/readyz`, `/healthz` "
+        "and `/metrics`; against DNS rebinding (see [CORS](#cors))",
+        shown="unset: any",
     )
     forwarded_allow_ips: str = setting(
         "127.0.0.1",
