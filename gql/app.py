@@ -180,9 +180,10 @@ def _forget_tracebacks(errors: list[GraphQLError]) -> None:
     frames it passed; Strawberry's keep the execution context, which holds
     the error again (its result), and the request's text and body: a cycle,
     freed only when the collector runs, which it does every 10,000 new
-    containers here (`_start_up_frozen`). A query text of 3 MiB refused for
-    its size kept about 9 MiB for each request until then. Once the answer
-    is formatted and any fault logged with its stack, nothing reads them.
+    containers here (`_start_up_frozen`): a big query text refused for its
+    size was kept, with its body, for every such request until then. Once
+    the answer is formatted and any fault logged with its stack, nothing
+    reads them.
     """
     pending: list[BaseException | None] = list(errors)
     seen: set[int] = set()
