@@ -54,7 +54,7 @@ from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import graphiql, health, metrics, request_id, tracing, writes
+from . import fastpath, graphiql, health, metrics, request_id, tracing, writes
 from .auth import Policy, Role
 from .db import create_engine, init_db
 from .fastpath import DocumentCacheExtension, DocumentCaches
@@ -808,7 +808,7 @@ def create_app(
             if replica is not None:
                 await replica.check()
                 replica.start()
-            sampling = asyncio.get_running_loop().create_task(metrics.sample_every(app.state, caches))
+            sampling = asyncio.get_running_loop().create_task(metrics.sample_every(lambda: sample(app)))
             try:
                 with _start_up_frozen():
                     yield
@@ -888,6 +888,10 @@ def create_app(
             return JSONResponse({"status": "unavailable", "reason": reason, **extra}, status_code=503)
         return JSONResponse({"status": "ready", **extra})
 
+    def sample(app: Any) -> None:
+        plans = fastpath.plan_cache(graphql_app.graphql_schema)
+        metrics.sample(app.state, caches, plans, writes.lines_waiting(app.state.engine))
+
     async def livez(request: Request) -> Response:
         # The process answers: nothing else is asked, the database least of
         # all (a database that is down is no reason to restart this process).
@@ -895,7 +899,7 @@ def create_app(
 
     async def metrics_page(request: Request) -> Response:
         try:
-            metrics.sample(request.app.state, caches)
+            sample(request.app)
         except Exception:  # the scrape shows the gauges' last values
             metrics.swallowed("metrics.sample")
             log.exception("sampling the gauges for /metrics failed")

@@ -28,7 +28,7 @@ import hashlib
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
@@ -260,21 +260,22 @@ def swallowed(where: str) -> None:
 # ── sampling ─────────────────────────────────────────────────────────────────
 
 
-def sample(state: Any, caches: Any) -> None:
-    """Set the sampled gauges from what this process holds now (`state`: the app's)."""
+def sample(state: Any, caches: Any, plans: Any, queued: int) -> None:
+    """Set the sampled gauges from what this process holds now.
+
+    `state` is the app's, `caches` its document caches, `plans` its page plan
+    cache and `queued` the lines its write queue holds: handed in by the app,
+    so that this module imports none of what it counts.
+    """
     pool = state.engine.sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
     POOL_WAITING.set(_pool_waiting(pool))
     if caches is not None:
         CACHE_ENTRIES.labels("documents").set(len(caches.texts))
         CACHE_BYTES.labels("documents").set(caches.held_bytes)
-    from . import fastpath, writes
-
-    plans = list(getattr(fastpath, "_plan_caches", {}).values())
-    CACHE_ENTRIES.labels("plans").set(sum(len(getattr(p, "entries", ())) for p in plans))
-    CACHE_BYTES.labels("plans").set(sum(getattr(p, "held_bytes", 0) for p in plans))
-    queues = [q for per_loop in list(getattr(writes, "_queues", {}).values()) for q in per_loop.values()]
-    WRITE_QUEUE.set(sum(len(getattr(q, "waiting", ())) for q in queues))
+    CACHE_ENTRIES.labels("plans").set(len(plans.entries))
+    CACHE_BYTES.labels("plans").set(plans.held_bytes)
+    WRITE_QUEUE.set(queued)
     tails = getattr(state, "tails", None)  # gql/subscriptions.py: the running runLogTail subscriptions
     if tails is not None:
         SUBSCRIPTIONS_OPEN.set(len(tails.running))
@@ -298,11 +299,11 @@ def _pool_waiting(pool: Any) -> int:
     return sum(1 for getter in getters if not getter.done())
 
 
-async def sample_every(state: Any, caches: Any, interval: float = SAMPLE_EVERY) -> None:
-    """Sample until cancelled (the lifespan runs this)."""
+async def sample_every(take: Callable[[], None], interval: float = SAMPLE_EVERY) -> None:
+    """Call `take` (the app's sampling) until cancelled (the lifespan runs this)."""
     while True:
         try:
-            sample(state, caches)
+            take()
         except Exception:  # a gauge left stale is no reason to stop sampling
             swallowed("metrics.sample")
             _log.exception("sampling the gauges failed; they keep their last values")

@@ -469,6 +469,11 @@ def _answer(future: asyncio.Future[None], error: BaseException) -> None:
 _queues: weakref.WeakKeyDictionary[Any, dict[asyncio.AbstractEventLoop, _Queue]] = weakref.WeakKeyDictionary()
 
 
+def lines_waiting(engine: AsyncEngine) -> int:
+    """The lines this process's queues for `engine` hold now, on every event loop."""
+    return sum(len(queue.waiting) for queue in _queues.get(engine.sync_engine, {}).values())
+
+
 def _queue(engine: AsyncEngine, pool_size: int) -> _Queue:
     loop = asyncio.get_running_loop()
     per_loop = _queues.get(engine.sync_engine)
