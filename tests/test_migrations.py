@@ -379,3 +379,10 @@ def test_a_start_on_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> 
     )
     assert started.returncode == 0, started.stderr
     assert started.stdout.split() == [HEAD, "False"]
+
+
+def test_operating_md_lists_every_revision_in_order() -> None:
+    """docs/operating.md's table of revisions is the revisions shipped, so a new one cannot go unmentioned."""
+    page = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\d{4})` \|", page, flags=re.MULTILINE)
+    assert listed == REVISIONS
