@@ -438,7 +438,7 @@ class Settings:
     max_tokens: int = setting(
         2000,
         _whole(1, 100_000),
-        "most GraphQL tokens in one document (the biggest query the frontend sends has about 250)",
+        "most GraphQL tokens in one document (the shipped operations have a few hundred each)",
     )
     # Twice the default detail limit: a write with its 64 KiB detail written
     # inline (not as a variable) still fits. The range stops where a text of
