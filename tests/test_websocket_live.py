@@ -302,9 +302,9 @@ def test_routine_websocket_events_are_answered_without_an_error_in_the_log(
                 "id": "1",
                 "payload": {"data": {"__schema": {"queryType": {"name": "Query"}}}},
             }
-            # A second init (each once started a keep-alive task for good) closes it.
-            for _ in range(50):
-                ws.send(json.dumps({"type": "connection_init", "payload": {}}))
+            # A second init (each once started a keep-alive task for good) closes
+            # it. One is enough: the server may close before a third is sent.
+            ws.send(json.dumps({"type": "connection_init", "payload": {}}))
             with pytest.raises(ConnectionClosed) as closed:
                 while True:
                     ws.recv(timeout=PATIENCE)
