@@ -65,6 +65,7 @@ from .limits import (
     RequestLimits,
     lines_asked,
     query_limits,
+    sample_variables,
     variable_values,
 )
 from .replica import Replica
@@ -800,7 +801,7 @@ def create_app(
                     for line in migrated.lines(settings.safe_database_url):
                         log.info("%s", line)
             _log_start(settings, policy)
-            await _warm(schema, trusted)
+            await _warm(graphql_app)
             await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
@@ -890,7 +891,9 @@ def create_app(
 
     def sample(app: Any) -> None:
         plans = fastpath.plan_cache(graphql_app.graphql_schema)
-        metrics.sample(app.state, caches, plans, writes.lines_waiting(app.state.engine))
+        metrics.sample(
+            app.state, caches, plans, graphql_app.write_plans, writes.lines_waiting(app.state.engine)
+        )
 
     async def livez(request: Request) -> Response:
         # The process answers: nothing else is asked, the database least of
@@ -1005,21 +1008,46 @@ class _Services:
     replica: Replica | None
 
 
-async def _warm(schema: Schema, trusted: TrustedDocuments) -> None:
-    """Pass each trusted query and mutation through the pipeline once, before any caller's request.
+async def _warm(view: RunLogGraphQL) -> None:
+    """Parse, validate and plan each trusted query and mutation, before any caller's request.
 
-    The same pipeline a request takes, so the document cache holds each text
-    as a request would leave it (prepared for `run_prepared`); the line
-    budget's extension stops each before it runs (`limits.WARMING`).
+    Each text takes the pipeline a request takes, the line budget's extension
+    stopping it before it runs (`limits.WARMING`), so the document cache holds
+    it as a request would leave it, prepared for `run_prepared`. A mutation's
+    write plan is then made; a query is run once on sample variables, each
+    `runLog` answering an empty page without a read, so that its page plan is
+    compiled. A query whose variables cannot be sampled is planned by its
+    first request instead.
     """
-    for text in trusted.by_hash.values():
+    for text in view.trusted.by_hash.values():
         for definition in parse(text).definitions:
-            if isinstance(definition, OperationDefinitionNode) and definition.operation in (
+            if not isinstance(definition, OperationDefinitionNode) or definition.operation not in (
                 OperationType.QUERY,
                 OperationType.MUTATION,
             ):
-                name = definition.name.value if definition.name else None
-                await schema.execute(text, operation_name=name, context_value=WARMING)
+                continue
+            name = definition.name.value if definition.name else None
+            await view.schema.execute(text, operation_name=name, context_value=WARMING)
+            prepared = view.caches.prepared_operation(text, name)
+            if prepared is None:
+                continue  # held by no cache (too long a text): planned when asked
+            document, operation = prepared
+            view.write_plans.plan(operation)  # or that it has none, as `run_prepared` asks
+            if operation.operation == OperationType.MUTATION:
+                continue
+            variables = sample_variables(view.graphql_schema, operation)
+            if variables is None:
+                continue
+            outcome = execute(
+                view.graphql_schema,
+                document,
+                context_value=WARMING,
+                variable_values=variables,
+                operation_name=name,
+                executor_class=view.executor_class,
+            )
+            if isawaitable(outcome):
+                await outcome
 
 
 def operation_label(operation: OperationDefinitionNode | None, schema: GraphQLSchema) -> str:

@@ -25,7 +25,10 @@ from graphql import (
     FieldNode,
     FragmentDefinitionNode,
     FragmentSpreadNode,
+    GraphQLEnumType,
     GraphQLError,
+    GraphQLScalarType,
+    GraphQLSchema,
     InlineFragmentNode,
     IntValueNode,
     ListTypeNode,
@@ -343,6 +346,36 @@ _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun 
 # kind. A `JSON` variable (a write's detail) is handed over whole, as one
 # value, and is bounded by RUNLOG_MAX_DETAIL_BYTES instead.
 MAX_VARIABLE_VALUES = 10_000
+
+
+# What start-up's pass (app.py) sends for a required variable of each scalar:
+# any value that coerces will do, since no resolver reads it while WARMING.
+_SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Boolean": False}
+
+
+def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) -> dict[str, Any] | None:
+    """Values that coerce for each variable `operation` requires; None if one has no sample.
+
+    A list takes `[]`, an enum its first value, a built-in scalar a value of
+    its type; an input object or another scalar has none.
+    """
+    values: dict[str, Any] = {}
+    for definition in operation.variable_definitions or ():
+        if definition.default_value is not None or not isinstance(definition.type, NonNullTypeNode):
+            continue  # null or its default will do
+        inner = definition.type.type
+        if isinstance(inner, ListTypeNode):
+            values[definition.variable.name.value] = []
+            continue
+        named = schema.get_type(inner.name.value) if isinstance(inner, NamedTypeNode) else None
+        if isinstance(named, GraphQLEnumType) and named.values:
+            value: Any = next(iter(named.values))
+        elif isinstance(named, GraphQLScalarType) and named.name in _SAMPLES:
+            value = _SAMPLES[named.name]
+        else:
+            return None
+        values[definition.variable.name.value] = value
+    return values
 
 
 def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> int:

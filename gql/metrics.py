@@ -109,7 +109,8 @@ WRITE_QUEUE = Gauge(
 )
 CACHE_ENTRIES = Gauge(
     "runlog_cache_entries",
-    "Entries held by each cache (documents: parsed query texts; plans: page plans by selection).",
+    "Entries held by each cache (documents: parsed query texts; plans: page plans by selection; "
+    "write_plans: each prepared operation's write plan, or that it has none).",
     ["cache"],
     multiprocess_mode="livesum",
 )
@@ -260,12 +261,13 @@ def swallowed(where: str) -> None:
 # ── sampling ─────────────────────────────────────────────────────────────────
 
 
-def sample(state: Any, caches: Any, plans: Any, queued: int) -> None:
+def sample(state: Any, caches: Any, plans: Any, write_plans: Any, queued: int) -> None:
     """Set the sampled gauges from what this process holds now.
 
     `state` is the app's, `caches` its document caches, `plans` its page plan
-    cache and `queued` the lines its write queue holds: handed in by the app,
-    so that this module imports none of what it counts.
+    cache, `write_plans` its mutations' plans and `queued` the lines its write
+    queue holds: handed in by the app, so that this module imports none of
+    what it counts.
     """
     pool = state.engine.sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
@@ -275,6 +277,7 @@ def sample(state: Any, caches: Any, plans: Any, queued: int) -> None:
         CACHE_BYTES.labels("documents").set(caches.held_bytes)
     CACHE_ENTRIES.labels("plans").set(len(plans.entries))
     CACHE_BYTES.labels("plans").set(plans.held_bytes)
+    CACHE_ENTRIES.labels("write_plans").set(len(write_plans.plans))
     WRITE_QUEUE.set(queued)
     tails = getattr(state, "tails", None)  # gql/subscriptions.py: the running runLogTail subscriptions
     if tails is not None:

@@ -56,7 +56,7 @@ from .details import (
 from .fastpath import PageExecutor
 from .ids import id_problem, parse_id
 from .kinds import TERMINAL_STATUSES, Kind
-from .limits import DetailBudget, detail_servings
+from .limits import WARMING, DetailBudget, detail_servings
 from .replica import Replica
 from .request_id import note
 from .settings import Settings
@@ -199,11 +199,12 @@ def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
     """`resolver` with its reads of the primary taking one pooled connection (store.one_connection).
 
     Not with `wait`: the long poll would hold it from the pool while it waits.
+    Nor while WARMING: start-up's pass reads nothing.
     """
 
     @functools.wraps(resolver)
     async def resolve(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("wait"):
+        if kwargs.get("wait") or kwargs["info"].context is WARMING:
             return await resolver(*args, **kwargs)
         async with store.one_connection(kwargs["info"].context.engine):
             return await resolver(*args, **kwargs)
@@ -639,6 +640,10 @@ class Query:
         ] = None,
     ) -> RunLogPage:
         context = info.context
+        if context is WARMING:
+            # Start-up's pass over the trusted documents (app.py): an empty
+            # page, read from nowhere, has its plan compiled all the same.
+            return RunLogPage(page_info=PageInfo(has_next_page=False, end_cursor=None))
         context.require(Action.READ, "runLog")
         number = parse_id(run_id)
         note(run_id=number)

@@ -197,15 +197,48 @@ def test_on_the_websocket_too_only_known_documents_run_for_all_but_admins(on: Ap
                 assert "RUNLOG_TRUSTED_DOCUMENTS=on" in message["payload"][0]["message"]
 
 
-def test_the_known_documents_are_parsed_and_validated_before_the_first_request(
+def test_the_known_documents_are_parsed_validated_and_planned_before_the_first_request(
     make_api: Callable[..., Api],
 ) -> None:
-    api = make_api()
+    api = make_api(write_timeout=UNHURRIED_WRITE_TIMEOUT)
+
+    def held() -> dict[str, float]:
+        text = api.client.get("/metrics").text
+        found = {}
+        for cache in ("documents", "plans", "write_plans"):
+            (line,) = [
+                x for x in text.splitlines() if x.startswith(f'runlog_cache_entries{{cache="{cache}"}}')
+            ]
+            found[cache] = float(line.split()[-1])
+        found["not_prepared"] = sum(
+            float(x.split()[-1])
+            for x in text.splitlines()
+            if x.startswith("runlog_fallbacks_total{") and 'reason="not_prepared"' in x
+        )
+        return found
+
     # Before any request: each shipped query and mutation is in the document
-    # cache, prepared (the subscription is the websocket's, and not cached).
-    metrics = api.client.get("/metrics").text
-    prepared = sum(1 for kind, _ in persisted().values() if kind != "subscription")
-    assert f'runlog_cache_entries{{cache="documents"}} {float(prepared)}' in metrics, metrics[:3000]
-    key = next(k for k, (_, name) in persisted().items() if name == "RunLogPage")
-    assert send(api, key, {"runId": "7"}).json()["data"]["runLog"]["nodes"] == []
-    assert f'runlog_cache_entries{{cache="documents"}} {float(prepared)}' in api.client.get("/metrics").text
+    # cache, prepared (the subscription is the websocket's, and not cached);
+    # each query's page has its plan, the mutation its write plan.
+    kinds = [kind for kind, _ in persisted().values()]
+    at_start = held()
+    assert {k: v for k, v in at_start.items() if k != "not_prepared"} == {
+        "documents": kinds.count("query") + kinds.count("mutation"),
+        "plans": kinds.count("query"),  # each shipped query reads one runLog
+        "write_plans": kinds.count("query") + kinds.count("mutation"),  # a query's: that it has none
+    }
+    # The first requests find all of it: nothing is parsed, prepared or
+    # planned anew (the fallback counter is the process's: compared, not zero).
+    by_name = {name: key for key, (_, name) in persisted().items()}
+    assert send(api, by_name["RunLogPage"], {"runId": "7"}).json()["data"]["runLog"]["nodes"] == []
+    assert send(api, by_name["WriteNote"], {"runId": "7", "text": "first"}).json() == {
+        "data": {"writeRunLog": True}
+    }
+    page = api.post(api_text(by_name["RunLog"]), {"runId": "7"})
+    assert [n["detail"]["text"] for n in page["data"]["runLog"]["nodes"]] == ["first"]
+    assert held() == at_start
+
+
+def api_text(document_id: str) -> str:
+    text: str = json.loads(PERSISTED.read_text())[document_id]
+    return text
