@@ -20,7 +20,7 @@ from alembic.runtime.migration import MigrationContext, MigrationInfo
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
 
-from . import HEAD, VERSION_TABLE, Migrated, version
+from .revision import HEAD, VERSION_TABLE, Migrated, version
 
 # Two init-db runs at once on MySQL/MariaDB (two deploys, say) would both stamp
 # an unversioned database; the second waits for the first instead.

@@ -1,0 +1,140 @@
+"""Imports go one way: the HTTP edge, then GraphQL, then the run log's rules, then storage.
+
+Every module of gql/ is in one layer below. A module imports its own layer's
+modules or lower ones, never a higher layer's, and no module imports another
+that imports it back, however far round (lazy imports inside functions
+count). A new module has to be given a layer here, which is the point: where
+it sits is decided, not found later.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+GQL = Path(__file__).resolve().parent.parent / "gql"
+
+# Highest first. `common` is what every layer may use: settings, metrics,
+# logs, traces, request ids, and the vocabulary (kinds, run ids).
+LAYERS: dict[str, set[str]] = {
+    "entry": {"gql", "gql.__main__", "gql.cli"},  # gql/__init__.py imports nothing
+    "http": {"gql.app", "gql.server", "gql.graphiql", "gql.health"},
+    "graphql": {
+        "gql.schema",
+        "gql.fastpath",
+        "gql.write_plan",
+        "gql.limits",
+        "gql.subscriptions",
+        "gql.trusted",
+        "gql.schema_check",
+    },
+    "rules": {
+        "gql.writes",
+        "gql.tail",
+        "gql.retention",
+        "gql.replica",
+        "gql.details",
+        "gql.auth",
+        "gql.demo",
+    },
+    "storage": {"gql.db", "gql.store", "gql.store.*", "gql.migrations", "gql.migrations.*"},
+    "common": {
+        "gql.settings",
+        "gql.metrics",
+        "gql.tracing",
+        "gql.request_id",
+        "gql.logs",
+        "gql.kinds",
+        "gql.ids",
+    },
+}
+RANK = {name: rank for rank, name in enumerate(LAYERS)}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(GQL.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for path in GQL.rglob("*.py")
+        if "versions" not in path.parts  # Alembic's revisions, run by Alembic
+    }
+
+
+def layer_of(module: str) -> str:
+    for name, members in LAYERS.items():
+        if any(module == m or (m.endswith(".*") and module.startswith(m[:-1])) for m in members):
+            return name
+    raise AssertionError(f"{module} has no layer: give it one in tests/test_layers.py")
+
+
+def imports(known: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports of other gql modules, wherever in it they are written."""
+    found: dict[str, set[str]] = {}
+    for module, path in known.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                    base = f"{base}.{node.module}" if node.module else base
+                else:
+                    base = node.module or ""
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    targets.add(candidate if candidate in known else base)
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        found[module] = {t for t in targets if t in known and t != module}
+    return found
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    for module in graph:
+        layer_of(module)  # every module, imported or not
+    return [
+        f"{module} ({layer_of(module)}) imports {target} ({layer_of(target)})"
+        for module, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if RANK[layer_of(target)] < RANK[layer_of(module)]
+    ]
+
+
+def circles(graph: dict[str, set[str]]) -> list[str]:
+    found = []
+    for start in sorted(graph):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            module, path = stack.pop()
+            for target in sorted(graph[module]):
+                if target == start:
+                    found.append(" -> ".join([*path, start]))
+                elif target not in seen:
+                    seen.add(target)
+                    stack.append((target, [*path, target]))
+    return found
+
+
+def test_every_module_has_a_layer_and_imports_only_its_own_or_lower() -> None:
+    assert upward(imports(modules())) == []
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert circles(imports(modules())) == []
+
+
+def test_the_checks_see_an_upward_import_a_circle_and_a_module_without_a_layer() -> None:
+    graph = imports(modules())
+    assert "gql.store" in graph["gql.schema"]  # what the scratch edits below rely on
+    graph["gql.store.values"] = graph["gql.store.values"] | {"gql.schema"}
+    assert upward(graph) == ["gql.store.values (storage) imports gql.schema (graphql)"]
+    assert any(c.startswith("gql.schema -> gql.store") for c in circles(graph))
+    graph["gql.newcomer"] = set()
+    with pytest.raises(AssertionError, match=r"gql\.newcomer has no layer"):
+        upward(graph)
