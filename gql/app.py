@@ -679,6 +679,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return Context(
             engine=state.engine,
             settings=state.settings,
+            writer=state.writer,
             policy=state.policy,
             caller=state.policy.identify(request.headers.get("authorization")),
             # Given by the RequestId middleware, which also puts it on the
@@ -791,7 +792,9 @@ def create_app(
         # The read replica, if one is set (gql/replica.py): looked at once
         # before the first request, then every RUNLOG_READ_CHECK_INTERVAL.
         replica = app.state.replica = Replica.from_settings(engine, settings)
-        app.state.services = _Services(engine, settings, policy, sweeper, watcher, tails, replica)
+        # Its write queue and what it knows of the detail column (gql/writes.py).
+        writer = writes.Writer(engine, settings)
+        app.state.services = _Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
         if traced is not None and replica is not None:
             tracing.instrument_engine(replica.engine, traced)
         try:
@@ -802,7 +805,7 @@ def create_app(
                         log.info("%s", line)
             _log_start(settings, policy)
             await _warm(graphql_app)
-            await writes.log_detail_limit(engine, settings)  # the detail column's size, looked up once
+            await writer.log_detail_limit()  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
             watcher.start()
@@ -892,7 +895,7 @@ def create_app(
     def sample(app: Any) -> None:
         plans = fastpath.plan_cache(graphql_app.graphql_schema)
         metrics.sample(
-            app.state, caches, plans, graphql_app.write_plans, writes.lines_waiting(app.state.engine)
+            app.state, caches, plans, graphql_app.write_plans, app.state.services.writer.lines_waiting()
         )
 
     async def livez(request: Request) -> Response:
@@ -1001,6 +1004,7 @@ class _Services:
 
     engine: AsyncEngine
     settings: Settings
+    writer: writes.Writer
     policy: Policy
     sweeper: Sweeper | None
     watcher: Watcher

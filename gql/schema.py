@@ -93,6 +93,7 @@ class ClientError(GraphQLError):
 class Context:
     engine: AsyncEngine
     settings: Settings
+    writer: writes.Writer  # the app's: its write queue and what it knows of the detail column
     policy: Policy
     caller: Caller
     request_id: str
@@ -1092,9 +1093,7 @@ def _reason(exc: BaseException) -> str:
 async def write_line(context: Context, **arguments: Any) -> bool:
     """What `writeRunLog` does with its arguments (the resolver's and the write plan's, gql/write_plan.py)."""
     # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
-    return await writes.write_run_log(
-        context.engine,
-        context.settings,
+    return await context.writer.write_run_log(
         may_write=context.policy.allows(context.caller, Action.WRITE),
         request_id=context.request_id,
         arrived=context.arrived,

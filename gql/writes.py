@@ -79,112 +79,6 @@ LOG_SLACK = 1024
 LOG_PREFIX_CHARS = 1024
 
 
-async def write_run_log(
-    engine: AsyncEngine,
-    settings: Settings,
-    *,
-    may_write: bool,
-    request_id: str,
-    run_id: Any,
-    kind: str,
-    step_id: Any = None,
-    phase: int | None = None,
-    detail: Any = None,
-    idempotency_key: str | None = None,
-    arrived: float | None = None,
-) -> bool:
-    """Store one line; True once it is stored, False (and logged) when it is not.
-
-    The line's deadline runs from `arrived` (the loop's time its request
-    came), not from when its field is resolved: the writes of one mutation
-    run one after another, and thirty aliased writes against a database
-    that does not answer each waited out a deadline of their own.
-    """
-    start = asyncio.get_running_loop().time() if arrived is None else arrived
-    deadline = start + settings.write_timeout
-    try:
-        problem = await _write(
-            engine, settings, may_write, deadline, run_id, kind, step_id, phase, detail, idempotency_key
-        )
-    except Exception as exc:  # the one rule: never an error from a write
-        problem = f"unexpected failure: {store.one_line_reason(exc)}"
-        log.exception("writeRunLog: unexpected failure, request %s", request_id)
-    # Every line a resolver or the write plan (gql/write_plan.py) hands over
-    # ends here, stored or not and why: the one place to count outcomes. A
-    # line refused before it ran (a variable GraphQL cannot coerce) never
-    # comes here: schema.log_unrun_writes logs it.
-    metrics.count_write(problem)  # runlog_writes_total{outcome, reason}
-    if problem is None:
-        return True
-    sent: dict[str, Any] = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase}
-    sent["detail"] = detail
-    if idempotency_key is not None:
-        sent["idempotencyKey"] = idempotency_key
-    log_refused(problem, request_id, sent, settings.max_detail_bytes)
-    return False
-
-
-async def _write(
-    engine: AsyncEngine,
-    settings: Settings,
-    may_write: bool,
-    deadline: float,
-    run_id: Any,
-    kind: str,
-    step_id: Any,
-    phase: int | None,
-    detail: Any,
-    key: str | None,
-) -> str | None:
-    """Store the line, or answer why not."""
-    if not may_write:
-        return "the caller is not a writer"
-    known = BY_WIRE_NAME.get(kind)
-    if known is None:
-        return f"kind {short(kind)} is not one of the {len(BY_WIRE_NAME)} kinds this server knows"
-    run_number = parse_id(run_id)
-    if run_number is None:
-        return id_problem("runId", run_id)
-    step_number = None
-    if step_id is not None:
-        step_number = parse_id(step_id)
-        if step_number is None:
-            return id_problem("stepId", step_id)
-    if phase is not None and not -(2**31) <= phase < 2**31:
-        return f"phase must be a 32-bit integer, got {short(phase)}"
-    if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
-        return f"idempotencyKey must be 1 to {MAX_KEY_CHARS} characters, got {len(key)}"
-    text = None
-    if detail is not None:
-        try:
-            text = dump_detail(detail)
-            # A lone surrogate ("\ud800") is valid JSON but not UTF-8: refuse
-            # it here rather than fail in the driver.
-            size = len(text.encode())
-        except ValueError as exc:
-            return f"detail is not storable JSON: {exc}"
-        limit, where = await _detail_limit(engine, settings, deadline)
-        if size > limit:
-            return f"detail is {size} bytes as JSON, over the limit of {limit} ({where})"
-        try:
-            check_detail(known, text)
-        except DetailError as exc:
-            return str(exc)
-    line = store.NewLine(run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text)
-    try:
-        if key is None:
-            await write_line(engine, line, deadline=deadline, pool_size=settings.pool_size)
-        else:
-            await _write_keyed(engine, line, known, key, deadline)
-    except (store.NotStored, store.KeyReused) as exc:
-        return str(exc)
-    except store.OutcomeUnknown as exc:
-        return f"outcome unknown, the line may have been stored: {exc}" + (
-            "" if key is not None else "; send an idempotencyKey to retry safely"
-        )
-    return None
-
-
 def short_text(text: str, limit: int) -> str:
     """`text` cut to `limit` characters, with its length said when it was cut."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
@@ -195,100 +89,6 @@ def short(value: Any, limit: int = 80) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return short_text(repr(value), limit)
-
-
-# ── the detail limit, as the column found has it ─────────────────────────────
-
-# By the engine's sync_engine, as `_queues`.
-_capacities: weakref.WeakKeyDictionary[Any, int | None] = weakref.WeakKeyDictionary()
-_UNKNOWN = object()
-
-
-async def _detail_limit(
-    engine: AsyncEngine, settings: Settings, deadline: float | None = None
-) -> tuple[int, str]:
-    """The largest detail a write accepts, and where that limit comes from.
-
-    RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less
-    (the events system's existing table has TEXT: 65,535 bytes). The column
-    is looked at once per engine; while the database cannot be asked, the
-    setting stands alone. A write asks by its own `deadline` (the loop's
-    time) at the latest: the lookup is part of the line's one deadline.
-    """
-    configured = settings.max_detail_bytes
-    capacity: Any = _capacities.get(engine.sync_engine, _UNKNOWN)
-    if capacity is _UNKNOWN:
-        ask_until = asyncio.get_running_loop().time() + settings.connect_timeout
-        if deadline is not None:
-            ask_until = min(ask_until, deadline)
-        try:
-            async with asyncio.timeout_at(ask_until):
-                capacity = _capacities[engine.sync_engine] = await store.detail_capacity(engine)
-        except Exception as exc:  # asked again by the next write
-            metrics.swallowed("writes.detail_limit")
-            log.warning(
-                "what the detail column holds could not be looked up (%s); RUNLOG_MAX_DETAIL_BYTES "
-                "stands alone until it can",
-                store.one_line_reason(exc),
-            )
-            return configured, "RUNLOG_MAX_DETAIL_BYTES"
-    if capacity is not None and capacity < configured:
-        return capacity, "what the detail column holds"
-    return configured, "RUNLOG_MAX_DETAIL_BYTES"
-
-
-async def log_detail_limit(engine: AsyncEngine, settings: Settings) -> None:
-    """At start-up: find the detail limit (one look at the column) and say what it is."""
-    found = engine.sync_engine in _capacities
-    limit, where = await _detail_limit(engine, settings)
-    if engine.sync_engine in _capacities and not found:
-        log.info("a detail may be at most %d bytes as JSON (%s)", limit, where)
-
-
-# ── keyed writes ─────────────────────────────────────────────────────────────
-
-_keyed_writes = 0
-
-
-async def _write_keyed(
-    engine: AsyncEngine, line: store.NewLine, kind: Kind, key: str, deadline: float
-) -> None:
-    global _keyed_writes
-    # The line as readers will see it: a retry that spells its detail another
-    # way (keys in another order, `actor: null` added) is the same line.
-    detail = None if line.detail is None else canonical_detail(kind, line.detail)
-    what = json.dumps([line.kind, line.step_id, line.phase, detail], ensure_ascii=False)
-    # Keys stored before the digest was canonical hold the digest of the
-    # detail as it was sent. No migration can redo them (the keys table keeps
-    # digests, not lines), so a retry matches either for as long as such a
-    # key may live: KEY_TTL after the upgrade, this can go.
-    as_sent = json.dumps([line.kind, line.step_id, line.phase, line.detail], ensure_ascii=False)
-    await store.insert_keyed(
-        engine,
-        line,
-        key_digest=_digest(key),
-        line_digest=_digest(what),
-        also_matches=_digest(as_sent),
-        deadline=deadline,
-    )
-    _keyed_writes += 1
-    if _keyed_writes % KEY_SWEEP_EVERY == 0:
-        task = asyncio.get_running_loop().create_task(_forget_keys(engine))
-        _sweeps.add(task)
-        task.add_done_callback(_sweeps.discard)
-
-
-_sweeps: set[asyncio.Task[None]] = set()
-
-
-async def _forget_keys(engine: AsyncEngine) -> None:
-    before = store.utc_now_millis() - KEY_TTL
-    try:
-        async with asyncio.timeout(10):
-            await store.forget_keys(engine, before=before, limit=1000)
-    except Exception as exc:  # the next sweep tries again
-        metrics.swallowed("writes.forget_keys")
-        log.warning("forgetting idempotency keys before %s failed: %s", before, store.one_line_reason(exc))
 
 
 def _digest(text: str) -> str:
@@ -464,37 +264,218 @@ def _answer(future: asyncio.Future[None], error: BaseException) -> None:
     future.exception()
 
 
-# By the engine's sync_engine: an AsyncEngine hashes and compares in Python,
-# and this is looked up on every line.
-_queues: weakref.WeakKeyDictionary[Any, dict[asyncio.AbstractEventLoop, _Queue]] = weakref.WeakKeyDictionary()
+# ── the writer ───────────────────────────────────────────────────────────────
+
+_UNKNOWN = object()
 
 
-def lines_waiting(engine: AsyncEngine) -> int:
-    """The lines this process's queues for `engine` hold now, on every event loop."""
-    return sum(len(queue.waiting) for queue in _queues.get(engine.sync_engine, {}).values())
+class Writer:
+    """What one app holds for its writes: a queue per event loop, the detail column's size, key sweeps.
 
-
-def _queue(engine: AsyncEngine, pool_size: int) -> _Queue:
-    loop = asyncio.get_running_loop()
-    per_loop = _queues.get(engine.sync_engine)
-    if per_loop is None:
-        per_loop = _queues[engine.sync_engine] = {}
-    queue = per_loop.get(loop)
-    if queue is None:
-        for old in [old for old in per_loop if old.is_closed()]:
-            del per_loop[old]
-        in_flight = 1 if engine.dialect.name == "sqlite" else min(IN_FLIGHT, pool_size)
-        queue = per_loop[loop] = _Queue(engine, in_flight)
-    return queue
-
-
-async def write_line(engine: AsyncEngine, line: store.NewLine, *, deadline: float, pool_size: int) -> None:
-    """Store `line`, grouped with the lines written at the same time, by `deadline` (the loop's time).
-
-    Raises store.NotStored when it was not stored, store.OutcomeUnknown when
-    the database stopped answering after the line was sent.
+    Made by the app's lifespan for its engine and handed to each request's
+    context, so that two apps in one process share none of it.
     """
-    await _queue(engine, pool_size).write(line, deadline)
+
+    def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.queues: dict[asyncio.AbstractEventLoop, _Queue] = {}
+        self.capacity: Any = _UNKNOWN  # what the detail column holds, once looked up
+        self.keyed_writes = 0
+        self.sweeps: set[asyncio.Task[None]] = set()
+
+    async def write_run_log(
+        self,
+        *,
+        may_write: bool,
+        request_id: str,
+        run_id: Any,
+        kind: str,
+        step_id: Any = None,
+        phase: int | None = None,
+        detail: Any = None,
+        idempotency_key: str | None = None,
+        arrived: float | None = None,
+    ) -> bool:
+        """Store one line; True once it is stored, False (and logged) when it is not.
+
+        The line's deadline runs from `arrived` (the loop's time its request
+        came), not from when its field is resolved: the writes of one mutation
+        run one after another, and thirty aliased writes against a database
+        that does not answer each waited out a deadline of their own.
+        """
+        settings = self.settings
+        start = asyncio.get_running_loop().time() if arrived is None else arrived
+        deadline = start + settings.write_timeout
+        try:
+            problem = await self._write(
+                may_write, deadline, run_id, kind, step_id, phase, detail, idempotency_key
+            )
+        except Exception as exc:  # the one rule: never an error from a write
+            problem = f"unexpected failure: {store.one_line_reason(exc)}"
+            log.exception("writeRunLog: unexpected failure, request %s", request_id)
+        # Every line a resolver or the write plan (gql/write_plan.py) hands over
+        # ends here, stored or not and why: the one place to count outcomes. A
+        # line refused before it ran (a variable GraphQL cannot coerce) never
+        # comes here: schema.log_unrun_writes logs it.
+        metrics.count_write(problem)  # runlog_writes_total{outcome, reason}
+        if problem is None:
+            return True
+        sent: dict[str, Any] = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase}
+        sent["detail"] = detail
+        if idempotency_key is not None:
+            sent["idempotencyKey"] = idempotency_key
+        log_refused(problem, request_id, sent, settings.max_detail_bytes)
+        return False
+
+    async def _write(
+        self,
+        may_write: bool,
+        deadline: float,
+        run_id: Any,
+        kind: str,
+        step_id: Any,
+        phase: int | None,
+        detail: Any,
+        key: str | None,
+    ) -> str | None:
+        """Store the line, or answer why not."""
+        if not may_write:
+            return "the caller is not a writer"
+        known = BY_WIRE_NAME.get(kind)
+        if known is None:
+            return f"kind {short(kind)} is not one of the {len(BY_WIRE_NAME)} kinds this server knows"
+        run_number = parse_id(run_id)
+        if run_number is None:
+            return id_problem("runId", run_id)
+        step_number = None
+        if step_id is not None:
+            step_number = parse_id(step_id)
+            if step_number is None:
+                return id_problem("stepId", step_id)
+        if phase is not None and not -(2**31) <= phase < 2**31:
+            return f"phase must be a 32-bit integer, got {short(phase)}"
+        if key is not None and not 0 < len(key) <= MAX_KEY_CHARS:
+            return f"idempotencyKey must be 1 to {MAX_KEY_CHARS} characters, got {len(key)}"
+        text = None
+        if detail is not None:
+            try:
+                text = dump_detail(detail)
+                # A lone surrogate ("\ud800") is valid JSON but not UTF-8: refuse
+                # it here rather than fail in the driver.
+                size = len(text.encode())
+            except ValueError as exc:
+                return f"detail is not storable JSON: {exc}"
+            limit, where = await self.detail_limit(deadline)
+            if size > limit:
+                return f"detail is {size} bytes as JSON, over the limit of {limit} ({where})"
+            try:
+                check_detail(known, text)
+            except DetailError as exc:
+                return str(exc)
+        line = store.NewLine(run_id=run_number, kind=kind, step_id=step_number, phase=phase, detail=text)
+        try:
+            if key is None:
+                await self.write_line(line, deadline=deadline)
+            else:
+                await self._write_keyed(line, known, key, deadline)
+        except (store.NotStored, store.KeyReused) as exc:
+            return str(exc)
+        except store.OutcomeUnknown as exc:
+            return f"outcome unknown, the line may have been stored: {exc}" + (
+                "" if key is not None else "; send an idempotencyKey to retry safely"
+            )
+        return None
+
+    async def detail_limit(self, deadline: float | None = None) -> tuple[int, str]:
+        """The largest detail a write accepts, and where that limit comes from.
+
+        RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less
+        (the events system's existing table has TEXT: 65,535 bytes). The
+        column is looked at once; while the database cannot be asked, the
+        setting stands alone. A write asks by its own `deadline` (the loop's
+        time) at the latest: the lookup is part of the line's one deadline.
+        """
+        configured = self.settings.max_detail_bytes
+        if self.capacity is _UNKNOWN:
+            ask_until = asyncio.get_running_loop().time() + self.settings.connect_timeout
+            if deadline is not None:
+                ask_until = min(ask_until, deadline)
+            try:
+                async with asyncio.timeout_at(ask_until):
+                    self.capacity = await store.detail_capacity(self.engine)
+            except Exception as exc:  # asked again by the next write
+                metrics.swallowed("writes.detail_limit")
+                log.warning(
+                    "what the detail column holds could not be looked up (%s); RUNLOG_MAX_DETAIL_BYTES "
+                    "stands alone until it can",
+                    store.one_line_reason(exc),
+                )
+                return configured, "RUNLOG_MAX_DETAIL_BYTES"
+        if self.capacity is not None and self.capacity < configured:
+            return self.capacity, "what the detail column holds"
+        return configured, "RUNLOG_MAX_DETAIL_BYTES"
+
+    async def log_detail_limit(self) -> None:
+        """At start-up: find the detail limit (one look at the column) and say what it is."""
+        found = self.capacity is not _UNKNOWN
+        limit, where = await self.detail_limit()
+        if self.capacity is not _UNKNOWN and not found:
+            log.info("a detail may be at most %d bytes as JSON (%s)", limit, where)
+
+    async def _write_keyed(self, line: store.NewLine, kind: Kind, key: str, deadline: float) -> None:
+        # The line as readers will see it: a retry that spells its detail another
+        # way (keys in another order, `actor: null` added) is the same line.
+        detail = None if line.detail is None else canonical_detail(kind, line.detail)
+        what = json.dumps([line.kind, line.step_id, line.phase, detail], ensure_ascii=False)
+        # Keys stored before the digest was canonical hold the digest of the
+        # detail as it was sent. No migration can redo them (the keys table keeps
+        # digests, not lines), so a retry matches either for as long as such a
+        # key may live: KEY_TTL after the upgrade, this can go.
+        as_sent = json.dumps([line.kind, line.step_id, line.phase, line.detail], ensure_ascii=False)
+        await store.insert_keyed(
+            self.engine,
+            line,
+            key_digest=_digest(key),
+            line_digest=_digest(what),
+            also_matches=_digest(as_sent),
+            deadline=deadline,
+        )
+        self.keyed_writes += 1
+        if self.keyed_writes % KEY_SWEEP_EVERY == 0:
+            task = asyncio.get_running_loop().create_task(_forget_keys(self.engine))
+            self.sweeps.add(task)
+            task.add_done_callback(self.sweeps.discard)
+
+    def lines_waiting(self) -> int:
+        """The lines this writer's queues hold now, on every event loop."""
+        return sum(len(queue.waiting) for queue in self.queues.values())
+
+    async def write_line(self, line: store.NewLine, *, deadline: float) -> None:
+        """Store `line`, grouped with the lines written at the same time, by `deadline` (the loop's time).
+
+        Raises store.NotStored when it was not stored, store.OutcomeUnknown when
+        the database stopped answering after the line was sent.
+        """
+        loop = asyncio.get_running_loop()
+        queue = self.queues.get(loop)
+        if queue is None:
+            for old in [old for old in self.queues if old.is_closed()]:
+                del self.queues[old]
+            engine = self.engine
+            in_flight = 1 if engine.dialect.name == "sqlite" else min(IN_FLIGHT, self.settings.pool_size)
+            queue = self.queues[loop] = _Queue(engine, in_flight)
+        await queue.write(line, deadline)
+
+
+async def _forget_keys(engine: AsyncEngine) -> None:
+    before = store.utc_now_millis() - KEY_TTL
+    try:
+        async with asyncio.timeout(10):
+            await store.forget_keys(engine, before=before, limit=1000)
+    except Exception as exc:  # the next sweep tries again
+        metrics.swallowed("writes.forget_keys")
+        log.warning("forgetting idempotency keys before %s failed: %s", before, store.one_line_reason(exc))
 
 
 # ── what a refused line leaves in the log ────────────────────────────────────

@@ -42,7 +42,7 @@ from graphql import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gql import fastpath, graphiql, store
+from gql import fastpath, graphiql, store, writes
 from gql.app import _MaskUnexpected
 from gql.auth import Caller, Policy, Role
 from gql.db import create_engine, event_run_log, event_runs
@@ -292,9 +292,11 @@ class Stored:
                 )
 
     def context(self, engine: Any, caller: Caller, policy: Policy) -> Context:
+        settings = Settings(read_timeout=self.read_timeout)
         return Context(
             engine=engine,
-            settings=Settings(read_timeout=self.read_timeout),
+            settings=settings,
+            writer=writes.Writer(engine, settings),
             policy=policy,
             caller=caller,
             request_id="r1",

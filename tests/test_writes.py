@@ -23,7 +23,9 @@ def _in(seconds: float) -> float:
 
 def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> None:
     async def run() -> int:
-        engine = create_engine(tables.settings())
+        settings = tables.settings()
+        engine = create_engine(settings)
+        writer = writes.Writer(engine, settings)
         statements: list[str] = []
 
         def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -33,9 +35,7 @@ def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> N
         sa.event.listen(engine.sync_engine, "before_cursor_execute", record)
         try:
             lines = [store.NewLine(run_id=3, kind="note", detail=f'{{"text": "{i}"}}') for i in range(40)]
-            await asyncio.gather(
-                *(writes.write_line(engine, line, deadline=_in(3), pool_size=10) for line in lines)
-            )
+            await asyncio.gather(*(writer.write_line(line, deadline=_in(3)) for line in lines))
         finally:
             await engine.dispose()
         return len(statements)
@@ -66,17 +66,19 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
     monkeypatch.setattr(connections, "fetch", counting)
 
     async def run() -> tuple[int, int]:
-        engine = create_engine(tables.settings())
+        settings = tables.settings()
+        engine = create_engine(settings)
+        writer = writes.Writer(engine, settings)
         checkouts: list[int] = []
         sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
 
-        async def writer(number: int) -> None:
+        async def write_some(number: int) -> None:
             for i in range(15):
                 line = store.NewLine(run_id=5, kind="note", detail=f'{{"text": "{number}.{i}"}}')
-                await writes.write_line(engine, line, deadline=_in(5), pool_size=10)
+                await writer.write_line(line, deadline=_in(5))
 
         try:
-            await asyncio.gather(*(writer(n) for n in range(8)))
+            await asyncio.gather(*(write_some(n) for n in range(8)))
             await asyncio.sleep(0.05)  # the last batch's connection goes back after its answer
             return len(checkouts), engine.sync_engine.pool.checkedout()
         finally:
@@ -91,13 +93,15 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
 
 def test_a_line_the_database_refuses_does_not_take_its_group_with_it(tables: Backend) -> None:
     async def run() -> list[Any]:
-        engine = create_engine(tables.settings())
+        settings = tables.settings()
+        engine = create_engine(settings)
+        writer = writes.Writer(engine, settings)
         try:
             lines = [store.NewLine(run_id=4, kind="note", phase=i) for i in range(5)]
             # Out of range for the INT column: MariaDB refuses it, SQLite keeps it.
             lines.insert(2, store.NewLine(run_id=4, kind="note", phase=2**40))
             return await asyncio.gather(
-                *(writes.write_line(engine, line, deadline=_in(3), pool_size=10) for line in lines),
+                *(writer.write_line(line, deadline=_in(3)) for line in lines),
                 return_exceptions=True,
             )
         finally:
