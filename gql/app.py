@@ -10,7 +10,6 @@ import json
 import logging
 import math
 import sys
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from cross_web import HTTPException, StarletteRequestAdapter
 from graphql import (
     FieldNode,
     GraphQLError,
-    GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
     execute,
@@ -54,9 +52,9 @@ from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import fastpath, graphiql, health, metrics, request_id, tracing, writes
+from . import graphiql, health, metrics, request_id, tracing, writes
 from .auth import Policy, Role
-from .db import create_engine, init_db
+from .db import create_engine, init_db, pool_state
 from .fastpath import DocumentCacheExtension, DocumentCaches
 from .limits import (
     MAX_VARIABLE_VALUES,
@@ -71,7 +69,7 @@ from .limits import (
 from .replica import Replica
 from .request_id import RequestId, error_body
 from .retention import Sweeper
-from .schema import ClientError, Context, build_schema, log_unrun_writes, write_line
+from .schema import ClientError, Context, RunLogSchema, build_schema, log_unrun_writes, write_line
 from .settings import Settings
 from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher
@@ -152,9 +150,10 @@ class _MaskUnexpected(MaskErrors):
         # (run_prepared notes it on its own).
         found = self.execution_context.graphql_document
         if found is not None:
-            schema = self.execution_context.schema._schema
-            operation = get_operation_ast(found, self.execution_context.operation_name)
-            request_id.note(operation=operation_label(operation, schema))
+            schema = self.execution_context.schema
+            if isinstance(schema, RunLogSchema):  # build_schema's, as every app's
+                operation = get_operation_ast(found, self.execution_context.operation_name)
+                request_id.note(operation=operation_label(operation, schema.root_labels))
 
 
 def _anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
@@ -314,6 +313,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         self.prepared = prepared and not schema.directives and all(map(_reproduced, schema.extensions))
         self.graphql_schema = schema._schema
         self.write_plans = WritePlans(self.graphql_schema)
+        self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
         self.executor_class = schema.execution_context_class
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
@@ -520,7 +520,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             # Refused by RequestLimits: a subscription is served over the websocket.
             _declined("subscription", query, "a subscription sent by POST")
             return None
-        request_id.note(operation=operation_label(operation, self.graphql_schema))
+        request_id.note(operation=operation_label(operation, self.root_labels))
         plan = self.write_plans.plan(operation)  # writes alone: no lines asked
         if plan is not None and len(plan.variables) > MAX_VARIABLE_VALUES:
             metrics.fell_back(
@@ -782,7 +782,7 @@ def create_app(
         engine = create_engine(settings)
         app.state.engine = engine
         if traced is not None:
-            tracing.instrument_engine(engine, traced)
+            pool_state(engine).spans = tracing.instrument_engine(engine, traced)
         # Retention (off unless RUNLOG_RETENTION is set): stopped before the
         # pool is disposed, so a slice in flight finishes or is rolled back.
         sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)
@@ -796,7 +796,7 @@ def create_app(
         writer = writes.Writer(engine, settings)
         app.state.services = _Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
         if traced is not None and replica is not None:
-            tracing.instrument_engine(replica.engine, traced)
+            pool_state(replica.engine).spans = tracing.instrument_engine(replica.engine, traced)
         try:
             if settings.is_embedded:
                 migrated = await init_db(engine)
@@ -893,7 +893,7 @@ def create_app(
         return JSONResponse({"status": "ready", **extra})
 
     def sample(app: Any) -> None:
-        plans = fastpath.plan_cache(graphql_app.graphql_schema)
+        plans = getattr(graphql_app.executor_class, "plans", None)  # PageExecutor's (fastpath.py)
         metrics.sample(
             app.state, caches, plans, graphql_app.write_plans, app.state.services.writer.lines_waiting()
         )
@@ -1054,7 +1054,9 @@ async def _warm(view: RunLogGraphQL) -> None:
                 await outcome
 
 
-def operation_label(operation: OperationDefinitionNode | None, schema: GraphQLSchema) -> str:
+def operation_label(
+    operation: OperationDefinitionNode | None, root_labels: dict[OperationType, dict[str, str]]
+) -> str:
     """What a GraphQL request is counted as: its root fields' names, joined by `+`.
 
     A label is a series in /metrics, so only the schema's own root fields
@@ -1064,10 +1066,7 @@ def operation_label(operation: OperationDefinitionNode | None, schema: GraphQLSc
     """
     if operation is None:
         return "invalid"
-    known: _RootLabels | None = _root_fields.get(schema)
-    if known is None:
-        known = _root_fields[schema] = _labels_of_root_fields(schema)
-    names = known.get(operation.operation)
+    names = root_labels.get(operation.operation)
     selections = operation.selection_set.selections
     if names is None:
         return "invalid"
@@ -1082,26 +1081,6 @@ def operation_label(operation: OperationDefinitionNode | None, schema: GraphQLSc
             return "invalid"
         labels.add(label)
     return "+".join(sorted(labels))
-
-
-_RootLabels = dict[OperationType, dict[str, str]]
-_root_fields: weakref.WeakKeyDictionary[GraphQLSchema, _RootLabels] = weakref.WeakKeyDictionary()
-
-
-def _labels_of_root_fields(schema: GraphQLSchema) -> _RootLabels:
-    """For each operation type, the label of each root field it may select."""
-    found: _RootLabels = {}
-    for kind in OperationType:
-        root = schema.get_root_type(kind)
-        if root is not None:
-            names = {name: name for name in root.fields}
-            found[kind] = {
-                **names,
-                "__typename": "__typename",
-                "__schema": "introspection",
-                "__type": "introspection",
-            }
-    return found
 
 
 class AllowedHosts:

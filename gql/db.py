@@ -12,7 +12,6 @@ import functools
 import os
 import sqlite3
 import urllib.parse
-import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -188,6 +187,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
             url,
             connect_args={"timeout": settings.write_timeout},
             pool_pre_ping=True,
+            execution_options={_POOL_STATE: PoolState()},
         )
         _sqlite_pragmas = functools.partial(_sqlite_on_connect, busy_timeout=settings.write_timeout)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
@@ -228,6 +228,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         pool_timeout=settings.connect_timeout,
         pool_recycle=settings.pool_recycle,
         isolation_level="AUTOCOMMIT",
+        execution_options={_POOL_STATE: PoolState()},
         pool_reset_on_return=None,
         # Closing a connection that autobegan would still send a ROLLBACK.
         skip_autocommit_rollback=True,
@@ -239,8 +240,9 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
 
 def _watch_generations(engine: AsyncEngine) -> None:
     """Count the pool's generations (`pool_generation`), and replace its connections once marked stale."""
-    event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, engine.sync_engine))
-    event.listen(engine.sync_engine, "invalidate", functools.partial(_next_generation, engine.sync_engine))
+    state = pool_state(engine)
+    event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, state))
+    event.listen(engine.sync_engine, "invalidate", functools.partial(_next_generation, state))
 
 
 def mariadb_datetime(value: Any) -> Any:
@@ -295,8 +297,39 @@ def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
-# Engines whose pooled connections a read found closed by the server (gql/store/connections.py).
-_stale: weakref.WeakSet[Any] = weakref.WeakSet()
+class PoolState:
+    """What the service keeps of one engine's pool, carried by the engine itself (`pool_state`).
+
+    An execution option of the engine's (SQLAlchemy passes such options along
+    and reads none it does not know), so that it lives and goes with the
+    engine, and so with the app that made it: two apps share none of it.
+    """
+
+    __slots__ = ("generation", "spans", "stale")
+
+    def __init__(self) -> None:
+        # How many times the pool was marked stale or threw a connection away
+        # (SQLAlchemy's own disconnect handling included): a connection kept
+        # out of the pool (store.HeldConnection) is not used again once this
+        # has moved, since the pool would have replaced it.
+        self.generation = 0
+        # Whether the next checkout replaces every pooled connection.
+        self.stale = False
+        # The traced engine's spans for statements sent to the driver
+        # directly (gql/tracing.py); None when it is not traced.
+        self.spans: Any = None
+
+
+_POOL_STATE = "runlog_pool_state"
+
+
+def pool_state(engine: Any) -> PoolState:
+    """The `PoolState` of an engine `create_engine` made (an AsyncEngine or its sync_engine)."""
+    sync_engine = getattr(engine, "sync_engine", engine)
+    state = sync_engine.get_execution_options().get(_POOL_STATE)
+    if not isinstance(state, PoolState):
+        raise LookupError("this engine was not made by gql.db.create_engine: it has no pool state")
+    return state
 
 
 def mark_pool_stale(engine: AsyncEngine) -> None:
@@ -308,29 +341,23 @@ def mark_pool_stale(engine: AsyncEngine) -> None:
     does the rest. After a restart every pooled connection is dead: without
     this, each would fail one read of its own.
     """
-    _stale.add(engine.sync_engine)
-    _next_generation(engine.sync_engine)
-
-
-# How many times each engine's pool was marked stale or threw a connection
-# away (SQLAlchemy's own disconnect handling included): a connection kept out
-# of the pool (store.HeldConnection) is not used again once this has moved,
-# since the pool would have replaced it.
-_generations: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+    state = pool_state(engine)
+    state.stale = True
+    state.generation += 1
 
 
 def pool_generation(engine: AsyncEngine) -> int:
     """A number that moves whenever the pool's connections may have been found dead."""
-    return _generations.get(engine.sync_engine, 0)
+    return pool_state(engine).generation
 
 
-def _next_generation(sync_engine: Any, *_event: Any) -> None:
-    _generations[sync_engine] = _generations.get(sync_engine, 0) + 1
+def _next_generation(state: PoolState, *_event: Any) -> None:
+    state.generation += 1
 
 
-def _replace_stale(sync_engine: Any, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    if sync_engine in _stale:
-        _stale.discard(sync_engine)
+def _replace_stale(state: PoolState, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    if state.stale:
+        state.stale = False
         raise sa_exc.InvalidatePoolError("the server closed a pooled connection: replacing them all")
 
 

@@ -45,11 +45,10 @@ import itertools
 import logging
 import sys
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from graphql import (
     DocumentNode,
@@ -62,7 +61,6 @@ from graphql import (
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
-    GraphQLSchema,
     GraphQLString,
     GraphQLUnionType,
     InlineFragmentNode,
@@ -253,17 +251,6 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 # ── the executor ─────────────────────────────────────────────────────────────
 
 
-# Plans are built against one schema's types: one cache per schema.
-_plan_caches: weakref.WeakKeyDictionary[GraphQLSchema, _PlanCache] = weakref.WeakKeyDictionary()
-
-
-def plan_cache(schema: GraphQLSchema) -> _PlanCache:
-    cache = _plan_caches.get(schema)
-    if cache is None:
-        cache = _plan_caches[schema] = _PlanCache(PLAN_CACHE_SIZE)
-    return cache
-
-
 class PageExecutor(StrawberryGraphQLCoreExecutionContext):
     """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
 
@@ -274,6 +261,15 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
     plan buys on each shipped operation is in docs/performance.md ("What each
     piece bought").
     """
+
+    # Plans are built against one schema's types: each schema's executor has
+    # its cache (`with_plans`), and so each app.
+    plans: ClassVar[_PlanCache]
+
+    @classmethod
+    def with_plans(cls) -> type[PageExecutor]:
+        """This executor with a plan cache of its own, for one schema."""
+        return type(cls.__name__, (cls,), {"plans": _PlanCache(PLAN_CACHE_SIZE)})
 
     def complete_object_value(
         self,
@@ -330,7 +326,7 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
         ):
             return "defer_or_fragment_arguments", "the page is deferred or read through fragment arguments"
         nodes = tuple(d.node for d in field_details_list)
-        cache = plan_cache(self.schema)
+        cache = self.plans
         selection = cache.selection(nodes, self.fragments)
         coerced = self.variable_values.coerced
         try:

@@ -275,8 +275,9 @@ def sample(state: Any, caches: Any, plans: Any, write_plans: Any, queued: int) -
     if caches is not None:
         CACHE_ENTRIES.labels("documents").set(len(caches.texts))
         CACHE_BYTES.labels("documents").set(caches.held_bytes)
-    CACHE_ENTRIES.labels("plans").set(len(plans.entries))
-    CACHE_BYTES.labels("plans").set(plans.held_bytes)
+    if plans is not None:
+        CACHE_ENTRIES.labels("plans").set(len(plans.entries))
+        CACHE_BYTES.labels("plans").set(plans.held_bytes)
     CACHE_ENTRIES.labels("write_plans").set(len(write_plans.plans))
     WRITE_QUEUE.set(queued)
     tails = getattr(state, "tails", None)  # gql/subscriptions.py: the running runLogTail subscriptions

@@ -1180,6 +1180,22 @@ def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
 
 
 class RunLogSchema(strawberry.Schema):
+    @functools.cached_property
+    def root_labels(self) -> dict[OperationType, dict[str, str]]:
+        """For each operation type, the label (`app.operation_label`) of each root field it may select."""
+        found = {}
+        for kind in OperationType:
+            root = self._schema.get_root_type(kind)
+            if root is not None:
+                names = {name: name for name in root.fields}
+                found[kind] = {
+                    **names,
+                    "__typename": "__typename",
+                    "__schema": "introspection",
+                    "__type": "introspection",
+                }
+        return found
+
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
         # Strawberry logs every error with its stack. A refusal the caller can
         # act on is not a server problem, and unexpected errors are logged
@@ -1200,7 +1216,7 @@ def build_schema(
         # always has all of them in a stable order.
         types=list(DETAIL_TYPES.values()),
         extensions=extensions or [],
-        execution_context_class=PageExecutor if fast_path else None,
+        execution_context_class=PageExecutor.with_plans() if fast_path else None,
     )
 
 

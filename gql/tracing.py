@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -95,12 +94,15 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
     return [Middleware(OpenTelemetryMiddleware, tracer_provider=tracer_provider, excluded_urls=excluded)]
 
 
-def instrument_engine(engine: Any, tracer_provider: Any) -> None:
-    """Make a span of each statement `engine` executes through SQLAlchemy.
+def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
+    """Make a span of each statement `engine` executes through SQLAlchemy; the spans for those it does not.
 
     What `SQLAlchemyInstrumentor().instrument(engine=...)` does for the
     engine, without its once-per-process gate (every app has an engine of
-    its own; tests make several) and without patching `create_engine`.
+    its own; tests make several) and without patching `create_engine`. The
+    spans returned are for the statements gql/store/connections.py sends to
+    the driver directly; the caller keeps them with the engine
+    (`db.pool_state(engine).spans`).
     """
     from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
     from opentelemetry.metrics import get_meter
@@ -115,27 +117,21 @@ def instrument_engine(engine: Any, tracer_provider: Any) -> None:
     EngineTracer(tracer, engine.sync_engine, usage, enable_commenter=False)  # type: ignore[no-untyped-call]
     # The direct path's spans are named for the module that sends them (the
     # span's instrumentation scope), so a trace tells which way a statement went.
-    _direct[engine.sync_engine] = SqlSpans(
-        get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine
-    )
+    return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)
 
-
-# A traced engine's spans for the statements gql/store/connections.py sends to the driver directly.
-_direct: weakref.WeakKeyDictionary[Engine, SqlSpans] = weakref.WeakKeyDictionary()
 
 # MariaDB's per-statement bound (`SET STATEMENT max_statement_time=... FOR`),
 # which the write's INSERT starts with: the span is named for the INSERT.
 _BOUND_PREFIX = re.compile(r"SET STATEMENT \S+ FOR ", re.IGNORECASE)
 
 
-def direct_spans(engine: Engine) -> SqlSpans | None:
-    """The spans to make of statements sent past SQLAlchemy on `engine`, if the tracer is all that listens.
+def direct_spans(spans: SqlSpans | None, engine: Engine) -> SqlSpans | None:
+    """`spans` (the traced engine's, see `instrument_engine`), if the tracer is all that listens to `engine`.
 
     None when `engine` is not traced, or when something else listens to its
     statements too (a test counting round trips): those go through
     SQLAlchemy's execution then, where every listener sees them.
     """
-    spans = _direct.get(engine)
     if spans is None or not spans.alone(engine):
         return None
     return spans

@@ -17,7 +17,7 @@ from graphql.language.parser import Parser
 from starlette.testclient import TestClient
 
 from gql.app import create_app
-from gql.fastpath import DOCUMENT_CACHE_BYTES, PLAN_CACHE_BYTES, _plan_caches
+from gql.fastpath import DOCUMENT_CACHE_BYTES, PLAN_CACHE_BYTES
 from gql.kinds import Kind
 from gql.limits import MAX_VARIABLE_VALUES
 from gql.settings import Settings, SettingsError
@@ -197,13 +197,12 @@ def test_distinct_texts_padded_with_tokens_do_not_grow_the_document_caches_past_
 def test_distinct_runlog_selections_padded_with_comments_do_not_grow_the_plans_past_their_bound(
     api: Api,
 ) -> None:
-    schema = api.client.app.routes[0].endpoint.graphql_schema  # type: ignore[attr-defined]
+    cache = api.client.app.routes[0].endpoint.executor_class.plans  # type: ignore[attr-defined]
     # A comment is no token the limit counts, but each plan's nodes keep their
     # whole text alive: 120 KiB a text, twice (the text and the comment's token).
     for n in range(200):
         text = f"{{ runLog(runId: 1, limit: {n + 1}) {{ nodes {{ id }} }} }}\n#" + "x" * 120_000
         assert post(api, {"query": text}) == {"data": {"runLog": {"nodes": []}}}
-    cache = _plan_caches[schema]
     held = held_bytes([selection.nodes for selection in cache.entries.values()])
     assert held <= PLAN_CACHE_BYTES * 1.1, f"{held / 2**20:.0f} MiB held"
     assert cache.held_bytes <= PLAN_CACHE_BYTES

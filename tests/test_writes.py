@@ -79,7 +79,11 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
 
         try:
             await asyncio.gather(*(write_some(n) for n in range(8)))
-            await asyncio.sleep(0.05)  # the last batch's connection goes back after its answer
+            # The last batch's connection goes back after its answer: wait for
+            # it (for the event, up to a generous bound), then count.
+            until = _in(10)
+            while engine.sync_engine.pool.checkedout() and asyncio.get_running_loop().time() < until:
+                await asyncio.sleep(0.01)
             return len(checkouts), engine.sync_engine.pool.checkedout()
         finally:
             await engine.dispose()

@@ -19,6 +19,7 @@ from .. import tracing
 from ..db import (
     mark_pool_stale,
     pool_generation,
+    pool_state,
 )
 
 
@@ -65,7 +66,7 @@ def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
         return False, None
     if not engine.sync_engine.dispatch.before_cursor_execute:
         return True, None
-    spans = tracing.direct_spans(engine.sync_engine)
+    spans = tracing.direct_spans(pool_state(engine).spans, engine.sync_engine)
     return spans is not None, spans
 
 

@@ -135,7 +135,7 @@ async def insert_lines(
     connection is kept there afterwards (on MariaDB; SQLite's go back).
     """
     # A listener to the statements (a test counting round trips) sees them
-    # only through SQLAlchemy's execution, as for the reads (`_direct`).
+    # only through SQLAlchemy's execution, as for the reads (`direct_path`).
     direct, spans = direct_path(engine)
     if direct:
         await _retrying_conflicts(
