@@ -71,6 +71,8 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
         writer = writes.Writer(engine, settings)
         checkouts: list[int] = []
         sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
+        checked_in = asyncio.Event()
+        sa.event.listen(engine.sync_engine, "checkin", lambda *args: checked_in.set())
 
         async def write_some(number: int) -> None:
             for i in range(15):
@@ -80,10 +82,11 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
         try:
             await asyncio.gather(*(write_some(n) for n in range(8)))
             # The last batch's connection goes back after its answer: wait for
-            # it (for the event, up to a generous bound), then count.
-            until = _in(10)
-            while engine.sync_engine.pool.checkedout() and asyncio.get_running_loop().time() < until:
-                await asyncio.sleep(0.01)
+            # the checkins (a generous bound), then count.
+            while engine.sync_engine.pool.checkedout():
+                checked_in.clear()
+                async with asyncio.timeout(10):
+                    await checked_in.wait()
             return len(checkouts), engine.sync_engine.pool.checkedout()
         finally:
             await engine.dispose()
