@@ -41,6 +41,7 @@ from graphql import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
+from strawberry.types import get_object_definition
 from strawberry.types.nodes import SelectedField, Selection
 
 from . import metrics, retention, store, subscriptions, tail, writes
@@ -272,6 +273,22 @@ def _run(row: store.Run) -> Run:
 # ── types ────────────────────────────────────────────────────────────────────
 
 
+def _read(expression: str, **names: Any) -> dict[str, Any]:
+    """A `RunLogLine` field's one description of how it is read from a stored line.
+
+    `expression` reads the field from the stored line `r` (a `store.Line`)
+    and its cursor `c`, using `names`. It is the only place a field says so:
+    `_line` (the line as a `RunLogLine`, for graphql-core, the tail and the
+    rest) and the compiled page plan (gql/fastpath.py, which serves the line
+    straight from the row) are both made from it, so they cannot disagree.
+    A field without one (`detail`) is read its own way.
+    """
+    return {READ: (expression, names)}
+
+
+READ = "runlog.read"  # the key of a field's `_read` in its metadata
+
+
 @strawberry.type(description="One line of a run's log.")
 class RunLogLine:
     id: strawberry.ID = strawberry.field(
@@ -279,25 +296,34 @@ class RunLogLine:
             "The line's id: unique, and the tie-break after `at` in a page's order. Ids are not in "
             "time order: a line whose commit was slow has a smaller id than lines written after it, "
             "and a Galera cluster hands ids out interleaved by node. Order by `at`, then `id`."
-        )
+        ),
+        metadata=_read("str(r.id)"),
     )
-    run_id: strawberry.ID = strawberry.field(description="The run the line is about.")
+    run_id: strawberry.ID = strawberry.field(
+        description="The run the line is about.", metadata=_read("str(r.run_id)")
+    )
     step_id: strawberry.ID | None = strawberry.field(
-        description="The step the line is about, if it is about one."
+        description="The step the line is about, if it is about one.",
+        metadata=_read("None if r.step_id is None else str(r.step_id)"),
     )
     kind: RunLogKind | None = strawberry.field(
         description="What the line records; null only for a kind this server does not know "
-        "(written by a newer writer): `kindName` still names it."
+        "(written by a newer writer): `kindName` still names it.",
+        metadata=_read("_KIND_OF.get(r.kind)", _KIND_OF=_ENUM_BY_WIRE_NAME),
     )
     kind_name: str = strawberry.field(
-        description="The kind's wire name as stored (`run.status`), known to this server or not."
+        description="The kind's wire name as stored (`run.status`), known to this server or not.",
+        metadata=_read("r.kind"),
     )
-    phase: int | None = strawberry.field(description="The phase the line is about, if any.")
+    phase: int | None = strawberry.field(
+        description="The phase the line is about, if any.", metadata=_read("r.phase")
+    )
     at: datetime.datetime = strawberry.field(
         description="When the line was written, UTC, to the millisecond. On a line whose "
         "stored `at` is not a time (see `problem`), 0001-01-01T00:00:00Z; such a line keeps "
         "the place the database orders it in, after every line with a time (MariaDB puts a "
-        "date with a zero month or day, `2026-00-00`, among that year's)."
+        "date with a zero month or day, `2026-00-00`, among that year's).",
+        metadata=_read("r.at"),
     )
     detail: object | None = strawberry.field(
         graphql_type=RunLogDetail | None,
@@ -311,6 +337,7 @@ class RunLogLine:
         "time`, `stored kind is null`, `stored phase 4294967296 is not an integer ...`); the "
         "field shows a stand-in instead: `at` 0001-01-01T00:00:00Z, `kindName` '', `phase` "
         "null. The line keeps its place in the order, and pages go on past it.",
+        metadata=_read("r.problem"),
     )
     cursor: str = strawberry.field(
         default="",
@@ -320,6 +347,7 @@ class RunLogLine:
         "the last few seconds also remembers the recent lines read up to it (128 at most, so a "
         "cursor stays small), so that a line whose commit was slow, landing behind it, is still "
         "read once.",
+        metadata=_read('c or r.cursor or ""'),
     )
 
 
@@ -360,19 +388,13 @@ class PrunedLines:
     )
 
 
-# How the compiled plan reads each `RunLogLine` field from a stored line `r`
-# and its cursor `c`, as `_line` does: an expression and the names it uses.
-# `detail` is read with `details.read_values` (see RunLogPage).
+# Each `RunLogLine` field's `_read`, by its Python name: what the compiled
+# plan reads a line with, and `_line` is made from. `detail` is read with
+# `details.read_values` by the plan and `read_detail` by `_line`.
 LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
-    "id": ("str(r.id)", {}),
-    "run_id": ("str(r.run_id)", {}),
-    "step_id": ("None if r.step_id is None else str(r.step_id)", {}),
-    "kind": ("_KIND_OF.get(r.kind)", {"_KIND_OF": _ENUM_BY_WIRE_NAME}),
-    "kind_name": ("r.kind", {}),
-    "phase": ("r.phase", {}),
-    "at": ("r.at", {}),
-    "problem": ("r.problem", {}),
-    "cursor": ('c or r.cursor or ""', {}),
+    field.python_name: field.metadata[READ]
+    for field in get_object_definition(RunLogLine, strict=True).fields
+    if READ in field.metadata
 }
 
 
@@ -442,24 +464,24 @@ class RunLogPage:
         raise LookupError(f"no {name} is looked up for a page")
 
 
-# `strawberry.ID` is a NewType, a Python-level call that returns its argument:
-# `str` itself, typed as making an ID, saves three calls on every line.
-_as_id: Callable[[object], strawberry.ID] = str  # type: ignore[assignment]
-
-
-def _line(row: store.Line, cursor: str | None = None) -> RunLogLine:
-    return RunLogLine(
-        id=_as_id(row.id),
-        run_id=_as_id(row.run_id),
-        step_id=None if row.step_id is None else _as_id(row.step_id),
-        kind=_ENUM_BY_WIRE_NAME.get(row.kind),
-        kind_name=row.kind,
-        phase=row.phase,
-        at=row.at,
-        detail=read_detail(row.kind, row.detail),
-        problem=row.problem,
-        cursor=cursor or row.cursor or "",
+def _line_maker(sources: dict[str, tuple[str, dict[str, Any]]]) -> Callable[..., RunLogLine]:
+    """`_line`, made from each field's `_read`: one call, each field's expression in place."""
+    names: dict[str, Any] = {"RunLogLine": RunLogLine, "_read_detail": read_detail}
+    arguments = []
+    for field, (expression, used) in sources.items():
+        names.update(used)
+        arguments.append(f"{field}={expression}")
+    text = (
+        "def _line(r, c=None):\n"
+        f"    return RunLogLine({', '.join(arguments)}, detail=_read_detail(r.kind, r.detail))\n"
     )
+    exec(compile(text, "<RunLogLine from its fields' _read>", "exec"), names)  # noqa: S102
+    made: Callable[..., RunLogLine] = names["_line"]
+    return made
+
+
+# A stored line `r` (store.Line), with its cursor `c` if it has one, as a `RunLogLine`.
+_line = _line_maker(LINE_SOURCES)
 
 
 # ── retention ────────────────────────────────────────────────────────────────
