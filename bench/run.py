@@ -90,6 +90,11 @@ BIG_PAGE, SMALL_PAGE = 2000, 50
 TARGETS = ("service", "floor", "sa floor")
 FLOORS = TARGETS[1:]
 BEFORE = "before"  # the service at the revision given to --against
+# The goals, against the floor: a 2,000-line RunLog page's latency, 50-line
+# RunLog pages' and WriteNote's requests/s under 8 clients.
+BIG_PAGE_GOAL = "<= 1.3"
+SMALL_PAGES_GOAL = ">= 0.8"
+WRITES_GOAL = ">= 0.9"
 NOISE = 0.05  # how far a ratio moves between runs (issue 20): a change worse than this is flagged
 # The runs a `run.blocked` line names: most are in `event_runs`, the last two are not.
 BLOCKING_RUNS = range(30, 42)
@@ -598,12 +603,19 @@ def same_as_before(now: Any, before: Any) -> None:
         )
 
 
+# Fields whose value is opaque: two revisions may encode a cursor differently
+# (this tree's name their run and filter, and have a fixed bound).
+OPAQUE = frozenset({"cursor", "startCursor", "endCursor"})
+
+
 def _difference(a: Any, b: Any, where: str) -> tuple[str, Any, Any] | None:
     """The first place where two JSON values differ (its path, and each value there), or None."""
     if isinstance(a, dict) and isinstance(b, dict):
         if list(a) != list(b):
             return where, list(a), list(b)
         for key in a:
+            if key in OPAQUE and type(a[key]) is type(b[key]):
+                continue  # a cursor's text is each revision's own; that both give one is what counts
             found = _difference(a[key], b[key], f"{where}.{key}" if where else key)
             if found is not None:
                 return found
@@ -721,11 +733,17 @@ def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan:
     try:
         report.notes.append(f"   {op.name}, limit {SMALL_PAGE}: {compare_reads(servers, op, SMALL_PAGE)}")
         if op.has_variable("after"):
-            # The next page too: the floors must read a cursor as the service does.
-            first = dict(_pages(servers["service"].post(op.body(SMALL_PAGE))["data"]))
-            cursor = next(iter(first.values()), {}).get("pageInfo", {}).get("endCursor")
-            if cursor is not None:
-                found = compare_reads(servers, op, SMALL_PAGE, after=cursor)
+            # The next page too, each server given the cursor it issued: the
+            # floors must read a cursor as the service does (and a revision
+            # may encode one otherwise).
+            answers = {}
+            for name, server in servers.items():
+                first = dict(_pages(server.post(op.body(SMALL_PAGE))["data"]))
+                cursor = next(iter(first.values()), {}).get("pageInfo", {}).get("endCursor")
+                if cursor is not None:
+                    answers[name] = server.post(op.body(SMALL_PAGE, cursor))
+            if answers:
+                found = compare_answers(answers)
                 report.notes.append(f"   {op.name}, limit {SMALL_PAGE}, the next page: {found}")
     except Mismatch as exc:
         report.unmeasured(label, goal or "(shown)", "answers differ")
@@ -952,16 +970,22 @@ def _measure(
                 + ", ".join(f"{op.name} ({op.origin})" for op in [*workload.reads, *workload.writes])
             )
             measured = [
-                big_page(report, servers, op, plan, "<= 1.5" if op.name == "RunLog" else "")
-                and small_pages(report, servers, op, plan, ">= 0.75" if op.name == "RunLog" else "")
+                big_page(report, servers, op, plan, BIG_PAGE_GOAL if op.name == "RunLog" else "")
+                and small_pages(report, servers, op, plan, SMALL_PAGES_GOAL if op.name == "RunLog" else "")
                 for op in workload.reads
             ]
             # What follows mixes the reads: only those the floors answer alike.
             workload.reads = [op for op, ok in zip(workload.reads, measured, strict=True) if ok]
             if args.only == "writes":
-                report.unmeasured("reads", "<= 1.5, >= 0.75, <= 1.2, <= 1.1", "run with --only writes")
+                report.unmeasured(
+                    "reads", f"{BIG_PAGE_GOAL}, {SMALL_PAGES_GOAL}, <= 1.2, <= 1.1", "run with --only writes"
+                )
             elif workload.read("RunLog") is None:
-                report.unmeasured("RunLog pages", "<= 1.5, >= 0.75", "no operation RunLog in gql/operations")
+                report.unmeasured(
+                    "RunLog pages",
+                    f"{BIG_PAGE_GOAL}, {SMALL_PAGES_GOAL}",
+                    "no operation RunLog in gql/operations the floors answer alike",
+                )
             if workload.reads:
                 cases = size_cases(workload)
                 plans_small = {
@@ -976,11 +1000,11 @@ def _measure(
             elif args.only != "writes":
                 report.unmeasured("flat, RSS", "<= 1.2, <= 1.1", "no read the floors answer alike")
             for op in workload.writes:
-                writes(report, servers, op, plan, ">= 0.8" if op.name == "WriteNote" else "", database)
+                writes(report, servers, op, plan, WRITES_GOAL if op.name == "WriteNote" else "", database)
             if args.only == "reads":
-                report.unmeasured("writes", ">= 0.8", "run with --only reads")
+                report.unmeasured("writes", WRITES_GOAL, "run with --only reads")
             elif workload.write("WriteNote") is None:
-                report.unmeasured("WriteNote", ">= 0.8", "no operation WriteNote in gql/operations")
+                report.unmeasured("WriteNote", WRITES_GOAL, "no operation WriteNote in gql/operations")
         finally:
             for server in servers.values():
                 server.stop()
