@@ -3,6 +3,7 @@
     python -m bench.cpu                              # RunLog, 50-line pages
     python -m bench.cpu --operation WriteNote --rounds 6
     python -m bench.cpu --profile /tmp/page          # and py-spy's stacks of the first round
+    python -m bench.cpu --against c02314c            # and an older revision's, served beside it
 
 Where `python -m bench` says how fast, this says what a request costs the
 serving process: each server (`python -m gql serve` and `bench/floor.py`,
@@ -12,7 +13,9 @@ rounds, and its user+system CPU time (/proc) is divided by the requests it
 answered. With `--profile PREFIX`, py-spy (`pip install py-spy`; not a
 dependency) records each server's first round as raw stacks, in
 PREFIX-service.raw and PREFIX-floor.raw, for a flame graph or a count of
-where the time goes.
+where the time goes. With `--against REV`, the service at that revision
+(bench/revision.py) takes its turn too, so the two trees' CPU a request are
+measured in the same rounds.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import os
 import shutil
 import statistics
 import subprocess
+from contextlib import ExitStack
 
 from bench.operations import shipped
-from bench.run import SMALL_PAGE, bench_database, fill_base, load, start
+from bench.revision import Refused, checkout
+from bench.run import BEFORE, SMALL_PAGE, bench_database, fill_base, load, start
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -42,6 +47,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--seconds", type=float, default=6.0, help="each server's turn (default 6)")
     parser.add_argument("--profile", help="py-spy's raw stacks of each first round, to PREFIX-<server>.raw")
+    parser.add_argument("--against", metavar="REV", help="also the service at this git revision")
     args = parser.parse_args()
     operation = {op.name: op for op in shipped()}[args.operation]
     body = operation.body(args.limit)
@@ -49,9 +55,18 @@ def main() -> int:
     if args.profile and spy is None:
         parser.error("--profile needs py-spy on PATH")
     per_request: dict[str, list[float]] = {"service": [], "floor": []}
-    with bench_database() as database:
+    with ExitStack() as stack:
+        revision = None
+        if args.against is not None:
+            try:
+                revision = stack.enter_context(checkout(args.against))
+            except Refused as exc:
+                parser.error(str(exc))
+            per_request = {"service": [], BEFORE: [], "floor": []}
+            print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
+        database = stack.enter_context(bench_database())
         fill_base(database)
-        servers = {name: start(name, database) for name in per_request}
+        servers = {name: start(name, database, revision=revision) for name in per_request}
         try:
             for round_ in range(args.rounds):
                 for name, server in servers.items():
@@ -101,6 +116,12 @@ def main() -> int:
     print(
         f"median CPU a request: service {service:.3f} ms, floor {floor:.3f} ms, ratio {service / floor:.3f}"
     )
+    if BEFORE in per_request:
+        before = statistics.median(per_request[BEFORE])
+        print(
+            f"median CPU a request: {BEFORE} {before:.3f} ms, ratio {before / floor:.3f}; "
+            f"service/{BEFORE} {service / before:.3f}"
+        )
     return 0
 
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .values import LINE_ID_MAX, Line, as_naive_utc, utc_now_millis
+from .values import LINE_ID_MAX, Line, utc_now_millis
 
 # The most recent lines one cursor names. Past it a page stops short: a tail
 # that keeps up within the late window with more than this many lines of one
@@ -41,6 +41,7 @@ _MAX_BYTES = 140 + RECENT_LINES * 16
 _MAX_MILLIS = 2**49 - 1
 MAX_CURSOR_CHARS = -(-_MAX_BYTES * 4 // 3)
 _EPOCH = datetime.datetime(1, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=datetime.UTC)  # for an aware time: no conversion to naive first
 _MICROSECOND = datetime.timedelta(microseconds=1)
 _MILLISECOND = datetime.timedelta(milliseconds=1)
 # A position is a date as SQLite's normalised form or MariaDB prints it
@@ -119,6 +120,8 @@ def naive(at: datetime.datetime) -> datetime.datetime:
 
 
 def _varint(value: int) -> bytes:
+    if value <= 0x7F:
+        return _ONE_BYTE[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -127,8 +130,12 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_ONE_BYTE = [bytes([value]) for value in range(0x80)]
+
+
 def _time_bytes(at: datetime.datetime) -> bytes:
-    return _varint((as_naive_utc(at) - _EPOCH) // _MICROSECOND)
+    # Microseconds since year 1, UTC: the same for an aware time as for it made naive UTC.
+    return _varint((at - (_EPOCH if at.tzinfo is None else _EPOCH_UTC)) // _MICROSECOND)
 
 
 def _position_bytes(at: datetime.datetime | str | None, line_id: int) -> bytes:
@@ -146,13 +153,28 @@ def _line_at(line: Line | Cursor) -> datetime.datetime | str | None:
     return line.at
 
 
-def _header(scope: Scope, line: Line | Cursor) -> bytes:
+def _scope_bytes(scope: Scope) -> bytes:
     kinds = b"\x01" + scope.kinds if scope.kinds else b"\x00"
-    return bytes([_VERSION]) + _varint(scope.run_id) + kinds + _position_bytes(_line_at(line), line.id)
+    return bytes([_VERSION]) + _varint(scope.run_id) + kinds
+
+
+def _header(scope: Scope, line: Line | Cursor) -> bytes:
+    return _scope_bytes(scope) + _position_bytes(_line_at(line), line.id)
+
+
+def _line_position(line: Line) -> bytes:
+    """`_position_bytes` of a stored line, as `_header` writes it."""
+    if line.position is not None:
+        return _position_bytes(line.position, line.id)
+    return b"\x01" + _time_bytes(line.at) + _varint(line.id)
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _text(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    # base64.urlsafe_b64encode, without its two calls in Python: one per line of a page.
+    return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).rstrip(b"=").decode()
 
 
 class _Seen:
@@ -413,9 +435,10 @@ def page_cursors(
         at = line.at
         return line.position is None and (at >= settled_utc if at.tzinfo is not None else at >= settled)
 
+    is_recent = [recent(line) for line in lines]
     kept, count = len(lines), 0
-    for i, line in enumerate(lines):
-        if recent(line):
+    for i, line_is_recent in enumerate(is_recent):
+        if line_is_recent:
             count += 1
             if count > RECENT_LINES:
                 kept, has_next = i, True
@@ -427,15 +450,15 @@ def page_cursors(
     wanted = set(range(kept)) if not only_ends else ({0, kept - 1} if kept else set())
     texts = [""] * kept
     seen = _Seen(settled)
+    prefix = _scope_bytes(scope)
     # From the page's end up: line i's window is the recent lines from it to the end.
     for i in range(kept - 1, -1, -1):
         line = lines[i]
-        is_recent = recent(line)
-        if is_recent:
+        if is_recent[i]:
             seen.add(line.id, naive(line.at))
         if i in wanted:
-            header = _header(scope, line)
-            texts[i] = _text(header + (seen.window_bytes(floor) if is_recent else b"\x00"))
+            window = seen.window_bytes(floor) if is_recent[i] else b"\x00"
+            texts[i] = _text(prefix + _line_position(line) + window)
     return PageCursors(texts)
 
 
@@ -466,11 +489,12 @@ def newer_cursors(
     oldest = seen.oldest()
     texts: list[str] = []
     settles_in = 0.0
+    prefix = _scope_bytes(scope)
     for line in lines:
         if line.position is not None:
             # A row whose `at` is not a time: older than every time, and never
             # late (no one stamps such a row). Its position says it all.
-            texts.append(_text(_header(scope, line) + b"\x00"))
+            texts.append(_text(prefix + _line_position(line) + b"\x00"))
             continue
         at = naive(line.at)
         if at < settled:
@@ -493,9 +517,9 @@ def newer_cursors(
             seen.add(line.id, at)
             oldest = min(oldest, (at, line.id)) if oldest is not None else (at, line.id)
         if window_settled is None or (not len(seen) and at < settled):
-            texts.append(_text(_header(scope, line) + b"\x00"))
+            texts.append(_text(prefix + _line_position(line) + b"\x00"))
         else:
-            texts.append(_text(_header(scope, line) + seen.window_bytes(floor)))
+            texts.append(_text(prefix + _line_position(line) + seen.window_bytes(floor)))
     return PageCursors(texts, settles_in)
 
 
