@@ -598,6 +598,190 @@ def _retention_status(info: strawberry.Info[Context, None]) -> RetentionStatus:
 # ── operations ───────────────────────────────────────────────────────────────
 
 
+async def read_run_log(
+    context: Context,
+    asked: Asked,
+    servings: Callable[[], Any],
+    *,
+    run_id: Any,
+    kinds: list[str] | None,
+    limit: int | None,
+    after: str | None,
+    before: str | None,
+    wait: int | None,
+    fresh: bool | None,
+) -> RunLogPage:
+    """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
+
+    The resolver's, and the read plan's (gql/read_plan.py), which calls it
+    without graphql-core's executor. `asked` is what the field selects, and
+    `servings()` how its page's details are served (limits.detail_servings),
+    asked for only when the page reads details.
+    """
+    context.require(Action.READ, "runLog")
+    number = parse_id(run_id)
+    note(run_id=number)
+    if number is None:
+        raise ClientError(
+            id_problem("runId", run_id),
+            "BAD_USER_INPUT",
+        )
+    if after is not None and before is not None:
+        raise ClientError(
+            "after and before cannot be given together: after reads the lines older than its "
+            "cursor, before the lines newer than its cursor; pass one of them",
+            "BAD_USER_INPUT",
+        )
+    if wait is not None and not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise ClientError(f"wait must be 0 to {MAX_WAIT_SECONDS} seconds, got {wait}", "BAD_USER_INPUT")
+    if wait and before is None:
+        raise ClientError(
+            "wait needs before: pass a page's pageInfo.startCursor as before, to wait for the "
+            "lines written after it",
+            "BAD_USER_INPUT",
+        )
+    wire_kinds = kinds
+    scope = store.cursor_scope(number, wire_kinds)
+    try:
+        cursor = store.decode_cursor(after, "after", scope) if after is not None else None
+        newer = store.decode_cursor(before, "before", scope) if before is not None else None
+    except store.CursorError as exc:
+        raise ClientError(str(exc), "BAD_USER_INPUT") from None
+    window = tail.late_window(context.settings)
+    loop = asyncio.get_running_loop()
+
+    def read_on(engine: AsyncEngine, max_detail_bytes: int | None) -> Awaitable[store.Page]:
+        return store.read_page(
+            engine,
+            run_id=number,
+            kinds=wire_kinds,
+            limit=store.clamp_read_limit(limit),
+            after=cursor,
+            before=newer,
+            detail=asked.detail,
+            max_detail_bytes=max_detail_bytes,
+            largest_detail=context.settings.max_detail_bytes,
+        )
+
+    # Pages read newest first may read a replica (gql/replica.py);
+    # `before` pages and the long poll read the primary, as the tail does.
+    replica = context.replica if newer is None else None
+
+    async def read_once() -> tuple[store.Page, datetime.datetime, float]:
+        # One deadline for the page and, when selected, its runs.
+        deadline = loop.time() + context.settings.read_timeout
+        # Taken before the read: a line stamped before it has committed
+        # by the time the read sees the database (see tail.late_window).
+        # On a replica, it also has to have arrived there: a page that
+        # may trail the primary leaves that much more to `before` reads.
+        trails = replica.allowance if replica is not None and replica.in_use and not fresh else 0.0
+        settled = store.settled_before(window + trails)
+
+        async def read(max_detail_bytes: int | None) -> store.Page:
+            if replica is None:
+                return await read_on(context.engine, max_detail_bytes)
+            source = await replica.source(fresh=bool(fresh), deadline=deadline)
+            if source is not context.engine:
+                try:
+                    # Half the read's time at most, so the primary has the rest.
+                    async with asyncio.timeout((deadline - loop.time()) / 2):
+                        return await read_on(source, max_detail_bytes)
+                except Exception as exc:
+                    if not store.is_unavailable(exc):
+                        raise
+                    metrics.swallowed("replica.read")
+                    log.warning(
+                        "runLog of run %d: request %s: the replica failed (%s): read from the primary",
+                        number,
+                        context.request_id,
+                        _reason(exc),
+                    )
+                    replica.failed(exc)
+            return await read_on(context.engine, max_detail_bytes)
+
+        try:
+            async with asyncio.timeout_at(deadline):
+                # A page without details weighs nothing against the budget.
+                if asked.detail:
+                    page = await context.details_left().read(read, servings())
+                else:
+                    page = await read(None)
+        except Exception as exc:
+            if not store.is_unavailable(exc):
+                raise  # a fault of this server: masked, and logged with its stack
+            raise _unavailable(context, f"runLog of run {number}", exc) from None
+        return page, settled, deadline
+
+    def cursors_of(page: store.Page, settled: datetime.datetime) -> store.PageCursors | None:
+        if not (asked.cursor or asked.ends):
+            return None
+        if newer is not None:
+            return store.newer_cursors(page.lines, before=newer, settled=settled, scope=scope)
+        return store.page_cursors(
+            page.lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=not asked.cursor
+        )
+
+    page, settled, deadline = await read_once()
+    made = cursors_of(page, settled)
+    if wait and context.watcher is not None and not (page.lines if made is None else made.texts):
+        polled = await _long_poll(
+            context, number, wait, read_once, cursors_of, 0.0 if made is None else made.settles_in
+        )
+        if polled is not None:
+            page, settled, deadline, made = polled
+    lines = page.lines
+    cursors = [] if made is None else made.texts
+    # A page stops short where a cursor would name more recent lines than
+    # it may (store.RECENT_LINES): the rest is the next page's.
+    has_more = page.has_next
+    if made is not None and len(cursors) < len(lines):
+        lines, has_more = lines[: len(cursors)], True
+    if newer is not None:
+        # Read oldest first; shown newest first, as every page.
+        lines = lines[::-1]
+        cursors.reverse()
+    metrics.lines_read(len(lines))
+    runs: dict[int, store.Run] | Exception | None = None
+    run: Run | Exception | None = None
+    if asked.blocking_run or asked.run:
+        runs, run = await _find_runs(context, lines, deadline, number if asked.run else None)
+    if newer is not None:
+        info_ = PageInfo(
+            has_next_page=True,
+            end_cursor=cursors[-1] if cursors else None,
+            has_previous_page=has_more,
+            start_cursor=cursors[0] if cursors else before,
+        )
+    else:
+        start = cursors[0] if cursors else None
+        if not lines and cursor is None and (asked.ends or asked.cursor):
+            start = store.encode_cursor(store.Cursor(at=None, id=0), scope, store.Window(settled=settled))
+        info_ = PageInfo(
+            has_next_page=has_more,
+            end_cursor=cursors[-1] if cursors else None,
+            has_previous_page=cursor is not None and cursor.at is not None,
+            start_cursor=start,
+        )
+    pruned: PrunedLines | Exception | None = None
+    if asked.pruned and newer is None and not has_more:
+        pruned = await _pruned(context, number, deadline)
+    return RunLogPage(
+        page_info=info_,
+        run=run,  # type: ignore[arg-type]  # see _find_runs
+        pruned=pruned,  # type: ignore[arg-type]
+        lines=lines,
+        line_cursors=cursors if asked.cursor else [None] * len(lines),
+        runs=runs,
+    )
+
+
+def _servings_of(info: strawberry.Info[Context, None]) -> Any:
+    # Private: Strawberry's Info has no public field nodes or fragments,
+    # graphql-core's own info (`_raw_info`) has both.
+    raw = info._raw_info
+    return detail_servings(raw.field_nodes[0], raw.fragments)
+
+
 @strawberry.type
 class Query:
     @strawberry.field(
@@ -667,165 +851,17 @@ class Query:
             # Start-up's pass over the trusted documents (app.py): an empty
             # page, read from nowhere, has its plan compiled all the same.
             return RunLogPage(page_info=PageInfo(has_next_page=False, end_cursor=None))
-        context.require(Action.READ, "runLog")
-        number = parse_id(run_id)
-        note(run_id=number)
-        if number is None:
-            raise ClientError(
-                id_problem("runId", run_id),
-                "BAD_USER_INPUT",
-            )
-        if after is not None and before is not None:
-            raise ClientError(
-                "after and before cannot be given together: after reads the lines older than its "
-                "cursor, before the lines newer than its cursor; pass one of them",
-                "BAD_USER_INPUT",
-            )
-        if wait is not None and not 0 <= wait <= MAX_WAIT_SECONDS:
-            raise ClientError(f"wait must be 0 to {MAX_WAIT_SECONDS} seconds, got {wait}", "BAD_USER_INPUT")
-        if wait and before is None:
-            raise ClientError(
-                "wait needs before: pass a page's pageInfo.startCursor as before, to wait for the "
-                "lines written after it",
-                "BAD_USER_INPUT",
-            )
-        wire_kinds = None if kinds is None else [k.value for k in kinds]
-        scope = store.cursor_scope(number, wire_kinds)
-        try:
-            cursor = store.decode_cursor(after, "after", scope) if after is not None else None
-            newer = store.decode_cursor(before, "before", scope) if before is not None else None
-        except store.CursorError as exc:
-            raise ClientError(str(exc), "BAD_USER_INPUT") from None
-        asked = _asked(info)
-        window = tail.late_window(context.settings)
-        loop = asyncio.get_running_loop()
-
-        def read_on(engine: AsyncEngine, max_detail_bytes: int | None) -> Awaitable[store.Page]:
-            return store.read_page(
-                engine,
-                run_id=number,
-                kinds=wire_kinds,
-                limit=store.clamp_read_limit(limit),
-                after=cursor,
-                before=newer,
-                detail=asked.detail,
-                max_detail_bytes=max_detail_bytes,
-                largest_detail=context.settings.max_detail_bytes,
-            )
-
-        # Pages read newest first may read a replica (gql/replica.py);
-        # `before` pages and the long poll read the primary, as the tail does.
-        replica = context.replica if newer is None else None
-
-        async def read_once() -> tuple[store.Page, datetime.datetime, float]:
-            # One deadline for the page and, when selected, its runs.
-            deadline = loop.time() + context.settings.read_timeout
-            # Taken before the read: a line stamped before it has committed
-            # by the time the read sees the database (see tail.late_window).
-            # On a replica, it also has to have arrived there: a page that
-            # may trail the primary leaves that much more to `before` reads.
-            trails = replica.allowance if replica is not None and replica.in_use and not fresh else 0.0
-            settled = store.settled_before(window + trails)
-
-            async def read(max_detail_bytes: int | None) -> store.Page:
-                if replica is None:
-                    return await read_on(context.engine, max_detail_bytes)
-                source = await replica.source(fresh=bool(fresh), deadline=deadline)
-                if source is not context.engine:
-                    try:
-                        # Half the read's time at most, so the primary has the rest.
-                        async with asyncio.timeout((deadline - loop.time()) / 2):
-                            return await read_on(source, max_detail_bytes)
-                    except Exception as exc:
-                        if not store.is_unavailable(exc):
-                            raise
-                        metrics.swallowed("replica.read")
-                        log.warning(
-                            "runLog of run %d: request %s: the replica failed (%s): read from the primary",
-                            number,
-                            context.request_id,
-                            _reason(exc),
-                        )
-                        replica.failed(exc)
-                return await read_on(context.engine, max_detail_bytes)
-
-            try:
-                async with asyncio.timeout_at(deadline):
-                    # A page without details weighs nothing against the budget.
-                    if asked.detail:
-                        # Private: Strawberry's Info has no public field nodes or
-                        # fragments, graphql-core's own info (`_raw_info`) has both.
-                        raw = info._raw_info
-                        servings = detail_servings(raw.field_nodes[0], raw.fragments)
-                        page = await context.details_left().read(read, servings)
-                    else:
-                        page = await read(None)
-            except Exception as exc:
-                if not store.is_unavailable(exc):
-                    raise  # a fault of this server: masked, and logged with its stack
-                raise _unavailable(context, f"runLog of run {number}", exc) from None
-            return page, settled, deadline
-
-        def cursors_of(page: store.Page, settled: datetime.datetime) -> store.PageCursors | None:
-            if not (asked.cursor or asked.ends):
-                return None
-            if newer is not None:
-                return store.newer_cursors(page.lines, before=newer, settled=settled, scope=scope)
-            return store.page_cursors(
-                page.lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=not asked.cursor
-            )
-
-        page, settled, deadline = await read_once()
-        made = cursors_of(page, settled)
-        if wait and context.watcher is not None and not (page.lines if made is None else made.texts):
-            polled = await _long_poll(
-                context, number, wait, read_once, cursors_of, 0.0 if made is None else made.settles_in
-            )
-            if polled is not None:
-                page, settled, deadline, made = polled
-        lines = page.lines
-        cursors = [] if made is None else made.texts
-        # A page stops short where a cursor would name more recent lines than
-        # it may (store.RECENT_LINES): the rest is the next page's.
-        has_more = page.has_next
-        if made is not None and len(cursors) < len(lines):
-            lines, has_more = lines[: len(cursors)], True
-        if newer is not None:
-            # Read oldest first; shown newest first, as every page.
-            lines = lines[::-1]
-            cursors.reverse()
-        metrics.lines_read(len(lines))
-        runs: dict[int, store.Run] | Exception | None = None
-        run: Run | Exception | None = None
-        if asked.blocking_run or asked.run:
-            runs, run = await _find_runs(context, lines, deadline, number if asked.run else None)
-        if newer is not None:
-            info_ = PageInfo(
-                has_next_page=True,
-                end_cursor=cursors[-1] if cursors else None,
-                has_previous_page=has_more,
-                start_cursor=cursors[0] if cursors else before,
-            )
-        else:
-            start = cursors[0] if cursors else None
-            if not lines and cursor is None and (asked.ends or asked.cursor):
-                start = store.encode_cursor(store.Cursor(at=None, id=0), scope, store.Window(settled=settled))
-            info_ = PageInfo(
-                has_next_page=has_more,
-                end_cursor=cursors[-1] if cursors else None,
-                has_previous_page=cursor is not None and cursor.at is not None,
-                start_cursor=start,
-            )
-        pruned: PrunedLines | Exception | None = None
-        if asked.pruned and newer is None and not has_more:
-            pruned = await _pruned(context, number, deadline)
-        return RunLogPage(
-            page_info=info_,
-            run=run,  # type: ignore[arg-type]  # see _find_runs
-            pruned=pruned,  # type: ignore[arg-type]
-            lines=lines,
-            line_cursors=cursors if asked.cursor else [None] * len(lines),
-            runs=runs,
+        return await read_run_log(
+            context,
+            _asked(info),
+            functools.partial(_servings_of, info),
+            run_id=run_id,
+            kinds=None if kinds is None else [k.value for k in kinds],
+            limit=limit,
+            after=after,
+            before=before,
+            wait=wait,
+            fresh=fresh,
         )
 
     retention: RetentionStatus = strawberry.field(
