@@ -21,7 +21,9 @@ from urllib.parse import urlsplit
 import orjson
 from cross_web import HTTPException, StarletteRequestAdapter
 from graphql import (
+    DocumentNode,
     FieldNode,
+    FragmentDefinitionNode,
     GraphQLError,
     OperationDefinitionNode,
     OperationType,
@@ -55,7 +57,7 @@ from strawberry.types.unset import UNSET
 from . import graphiql, health, metrics, request_id, tracing, writes
 from .auth import Policy, Role
 from .db import create_engine, init_db, pool_state
-from .fastpath import DocumentCacheExtension, DocumentCaches
+from .fastpath import DocumentCacheExtension, DocumentCaches, PageExecutor
 from .limits import (
     MAX_VARIABLE_VALUES,
     WARMING,
@@ -66,6 +68,7 @@ from .limits import (
     sample_variables,
     variable_values,
 )
+from .read_plan import ReadPlans, reads_pages
 from .replica import Replica
 from .request_id import RequestId, error_body
 from .retention import Sweeper
@@ -313,6 +316,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         self.prepared = prepared and not schema.directives and all(map(_reproduced, schema.extensions))
         self.graphql_schema = schema._schema
         self.write_plans = WritePlans(self.graphql_schema)
+        executor: Any = schema.execution_context_class
+        # With build_schema's executor (fastpath.PageExecutor), which compiles the plans.
+        self.read_plans = (
+            ReadPlans(self.graphql_schema, executor)
+            if isinstance(executor, type) and issubclass(executor, PageExecutor)
+            else None
+        )
         self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
         self.executor_class = schema.execution_context_class
 
@@ -550,18 +560,28 @@ class RunLogGraphQL(GraphQL[Context, None]):
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
         try:
-            outcome = execute(
-                self.graphql_schema,
-                document,
-                root_value=None,  # this view does not override get_root_value
-                context_value=context,
-                variable_values=variables,
-                operation_name=name,
-                executor_class=self.executor_class,
-                is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
+            # A page query whose plan is compiled: answered without the
+            # executor (gql/read_plan.py), which answers anything else.
+            read = (
+                None
+                if plan is not None or self.read_plans is None
+                else self.read_plans.plan(operation, functools.partial(_fragments, document))
             )
-            if isawaitable(outcome):
-                outcome = await outcome
+            if read is None and plan is None and reads_pages(operation):
+                metrics.fell_back("read_plan", "not_planned", query, "not a query of one plain runLog field")
+            outcome = None if read is None else await read.answer(context, variables, query)
+            if outcome is None:
+                executed = execute(
+                    self.graphql_schema,
+                    document,
+                    root_value=None,  # this view does not override get_root_value
+                    context_value=context,
+                    variable_values=variables,
+                    operation_name=name,
+                    executor_class=self.executor_class,
+                    is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
+                )
+                outcome = await executed if isawaitable(executed) else executed
             result = ExecutionResult(data=outcome.data, errors=outcome.errors)
         except Exception as exc:  # as Strawberry's execute: the error is the answer
             result = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
@@ -1052,6 +1072,10 @@ async def _warm(view: RunLogGraphQL) -> None:
             )
             if isawaitable(outcome):
                 await outcome
+
+
+def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
 
 
 def operation_label(

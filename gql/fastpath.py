@@ -186,6 +186,29 @@ class _PlanCache:
             _, dropped = self.entries.popitem(last=False)
             self.held_bytes -= dropped.held
 
+    def compiled(
+        self, nodes: tuple[FieldNode, ...], coerced: dict[str, Any]
+    ) -> Callable[[Any, Any], dict[str, Any]] | None:
+        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet.
+
+        Compiles nothing: a plan is made by the executor (`PageExecutor`), on
+        a selection's first page or at start-up (app._warm).
+        """
+        key = tuple(map(id, nodes))
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None or not all(a is b for a, b in zip(entry.nodes, nodes, strict=True)):
+                return None
+            try:
+                variant = tuple(coerced.get(name, Undefined) for name in entry.variables)
+                plan = entry.plans.get(variant)
+            except TypeError:  # an unhashable value: the executor says so, and counts it
+                return None
+            if plan is not None:
+                self.entries.move_to_end(key)
+                entry.plans.move_to_end(variant)
+            return plan
+
     def selection(self, nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> _Selection:
         key = tuple(map(id, nodes))
         with self.lock:

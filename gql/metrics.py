@@ -81,7 +81,8 @@ FALLBACKS = Counter(
     "runlog_fallbacks",
     "Work that left a faster path for graphql-core's ordinary one, by path (page_plan: a runLog page "
     "completed without its compiled plan; prepared: a POST answered through Strawberry's pipeline; "
-    "write_plan: a writeRunLog mutation run by the executor) and reason.",
+    "write_plan: a writeRunLog mutation run by the executor; read_plan: a runLog query run by the "
+    "executor) and reason.",
     ["path", "reason"],
 )
 SWALLOWED = Counter(

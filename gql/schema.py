@@ -16,7 +16,7 @@ import json
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, NamedTuple
 
@@ -42,7 +42,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 from strawberry.types import get_object_definition
-from strawberry.types.nodes import SelectedField, Selection
 
 from . import metrics, retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
@@ -163,35 +162,49 @@ class Asked(NamedTuple):
     pruned: bool = False  # the page's `pruned`
 
 
-# What a runLog field selects, by (operation, response path):
-# `info.selected_fields` converts the whole selection, every fragment, on each
-# call, which was about a tenth of a 50-line RunLog page's CPU (cProfile). The
-# answer does not depend on variables (@skip is not looked at), and the
-# document caches hand back one operation object per query text.
-# An entry holds its operation weakly: a node's location links every token
-# of its text, so holding 128 operations held 128 documents (140 MiB for
-# texts of 2,000 tokens, past every cache's bound in bytes).
-_ASKED: OrderedDict[tuple[int, tuple[str | int, ...]], tuple[weakref.ref[Any], Asked]] = OrderedDict()
-_ASKED_SIZE = 128  # operations remembered
+# What a runLog field selects, by its nodes: the answer does not depend on
+# variables (@skip is not looked at), and the document caches hand back one
+# document per query text, so the nodes are the same objects each time.
+# Strawberry's `info.selected_fields` converted the whole selection, every
+# fragment, on each call. An entry holds its nodes weakly: a node's location
+# links every token of its text, so holding 128 of them held 128 documents
+# (140 MiB for texts of 2,000 tokens, past every cache's bound in bytes).
+_ASKED: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref[FieldNode], ...], Asked]] = OrderedDict()
+_ASKED_SIZE = 128  # fields remembered
 
 
-def _asked(info: strawberry.Info[Context, None]) -> Asked:
-    operation = info.operation
-    key = (id(operation), tuple(info.path.as_list()))
+def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinitionNode]) -> Asked:
+    """What the runLog field of `nodes` (one response key's) selects on its page, @skip or not."""
+    key = tuple(map(id, nodes))
     found = _ASKED.get(key)
-    if found is not None and found[0]() is operation:
+    if found is not None and all(ref() is node for ref, node in zip(found[0], nodes, strict=True)):
         return found[1]
-    selected = info.selected_fields
+    names: set[str] = set()
+    pending = [node.selection_set for node in nodes if node.selection_set is not None]
+    spread: set[str] = set()
+    while pending:
+        for selection in pending.pop().selections:
+            if isinstance(selection, FieldNode):
+                names.add(selection.name.value)
+                if selection.selection_set is not None:
+                    pending.append(selection.selection_set)
+            elif isinstance(selection, InlineFragmentNode):
+                pending.append(selection.selection_set)
+            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in spread:
+                spread.add(selection.name.value)
+                fragment = fragments.get(selection.name.value)
+                if fragment is not None:
+                    pending.append(fragment.selection_set)
     # Only a line has a `detail`, and only a detail a `blockingRun`.
     asked = Asked(
-        detail=_selects(selected, "detail"),
-        blocking_run=_selects(selected, "blockingRun"),
-        cursor=_selects(selected, "cursor"),
-        ends=_selects(selected, "startCursor") or _selects(selected, "endCursor"),
-        run=_selects(selected, "run"),
-        pruned=_selects(selected, "pruned"),
+        detail="detail" in names,
+        blocking_run="blockingRun" in names,
+        cursor="cursor" in names,
+        ends="startCursor" in names or "endCursor" in names,
+        run="run" in names,
+        pruned="pruned" in names,
     )
-    _ASKED[key] = (weakref.ref(operation), asked)  # while it lives, its id is its own
+    _ASKED[key] = (tuple(weakref.ref(node) for node in nodes), asked)  # while they live, their ids are theirs
     while len(_ASKED) > _ASKED_SIZE:
         _ASKED.popitem(last=False)
     return asked
@@ -212,15 +225,6 @@ def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
             return await resolver(*args, **kwargs)
 
     return resolve
-
-
-def _selects(selections: list[Selection], name: str) -> bool:
-    """Whether a field called `name` is selected anywhere in `selections`, @skip or not."""
-    return any(
-        (isinstance(selection, SelectedField) and selection.name == name)
-        or _selects(selection.selections, name)
-        for selection in selections
-    )
 
 
 async def _find_runs(
@@ -775,13 +779,6 @@ async def read_run_log(
     )
 
 
-def _servings_of(info: strawberry.Info[Context, None]) -> Any:
-    # Private: Strawberry's Info has no public field nodes or fragments,
-    # graphql-core's own info (`_raw_info`) has both.
-    raw = info._raw_info
-    return detail_servings(raw.field_nodes[0], raw.fragments)
-
-
 @strawberry.type
 class Query:
     @strawberry.field(
@@ -851,10 +848,13 @@ class Query:
             # Start-up's pass over the trusted documents (app.py): an empty
             # page, read from nowhere, has its plan compiled all the same.
             return RunLogPage(page_info=PageInfo(has_next_page=False, end_cursor=None))
+        # Private: Strawberry's Info has no public field nodes or fragments,
+        # graphql-core's own info (`_raw_info`) has both.
+        raw = info._raw_info
         return await read_run_log(
             context,
-            _asked(info),
-            functools.partial(_servings_of, info),
+            asked_of(raw.field_nodes, raw.fragments),
+            functools.partial(detail_servings, raw.field_nodes[0], raw.fragments),
             run_id=run_id,
             kinds=None if kinds is None else [k.value for k in kinds],
             limit=limit,

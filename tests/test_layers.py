@@ -25,6 +25,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.schema",
         "gql.fastpath",
         "gql.write_plan",
+        "gql.read_plan",
         "gql.limits",
         "gql.subscriptions",
         "gql.trusted",

@@ -1,0 +1,185 @@
+"""A query of one `runLog` field, answered without graphql-core's executor: the read side of write_plan.py.
+
+The frontend sends the same few page queries over and over (the shipped
+`RunLog`, `RunLogPage`, `RunLogByKinds`). Once a text is prepared and its
+page has a compiled plan (gql/fastpath.py, made on its first page or at
+start-up), what is left for graphql-core's executor to do is to coerce the
+variables and arguments, call the resolver, and hand the page to the plan.
+A read plan does just that, with graphql-core's public functions:
+
+- the variables coerced by `get_variable_values`, the field's arguments by
+  `get_argument_values`, so a value is read exactly as the executor reads it;
+- the page read by `schema.read_run_log`, the function the resolver calls,
+  with one pooled connection for the page and its runs as the resolver has
+  (not while it waits: a long poll);
+- the page completed by the plan the executor compiled for that selection
+  and those @skip/@include outcomes;
+- a failure located at the field, as the executor locates it: `runLog` is
+  non-null, so the answer is `{"data": null}` with that one error.
+
+A plan is made only for a query whose one root selection is a plain
+`runLog` field (no directive, alias or not), and only while Strawberry does
+no more than call its resolver (no field extension, no permission class). Whatever a plan does not answer
+exactly as the executor would, it leaves to the executor: variables or
+arguments that do not coerce (their errors are the executor's), a selection
+with no compiled plan yet, a page the plan does not complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    ExecutionResult,
+    FieldNode,
+    FragmentDefinitionNode,
+    GraphQLError,
+    GraphQLField,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
+    located_error,
+)
+from graphql.execution.values import get_argument_values, get_variable_values
+
+from . import metrics, store
+from .fastpath import STATS, PageExecutor
+from .limits import detail_servings
+from .schema import Context, asked_of, read_run_log
+
+READ_FIELD = "runLog"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadPlan:
+    """An operation's one `runLog` field, and what its page needs that does not change per request."""
+
+    schema: GraphQLSchema
+    executor: type[PageExecutor]  # whose plan cache holds the page's compiled plan
+    operation: OperationDefinitionNode
+    node: FieldNode
+    field: GraphQLField
+    key: str  # the response key: the alias, or runLog
+    fragments: dict[str, FragmentDefinitionNode]
+
+    async def answer(
+        self, context: Context, inputs: dict[str, Any] | None, text: str
+    ) -> ExecutionResult | None:
+        """The executor's answer for this request, or None (counted, with why) when the executor must give it.
+
+        `text` is the query text, which a fall-back's log names by its hash.
+        """
+        coerced = get_variable_values(self.schema, self.operation.variable_definitions or (), inputs or {})
+        if isinstance(coerced, list):
+            metrics.fell_back(
+                "read_plan", "not_coerced", text, "a variable does not coerce: the executor says why"
+            )
+            return None
+        plan = self.executor.plans.compiled((self.node,), coerced.coerced)
+        if plan is None:
+            # The executor compiles it, or says why it cannot (page_plan's count).
+            metrics.fell_back("read_plan", "not_compiled", text, "the page has no compiled plan (yet)")
+            return None
+        try:
+            arguments = get_argument_values(self.field, self.node, coerced)
+        except GraphQLError:
+            metrics.fell_back(
+                "read_plan", "not_coerced", text, "an argument does not coerce: the executor says why"
+            )
+            return None
+        wait = arguments.get("wait")
+        kinds = arguments.get("kinds")  # RunLogKind members, as Strawberry's enum type coerces them
+        try:
+            held = contextlib.nullcontext() if wait else store.one_connection(context.engine)
+            async with held:
+                page = await read_run_log(
+                    context,
+                    asked_of((self.node,), self.fragments),
+                    functools.partial(detail_servings, self.node, self.fragments),
+                    run_id=arguments["runId"],
+                    kinds=None if kinds is None else [kind.value for kind in kinds],
+                    limit=arguments.get("limit"),
+                    after=arguments.get("after"),
+                    before=arguments.get("before"),
+                    wait=wait,
+                    fresh=arguments.get("fresh"),
+                )
+        except Exception as exc:  # the executor's answer: located at the field, and data null
+            return ExecutionResult(data=None, errors=[located_error(exc, [self.node], [self.key])])
+        try:
+            completed = plan(page, page)
+        except Exception as exc:  # graphql-core decides; the executor reads the page again
+            context.detail_budget = None  # the page it reads has the whole budget again
+            metrics.fell_back(
+                "read_plan",
+                "unexpected_value",
+                text,
+                f"the plan did not complete the page ({type(exc).__name__}): the executor reads it again",
+            )
+            return None
+        STATS.planned += 1
+        return ExecutionResult(data={self.key: completed})
+
+
+def reads_pages(operation: OperationDefinitionNode) -> bool:
+    """Whether `operation` is a query with a `runLog` field at its root: what a read plan is for."""
+    return operation.operation == OperationType.QUERY and any(
+        isinstance(selection, FieldNode) and selection.name.value == READ_FIELD
+        for selection in operation.selection_set.selections
+    )
+
+
+class ReadPlans:
+    """Each operation's read plan (None: it has none), kept as long as the operation is."""
+
+    def __init__(self, schema: GraphQLSchema, executor: type[PageExecutor]) -> None:
+        self.schema = schema
+        self.executor = executor
+        # By identity: an AST node hashes its whole tree, on every lookup.
+        self.plans: dict[int, tuple[weakref.ref[OperationDefinitionNode], ReadPlan | None]] = {}
+
+    def plan(
+        self, operation: OperationDefinitionNode, fragments: Callable[[], dict[str, FragmentDefinitionNode]]
+    ) -> ReadPlan | None:
+        known = self.plans.get(id(operation))
+        if known is not None and known[0]() is operation:
+            return known[1]
+        key = id(operation)
+        found = _plan(self.schema, self.executor, operation, fragments())
+        self.plans[key] = (weakref.ref(operation, functools.partial(self._forget, key)), found)
+        return found
+
+    def _forget(self, key: int, gone: weakref.ref[OperationDefinitionNode]) -> None:
+        known = self.plans.get(key)
+        if known is not None and known[0] is gone:
+            del self.plans[key]
+
+
+def _plan(
+    schema: GraphQLSchema,
+    executor: type[PageExecutor],
+    operation: OperationDefinitionNode,
+    fragments: dict[str, FragmentDefinitionNode],
+) -> ReadPlan | None:
+    query = schema.query_type
+    if operation.operation != OperationType.QUERY or query is None or operation.directives:
+        return None
+    selections = operation.selection_set.selections
+    if len(selections) != 1:
+        return None
+    (node,) = selections
+    if not isinstance(node, FieldNode) or node.name.value != READ_FIELD or node.directives:
+        return None
+    field = query.fields.get(READ_FIELD)
+    # Only while Strawberry does no more than call the resolver: no field
+    # extension or permission class, which the plan would not run.
+    definition = None if field is None else (field.extensions or {}).get("strawberry-definition")
+    if field is None or definition is None or definition.extensions or definition.permission_classes:
+        return None
+    key = node.alias.value if node.alias is not None else READ_FIELD
+    return ReadPlan(schema, executor, operation, node, field, key, fragments)
