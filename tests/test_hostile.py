@@ -177,12 +177,17 @@ def test_a_write_waits_for_the_detail_columns_size_no_longer_than_its_own_deadli
     mariadb.create_tables()
     upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
     with FaultProxy(*upstream) as proxy:
-        proxy.hang()  # from the start: the lookup at start-up finds nothing
+        # Down from the start: the lookup at start-up finds nothing. Refused,
+        # it finds that at once; hung, start-up waited out the 10 s connect
+        # timeout, as it may (the start-up lookup is not a line's).
+        proxy.refuse()
         url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
         settings = mariadb.settings(
             database_url=url.render_as_string(hide_password=False), write_timeout=1.0, connect_timeout=10.0
         )
         with TestClient(create_app(settings)) as client:
+            proxy.recover()
+            proxy.hang()  # listening again, answering nothing: the write's lookup waits
             started = time.monotonic()
             assert Api(client).write(1, "note", {"text": "while hung"}) is False
             seconds = time.monotonic() - started

@@ -33,9 +33,23 @@ PATIENCE = 60  # seconds: any wait this long is a failure, not a slow machine
 
 
 @contextmanager
-def open_tail(base: str, run_id: int, since: str | None = None, **payload: str) -> Iterator[ClientConnection]:
+def open_tail(
+    base: str, run_id: int, since: str | None = None, *, max_queue: int | None = 16, **payload: str
+) -> Iterator[ClientConnection]:
+    """A graphql-transport-ws tail of `run_id` from `since`; `payload` goes in connection_init.
+
+    `max_queue` is the websockets client's: past that many messages unread,
+    it stops reading the socket (16, its default), and its close does not
+    read on, so it waits its close timeout (10 s) for a close frame queued
+    behind the rest; None reads on, as a browser does.
+    """
     url = base.replace("http://", "ws://") + "/graphql"
-    with connect(url, subprotocols=["graphql-transport-ws"], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+    with connect(
+        url,
+        subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        open_timeout=PATIENCE,
+        max_queue=max_queue,
+    ) as ws:
         ws.send(json.dumps({"type": "connection_init", "payload": payload}))
         assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
         variables: dict[str, Any] = {"runId": run_id, "since": since}

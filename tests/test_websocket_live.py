@@ -271,8 +271,11 @@ def test_tail_clients_closing_normally_mid_send_log_no_error(tables: Backend, tm
     with served(tmp_path, tables) as server:
         since = cursor_of_first(server)
         for _ in range(10):
-            # The catch-up sends 300 lines at once; the client leaves (1000) after one.
-            with open_tail(server.base, RUN, since) as ws:
+            # The catch-up sends 300 lines at once; the client leaves (1000)
+            # after one, reading on until the server's close frame, which
+            # comes behind the lines sent before it. (A client that stopped
+            # reading waited 10 s each time, for a frame it could not read.)
+            with open_tail(server.base, RUN, since, max_queue=None) as ws:
                 next_line(ws)
     logged_cleanly(server)
 
