@@ -56,6 +56,7 @@ from strawberry.types.unset import UNSET
 
 from . import graphiql, health, metrics, request_id, tracing, writes
 from .auth import Policy, Role
+from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
 from .fastpath import DocumentCacheExtension, DocumentCaches, PageExecutor
 from .limits import (
@@ -314,7 +315,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # reproduce (a tracer, a resolver middleware, added later), every
         # request goes through Strawberry, which runs it.
         self.prepared = prepared and not schema.directives and all(map(_reproduced, schema.extensions))
-        self.graphql_schema = schema._schema
+        self.graphql_schema = graphql_schema(schema)
         self.write_plans = WritePlans(self.graphql_schema)
         executor: Any = schema.execution_context_class
         # With build_schema's executor (fastpath.PageExecutor), which compiles the plans.
@@ -474,9 +475,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         would read as a float), a text not prepared yet, a request over the
         line budget (for its error).
 
-        It reads three private names of Strawberry (`schema._schema`,
-        `schema._process_errors`, `self._handle_errors`): there is no public
-        way to run a validated document through the view's own steps. What it
+        It reads the graphql-core schema behind Strawberry's
+        (`compat.strawberry.graphql_schema`): there is no public way to run a
+        validated document through the view's own steps. Strawberry's own
+        `_process_errors` adds nothing to the schema's `process_errors` here
+        (it drops field suggestions only when the schema's config asks, and
+        this one does not), and its view's `_handle_errors` is a hook this
+        view does not fill (tests/test_compat.py checks both). What it
         buys is measured against the same app with `prepared=False`
         (docs/performance.md, "What each piece bought"): it pays on small
         requests, where the pipeline is a large share of the CPU, and not on
@@ -586,10 +591,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         except Exception as exc:  # as Strawberry's execute: the error is the answer
             result = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
         if result.errors:
-            self.schema._process_errors(result.errors)
+            self.schema.process_errors(result.errors)
         response_data = await self.process_result(request, result)
-        if result.errors:
-            self._handle_errors(result.errors, response_data)
         return self.create_response(response_data, sub_response)
 
     async def run_writes(self, request: Request, arguments: list[tuple[str, dict[str, Any]]]) -> Response:
@@ -858,7 +861,7 @@ def create_app(
     # Every trusted document is parsed and validated now: a manifest entry
     # this schema refuses stops start-up, naming it.
     trusted = TrustedDocuments.from_settings(settings)
-    trusted.check(schema._schema)
+    trusted.check(graphql_schema(schema))
     graphql_app = RunLogGraphQL(
         schema,
         caches=caches,

@@ -622,7 +622,7 @@ def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[A
             return Annotated[datetime.datetime, pydantic.PlainSerializer(_as_utc_text)], _as_utc
         return datetime.datetime, _as_utc
     if isinstance(tp, StrawberryEnumDefinition):
-        return tp.wrapped_cls, _same
+        return tp.origin, _same  # the Python enum
     if get_object_definition(tp) is not None:
         codec = _codec(tp, codecs)
         model = codec.writer if forbid else codec.reader

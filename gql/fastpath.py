@@ -72,13 +72,19 @@ from graphql import (
     is_enum_type,
     is_scalar_type,
 )
-from graphql.execution.collect_fields import FieldDetails
 from graphql.pyutils import Undefined
 from strawberry.extensions import SchemaExtension
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
-from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 from . import metrics
+from .compat.graphql import (
+    LEFT,
+    CompletesObjects,
+    FieldDetails,
+    collect_subfields,
+    deferred_or_fragment_arguments,
+    has_middleware,
+)
+from .compat.strawberry import DefaultExecutionContext, is_default_resolver, strawberry_definition
 from .details import DETAIL_TYPES, LOADED, read_values, stored_fields
 from .store import Line, one_line_reason
 
@@ -101,8 +107,6 @@ DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024
 CACHED_TEXT_CHARS = 16 * 1024
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
-
-_BACKREF = GraphQLCoreConverter.DEFINITION_BACKREF
 
 
 class _Unplanned(Exception):
@@ -274,12 +278,13 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 # ── the executor ─────────────────────────────────────────────────────────────
 
 
-class PageExecutor(StrawberryGraphQLCoreExecutionContext):
+class PageExecutor(CompletesObjects, DefaultExecutionContext):
     """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
 
     Plugged in through the schema's public `execution_context_class`; it
-    overrides `complete_object_value`, which graphql-core does not document
-    as an extension point (hence the pinned versions in pyproject.toml).
+    completes pages through `CompletesObjects` (gql/compat/graphql.py), which
+    overrides a method graphql-core does not document as an extension point
+    (hence the pinned versions in pyproject.toml).
     Completing a page field by field is most of a big page's CPU; what the
     plan buys on each shipped operation is in docs/performance.md ("What each
     piece bought").
@@ -294,43 +299,36 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
         """This executor with a plan cache of its own, for one schema."""
         return type(cls.__name__, (cls,), {"plans": _PlanCache(PLAN_CACHE_SIZE)})
 
-    def complete_object_value(
-        self,
-        return_type: GraphQLObjectType,
-        field_details_list: list[FieldDetails],
-        info: Any,
-        path: Any,
-        result: Any,
-        position_context: Any,
+    completed_type = PAGE_TYPE_NAME
+
+    def complete_object(
+        self, return_type: GraphQLObjectType, field_details_list: list[FieldDetails], result: Any
     ) -> Any:
-        if return_type.name == PAGE_TYPE_NAME:
-            plan = self._plan(return_type, field_details_list)
-            if callable(plan):
-                try:
-                    completed = plan(result, result)
-                except _Unplanned:
-                    STATS.unplanned += 1
-                    self._fell_back(
-                        "unexpected_value",
-                        "the plan met a value it does not complete; graphql-core completes the page",
-                    )
-                except Exception as exc:  # graphql-core decides: it raises the same at its field
-                    STATS.unplanned += 1
-                    self._fell_back(
-                        "raised",
-                        f"completing the page raised {type(exc).__name__}: {one_line_reason(exc)}; "
-                        "graphql-core completes the page",
-                        logging.WARNING,
-                    )
-                else:
-                    STATS.planned += 1
-                    return completed
+        plan = self._plan(return_type, field_details_list)
+        if callable(plan):
+            try:
+                completed = plan(result, result)
+            except _Unplanned:
+                STATS.unplanned += 1
+                self._fell_back(
+                    "unexpected_value",
+                    "the plan met a value it does not complete; graphql-core completes the page",
+                )
+            except Exception as exc:  # graphql-core decides: it raises the same at its field
+                STATS.unplanned += 1
+                self._fell_back(
+                    "raised",
+                    f"completing the page raised {type(exc).__name__}: {one_line_reason(exc)}; "
+                    "graphql-core completes the page",
+                    logging.WARNING,
+                )
             else:
-                STATS.not_compilable += 1
-                self._fell_back(*plan)
-        return super().complete_object_value(
-            return_type, field_details_list, info, path, result, position_context
-        )
+                STATS.planned += 1
+                return completed
+        else:
+            STATS.not_compilable += 1
+            self._fell_back(*plan)
+        return LEFT
 
     def _fell_back(self, reason: str, why: str, level: int = logging.INFO) -> None:
         """Count a page completed by graphql-core for `reason`, and log it once for this document."""
@@ -341,12 +339,9 @@ class PageExecutor(StrawberryGraphQLCoreExecutionContext):
         self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
     ) -> Callable[[Any, Any], dict[str, Any]] | tuple[str, str]:
         """The page's plan, or why there is none: a reason (a metric's label) and words."""
-        middleware = self.middleware_manager
-        if middleware is not None and middleware.middlewares:
+        if has_middleware(self):
             return "middleware", "a resolver middleware must see every field"
-        if any(
-            d.fragment_variable_values is not None or d.defer_usage is not None for d in field_details_list
-        ):
+        if deferred_or_fragment_arguments(field_details_list):
             return "defer_or_fragment_arguments", "the page is deferred or read through fragment arguments"
         nodes = tuple(d.node for d in field_details_list)
         cache = self.plans
@@ -505,7 +500,7 @@ class _Compiler:
             name: str, field_def: Any, python_name: str, _details: list[FieldDetails], _target: str
         ) -> Read:
             self.check_default_resolver(gtype, name, field_def)
-            if field_def.extensions.get(_BACKREF).metadata.get(LOADED):
+            if strawberry_definition(field_def.extensions).metadata.get(LOADED):
                 return f"pg.loaded({python_name!r}, o)"
             how = stored.get(python_name)
             if how is None:
@@ -520,7 +515,7 @@ class _Compiler:
         return self.fields_function(gtype, field_details_list, "o", "type(o) is not dict", read)
 
     def origin(self, gtype: GraphQLObjectType) -> type:
-        origin = getattr(gtype.extensions.get(_BACKREF), "origin", None)
+        origin = getattr(strawberry_definition(gtype.extensions), "origin", None)
         if not isinstance(origin, type):
             raise _NotCompilable(f"{gtype.name} is not a Strawberry type")
         if gtype.is_type_of is not None:
@@ -528,9 +523,9 @@ class _Compiler:
         return origin
 
     def check_default_resolver(self, gtype: GraphQLObjectType, name: str, field_def: Any) -> None:
-        if not getattr(field_def.resolve, "_is_default", False):
+        if not is_default_resolver(field_def.resolve):
             raise _NotCompilable(f"{gtype.name}.{name} has a resolver")
-        if getattr(field_def.extensions.get(_BACKREF), "default_resolver", getattr) is not getattr:
+        if getattr(strawberry_definition(field_def.extensions), "default_resolver", getattr) is not getattr:
             raise _NotCompilable("the schema has a custom default resolver")
 
     def fields_function(
@@ -548,7 +543,7 @@ class _Compiler:
         to set: an expression, completed here as the field's type says, or
         the lines that set the local to the completed value themselves.
         """
-        grouped, _defer, _forbidden = self.executor.collect_subfields(gtype, field_details_list)
+        grouped = collect_subfields(self.executor, gtype, field_details_list)
         function = f"o{next(self.counter)}"
         body = [f"def {function}({parameters}, pg):", f"    if {refused}:", "        raise _Unplanned"]
         keys: list[tuple[str, str]] = []
@@ -565,7 +560,7 @@ class _Compiler:
             field_def = gtype.fields.get(field_name)
             if field_def is None:
                 raise _NotCompilable(f"{gtype.name} has no field {field_name}")
-            python_name = getattr(field_def.extensions.get(_BACKREF), "python_name", None)
+            python_name = getattr(strawberry_definition(field_def.extensions), "python_name", None)
             if not isinstance(python_name, str) or not python_name.isidentifier():
                 raise _NotCompilable(f"{gtype.name}.{field_name} has no attribute name")
             found = read(field_name, field_def, python_name, details, local)
@@ -646,11 +641,13 @@ class _Compiler:
 
     def leaf(self, value: str, gtype: Any, nullable: bool) -> str | None:
         """One expression completing a standard scalar or an enum, or None for other types."""
-        wrapped = getattr(gtype, "wrapped_cls", None)
+        # A Strawberry enum's definition names its Python enum (`origin`).
+        definition = strawberry_definition(gtype.extensions) if is_enum_type(gtype) else None
+        wrapped = getattr(definition, "origin", None)
         slow = f"_leaf({self.name(gtype, 'T')}, {value})"
         if nullable:
             slow = f"(None if {value} is None else {slow})"
-        if is_enum_type(gtype) and isinstance(wrapped, enum.EnumMeta):
+        if isinstance(wrapped, enum.EnumMeta):
             # Strawberry's enum coercion scans the values one by one; ask it once per member.
             # Keyed by the member's name: an enum member hashes in Python, its name in C.
             every: list[enum.Enum] = list(wrapped)
@@ -706,8 +703,7 @@ class _Compiler:
         """Exact class → completion function, for each member type of the union."""
         origins: list[tuple[type, GraphQLObjectType]] = []
         for member in union.types:
-            definition = member.extensions.get(_BACKREF)
-            origin = getattr(definition, "origin", None)
+            origin = getattr(strawberry_definition(member.extensions), "origin", None)
             if not isinstance(origin, type):
                 raise _NotCompilable(f"{member.name} is not a Strawberry type")
             origins.append((origin, member))
@@ -852,7 +848,8 @@ class DocumentCaches:
         operation = prepared.operations.get(operation_name)
         return None if operation is None else (prepared.document, operation)
 
-    def _prepare(self, query: str, document: DocumentNode) -> None:
+    def prepare(self, query: str, document: DocumentNode) -> None:
+        """Keep the operations of a text that validated cleanly, for `prepared_operation`."""
         with self.lock:
             known = self.texts.get(query)
             if known is None or known.prepared is not None:
@@ -939,4 +936,4 @@ class DocumentCacheExtension(SchemaExtension):
         if found is None:
             self.caches.add_validation(text, document, rules, list(context.pre_execution_errors))
         if context.pre_execution_errors == []:
-            self.caches._prepare(text, document)
+            self.caches.prepare(text, document)

@@ -46,7 +46,6 @@ from graphql import (
     Visitor,
     visit,
 )
-from graphql.validation.rules import overlapping_fields_can_be_merged as _overlapping_fields
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from strawberry.extensions import (
     MaxAliasesLimiter,
@@ -55,6 +54,7 @@ from strawberry.extensions import (
 )
 
 from . import store
+from .compat.graphql import bound_overlap_check, overlap_check_aborted
 from .request_id import error_body, request_id
 from .settings import Settings
 
@@ -75,7 +75,7 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     # sixteen fragments that each spread the next twice held the event loop
     # for seconds. The expansion limit comes first, and they skip a document
     # past it (or with a fragment cycle, which graphql-core refuses anyway).
-    _bound_overlap_check()
+    bound_overlap_check(OVERLAP_BUDGET)
     expansion = _expansion_limit(settings.max_tokens)
     (depth,) = _DepthLimiter(max_depth=settings.max_depth).validation_rules
     (aliases,) = MaxAliasesLimiter(max_alias_count=settings.max_aliases).validation_rules
@@ -586,11 +586,11 @@ class RequestLimits(LineBudget):
     def on_validate(self) -> Iterator[None]:
         yield
         errors = self.execution_context.pre_execution_errors
-        if errors and any(e.message == _OVERLAP_ABORTED for e in errors):
+        if errors and any(overlap_check_aborted(e) for e in errors):
             # graphql-core says only "Validation aborted." when its overlap
             # check runs out of budget: say what was wrong. In place: Strawberry
             # holds this list already, for the answer it returns.
-            errors[:] = [_too_complex() if e.message == _OVERLAP_ABORTED else e for e in errors]
+            errors[:] = [_too_complex() if overlap_check_aborted(e) else e for e in errors]
 
 
 # graphql-core checks that fields sharing a response name can be merged by
@@ -598,14 +598,8 @@ class RequestLimits(LineBudget):
 # (1,900 tokens) held the event loop for 1.3 s within its default budget of
 # 500,000 units, past which it aborts validation. The shipped operations, all
 # fragments included, spend about 1,400; this budget ends the check within a
-# few hundredths of a second. graphql-core reads the module attribute when
-# the rule starts, and documents assigning it as the way to change it.
+# few hundredths of a second (set by `compat.graphql.bound_overlap_check`).
 OVERLAP_BUDGET = 25_000
-_OVERLAP_ABORTED = "Validation aborted."
-
-
-def _bound_overlap_check() -> None:
-    _overlapping_fields.MAX_COMPLEXITY_BUDGET = OVERLAP_BUDGET
 
 
 def _too_complex() -> GraphQLError:

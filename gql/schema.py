@@ -45,6 +45,7 @@ from strawberry.types import get_object_definition
 
 from . import metrics, retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
+from .compat.strawberry import resolve_info
 from .details import (
     DETAIL_TYPES,
     Run,
@@ -848,9 +849,9 @@ class Query:
             # Start-up's pass over the trusted documents (app.py): an empty
             # page, read from nowhere, has its plan compiled all the same.
             return RunLogPage(page_info=PageInfo(has_next_page=False, end_cursor=None))
-        # Private: Strawberry's Info has no public field nodes or fragments,
-        # graphql-core's own info (`_raw_info`) has both.
-        raw = info._raw_info
+        # Strawberry's Info has no public field nodes or fragments;
+        # graphql-core's own info has both.
+        raw = resolve_info(info)
         return await read_run_log(
             context,
             asked_of(raw.field_nodes, raw.fragments),

@@ -55,10 +55,15 @@ from graphql import (
     is_required_argument,
     value_from_ast_untyped,
 )
-from graphql.execution.get_variable_signature import GraphQLVariableSignature, get_variable_signature
-from graphql.execution.values import VariableValueSource
-from graphql.utilities.coerce_input_value import coerce_default_value
 from strawberry.types.base import StrawberryMaybe
+
+from .compat.graphql import (
+    GraphQLVariableSignature,
+    VariableValueSource,
+    coerce_default_value,
+    get_variable_signature,
+)
+from .compat.strawberry import strawberry_definition
 
 WRITE_FIELD = "writeRunLog"
 # The argument types Strawberry hands to a resolver as graphql-core coerced
@@ -342,12 +347,12 @@ def _python_names(field: GraphQLField | None) -> dict[str, str] | None:
     """The resolver's keyword of each argument, or None if Strawberry would do more than pass them on."""
     if field is None:
         return None
-    definition = (field.extensions or {}).get("strawberry-definition")
-    if definition is None or definition.extensions or definition.permission_classes:
+    found = strawberry_definition(field.extensions)
+    if found is None or found.extensions or found.permission_classes:
         return None
     names = {}
     for name, argument in field.args.items():
-        known = (argument.extensions or {}).get("strawberry-definition")
+        known = strawberry_definition(argument.extensions)
         if (
             known is None
             or isinstance(known.type, StrawberryMaybe)  # wrapped in Some by Strawberry
@@ -356,6 +361,6 @@ def _python_names(field: GraphQLField | None) -> dict[str, str] | None:
         ):
             return None
         names[name] = known.python_name
-    if len(names) != len(definition.arguments):
+    if len(names) != len(found.arguments):
         return None
     return names

@@ -1,0 +1,148 @@
+"""graphql-core's non-public names the service relies on (tested in tests/test_compat.py).
+
+graphql-core documents what `graphql`, and the `__init__` of its
+subpackages, export; the rest is its implementation, and 3.3 moved much of
+it (the executor became `Executor`, fields are collected as `FieldDetails`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphql import GraphQLError, GraphQLObjectType
+from graphql.execution.collect_fields import FieldDetails
+from graphql.execution.get_variable_signature import GraphQLVariableSignature, get_variable_signature
+from graphql.execution.values import VariableValueSource
+from graphql.utilities.coerce_input_value import coerce_default_value
+from graphql.validation.rules import overlapping_fields_can_be_merged
+
+__all__ = [
+    "LEFT",
+    "CompletesObjects",
+    "FieldDetails",
+    "GraphQLVariableSignature",
+    "VariableValueSource",
+    "bound_overlap_check",
+    "coerce_default_value",
+    "collect_subfields",
+    "deferred_or_fragment_arguments",
+    "get_variable_signature",
+    "has_middleware",
+    "overlap_check_aborted",
+]
+
+# `FieldDetails` (graphql.execution.collect_fields): a field node as the
+# executor collected it, with its defer usage and fragment arguments: what
+# the executor hands `complete_object_value`, and what gql/fastpath.py's
+# plan is compiled from. Not exported by graphql.execution.
+
+# The variable coercion pieces gql/write_plan.py uses to coerce a write's
+# variables as graphql-core's `coerce_variable_values` does, and to hand the
+# executor's `VariableValues` their sources:
+# `get_variable_signature` and `GraphQLVariableSignature`
+# (graphql.execution.get_variable_signature), `VariableValueSource`
+# (graphql.execution.values, beside the exported `VariableValues`) and
+# `coerce_default_value` (graphql.utilities.coerce_input_value). graphql-core
+# exports `get_variable_values`, which coerces them all on each request:
+# without these, a planned write would coerce its variables through it, or
+# not be planned.
+
+LEFT: Any = object()
+"""What `CompletesObjects.complete_object` answers to leave a value to graphql-core."""
+
+
+class CompletesObjects:
+    """A mixin for graphql-core's executor, completing values of one object type itself.
+
+    It overrides the executor's `complete_object_value`, which graphql-core
+    marks `:meta private:`: no documented hook sees an object value together
+    with the field nodes it is completed for (a resolver middleware runs per
+    field, after graphql-core has built the resolve info, which is the cost
+    to save). The executor is plugged in through Strawberry's documented
+    `execution_context_class`. Without it, gql/fastpath.py's plans never run
+    and every page is completed field by field.
+    """
+
+    # The object type (by name) whose values `complete_object` is offered.
+    completed_type: str
+
+    def complete_object(
+        self, return_type: GraphQLObjectType, field_details_list: list[FieldDetails], result: Any
+    ) -> Any:
+        """The completed value of `result`, or LEFT for graphql-core to complete it."""
+        return LEFT
+
+    def complete_object_value(
+        self,
+        return_type: GraphQLObjectType,
+        field_details_list: list[FieldDetails],
+        info: Any,
+        path: Any,
+        result: Any,
+        position_context: Any,
+    ) -> Any:
+        if return_type.name == self.completed_type:
+            completed = self.complete_object(return_type, field_details_list, result)
+            if completed is not LEFT:
+                return completed
+        return super().complete_object_value(  # type: ignore[misc]
+            return_type, field_details_list, info, path, result, position_context
+        )
+
+
+def has_middleware(executor: Any) -> bool:
+    """Whether the executor runs a resolver middleware (its `middleware_manager`).
+
+    graphql-core keeps the middleware it was given on the executor, with no
+    documented accessor; a plan that skips resolvers must not skip a
+    middleware, so gql/fastpath.py plans no page when there is one.
+    """
+    manager = executor.middleware_manager
+    return manager is not None and bool(manager.middlewares)
+
+
+def collect_subfields(
+    executor: Any, return_type: GraphQLObjectType, field_details_list: list[FieldDetails]
+) -> dict[str, list[FieldDetails]]:
+    """The fields selected on `return_type`, by response key, as the executor collects them.
+
+    The executor's `collect_subfields` (memoised, and honouring @skip and
+    @include with the request's variables) is not documented;
+    `graphql.execution.collect_fields` is not exported. A plan compiled from
+    another collection could select other fields than graphql-core would.
+    """
+    grouped, _defer, _forbidden = executor.collect_subfields(return_type, field_details_list)
+    return grouped  # type: ignore[no-any-return]
+
+
+def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bool:
+    """Whether any of the fields is deferred (@defer) or read through fragment arguments.
+
+    `FieldDetails.defer_usage` and `fragment_variable_values`: graphql-core
+    3.3's incremental delivery and fragment arguments, which a plan does not
+    reproduce (it would complete such a field at once, with other variables).
+    """
+    return any(
+        d.fragment_variable_values is not None or d.defer_usage is not None for d in field_details_list
+    )
+
+
+def bound_overlap_check(budget: int) -> None:
+    """Bound graphql-core's check that fields sharing a response name merge, for the whole process.
+
+    The rule reads `MAX_COMPLEXITY_BUDGET`, a global of
+    `graphql.validation.rules.overlapping_fields_can_be_merged`, when it
+    starts; its comment documents assigning the global as the way to change
+    it, and no argument of `validate` does. Without it, a document of a few
+    thousand repeated fields holds validation for seconds (gql/limits.py).
+    """
+    overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = budget
+
+
+def overlap_check_aborted(error: GraphQLError) -> bool:
+    """Whether `error` is the overlap check running out of its budget ("Validation aborted.").
+
+    graphql-core says only that, with no code or class a validation result
+    exposes; gql/limits.py replaces it with an error that says what to change.
+    """
+    return error.message == "Validation aborted."

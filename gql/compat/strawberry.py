@@ -1,0 +1,77 @@
+"""Strawberry's non-public names the service relies on (tested in tests/test_compat.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import strawberry
+from graphql import GraphQLResolveInfo, GraphQLSchema
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema_converter import GraphQLCoreConverter
+
+__all__ = [
+    "DefaultExecutionContext",
+    "graphql_schema",
+    "is_default_resolver",
+    "resolve_info",
+    "strawberry_definition",
+]
+
+
+def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
+    """The graphql-core schema Strawberry built (`Schema._schema`).
+
+    Strawberry exposes no public accessor for it, and graphql-core's
+    `execute`, `validate` and the plans of gql/fastpath.py and
+    gql/write_plan.py need it: without it, the prepared path
+    (`RunLogGraphQL.run_prepared`), the trusted documents' check at start-up
+    and the operation's label in the log have no schema to run against.
+    """
+    return schema._schema
+
+
+def resolve_info(info: strawberry.Info) -> GraphQLResolveInfo[Any]:
+    """graphql-core's resolve info behind Strawberry's `Info` (`Info._raw_info`).
+
+    Strawberry's `Info` offers `selected_fields` (converted, without the
+    document's fragment definitions) but not graphql-core's `field_nodes` and
+    `fragments`, which `runLog` reads to know which details a page serves
+    (`schema.detail_servings`). Without it that count, and with it the
+    detail budget, cannot be taken before the page is read.
+    """
+    return info._raw_info
+
+
+# Strawberry's own executor (graphql-core's, plus the resolve info it makes),
+# defined in `strawberry.schema.schema` but exported from no public module.
+# `Schema(execution_context_class=...)` is the documented seam; an executor
+# plugged in there that should behave as Strawberry's default (operation
+# extensions, its resolve info) must subclass this one: gql/fastpath.py's
+# `PageExecutor`. Without it the fast path would need graphql-core's bare
+# executor, and resolvers would get another info.
+DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
+
+
+def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
+    """The Strawberry definition a graphql-core type, field or enum was made from, or None.
+
+    Strawberry stores it in the graphql-core object's `extensions` under
+    `GraphQLCoreConverter.DEFINITION_BACKREF` (from
+    `strawberry.schema.schema_converter`, not a public module). No public
+    call maps a graphql-core type or field back to its Strawberry type
+    (`origin`), field (`python_name`, `default_resolver`) or enum (`origin`,
+    the Python enum): gql/fastpath.py's plan compiles only what it can read
+    from them, and without it every page is completed by graphql-core.
+    """
+    return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
+
+
+def is_default_resolver(resolve: Any) -> bool:
+    """Whether a graphql-core field's `resolve` is Strawberry's attribute read (its `_is_default` mark).
+
+    Strawberry marks the resolver it makes for a field that has no resolver
+    of its own; nothing public tells the two apart once the schema is built.
+    gql/fastpath.py's plan reads such a field's attribute itself, and must
+    not for any other: without the mark no field is planned.
+    """
+    return bool(getattr(resolve, "_is_default", False))
