@@ -496,11 +496,10 @@ def _serve_workers(config: uvicorn.Config) -> None:
     keep-alive request (a third of the throughput of one worker, measured).
     Accepted connections inherit TCP_NODELAY from the listening socket.
     """
-    from uvicorn.supervisors import Multiprocess
-
     from . import metrics
+    from .compat.uvicorn import supervisor_class
 
-    class Supervisor(Multiprocess):
+    class Supervisor(supervisor_class()):  # type: ignore[misc]
         """uvicorn's supervisor, forgetting a dead worker's live gauges (its counts stay)."""
 
         def keep_subprocess_alive(self) -> None:

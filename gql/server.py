@@ -19,11 +19,9 @@ import logging
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
-from uvicorn.protocols.utils import ClientDisconnected
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from . import request_id, tail
+from .compat.uvicorn import ClientDisconnected, HTTPProtocolBase, WebSocketProtocolBase
 from .settings import Settings
 
 # The protocol's timeout travels on uvicorn's Config, which each worker
@@ -41,13 +39,8 @@ class _HeadDeadline:
     """A deadline for a request's head, mixed into uvicorn's own HTTP protocol.
 
     It relies on uvicorn's protocol internals, which are not a public API
-    (checked against uvicorn 0.54, h11 and httptools alike; pyproject pins the
-    minor version): `connection_made` and `data_received` (asyncio's protocol
-    methods), `on_response_complete` (called once a response is sent),
-    `handle_websocket_upgrade` (called when the connection becomes a
-    websocket's), `send_400_response` (uvicorn's answer to bytes it cannot
-    parse as a request), and `cycle`, the request/response cycle uvicorn
-    creates once a request's head is parsed, `server_state` and `transport`.
+    (h11 and httptools alike; pyproject pins the minor version): the members
+    `compat.uvicorn.HTTP_HOOKS` names, which tests/test_compat.py checks.
     """
 
     transport: asyncio.Transport
@@ -184,7 +177,7 @@ class _HeadDeadline:
 UNCAPPED_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
 
 
-class HTTPProtocol(_HeadDeadline, AutoHTTPProtocol):  # type: ignore[valid-type,misc]
+class HTTPProtocol(_HeadDeadline, HTTPProtocolBase):  # type: ignore[valid-type,misc]
     """uvicorn's HTTP protocol (httptools if installed, else h11), with a deadline for each head."""
 
     def shutdown(self) -> None:
@@ -209,7 +202,7 @@ BEHIND_REASON = (
 )
 
 
-class WebSocketProtocol(WebSocketsSansIOProtocol):
+class WebSocketProtocol(WebSocketProtocolBase):
     """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it.
 
     uvicorn pings every RUNLOG_WS_PING_INTERVAL and closes a peer whose pong
@@ -226,11 +219,10 @@ class WebSocketProtocol(WebSocketsSansIOProtocol):
     transport is aborted once its close frame has had a period to be taken,
     after a ping timeout, a close the app asked for, and at shutdown.
 
-    Like `_HeadDeadline`, it relies on uvicorn internals (checked against
-    uvicorn 0.54; pyproject pins the minor version): `keepalive_timeout`,
-    `shutdown`, `send` and `close_timer`, `close_sent`, `handshake_complete`,
-    `conn`, `transport`, `ping_timeout`. It also marks a handshake answered
-    with a denial response complete (see `send`).
+    Like `_HeadDeadline`, it relies on uvicorn internals (pyproject pins the
+    minor version): the members `compat.uvicorn.WEBSOCKET_HOOKS` names, which
+    tests/test_compat.py checks. It also marks a handshake answered with a
+    denial response complete (see `send`).
     """
 
     def keepalive_timeout(self) -> None:

@@ -1,0 +1,105 @@
+"""uvicorn's non-public classes the service subclasses (tested in tests/test_compat.py).
+
+uvicorn documents its settings (`uvicorn.Config`, `uvicorn.run`), including
+that `http=` and `ws=` take a protocol class; it documents neither its
+protocol classes nor the supervisor of its workers, and changes them between
+minor versions (pyproject.toml pins the minor version). gql/server.py and
+gql/cli.py subclass the classes below, overriding or reading only the
+members each `*_HOOKS` tuple names; tests/test_compat.py checks that the
+installed uvicorn still has them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.utils import ClientDisconnected
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+__all__ = [
+    "HTTP_HOOKS",
+    "SUPERVISOR_HOOKS",
+    "WEBSOCKET_HOOKS",
+    "ClientDisconnected",
+    "HTTPProtocolBase",
+    "WebSocketProtocolBase",
+    "supervisor_class",
+]
+
+# uvicorn's HTTP protocol, httptools' if installed, else h11's
+# (`uvicorn.protocols.http.auto`). No setting bounds the time a request's
+# head may take, nor its size under httptools; gql/server.py's
+# `HTTPProtocol` adds both on top of it. Without it a connection that
+# trickles its head holds a slot for ever.
+HTTPProtocolBase = AutoHTTPProtocol
+
+# What gql/server.py's HTTP protocol overrides (methods) or reads (attributes
+# its instances hold).
+HTTP_HOOKS = (
+    "connection_made",  # asyncio's, to start the head's deadline
+    "data_received",  # asyncio's, to count the head's bytes
+    "connection_lost",  # asyncio's, to stop the deadline
+    "on_response_complete",  # uvicorn's, once a response is sent: the next head's deadline
+    "handle_websocket_upgrade",  # uvicorn's, when the connection becomes a websocket's
+    "send_400_response",  # uvicorn's answer to what does not parse, answered with a request id
+    "shutdown",  # uvicorn's, at SIGTERM: long polls are ended first
+    "limit_concurrency",  # read once a head is parsed; a property lets /livez and co. past it
+    "cycle",  # the request/response cycle, made once a head is parsed
+    "scope",  # the request's, its path read for limit_concurrency
+    "server_state",  # its default headers, for the 400
+    "transport",
+)
+
+# uvicorn's websocket protocol on the websockets library's sans-I/O API
+# (`uvicorn.protocols.websockets.websockets_sansio_impl`), named in
+# `uvicorn.Config(ws=...)` by gql/server.py's subclass. uvicorn closes a
+# peer with `transport.close()`, which waits for ever on a client that
+# reads nothing; the subclass aborts such a transport. Without it a stalled
+# subscriber holds its subscription and delays shutdown.
+WebSocketProtocolBase = WebSocketsSansIOProtocol
+
+WEBSOCKET_HOOKS = (
+    "keepalive_timeout",  # called when a ping's pong is late
+    "send",  # the ASGI send: a close after this side closed, and denial responses
+    "shutdown",
+    "close_timer",  # its timer for the client's answering close
+    "close_timeout",
+    "close_sent",
+    "handshake_complete",
+    "conn",  # the websockets protocol object, to send a close frame
+    "transport",
+    "ping_timeout",
+    "disconnected",
+    "loop",
+    "client",
+)
+
+# Raised by uvicorn's protocols (`uvicorn.protocols.utils`) to the app's
+# `send` when the client has gone: gql/server.py's websocket protocol raises
+# it for a send after this side closed, as uvicorn does after the client
+# closed, so the app takes it as a client leaving. Without it the app would
+# get a RuntimeError, logged as a fault.
+# (ClientDisconnected is imported above.)
+
+SUPERVISOR_HOOKS = (
+    "keep_subprocess_alive",  # restarts dead workers: their live gauges are forgotten
+    "join_all",  # at shutdown
+    "processes",
+    "run",
+)
+
+
+def supervisor_class() -> Any:
+    """uvicorn's supervisor of worker processes (`uvicorn.supervisors.Multiprocess`).
+
+    `uvicorn.run(workers=n)` makes the socket the workers share and runs
+    this, with no way to set TCP_NODELAY on that socket or to hear of a dead
+    worker; gql/cli.py does both around it (a dead worker's live metrics
+    gauges are forgotten). Without it, `serve --workers` would answer each
+    keep-alive request about 40 ms late. Imported when called: only
+    `serve --workers` needs it.
+    """
+    from uvicorn.supervisors import Multiprocess
+
+    return Multiprocess
