@@ -20,6 +20,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import store
+from .compat.sqlalchemy import pool_max_overflow
 from .db import MissingDatabaseFile, sqlite_file
 from .settings import Settings
 
@@ -140,7 +141,7 @@ def pool_full(engine: AsyncEngine) -> str | None:
     """Why the pool has no connection to spare, or None when it has one (or is not a bounded pool)."""
     pool = engine.sync_engine.pool
     size = getattr(pool, "size", None)
-    overflow = getattr(pool, "_max_overflow", None)
+    overflow = pool_max_overflow(pool)
     checked_out = getattr(pool, "checkedout", None)
     if not (callable(size) and callable(checked_out) and isinstance(overflow, int)) or overflow < 0:
         return None  # SQLite's own pools, and unbounded overflow: never full

@@ -35,6 +35,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.exposition import choose_encoder
 
+from .compat.sqlalchemy import pool_waiting
+
 _log = logging.getLogger("gql.metrics")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -272,7 +274,7 @@ def sample(state: Any, caches: Any, plans: Any, write_plans: Any, queued: int) -
     """
     pool = state.engine.sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
-    POOL_WAITING.set(_pool_waiting(pool))
+    POOL_WAITING.set(pool_waiting(pool))
     if caches is not None:
         CACHE_ENTRIES.labels("documents").set(len(caches.texts))
         CACHE_BYTES.labels("documents").set(caches.held_bytes)
@@ -289,19 +291,6 @@ def sample(state: Any, caches: Any, plans: Any, write_plans: Any, queued: int) -
 def _call(pool: Any, name: str) -> int:
     method = getattr(pool, name, None)
     return int(method()) if callable(method) else 0
-
-
-def _pool_waiting(pool: Any) -> int:
-    """How many wait for a connection of `pool`.
-
-    SQLAlchemy has no public count of them: its asyncio pool keeps its
-    connections in an asyncio.Queue, whose waiting getters are a private
-    deque. Read defensively; 0 when the pool is another kind (SQLite's).
-    """
-    adapted = getattr(pool, "_pool", None)
-    queue = getattr(adapted, "__dict__", {}).get("_queue")  # made on first use only
-    getters = getattr(queue, "_getters", ())
-    return sum(1 for getter in getters if not getter.done())
 
 
 async def sample_every(take: Callable[[], None], interval: float = SAMPLE_EVERY) -> None:

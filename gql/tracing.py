@@ -104,9 +104,10 @@ def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
     the driver directly; the caller keeps them with the engine
     (`db.pool_state(engine).spans`).
     """
-    from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
     from opentelemetry.metrics import get_meter
     from opentelemetry.trace import get_tracer
+
+    from .compat.opentelemetry import trace_engine
 
     tracer = get_tracer(__name__, tracer_provider=tracer_provider)
     usage = get_meter(__name__).create_up_down_counter(
@@ -114,7 +115,7 @@ def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
         unit="connections",
         description="The number of connections that are currently in state described by the state attribute.",
     )
-    EngineTracer(tracer, engine.sync_engine, usage, enable_commenter=False)  # type: ignore[no-untyped-call]
+    trace_engine(tracer, engine.sync_engine, usage)
     # The direct path's spans are named for the module that sends them (the
     # span's instrumentation scope), so a trace tells which way a statement went.
     return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)

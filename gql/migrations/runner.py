@@ -20,6 +20,7 @@ from alembic.runtime.migration import MigrationContext, MigrationInfo
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
 
+from ..compat.alembic import adopt_and_upgrade_steps, upgrade_steps
 from .revision import HEAD, VERSION_TABLE, Migrated, version
 
 # Two init-db runs at once on MySQL/MariaDB (two deploys, say) would both stamp
@@ -144,16 +145,14 @@ def _run(
     """
     script = scripts()
 
-    # _stamp_revs and _upgrade_revs are what alembic.command's stamp and
-    # upgrade run; doing both in one pass creates alembic_version, stamps it
-    # and applies the rest, online and in the printed SQL alike (Alembic is
-    # pinned below 2; tests/test_migrations.py runs every path).
+    # What alembic.command's stamp and upgrade run (gql/compat/alembic.py;
+    # Alembic is pinned below 2; tests/test_migrations.py runs every path).
     def steps(_heads: tuple[str, ...], _context: MigrationContext) -> Iterable[Any]:
         if adopted is not None:
             # An unversioned database: alembic_version is created and stamped
             # with what the database already has, then the rest runs.
-            return [*script._stamp_revs(adopted, ()), *script._upgrade_revs("head", adopted)]
-        return script._upgrade_revs("head", start or "base")
+            return adopt_and_upgrade_steps(script, adopted)
+        return upgrade_steps(script, start)
 
     with EnvironmentContext(
         config(), script, fn=steps, as_sql=isinstance(target, URL), starting_rev=start, destination_rev="head"

@@ -13,9 +13,9 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.util import greenlet_spawn
 
 from .. import tracing
+from ..compat.sqlalchemy import greenlet_spawn
 from ..db import (
     mark_pool_stale,
     pool_generation,

@@ -20,9 +20,9 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.util import greenlet_spawn
 
 from .. import metrics, tracing
+from ..compat.sqlalchemy import greenlet_spawn
 from ..db import (
     event_run_log,
     event_run_log_keys,
