@@ -45,7 +45,7 @@ from strawberry.types import get_object_definition
 
 from . import metrics, retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
-from .compat.strawberry import resolve_info
+from .compat.strawberry import graphql_schema, resolve_info
 from .details import (
     DETAIL_TYPES,
     Run,
@@ -1244,7 +1244,7 @@ class RunLogSchema(strawberry.Schema):
         """For each operation type, the label (`app.operation_label`) of each root field it may select."""
         found = {}
         for kind in OperationType:
-            root = self._schema.get_root_type(kind)
+            root = graphql_schema(self).get_root_type(kind)
             if root is not None:
                 names = {name: name for name in root.fields}
                 found[kind] = {
