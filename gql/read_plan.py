@@ -43,11 +43,13 @@ from graphql import (
     GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
+    get_argument_values,
+    get_variable_values,
     located_error,
 )
-from graphql.execution.values import get_argument_values, get_variable_values
 
 from . import metrics, store
+from .compat.strawberry import strawberry_definition
 from .fastpath import STATS, PageExecutor
 from .limits import detail_servings
 from .schema import Context, asked_of, read_run_log
@@ -178,7 +180,7 @@ def _plan(
     field = query.fields.get(READ_FIELD)
     # Only while Strawberry does no more than call the resolver: no field
     # extension or permission class, which the plan would not run.
-    definition = None if field is None else (field.extensions or {}).get("strawberry-definition")
+    definition = None if field is None else strawberry_definition(field.extensions)
     if field is None or definition is None or definition.extensions or definition.permission_classes:
         return None
     key = node.alias.value if node.alias is not None else READ_FIELD
