@@ -233,17 +233,18 @@ def _reaches(path: pathlib.Path) -> list[str]:
             on_self = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
             if not on_self and node.attr not in DOCUMENTED_UNDERSCORE:
                 found.append(f"{where} reads .{node.attr}")
-        elif isinstance(node, ast.Call) and node.args[1:2]:
-            named = node.args[1]
+        elif isinstance(node, ast.Call):
+            # getattr(x, "_name"), and x.__dict__.get("_name") or the like.
             function = node.func
-            called = function.id if isinstance(function, ast.Name) else ""
-            if (
-                called in ("getattr", "hasattr", "setattr")
-                and isinstance(named, ast.Constant)
-                and isinstance(named.value, str)
-                and _private(named.value)
-            ):
-                found.append(f"{where} {called}(..., {named.value!r})")
+            if isinstance(function, ast.Name) and function.id in ("getattr", "hasattr", "setattr"):
+                called, named = function.id, node.args[1:2]
+            elif isinstance(function, ast.Attribute) and function.attr == "get":
+                called, named = "get", node.args[:1]
+            else:
+                continue
+            value = named[0].value if named and isinstance(named[0], ast.Constant) else None
+            if isinstance(value, str) and _private(value):
+                found.append(f"{where} {called}(..., {value!r})")
     for node in ast.walk(tree):
         # A library module's global overwritten (`module.NAME = ...`).
         if isinstance(node, ast.Assign | ast.AugAssign):
@@ -304,6 +305,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: pathlib.Path) -> None:
         "from graphql.validation.rules import overlapping_fields_can_be_merged as o\n"
         "schema._schema\n"
         "getattr(pool, '_max_overflow', None)\n"
+        "vars(pool).get('_queue')\n"
         "o.MAX_COMPLEXITY_BUDGET = 1\n"
         "line._replace(id=1)\n"
     )
@@ -313,6 +315,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: pathlib.Path) -> None:
         "imports from graphql.validation.rules",
         "reads ._schema",
         "getattr(..., '_max_overflow')",
+        "get(..., '_queue')",
         "sets o.MAX_COMPLEXITY_BUDGET",
     ]
 
