@@ -278,9 +278,20 @@ def _inherited_private_names() -> list[str]:
                     name = member.attr if member.value.id in ("self", "cls") else None
                 elif isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
                     name = member.name
-                if name is not None and _private(name) and any(name in vars(b) for b in bases):
+                if name is not None and _private(name) and any(_defines(b, name) for b in bases):
                     found.append(f"{path.relative_to(GQL.parent)}:{member.lineno} {node.name}.{name}")
     return found
+
+
+def _defines(cls: type, name: str) -> bool:
+    """Whether `cls` has `name` as a member, or sets it on its instances (`self.name =` in its code)."""
+    if name in vars(cls):
+        return True
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):  # a class without Python source (a C extension's)
+        return False
+    return f"self.{name} =" in source or f"self.{name}: " in source
 
 
 def test_no_module_outside_gql_compat_reaches_into_a_library() -> None:
@@ -309,6 +320,9 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: pathlib.Path) -> None:
         "o.MAX_COMPLEXITY_BUDGET = 1\n"
         "line._replace(id=1)\n"
     )
+    # And a library's private attribute through `self`, in a subclass.
+    assert _defines(strawberry.Schema, "_schema")
+    assert not _defines(strawberry.Schema, "_not_strawberrys")
     found = [reach.partition(" ")[2] for reach in _reaches(sample)]
     assert found == [
         "imports from graphql.execution.collect_fields",
@@ -534,14 +548,8 @@ def test_bound_overlap_check_bounds_the_rule_and_its_error_is_recognised() -> No
 
 
 def _has(cls: type, name: str) -> bool:
-    """Whether `cls` has `name` as a member, or sets it on its instances (`self.name =` in its code)."""
-    if any(name in vars(base) for base in cls.__mro__):
-        return True
-    return any(
-        f"self.{name} =" in inspect.getsource(base) or f"self.{name}: " in inspect.getsource(base)
-        for base in cls.__mro__
-        if base.__module__.startswith("uvicorn")
-    )
+    """Whether `cls` or a base of it has `name` as a member or sets it on its instances."""
+    return any(_defines(base, name) for base in cls.__mro__ if base is not object)
 
 
 def _http_protocols() -> list[type]:

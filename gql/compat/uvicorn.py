@@ -1,9 +1,9 @@
 """uvicorn's non-public classes the service subclasses (tested in tests/test_compat.py).
 
-uvicorn documents its settings (`uvicorn.Config`, `uvicorn.run`), including
-that `http=` and `ws=` take a protocol class; it documents neither its
-protocol classes nor the supervisor of its workers, and changes them between
-minor versions (pyproject.toml pins the minor version). gql/server.py and
+uvicorn documents its settings (`uvicorn.Config`, `uvicorn.run`), whose
+`http=` and `ws=` take a protocol class as well as a name; it documents
+neither its protocol classes nor the supervisor of its workers, and changes
+them between minor versions (pyproject.toml pins the minor version). gql/server.py and
 gql/cli.py subclass the classes below, overriding or reading only the
 members each `*_HOOKS` tuple names; tests/test_compat.py checks that the
 installed uvicorn still has them.
