@@ -1,37 +1,24 @@
-"""The HTTP app: `/graphql` (GraphiQL in a browser), `/healthz`, and the lifespan."""
+"""The HTTP app: its routes (/graphql, GraphiQL, health, metrics), its middlewares, and the lifespan."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
-import json
 import logging
-import math
-import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import timedelta
 from inspect import isawaitable
 from typing import Any
 from urllib.parse import urlsplit
 
-import orjson
-from cross_web import HTTPException, StarletteRequestAdapter
 from graphql import (
-    DocumentNode,
-    FieldNode,
-    FragmentDefinitionNode,
-    GraphQLError,
     OperationDefinitionNode,
     OperationType,
     execute,
-    get_operation_ast,
     parse,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
@@ -40,751 +27,33 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
-from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
-from strawberry import Schema
-from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
-from strawberry.exceptions import ConnectionRejectionError
-from strawberry.execution import optimized_is_awaitable
-from strawberry.extensions import DisableIntrospection, MaskErrors
-from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
-from strawberry.http.websocket_origin import is_same_origin
-from strawberry.schema.exceptions import InvalidOperationTypeError
-from strawberry.types import ExecutionResult
-from strawberry.types.unset import UNSET
+from strawberry.extensions import DisableIntrospection
 
 from . import graphiql, health, metrics, request_id, tracing, writes
-from .auth import Policy, Role
+from .answers import MaskUnexpected, route_error, shortened
+from .auth import Policy
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
-from .fastpath import DocumentCacheExtension, DocumentCaches, PageExecutor
+from .fastpath import DocumentCaches
 from .limits import (
-    MAX_VARIABLE_VALUES,
     WARMING,
     BodyLimit,
-    RequestLimits,
-    lines_asked,
     query_limits,
     sample_variables,
-    variable_values,
 )
-from .read_plan import ReadPlans, reads_pages
 from .replica import Replica
 from .request_id import RequestId, error_body
 from .retention import Sweeper
-from .schema import ClientError, Context, RunLogSchema, build_schema, log_unrun_writes, write_line
+from .schema import build_schema
 from .settings import Settings
-from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
+from .subscriptions import Tails
 from .tail import Watcher
-from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
-from .write_plan import WritePlans
+from .trusted import TrustedDocuments
+from .view import RunLogGraphQL, Services
 
 log = logging.getLogger("gql.app")
 
-
-def _reproduced(extension: Any) -> bool:
-    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
-    made = extension if isinstance(extension, type) else type(extension())
-    # Masking is in process_result, the limits and introspection are in the
-    # cached validation and lines_asked, and the document cache is what
-    # prepares the texts.
-    return made in (_MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
-
-
-# The content types `run_prepared` reads: the commonest spellings of what
-# `_json_content_type` accepts; any other goes through `run`, which checks it.
-_PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
-# orjson reads an integer outside 64 bits as a float, where `json` keeps it
-# exact (and refuses one of more than 4300 digits); orjson reads every other
-# integer exactly. So a body whose values hold a float as large as 2**63 (or
-# an infinity) is left to Strawberry: that float may have been such an
-# integer. The values read are looked at, not the bytes: the bytes are most
-# of them query text, which holds no number (docs/performance.md).
-_INEXACT = float(2**63)
-# Strawberry decodes the body once; the prepared path decodes it with orjson
-# first. A body this big (a write of a large detail, or hostile) is left to
-# Strawberry, so as not to be decoded twice; the prepared path is for the
-# many small requests.
-_PREPARED_MAX_BODY = 256 * 1024
-# In the scope of a request `answer_prepared` left to the routes.
-_DECLINED = "runlog.not_prepared"
-
-
-def _declined(reason: str, query: str | None, why: str) -> None:
-    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
-    # A text's first request is how it gets prepared, not a fault: logged at
-    # DEBUG, or every new text would add a line to the log.
-    level = logging.DEBUG if reason == "not_prepared" else logging.INFO
-    metrics.fell_back("prepared", reason, query, why, level)
-
-
-def _maybe_inexact(value: object) -> bool:
-    """Whether orjson may have read a number in `value` otherwise than `json` (see `_INEXACT`)."""
-    pending = [value]
-    while pending:
-        found = pending.pop()
-        if type(found) is dict:
-            pending.extend(found.values())
-        elif type(found) is list:
-            pending.extend(found)
-        elif type(found) is float and not -_INEXACT < found < _INEXACT:
-            return True
-    return False
-
-
-class _MaskUnexpected(MaskErrors):
-    """Mask what the caller cannot act on; keep what they can.
-
-    Parse and validation errors ("Cannot query field 'x'") have no original
-    error and pass through, as do `ClientError`s. Anything else is replaced by a
-    message carrying the request id, and logged in full with the same id.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(should_mask_error=_should_mask)
-
-    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        context = self.execution_context.context
-        return _anonymise(error, getattr(context, "request_id", "-"))
-
-    def on_operation(self) -> Iterator[None]:
-        yield from super().on_operation()
-        # What the request is counted and logged as, on Strawberry's path
-        # (run_prepared notes it on its own).
-        found = self.execution_context.graphql_document
-        if found is not None:
-            schema = self.execution_context.schema
-            if isinstance(schema, RunLogSchema):  # build_schema's, as every app's
-                operation = get_operation_ast(found, self.execution_context.operation_name)
-                request_id.note(operation=operation_label(operation, schema.root_labels))
-
-
-def _anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
-    log.error(
-        "masked error, request %s, path %s",
-        request_id,
-        error.path,
-        exc_info=error.original_error or error,
-    )
-    return GraphQLError(
-        message=f"Unexpected error (request id {request_id}).",
-        nodes=error.nodes,
-        source=error.source,
-        positions=error.positions,
-        path=error.path,
-        extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
-    )
-
-
-def _forget_tracebacks(errors: list[GraphQLError]) -> None:
-    """Drop the tracebacks of answered errors, and of the exceptions they wrap.
-
-    An error raised while a request ran keeps, through its traceback, the
-    frames it passed; Strawberry's keep the execution context, which holds
-    the error again (its result), and the request's text and body: a cycle,
-    freed only when the collector runs, which it does every 10,000 new
-    containers here (`_start_up_frozen`): a big query text refused for its
-    size was kept, with its body, for every such request until then. Once
-    the answer is formatted and any fault logged with its stack, nothing
-    reads them.
-    """
-    pending: list[BaseException | None] = list(errors)
-    seen: set[int] = set()
-    while pending:
-        error = pending.pop()
-        if error is None or id(error) in seen:
-            continue
-        seen.add(id(error))
-        error.__traceback__ = None
-        pending += [error.__cause__, error.__context__, getattr(error, "original_error", None)]
-
-
-def _should_mask(error: GraphQLError) -> bool:
-    """Whether `error` came from a surprise rather than from what the caller sent.
-
-    An error raised while resolving a field (it has a path) is shown only when
-    it is a `ClientError`. An error without a path comes from before execution:
-    parsing, validation, or coercing the request's variables. graphql-core
-    wraps a bad variable ("Int cannot represent non 32-bit signed integer
-    value") around another `GraphQLError`, so the caller must see it; anything
-    else without a path (an extension that failed) is a surprise.
-    """
-    original = error.original_error
-    if original is None or isinstance(original, ClientError):
-        return False
-    # A literal Python will not read (an Int of 5,000 digits) fails validation
-    # around a ValueError, with the literal's node: the caller's, like any
-    # other error that points into the document.
-    return not (error.path is None and (isinstance(original, GraphQLError) or error.nodes))
-
-
-class _RequestAdapter(StarletteRequestAdapter):
-    @property
-    def content_type(self) -> str | None:
-        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry
-        # compares it: case-sensitively ("Application/JSON" is JSON too).
-        header = super().content_type
-        return "application/json" if _json_content_type(header) is None else header
-
-
-class _ReadRequest(Request):
-    """A request whose body `BodyLimit` has read: `body()` and `stream()` answer it.
-
-    Its `receive` is the server's, past the body: a long poll waits on it to
-    see its client leave (`http.disconnect`). Nothing here refers back to the
-    request: one that held a bound method of itself was a reference cycle,
-    and kept every body until the collector ran.
-    """
-
-    def __init__(self, scope: Scope, body: bytes, receive: Receive) -> None:
-        super().__init__(scope, receive)
-        self.read = body
-
-    async def body(self) -> bytes:
-        return self.read
-
-    async def stream(self) -> AsyncGenerator[bytes, None]:
-        yield self.read
-
-
-class _WebSocketAdapter(ASGIWebSocketAdapter):
-    """Strawberry's websocket adapter, sending text frames and refusing what is not a JSON object.
-
-    The view encodes JSON to bytes (orjson), which Strawberry would send as
-    binary frames: browsers hand a binary frame over as a Blob, which the
-    `graphql-ws` client cannot parse. A message that is JSON but not an
-    object (`[]`, `"x"`) would otherwise fail inside Strawberry's handler
-    with a stack in the log; it closes the socket with 4400 like any other
-    unreadable message.
-    """
-
-    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
-        messages = super().iter_json(ignore_parsing_errors=ignore_parsing_errors)
-        try:
-            async for message in messages:
-                if not isinstance(message, dict):
-                    raise NonJsonMessageReceived()
-                yield message
-        except HTTPException as exc:  # decode_json's refusals of a body
-            raise NonJsonMessageReceived() from exc
-        finally:
-            await messages.aclose()
-
-    async def send_json(self, message: Any) -> None:
-        encoded = self.view.encode_json(message)
-        try:
-            await self.ws.send_text(encoded.decode() if isinstance(encoded, bytes) else encoded)
-        except (WebSocketDisconnect, StarletteWebSocketDisconnected) as exc:
-            # Gone, or closed by this side (4429, 4400) while an operation
-            # still had something to send: Strawberry's handlers take this
-            # as the client having left.
-            raise WebSocketDisconnected from exc
-
-    async def close(self, code: int, reason: str) -> None:
-        # A socket already closed (the client left, or another operation
-        # closed it) is closed: Starlette would raise on a second close.
-        if self.ws.application_state != WebSocketState.DISCONNECTED:
-            with contextlib.suppress(WebSocketDisconnect, StarletteWebSocketDisconnected):
-                await self.ws.close(code=code, reason=reason)
-
-
-class RunLogGraphQL(GraphQL[Context, None]):
-    request_adapter_class = _RequestAdapter
-    websocket_adapter_class = _WebSocketAdapter
-    graphql_transport_ws_handler_class = TransportWSHandler
-    graphql_ws_handler_class = WSHandler
-
-    def __init__(
-        self,
-        schema: Schema,
-        *,
-        caches: DocumentCaches,
-        max_lines: int,
-        trusted: TrustedDocuments = NO_DOCUMENTS,
-        policy: Policy | None = None,
-        prepared: bool = True,
-        **options: Any,
-    ) -> None:
-        super().__init__(schema, **options)
-        self.caches = caches
-        self.trusted = trusted
-        self.policy = policy
-        self.max_lines = max_lines
-        # With an extension whose per-request effect run_prepared does not
-        # reproduce (a tracer, a resolver middleware, added later), every
-        # request goes through Strawberry, which runs it.
-        self.prepared = prepared and not schema.directives and all(map(_reproduced, schema.extensions))
-        self.graphql_schema = graphql_schema(schema)
-        self.write_plans = WritePlans(self.graphql_schema)
-        executor: Any = schema.execution_context_class
-        # With build_schema's executor (fastpath.PageExecutor), which compiles the plans.
-        self.read_plans = (
-            ReadPlans(self.graphql_schema, executor)
-            if isinstance(executor, type) and issubclass(executor, PageExecutor)
-            else None
-        )
-        self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
-        self.executor_class = schema.execution_context_class
-
-    async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
-        if request.scope["type"] == "websocket" and not self.origin_allowed(request):
-            # Checked here, before Strawberry's own check (which would pass it
-            # the same way), for a warning that names the setting to change.
-            log.warning(
-                "websocket %s refused: a page of origin %r may open it only if RUNLOG_CORS_ORIGINS "
-                "names that origin (the request was for host %r)",
-                request.scope["state"]["request_id"],
-                _shortened(request.headers.get("origin", ""), 200),
-                _shortened(request.headers.get("host", ""), 200),
-            )
-            return await self.reject_websocket(request)
-        try:
-            if (
-                self.prepared
-                and isinstance(request, Request)
-                and request.method == "POST"
-                and _DECLINED not in request.scope  # answer_prepared tried it already
-            ):
-                response = await self.run_prepared(request)
-                if response is not None:
-                    return response
-            return await super().run(request, context, root_value)
-        except HTTPException as exc:
-            # Strawberry answers these in plain text; a GraphQL client reads JSON.
-            headers = {"Allow": "POST"} if exc.status_code == 405 else None
-            return _json_error(request, exc.status_code, _shortened(exc.reason), headers)
-
-    async def execute_single(
-        self,
-        request: Any,
-        request_adapter: Any,
-        sub_response: Any,
-        context: Any,
-        root_value: Any,
-        request_data: GraphQLRequestData,
-    ) -> ExecutionResult:
-        # A GET may run a query, never a mutation (a link or an <img> could
-        # send it): the GraphQL over HTTP specification's 405, which `run`
-        # answers with `Allow: POST`. Strawberry would answer 400.
-        try:
-            return await super().execute_single(
-                request, request_adapter, sub_response, context, root_value, request_data
-            )
-        except HTTPException as exc:
-            if isinstance(exc.__cause__, InvalidOperationTypeError) and request_adapter.method == "GET":
-                raise HTTPException(
-                    405, "A mutation must be sent by POST; GET may run only a query"
-                ) from exc.__cause__
-            raise
-
-    async def answer_prepared(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
-        """Answer a POST to /graphql as `run_prepared` does, straight from the ASGI call; False to leave it.
-
-        `BodyLimit` offers it each request whose body it has read, the
-        `RequestId`, CORS and body-limit middlewares around it as for any
-        other: what this skips is the router, the exception middleware and
-        Strawberry's ASGI entry, which answer every request `run_prepared`
-        answers the same way. That work is a measurable part of a small
-        write's CPU (docs/performance.md, "What each piece bought").
-        """
-        if (
-            not self.prepared
-            or scope["type"] != "http"
-            or scope["method"] != "POST"
-            or scope["path"] != "/graphql"
-            or scope.get("root_path")
-        ):
-            return False
-
-        request = _ReadRequest(scope, body, receive)
-        try:
-            response = await self.run_prepared(request)
-        except HTTPException as exc:  # as `run`
-            response = _json_error(request, exc.status_code, _shortened(exc.reason))
-        if response is None:
-            scope[_DECLINED] = True  # `run` need not try again
-            return False
-        await response(scope, request.receive, send)
-        return True
-
-    async def parse_http_body(self, request: Any) -> Any:
-        # Strawberry executes any content type that contains "application/json"
-        # ("text/plain, application/json", "application/jsonp"). Only JSON is
-        # read here; multipart uploads are off (Strawberry's default), there is
-        # no Upload scalar.
-        if request.method == "POST":
-            refusal = _json_content_type(request.headers.get("content-type"))
-            if refusal is not None:
-                raise HTTPException(415, refusal)
-        data = await super().parse_http_body(request)
-        if not isinstance(data, GraphQLRequestData):
-            return data  # a batch: refused by Strawberry, batching is off
-        document_id = await self._document_id(request)
-        if document_id is not None:
-            text = self.trusted.text(document_id) if isinstance(document_id, str) else None
-            if data.query is not None:
-                raise HTTPException(400, "Send either a query or a documentId, not both")
-            if text is None:
-                raise HTTPException(400, unknown_id(document_id))
-            data.query = text
-        elif self.trusted.enforced and data.query is not None and not self._may_run(request, data.query):
-            raise HTTPException(403, REFUSED)
-        return data
-
-    def should_render_graphql_ide(self, request: Any) -> bool:
-        # A GET of a trusted document has no `query` either: it is run, not shown.
-        return super().should_render_graphql_ide(request) and request.query_params.get("documentId") is None
-
-    async def _document_id(self, request: Any) -> object:
-        """The request's `documentId` (trusted documents), None when it sends none."""
-        if request.method == "GET":
-            return request.query_params.get("documentId")
-        body = await request.get_body()
-        if b"documentId" not in body:
-            return None  # the body is decoded again only when it may hold one
-        found = self.parse_json(body)
-        return found.get("documentId") if isinstance(found, dict) else None
-
-    def _may_run(self, request: Any, query: object) -> bool:
-        """Whether the caller may run `query` while trusted documents are enforced."""
-        if isinstance(query, str) and query in self.trusted.texts:
-            return True
-        if self.policy is None:
-            return False
-        return Role.ADMIN in self.policy.identify(request.headers.get("authorization")).roles
-
-    async def run_prepared(self, request: Request) -> Response | None:
-        """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
-
-        Strawberry's `run` does the same work for every request: it reads the
-        content type, builds an execution context and a sub-response, and runs
-        each extension's hooks around parsing, validation and execution. For a
-        50-line page that is about a third of the CPU the service spends
-        beyond the floor's (bench/floor.py). Once a text has parsed and
-        validated cleanly under this app's rules (the token, depth and alias
-        limits, introspection), none of it can change the answer: what is left
-        per request is what depends on the request. That is done here with the
-        same pieces `run` uses: `get_context`, the schema's executor, the line
-        budget's count, the schema's error processing, `process_result` (which
-        masks), and `create_response`.
-
-        Anything else goes to `run`, untouched: a body this might not read
-        exactly as `run` would (another content type, `extensions`, JSON that
-        orjson refuses and `json` takes, such as `NaN`, or a number orjson
-        would read as a float), a text not prepared yet, a request over the
-        line budget (for its error).
-
-        It reads the graphql-core schema behind Strawberry's
-        (`compat.strawberry.graphql_schema`): there is no public way to run a
-        validated document through the view's own steps. Strawberry's own
-        `_process_errors` adds nothing to the schema's `process_errors` here
-        (it drops field suggestions only when the schema's config asks, and
-        this one does not), and its view's `_handle_errors` is a hook this
-        view does not fill (tests/test_compat.py checks both). What it
-        buys is measured against the same app with `prepared=False`
-        (docs/performance.md, "What each piece bought"): it pays on small
-        requests, where the pipeline is a large share of the CPU, and not on
-        big pages.
-        """
-        if request.headers.get("content-type") not in _PLAIN_JSON:
-            _declined("content_type", None, "the content type is not plain application/json")
-            return None
-        body = await request.body()
-        if len(body) > _PREPARED_MAX_BODY:
-            _declined("large_body", None, f"the body is over {_PREPARED_MAX_BODY} bytes")
-            return None
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            _declined("json", None, "orjson does not read the body (Strawberry reads it, or refuses it)")
-            return None
-        if type(data) is not dict or _maybe_inexact(data):
-            _declined("json", None, "the body is not an object, or holds a number orjson may read inexactly")
-            return None
-        query = data.get("query")
-        variables = data.get("variables")
-        name = data.get("operationName")
-        document_id = data.get("documentId")
-        if document_id is not None:
-            # A trusted document by its hash; anything odd is `run`'s to refuse.
-            if query is not None or type(document_id) is not str:
-                _declined("request_shape", None, "documentId with query, or not a string")
-                return None
-            query = self.trusted.text(document_id)
-        elif self.trusted.enforced and not self._may_run(request, query):
-            # Refused by `parse_http_body`, in Strawberry's pipeline.
-            _declined("not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on")
-            return None
-        if (
-            type(query) is not str
-            or (variables is not None and type(variables) is not dict)
-            or (name is not None and type(name) is not str)
-            or data.get("extensions") is not None
-        ):
-            _declined("request_shape", None, "query, variables, operationName or extensions is not plain")
-            return None
-        prepared = self.caches.prepared_operation(query, name)
-        if prepared is None:
-            # A text's first request (or one evicted, or not valid): Strawberry
-            # parses and validates it, and prepares it for the next.
-            _declined("not_prepared", query, "the text is not prepared (first seen, evicted, or not valid)")
-            return None
-        document, operation = prepared
-        if operation.operation == OperationType.SUBSCRIPTION:
-            # Refused by RequestLimits: a subscription is served over the websocket.
-            _declined("subscription", query, "a subscription sent by POST")
-            return None
-        request_id.note(operation=operation_label(operation, self.root_labels))
-        plan = self.write_plans.plan(operation)  # writes alone: no lines asked
-        if plan is not None and len(plan.variables) > MAX_VARIABLE_VALUES:
-            metrics.fell_back(
-                "write_plan", "too_many_values", query, "more variables than RequestLimits counts"
-            )
-        elif plan is not None:
-            # Within RequestLimits' count of values once they coerce: a
-            # plan's variables are scalars, and a value that coerces as one
-            # counts one (limits.variable_values; JSON is handed over whole).
-            # Coercing them first is bounded by their number.
-            arguments = plan.arguments(variables)
-            if arguments is not None:
-                return await self.run_writes(request, arguments)
-            # The executor's error for it, with its log: the normal way.
-            metrics.fell_back("write_plan", "not_coerced", query, "a variable or argument does not coerce")
-        elif operation.operation == OperationType.MUTATION:
-            metrics.fell_back(
-                "write_plan", "not_planned", query, "not a mutation of plain writeRunLog fields"
-            )
-        if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
-            _declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
-            return None
-        if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
-            # Refused by RequestLimits, in Strawberry's pipeline.
-            _declined("too_many_values", query, "too many variable values, refused by Strawberry")
-            return None
-        sub_response = await self.get_sub_response(request)
-        context = await self.get_context(request, response=sub_response)
-        try:
-            # A page query whose plan is compiled: answered without the
-            # executor (gql/read_plan.py), which answers anything else.
-            read = (
-                None
-                if plan is not None or self.read_plans is None
-                else self.read_plans.plan(operation, functools.partial(_fragments, document))
-            )
-            if read is None and plan is None and reads_pages(operation):
-                metrics.fell_back("read_plan", "not_planned", query, "not a query of one plain runLog field")
-            outcome = None if read is None else await read.answer(context, variables, query)
-            if outcome is None:
-                executed = execute(
-                    self.graphql_schema,
-                    document,
-                    root_value=None,  # this view does not override get_root_value
-                    context_value=context,
-                    variable_values=variables,
-                    operation_name=name,
-                    executor_class=self.executor_class,
-                    is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
-                )
-                outcome = await executed if isawaitable(executed) else executed
-            result = ExecutionResult(data=outcome.data, errors=outcome.errors)
-        except Exception as exc:  # as Strawberry's execute: the error is the answer
-            result = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
-        if result.errors:
-            self.schema.process_errors(result.errors)
-        response_data = await self.process_result(request, result)
-        return self.create_response(response_data, sub_response)
-
-    async def run_writes(self, request: Request, arguments: list[tuple[str, dict[str, Any]]]) -> Response:
-        """Answer a mutation of `writeRunLog` fields alone, as the executor would (gql/write_plan.py)."""
-        # No sub-response: `get_context` keeps none, so a write can set no
-        # header or status on it, and `create_response` of an empty one is
-        # this JSON response.
-        context = await self.get_context(request, response=None)
-        # One after another, as the executor runs a mutation's fields.
-        data: dict[str, object] = {key: await write_line(context, **values) for key, values in arguments}
-        answer: GraphQLHTTPResponse = {"data": data}
-        return Response(
-            self.encode_json(answer), media_type=response_media_type(request.headers.get("accept"))
-        )
-
-    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
-        # The last stop before the client, behind MaskErrors: an exception
-        # raised while the document is parsed or validated (a validation rule
-        # that crashes) ends the operation before MaskErrors sees its result.
-        if result.errors:
-            request_id.note(errors=True)
-            rid = request.state.request_id
-            result.errors = [_anonymise(e, rid) if _should_mask(e) else e for e in result.errors]
-            # Refused before it ran: its lines are logged all the same. An
-            # error with a path was raised while it ran (a non-null sibling
-            # such as pruneTerminal nulls the whole answer): its writes ran,
-            # and each logged its own refusal, or was stored.
-            if result.data is None and all(e.path is None for e in result.errors):
-                log_unrun_writes(rid, await request.body(), result.errors, request.app.state.settings)
-                # A request error (it did not parse, validate or coerce, or a
-                # limit refused it): nothing ran, so there is no `data` at
-                # all, as the GraphQL specification has it; `create_response`
-                # answers it with 400 to a client that takes
-                # application/graphql-response+json.
-                answer = await super().process_result(request, result)
-                answer.pop("data", None)
-                _forget_tracebacks(result.errors)
-                return answer
-        answer = await super().process_result(request, result)
-        if result.errors:
-            _forget_tracebacks(result.errors)
-        return answer
-
-    async def get_sub_response(self, request: Request | WebSocket) -> Response:
-        # Where `create_response` finds the media type the caller accepts.
-        response = await super().get_sub_response(request)
-        response.media_type = response_media_type(request.headers.get("accept"))
-        return response
-
-    def create_response(
-        self, response_data: GraphQLHTTPResponse | list[GraphQLHTTPResponse], sub_response: Response
-    ) -> Response:
-        response = super().create_response(response_data, sub_response)
-        media_type = sub_response.media_type or JSON
-        if media_type != JSON:
-            response.headers["content-type"] = media_type
-            # The GraphQL over HTTP specification's status codes for this
-            # media type: a response with no `data` is a request error.
-            if isinstance(response_data, dict) and "data" not in response_data:
-                response.status_code = 500 if _masked(response_data) else 400
-        return response
-
-    def decode_json(self, data: str | bytes) -> object:
-        # Strawberry turns only a JSONDecodeError into a 400. A body that is
-        # not UTF-8 (json.loads guesses UTF-16 from a BOM and fails with a
-        # UnicodeDecodeError), nests past the recursion limit, or is a bare
-        # string or null would otherwise be a 500.
-        try:
-            value = json.loads(data)
-        except json.JSONDecodeError:
-            raise  # Strawberry's own 400
-        except (UnicodeDecodeError, RecursionError):
-            raise HTTPException(400, "Unable to parse request body as JSON") from None
-        except ValueError:
-            # Python refuses to read an integer of more than 4300 digits
-            # (sys.get_int_max_str_digits): a defence of its own, kept.
-            raise HTTPException(
-                400,
-                f"Unable to parse request body as JSON: a number has more than "
-                f"{sys.get_int_max_str_digits()} digits",
-            ) from None
-        if not isinstance(value, dict | list):
-            raise HTTPException(400, "The request body must be a JSON object")
-        return value
-
-    def encode_json(self, data: object) -> bytes:
-        # orjson writes a 2,000-line page ten times faster than json.dumps. It
-        # refuses what JSON cannot hold exactly (an integer past 64 bits in a
-        # stored detail); those bodies take the standard encoder, as before.
-        try:
-            return orjson.dumps(data)
-        except TypeError:
-            pass
-        try:
-            return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
-        except ValueError:
-            # A stored detail another writer left with NaN or Infinity (JSON
-            # has neither; a browser's JSON.parse refuses the whole page):
-            # null, as orjson writes it.
-            return json.dumps(_finite(data), separators=(",", ":")).encode()
-
-    async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        # One attribute of app.state, not seven: Starlette's State looks each
-        # up in Python, on every request.
-        state: _Services = request.app.state.services
-        websocket = request.scope["type"] == "websocket"
-        return Context(
-            engine=state.engine,
-            settings=state.settings,
-            writer=state.writer,
-            policy=state.policy,
-            caller=state.policy.identify(request.headers.get("authorization")),
-            # Given by the RequestId middleware, which also puts it on the
-            # response (a websocket's: on the answer to its handshake).
-            request_id=request.scope["state"]["request_id"],
-            request=request if websocket else None,
-            receive=None if websocket else request.receive,
-            sweeper=state.sweeper,
-            arrived=asyncio.get_running_loop().time(),
-            watcher=state.watcher,
-            tails=state.tails if websocket else None,
-            connection=state.tails.connection() if websocket else None,
-            replica=state.replica,
-        )
-
-    async def reject_websocket(self, request: Any) -> Any:
-        """Refuse a handshake from another origin's page with a 403 that says why, when the server can.
-
-        The answer is a denial response (the ASGI extension), which uvicorn's
-        own protocol logged as an ERROR every time ("ASGI callable returned
-        without completing handshake"); gql/server.py's does not.
-        """
-        if "websocket.http.response" not in request.scope.get("extensions", {}):
-            return await super().reject_websocket(request)  # a bare 403
-        message = (
-            "A page of another origin may open this websocket only if RUNLOG_CORS_ORIGINS names its origin."
-        )
-        await request.send_denial_response(_json_error(request, 403, message))
-        return request
-
-    def origin_allowed(self, websocket: WebSocket) -> bool:
-        """Whether a websocket's handshake may go on, as Strawberry's own check decides it.
-
-        No Origin (not a browser), the page's own origin (the browser says
-        so in Sec-Fetch-Site, or the Origin names the Host the request was
-        sent to), or an origin RUNLOG_CORS_ORIGINS lists. Same-origin judged
-        by the Host header lets a DNS-rebinding page in: RUNLOG_ALLOWED_HOSTS
-        bounds the hosts that are answered at all (docs/operating.md).
-        """
-        headers = websocket.headers
-        origin = headers.get("origin")
-        if origin is None or headers.get("sec-fetch-site") == "same-origin":
-            return True
-        return is_same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(
-            websocket, origin
-        )
-
-    async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
-        """graphql-transport-ws when the client offers it, whatever its order; else graphql-ws.
-
-        The Python `gql` client offers graphql-ws first; the newer protocol
-        is the better served (pings both ways, an error per operation).
-        """
-        offered = request.scope.get("subprotocols") or []
-        for protocol in self.websocket_subprotocols:
-            if protocol in offered:
-                return protocol
-        return None
-
-    async def on_ws_connect(self, context: Context) -> Any:
-        """Read the caller from `connection_init`'s payload, as HTTP reads the header.
-
-        The payload's `Authorization` ({"Authorization": "Bearer <token>"})
-        replaces the upgrade request's header, which browsers cannot set. A
-        token that grants nothing is not refused here, as HTTP does not refuse
-        it: each operation is, with the same error as over HTTP.
-        """
-        try:
-            context.caller = connection_caller(
-                context.policy,
-                context.connection_params or {},
-                context.request.headers.get("authorization"),
-            )
-        except BadConnectionInit as exc:
-            log.info("websocket %s refused: %s", context.request_id, exc)
-            raise ConnectionRejectionError() from None
-        return await super().on_ws_connect(context)
-
-    # GraphiQL opens on the example operations, from the service's own files
-    # (gql/graphiql.py).
-    async def render_graphql_ide(self, request: Request) -> Response:
-        return graphiql.graphiql_response()
+log = logging.getLogger("gql.app")
 
 
 def create_app(
@@ -817,7 +86,7 @@ def create_app(
         replica = app.state.replica = Replica.from_settings(engine, settings)
         # Its write queue and what it knows of the detail column (gql/writes.py).
         writer = writes.Writer(engine, settings)
-        app.state.services = _Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
+        app.state.services = Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
         if traced is not None and replica is not None:
             pool_state(replica.engine).spans = tracing.instrument_engine(replica.engine, traced)
         try:
@@ -851,7 +120,7 @@ def create_app(
                 await sweeper.stop()
             await engine.dispose()
 
-    extensions: list[Any] = [_MaskUnexpected, *query_limits(settings)]
+    extensions: list[Any] = [MaskUnexpected, *query_limits(settings)]
     if not settings.introspection:
         extensions.append(DisableIntrospection)
     # Last, so a document another extension supplied is left as it is.
@@ -973,7 +242,7 @@ def create_app(
             ),
         ],
         # The router's 404 and 405, in JSON like every other error.
-        exception_handlers={RouteError: _route_error},
+        exception_handlers={RouteError: route_error},
     )
     app.state.settings = settings
     app.state.policy = policy
@@ -1021,20 +290,6 @@ _serving = 0
 _threshold = gc.get_threshold()
 
 
-@dataclass(frozen=True, slots=True)
-class _Services:
-    """What each request's context takes from the app (`get_context`), as the lifespan made it."""
-
-    engine: AsyncEngine
-    settings: Settings
-    writer: writes.Writer
-    policy: Policy
-    sweeper: Sweeper | None
-    watcher: Watcher
-    tails: Tails
-    replica: Replica | None
-
-
 async def _warm(view: RunLogGraphQL) -> None:
     """Parse, validate and plan each trusted query and mutation, before any caller's request.
 
@@ -1077,39 +332,6 @@ async def _warm(view: RunLogGraphQL) -> None:
                 await outcome
 
 
-def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
-    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-
-
-def operation_label(
-    operation: OperationDefinitionNode | None, root_labels: dict[OperationType, dict[str, str]]
-) -> str:
-    """What a GraphQL request is counted as: its root fields' names, joined by `+`.
-
-    A label is a series in /metrics, so only the schema's own root fields
-    name one (the operation name is the caller's to choose, without bound):
-    `introspection` for `__schema` and `__type`, `invalid` for a field the
-    schema does not have or an operation that is not in the document.
-    """
-    if operation is None:
-        return "invalid"
-    names = root_labels.get(operation.operation)
-    selections = operation.selection_set.selections
-    if names is None:
-        return "invalid"
-    if len(selections) == 1:  # the common case, at about a microsecond
-        selection = selections[0]
-        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
-        return label or "invalid"
-    labels = set()
-    for selection in selections:
-        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
-        if label is None:
-            return "invalid"
-        labels.add(label)
-    return "+".join(sorted(labels))
-
-
 class AllowedHosts:
     """ASGI middleware: refuse a request whose Host header names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
 
@@ -1145,7 +367,7 @@ class AllowedHosts:
             await self.app(scope, receive, send)
             return
         rid = request_id.request_id(scope)
-        shown = _shortened(host, 200)
+        shown = shortened(host, 200)
         log.warning("request %s refused: its Host %r is not in RUNLOG_ALLOWED_HOSTS", rid, shown)
         message = f"This service does not answer to the host {shown!r} (RUNLOG_ALLOWED_HOSTS)."
         if scope["type"] == "websocket" and "websocket.http.response" not in scope.get("extensions", {}):
@@ -1185,99 +407,6 @@ def _cors(settings: Settings) -> list[Middleware]:
             max_age=CORS_MAX_AGE,
         )
     ]
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every float that is not finite (NaN, Infinity) as None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value
-
-
-def _json_content_type(header: str | None) -> str | None:
-    """None when `header` is JSON as this service reads it, else why not."""
-    accepted = "the body must be sent as Content-Type: application/json (optionally ; charset=utf-8)"
-    media_type, *parameters = (header or "").split(";")
-    if media_type.strip().lower() != "application/json":
-        shown = "no Content-Type" if header is None else f"Content-Type {header[:100]!r}"
-        return f"Unsupported content type: {shown}; {accepted}"
-    for parameter in parameters:
-        name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
-            return f"Unsupported charset {value.strip()[:40]!r}: JSON is read as UTF-8; {accepted}"
-    return None
-
-
-def _shortened(reason: str, most: int = 1000) -> str:
-    # Strawberry quotes the caller's input in some reasons ("Unknown operation
-    # named ..."): an operationName of 4 MiB came back whole.
-    if len(reason) <= most:
-        return reason
-    return f"{reason[:most]}... ({len(reason)} characters, shortened)"
-
-
-def _json_error(request: Request, status: int, message: str, headers: Any = None) -> Response:
-    body = error_body(status, message, request.state.request_id)
-    media_type = response_media_type(request.headers.get("accept"))
-    return Response(body, status_code=status, media_type=media_type, headers=headers)
-
-
-JSON = "application/json"
-GRAPHQL_RESPONSE = "application/graphql-response+json"
-
-
-@functools.lru_cache(maxsize=256)
-def response_media_type(accept: str | None) -> str:
-    """The media type a GraphQL answer goes out as, for a request's `Accept` header.
-
-    application/graphql-response+json when the caller lists it at least as
-    high as application/json (Apollo Client and urql do), else
-    application/json: for no `Accept`, `*/*`, or a client that predates the
-    GraphQL over HTTP specification. Cached: a handful of clients send a
-    handful of distinct headers.
-    """
-    if not accept or accept == JSON:
-        return JSON
-    graphql_q = json_q = wildcard_q = 0.0
-    for part in accept.split(","):
-        media_type, *parameters = part.split(";")
-        quality = 1.0
-        for parameter in parameters:
-            name, _, value = parameter.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    quality = float(value)
-                except ValueError:
-                    quality = 0.0
-        media_type = media_type.strip().lower()
-        if media_type == GRAPHQL_RESPONSE:
-            graphql_q = max(graphql_q, quality)
-        elif media_type == JSON:
-            json_q = max(json_q, quality)
-        elif media_type in ("*/*", "application/*"):
-            wildcard_q = max(wildcard_q, quality)
-    if graphql_q > 0 and graphql_q >= (json_q or wildcard_q):
-        return GRAPHQL_RESPONSE
-    return JSON
-
-
-def _masked(response_data: GraphQLHTTPResponse) -> bool:
-    """Whether an answer's errors include one the service masked (its own failure, not the caller's)."""
-    for error in response_data.get("errors") or ():
-        extensions = error.get("extensions") if isinstance(error, dict) else None
-        if isinstance(extensions, dict) and extensions.get("code") == "INTERNAL_SERVER_ERROR":
-            return True
-    return False
-
-
-async def _route_error(request: Request, exc: Exception) -> Response:
-    if not isinstance(exc, RouteError):  # registered for RouteError only
-        raise exc
-    return _json_error(request, exc.status_code, exc.detail, exc.headers)
 
 
 def _log_start(settings: Settings, policy: Policy) -> None:

@@ -772,7 +772,7 @@ class DocumentCaches:
 
     A text that parsed and validated cleanly is also kept as a
     `PreparedDocument`, so that a later request with the same text can skip
-    the per-request pipeline altogether (`app.RunLogGraphQL.run_prepared`).
+    the per-request pipeline altogether (`view.RunLogGraphQL.run_prepared`).
     The app's parse options and validation rules are the same for every
     request (they come from its settings), so the text alone is the key.
 

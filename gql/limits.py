@@ -662,7 +662,7 @@ def _read_limit(
 
 # A request whose body is at least this big is followed by a collection of
 # the youngest generations (see BodyLimit): the size from which the prepared
-# path leaves a body to Strawberry (app._PREPARED_MAX_BODY), where a body is
+# path leaves a body to Strawberry (view._PREPARED_MAX_BODY), where a body is
 # no longer one of the many small requests.
 COLLECT_AFTER_BYTES = 256 * 1024
 
@@ -680,7 +680,7 @@ class BodyLimit:
     `shortcut`, when given, is offered the request first, with its whole
     body: it answers (True) or sends nothing and leaves it to `app` (False).
     The app offers it the POSTs to /graphql that `run_prepared` answers,
-    which need neither the router nor Strawberry's view (gql/app.py).
+    which need neither the router nor Strawberry's view (gql/view.py).
     """
 
     def __init__(

@@ -1241,7 +1241,7 @@ def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
 class RunLogSchema(strawberry.Schema):
     @functools.cached_property
     def root_labels(self) -> dict[OperationType, dict[str, str]]:
-        """For each operation type, the label (`app.operation_label`) of each root field it may select."""
+        """For each operation type, the label (`answers.operation_label`) of each root field it may select."""
         found = {}
         for kind in OperationType:
             root = graphql_schema(self).get_root_type(kind)

@@ -107,7 +107,7 @@ class _Variable:
         try:
             value = self.scalar.coerce_input_value(value)
         except Exception:  # graphql-core's own coercion catches as broadly
-            raise _Refused from None  # counted where the request falls back (app.run_prepared)
+            raise _Refused from None  # counted where the request falls back (view.run_prepared)
         if value is Undefined:
             raise _Refused
         coerced[self.name] = value
@@ -264,7 +264,7 @@ def _variable(schema: GraphQLSchema, definition: VariableDefinitionNode) -> _Var
     if definition.default_value is not None:
         try:
             default = coerce_default_value(signature)
-        except Exception:  # no plan: counted where the request falls back (app.run_prepared)
+        except Exception:  # no plan: counted where the request falls back (view.run_prepared)
             return None
         if not isinstance(default, _IMMUTABLE):
             return None  # a fresh copy per request, as graphql-core makes: left to it
@@ -276,7 +276,7 @@ def _argument(python_name: str, definition: GraphQLArgument, given: ArgumentNode
     if definition.default is not None or definition.default_value is not Undefined:
         try:
             default = coerce_default_value(definition)
-        except Exception:  # no plan: counted where the request falls back (app.run_prepared)
+        except Exception:  # no plan: counted where the request falls back (view.run_prepared)
             return None
         if not isinstance(default, _IMMUTABLE):
             return None
@@ -323,7 +323,7 @@ def _literal(scalar: Any, node: ListValueNode | ObjectValueNode) -> Callable[[di
         try:
             return coerce(read(variables))
         except Exception:  # as graphql-core's coerce_input_literal: not a value, and the
-            return Undefined  # request falls back, counted (app.run_prepared)
+            return Undefined  # request falls back, counted (view.run_prepared)
 
     return value
 

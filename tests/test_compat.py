@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 
 from gql import compat
-from gql.app import RunLogGraphQL
+from gql.view import RunLogGraphQL
 from gql.compat import alembic as alembic_compat
 from gql.compat import graphql as graphql_compat
 from gql.compat import opentelemetry as opentelemetry_compat

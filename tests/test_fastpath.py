@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gql import fastpath, graphiql, store, writes
-from gql.app import _MaskUnexpected
+from gql.answers import MaskUnexpected
 from gql.auth import Caller, Policy, Role
 from gql.db import create_engine, event_run_log, event_runs
 from gql.details import dump_detail
@@ -54,8 +54,8 @@ from gql.settings import Settings
 from .conftest import Backend
 from .details_examples import EXAMPLES
 
-FAST = build_schema([_MaskUnexpected], fast_path=True)
-SLOW = build_schema([_MaskUnexpected], fast_path=False)
+FAST = build_schema([MaskUnexpected], fast_path=True)
+SLOW = build_schema([MaskUnexpected], fast_path=False)
 TYPES = FAST._schema.type_map
 UNION = TYPES["RunLogDetail"]
 assert isinstance(UNION, GraphQLUnionType)
@@ -653,7 +653,7 @@ def test_every_shipped_operation_takes_the_fast_path(
     then answered as a prepared text."""
     import strawberry.schema.schema as strawberry_schema
 
-    from gql.app import RunLogGraphQL
+    from gql.view import RunLogGraphQL
 
     prepared: list[bool] = []
     run_prepared = RunLogGraphQL.run_prepared

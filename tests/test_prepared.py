@@ -308,7 +308,8 @@ def test_an_extension_it_does_not_reproduce_turns_prepared_texts_off() -> None:
     """A tracer added to the schema later must see every request: Strawberry then answers them all."""
     from strawberry.extensions import SchemaExtension
 
-    from gql.app import RunLogGraphQL, _MaskUnexpected
+    from gql.answers import MaskUnexpected
+    from gql.view import RunLogGraphQL
     from gql.fastpath import DocumentCaches
     from gql.schema import build_schema
 
@@ -316,9 +317,9 @@ def test_an_extension_it_does_not_reproduce_turns_prepared_texts_off() -> None:
         pass
 
     caches = DocumentCaches()
-    known = build_schema([_MaskUnexpected, caches.extension])
+    known = build_schema([MaskUnexpected, caches.extension])
     assert RunLogGraphQL(known, caches=caches, max_lines=10).prepared
-    traced = build_schema([_MaskUnexpected, caches.extension, Tracer])
+    traced = build_schema([MaskUnexpected, caches.extension, Tracer])
     assert not RunLogGraphQL(traced, caches=caches, max_lines=10).prepared
 
 

@@ -151,7 +151,7 @@ def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(tables: Bac
             while b"\r\n\r\n" not in head:
                 head += raw.recv(1)
             assert head.startswith(b"HTTP/1.1 101 "), head
-            raw.sendall(_masked(0x1, b'{"type":"connection_init"}'))
+            raw.sendall(masked(0x1, b'{"type":"connection_init"}'))
             assert _frame(raw) == (0x1, b'{"type":"connection_ack"}')
             started = time.monotonic()
             # Idle from here: the server pings (opcode 9) every second; each
@@ -159,7 +159,7 @@ def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(tables: Bac
             for _ in range(3):
                 opcode, payload = _frame(raw)
                 assert opcode == 0x9, (opcode, payload)
-                raw.sendall(_masked(0xA, payload))  # pong
+                raw.sendall(masked(0xA, payload))  # pong
             assert time.monotonic() - started > 1
             # A peer that stops answering is closed once the ping's timeout passes.
             assert _frame(raw)[0] == 0x9
@@ -196,7 +196,7 @@ def test_shutdown_closes_every_tail_with_1012_and_exits_cleanly(tables: Backend,
     assert "Traceback" not in log and " ERROR " not in log, log
 
 
-def _masked(opcode: int, payload: bytes) -> bytes:
+def masked(opcode: int, payload: bytes) -> bytes:
     """One client frame (clients must mask), of fewer than 126 bytes."""
     mask = b"\x01\x02\x03\x04"
     return (

@@ -68,7 +68,7 @@ def test_a_variable_that_cannot_be_coerced_is_a_request_error_and_its_line_is_lo
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="gql"):
         # Twice: the second time the text is known to be valid and takes the
-        # prepared path (app.run_prepared), which must log the same.
+        # prepared path (view.run_prepared), which must log the same.
         first = api.post(VARIABLES, variables)
         second = api.post(VARIABLES, variables)
     assert first == second

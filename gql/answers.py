@@ -1,0 +1,238 @@
+"""How answers look: masked errors, JSON errors, the media type, and what a request is counted as."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    OperationType,
+    get_operation_ast,
+)
+from starlette.exceptions import HTTPException as RouteError
+from starlette.requests import Request
+from starlette.responses import Response
+from strawberry.extensions import MaskErrors
+from strawberry.http import GraphQLHTTPResponse
+
+from . import request_id
+from .request_id import error_body
+from .schema import ClientError, RunLogSchema
+
+log = logging.getLogger("gql.app")
+
+log = logging.getLogger("gql.app")
+
+
+class MaskUnexpected(MaskErrors):
+    """Mask what the caller cannot act on; keep what they can.
+
+    Parse and validation errors ("Cannot query field 'x'") have no original
+    error and pass through, as do `ClientError`s. Anything else is replaced by a
+    message carrying the request id, and logged in full with the same id.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(should_mask_error=should_mask)
+
+    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
+        context = self.execution_context.context
+        return anonymise(error, getattr(context, "request_id", "-"))
+
+    def on_operation(self) -> Iterator[None]:
+        yield from super().on_operation()
+        # What the request is counted and logged as, on Strawberry's path
+        # (run_prepared notes it on its own).
+        found = self.execution_context.graphql_document
+        if found is not None:
+            schema = self.execution_context.schema
+            if isinstance(schema, RunLogSchema):  # build_schema's, as every app's
+                operation = get_operation_ast(found, self.execution_context.operation_name)
+                request_id.note(operation=operation_label(operation, schema.root_labels))
+
+
+def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
+    log.error(
+        "masked error, request %s, path %s",
+        request_id,
+        error.path,
+        exc_info=error.original_error or error,
+    )
+    return GraphQLError(
+        message=f"Unexpected error (request id {request_id}).",
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        extensions={"code": "INTERNAL_SERVER_ERROR", "requestId": request_id},
+    )
+
+
+def forget_tracebacks(errors: list[GraphQLError]) -> None:
+    """Drop the tracebacks of answered errors, and of the exceptions they wrap.
+
+    An error raised while a request ran keeps, through its traceback, the
+    frames it passed; Strawberry's keep the execution context, which holds
+    the error again (its result), and the request's text and body: a cycle,
+    freed only when the collector runs, which it does every 10,000 new
+    containers here (`_start_up_frozen`): a big query text refused for its
+    size was kept, with its body, for every such request until then. Once
+    the answer is formatted and any fault logged with its stack, nothing
+    reads them.
+    """
+    pending: list[BaseException | None] = list(errors)
+    seen: set[int] = set()
+    while pending:
+        error = pending.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        error.__traceback__ = None
+        pending += [error.__cause__, error.__context__, getattr(error, "original_error", None)]
+
+
+def should_mask(error: GraphQLError) -> bool:
+    """Whether `error` came from a surprise rather than from what the caller sent.
+
+    An error raised while resolving a field (it has a path) is shown only when
+    it is a `ClientError`. An error without a path comes from before execution:
+    parsing, validation, or coercing the request's variables. graphql-core
+    wraps a bad variable ("Int cannot represent non 32-bit signed integer
+    value") around another `GraphQLError`, so the caller must see it; anything
+    else without a path (an extension that failed) is a surprise.
+    """
+    original = error.original_error
+    if original is None or isinstance(original, ClientError):
+        return False
+    # A literal Python will not read (an Int of 5,000 digits) fails validation
+    # around a ValueError, with the literal's node: the caller's, like any
+    # other error that points into the document.
+    return not (error.path is None and (isinstance(original, GraphQLError) or error.nodes))
+
+
+def operation_label(
+    operation: OperationDefinitionNode | None, root_labels: dict[OperationType, dict[str, str]]
+) -> str:
+    """What a GraphQL request is counted as: its root fields' names, joined by `+`.
+
+    A label is a series in /metrics, so only the schema's own root fields
+    name one (the operation name is the caller's to choose, without bound):
+    `introspection` for `__schema` and `__type`, `invalid` for a field the
+    schema does not have or an operation that is not in the document.
+    """
+    if operation is None:
+        return "invalid"
+    names = root_labels.get(operation.operation)
+    selections = operation.selection_set.selections
+    if names is None:
+        return "invalid"
+    if len(selections) == 1:  # the common case, at about a microsecond
+        selection = selections[0]
+        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
+        return label or "invalid"
+    labels = set()
+    for selection in selections:
+        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
+        if label is None:
+            return "invalid"
+        labels.add(label)
+    return "+".join(sorted(labels))
+
+
+def finite(value: Any) -> Any:
+    """`value` with every float that is not finite (NaN, Infinity) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
+def json_content_type(header: str | None) -> str | None:
+    """None when `header` is JSON as this service reads it, else why not."""
+    accepted = "the body must be sent as Content-Type: application/json (optionally ; charset=utf-8)"
+    media_type, *parameters = (header or "").split(";")
+    if media_type.strip().lower() != "application/json":
+        shown = "no Content-Type" if header is None else f"Content-Type {header[:100]!r}"
+        return f"Unsupported content type: {shown}; {accepted}"
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in ("utf-8", "utf8"):
+            return f"Unsupported charset {value.strip()[:40]!r}: JSON is read as UTF-8; {accepted}"
+    return None
+
+
+def shortened(reason: str, most: int = 1000) -> str:
+    # Strawberry quotes the caller's input in some reasons ("Unknown operation
+    # named ..."): an operationName of 4 MiB came back whole.
+    if len(reason) <= most:
+        return reason
+    return f"{reason[:most]}... ({len(reason)} characters, shortened)"
+
+
+def json_error(request: Request, status: int, message: str, headers: Any = None) -> Response:
+    body = error_body(status, message, request.state.request_id)
+    media_type = response_media_type(request.headers.get("accept"))
+    return Response(body, status_code=status, media_type=media_type, headers=headers)
+
+
+JSON = "application/json"
+GRAPHQL_RESPONSE = "application/graphql-response+json"
+
+
+@functools.lru_cache(maxsize=256)
+def response_media_type(accept: str | None) -> str:
+    """The media type a GraphQL answer goes out as, for a request's `Accept` header.
+
+    application/graphql-response+json when the caller lists it at least as
+    high as application/json (Apollo Client and urql do), else
+    application/json: for no `Accept`, `*/*`, or a client that predates the
+    GraphQL over HTTP specification. Cached: a handful of clients send a
+    handful of distinct headers.
+    """
+    if not accept or accept == JSON:
+        return JSON
+    graphql_q = json_q = wildcard_q = 0.0
+    for part in accept.split(","):
+        media_type, *parameters = part.split(";")
+        quality = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        media_type = media_type.strip().lower()
+        if media_type == GRAPHQL_RESPONSE:
+            graphql_q = max(graphql_q, quality)
+        elif media_type == JSON:
+            json_q = max(json_q, quality)
+        elif media_type in ("*/*", "application/*"):
+            wildcard_q = max(wildcard_q, quality)
+    if graphql_q > 0 and graphql_q >= (json_q or wildcard_q):
+        return GRAPHQL_RESPONSE
+    return JSON
+
+
+def masked(response_data: GraphQLHTTPResponse) -> bool:
+    """Whether an answer's errors include one the service masked (its own failure, not the caller's)."""
+    for error in response_data.get("errors") or ():
+        extensions = error.get("extensions") if isinstance(error, dict) else None
+        if isinstance(extensions, dict) and extensions.get("code") == "INTERNAL_SERVER_ERROR":
+            return True
+    return False
+
+
+async def route_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, RouteError):  # registered for RouteError only
+        raise exc
+    return json_error(request, exc.status_code, exc.detail, exc.headers)
