@@ -22,8 +22,9 @@ from strawberry.extensions import MaskErrors
 from strawberry.http import GraphQLHTTPResponse
 
 from . import request_id
+from .page import ClientError
 from .request_id import error_body
-from .schema import ClientError, RunLogSchema
+from .schema import RunLogSchema
 
 log = logging.getLogger("gql.app")
 

@@ -466,7 +466,7 @@ class _Compiler:
         """A function completing a page's line straight from its stored row `r` and cursor `c`.
 
         Each field is read as the page type's `line_sources` says (what
-        `schema._line` computes), and the detail from the values
+        `page.as_line` computes), and the detail from the values
         `details.read_values` reads, by a function for its type that takes
         them as they are (`values_function`): no `RunLogLine` and no detail
         object is made.

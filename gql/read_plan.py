@@ -52,7 +52,8 @@ from . import metrics, store
 from .compat.strawberry import strawberry_definition
 from .fastpath import STATS, PageExecutor
 from .limits import detail_servings
-from .schema import Context, asked_of, read_run_log
+from .page import Context, asked_of
+from .run_log import read_run_log
 
 READ_FIELD = "runLog"
 

@@ -64,10 +64,11 @@ from .limits import (
     lines_asked,
     variable_values,
 )
+from .page import Context
 from .read_plan import ReadPlans, reads_pages
 from .replica import Replica
 from .retention import Sweeper
-from .schema import Context, RunLogSchema, log_unrun_writes, write_line
+from .schema import RunLogSchema, log_unrun_writes, write_line
 from .settings import Settings
 from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher

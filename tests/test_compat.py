@@ -36,7 +36,6 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 
 from gql import compat
-from gql.view import RunLogGraphQL
 from gql.compat import alembic as alembic_compat
 from gql.compat import graphql as graphql_compat
 from gql.compat import opentelemetry as opentelemetry_compat
@@ -45,6 +44,7 @@ from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
 from gql.limits import OVERLAP_BUDGET
 from gql.schema import build_schema
+from gql.view import RunLogGraphQL
 
 from .conftest import Backend
 

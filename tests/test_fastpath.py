@@ -48,7 +48,8 @@ from gql.auth import Caller, Policy, Role
 from gql.db import create_engine, event_run_log, event_runs
 from gql.details import dump_detail
 from gql.kinds import Kind
-from gql.schema import Context, build_schema
+from gql.page import Context
+from gql.schema import build_schema
 from gql.settings import Settings
 
 from .conftest import Backend

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql import schema as schema_module
+from gql import page as page_module
 from gql.app import create_app
 from gql.store import ANSWER_GRACE_SECONDS
 
@@ -353,7 +353,7 @@ def test_what_runlog_remembers_of_a_query_holds_no_document_alive(api: Api) -> N
             + "]) { nodes { id } } }"
         )
         assert api.data(text) == {"runLog": {"nodes": []}}
-    assert held_bytes(schema_module._ASKED) < 1024 * 1024
+    assert held_bytes(page_module._ASKED) < 1024 * 1024
 
 
 @pytest.mark.mariadb

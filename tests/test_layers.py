@@ -23,6 +23,8 @@ LAYERS: dict[str, set[str]] = {
     "http": {"gql.app", "gql.view", "gql.answers", "gql.server", "gql.graphiql", "gql.health"},
     "graphql": {
         "gql.schema",
+        "gql.page",
+        "gql.run_log",
         "gql.fastpath",
         "gql.write_plan",
         "gql.read_plan",

@@ -1,0 +1,414 @@
+"""What runLog answers with, as GraphQL serves it: a line, a page, its page info; and the context.
+
+Per-line fields are plain attributes, filled in by the one async root resolver
+that reads the page: an async resolver per line would double the cost of a
+2,000-line page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import enum
+import logging
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import strawberry
+from graphql import (
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    InlineFragmentNode,
+)
+from sqlalchemy.ext.asyncio import AsyncEngine
+from strawberry.types import get_object_definition
+
+from . import retention, store, subscriptions, tail, writes
+from .auth import Action, Caller, Policy
+from .details import (
+    Run,
+    RunBlockedDetail,
+    RunLogDetail,
+    read_detail,
+)
+from .ids import parse_id
+from .kinds import TERMINAL_STATUSES, Kind
+from .limits import DetailBudget
+from .replica import Replica
+from .settings import Settings
+
+log = logging.getLogger("gql.runlog")
+
+# Built from `Kind`, so the set is defined once (mypy cannot type the
+# functional Enum API, hence `Any`).
+RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
+    enum.Enum(
+        "RunLogKind",
+        {kind.name: strawberry.enum_value(kind.value, description=kind.records) for kind in Kind},
+    ),
+    description="What a line records. Append-only: a kind is never renamed or removed. "
+    "The wire name a writer sends to `writeRunLog` is the lower-case dotted form "
+    "(`RUN_STATUS` is `run.status`).",
+)
+_ENUM_BY_WIRE_NAME: dict[str, Any] = {member.value: member for member in RunLogKind}
+
+
+# ── context ──────────────────────────────────────────────────────────────────
+
+
+class ClientError(GraphQLError):
+    """An error the caller can act on; its message is shown as it is, never masked."""
+
+    def __init__(self, message: str, code: str, **extensions: Any) -> None:
+        super().__init__(message, extensions={"code": code, **extensions})
+
+
+@dataclass
+class Context:
+    engine: AsyncEngine
+    settings: Settings
+    writer: writes.Writer  # the app's: its write queue and what it knows of the detail column
+    policy: Policy
+    caller: Caller
+    request_id: str
+    # The websocket, on one; None over HTTP, where nothing reads the request
+    # once its body is parsed, and a context held by a reference cycle
+    # (graphql-core's executor is one) would keep its body until collected.
+    request: Any = None
+    # The server's `receive` once the body is read: a long poll waits on it
+    # to see its client leave.
+    receive: Callable[[], Awaitable[Any]] | None = None
+    sweeper: retention.Sweeper | None = None  # None when retention is off
+    arrived: float | None = None  # the event loop's time when the request (or operation) came
+    detail_budget: DetailBudget | None = None  # made by the first page that reads details
+    watcher: tail.Watcher | None = None  # the app's; None outside it (no long poll, no tail)
+    # On a websocket, one context serves the connection's every operation:
+    # the caller is read again from `connection_init`, and the connection's
+    # subscriptions are counted against the caps the process's `tails` keeps.
+    tails: subscriptions.Tails | None = None
+    connection: subscriptions.Connection | None = None
+    connection_params: dict[str, Any] | None = None
+    replica: Replica | None = None  # the read replica, when RUNLOG_READ_DATABASE_URL is set
+
+    def for_operation(self) -> Context:
+        """A context for one operation sent over this websocket: its own arrival and page budget."""
+        return dataclasses.replace(self, arrived=asyncio.get_running_loop().time(), detail_budget=None)
+
+    def details_left(self) -> DetailBudget:
+        """The request's detail budget, shared by all its pages."""
+        if self.detail_budget is None:
+            self.detail_budget = DetailBudget(self.settings.max_page_bytes)
+        return self.detail_budget
+
+    def require(self, action: Action, what: str) -> None:
+        """Raise a refusal that says who the caller would have to be."""
+        if self.policy.allows(self.caller, action):
+            return
+        who = _ROLE_WORDS[action]
+        if not self.caller.authenticated:
+            # A browser cannot set a websocket's headers: there, the token
+            # goes in the connection_init payload.
+            where = ' in the connection_init payload: {"Authorization": "Bearer <token>"}'
+            raise ClientError(
+                f"{what} is refused: the caller is not {who} "
+                f"(send `Authorization: Bearer <token>` with {who}'s token"
+                f"{where if self.connection is not None else ''})",
+                "UNAUTHENTICATED",
+            )
+        raise ClientError(f"{what} is refused: the caller is not {who}", "FORBIDDEN")
+
+
+_ROLE_WORDS = {
+    Action.READ: "a reader",
+    Action.WRITE: "a writer",
+    Action.ADMINISTER: "an admin",
+}
+
+
+class Asked(NamedTuple):
+    """What a runLog field selects on its lines, beyond their columns."""
+
+    detail: bool  # else the page's details are neither fetched nor read
+    blocking_run: bool  # else no run is looked up
+    cursor: bool = False  # a line's `cursor`: every line's is made
+    ends: bool = False  # `startCursor` or `endCursor`: only the page's ends' are made
+    run: bool = False  # the page's `run`
+    pruned: bool = False  # the page's `pruned`
+
+
+# What a runLog field selects, by its nodes: the answer does not depend on
+# variables (@skip is not looked at), and the document caches hand back one
+# document per query text, so the nodes are the same objects each time.
+# Strawberry's `info.selected_fields` converted the whole selection, every
+# fragment, on each call. An entry holds its nodes weakly: a node's location
+# links every token of its text, so holding 128 of them held 128 documents
+# (140 MiB for texts of 2,000 tokens, past every cache's bound in bytes).
+_ASKED: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref[FieldNode], ...], Asked]] = OrderedDict()
+_ASKED_SIZE = 128  # fields remembered
+
+
+def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinitionNode]) -> Asked:
+    """What the runLog field of `nodes` (one response key's) selects on its page, @skip or not."""
+    key = tuple(map(id, nodes))
+    found = _ASKED.get(key)
+    if found is not None and all(ref() is node for ref, node in zip(found[0], nodes, strict=True)):
+        return found[1]
+    names: set[str] = set()
+    pending = [node.selection_set for node in nodes if node.selection_set is not None]
+    spread: set[str] = set()
+    while pending:
+        for selection in pending.pop().selections:
+            if isinstance(selection, FieldNode):
+                names.add(selection.name.value)
+                if selection.selection_set is not None:
+                    pending.append(selection.selection_set)
+            elif isinstance(selection, InlineFragmentNode):
+                pending.append(selection.selection_set)
+            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in spread:
+                spread.add(selection.name.value)
+                fragment = fragments.get(selection.name.value)
+                if fragment is not None:
+                    pending.append(fragment.selection_set)
+    # Only a line has a `detail`, and only a detail a `blockingRun`.
+    asked = Asked(
+        detail="detail" in names,
+        blocking_run="blockingRun" in names,
+        cursor="cursor" in names,
+        ends="startCursor" in names or "endCursor" in names,
+        run="run" in names,
+        pruned="pruned" in names,
+    )
+    _ASKED[key] = (tuple(weakref.ref(node) for node in nodes), asked)  # while they live, their ids are theirs
+    while len(_ASKED) > _ASKED_SIZE:
+        _ASKED.popitem(last=False)
+    return asked
+
+
+def as_run(row: store.Run) -> Run:
+    return Run(
+        id=strawberry.ID(str(row.id)),
+        status=row.status,
+        terminal=row.status in TERMINAL_STATUSES,
+        ended_at=row.ended_at,
+        updated_at=row.updated_at,
+    )
+
+
+# ── types ────────────────────────────────────────────────────────────────────
+
+
+def _read(expression: str, **names: Any) -> dict[str, Any]:
+    """A `RunLogLine` field's one description of how it is read from a stored line.
+
+    `expression` reads the field from the stored line `r` (a `store.Line`)
+    and its cursor `c`, using `names`. It is the only place a field says so:
+    `as_line` (the line as a `RunLogLine`, for graphql-core, the tail and the
+    rest) and the compiled page plan (gql/fastpath.py, which serves the line
+    straight from the row) are both made from it, so they cannot disagree.
+    A field without one (`detail`) is read its own way.
+    """
+    return {READ: (expression, names)}
+
+
+READ = "runlog.read"  # the key of a field's `_read` in its metadata
+
+
+@strawberry.type(description="One line of a run's log.")
+class RunLogLine:
+    id: strawberry.ID = strawberry.field(
+        description=(
+            "The line's id: unique, and the tie-break after `at` in a page's order. Ids are not in "
+            "time order: a line whose commit was slow has a smaller id than lines written after it, "
+            "and a Galera cluster hands ids out interleaved by node. Order by `at`, then `id`."
+        ),
+        metadata=_read("str(r.id)"),
+    )
+    run_id: strawberry.ID = strawberry.field(
+        description="The run the line is about.", metadata=_read("str(r.run_id)")
+    )
+    step_id: strawberry.ID | None = strawberry.field(
+        description="The step the line is about, if it is about one.",
+        metadata=_read("None if r.step_id is None else str(r.step_id)"),
+    )
+    kind: RunLogKind | None = strawberry.field(
+        description="What the line records; null only for a kind this server does not know "
+        "(written by a newer writer): `kindName` still names it.",
+        metadata=_read("_KIND_OF.get(r.kind)", _KIND_OF=_ENUM_BY_WIRE_NAME),
+    )
+    kind_name: str = strawberry.field(
+        description="The kind's wire name as stored (`run.status`), known to this server or not.",
+        metadata=_read("r.kind"),
+    )
+    phase: int | None = strawberry.field(
+        description="The phase the line is about, if any.", metadata=_read("r.phase")
+    )
+    at: datetime.datetime = strawberry.field(
+        description="When the line was written, UTC, to the millisecond. On a line whose "
+        "stored `at` is not a time (see `problem`), 0001-01-01T00:00:00Z; such a line keeps "
+        "the place the database orders it in, after every line with a time (MariaDB puts a "
+        "date with a zero month or day, `2026-00-00`, among that year's).",
+        metadata=_read("r.at"),
+    )
+    detail: object | None = strawberry.field(
+        graphql_type=RunLogDetail | None,
+        description="What the line records, typed by its kind; `UnreadableDetail` when the "
+        "stored text cannot be read as that type; null when the line has no detail.",
+    )
+    problem: str | None = strawberry.field(
+        default=None,
+        description="Null on a line as this service writes it. On a row another writer left "
+        "with a value no line can hold, what was stored (`stored at 'yesterday' is not a "
+        "time`, `stored kind is null`, `stored phase 4294967296 is not an integer ...`); the "
+        "field shows a stand-in instead: `at` 0001-01-01T00:00:00Z, `kindName` '', `phase` "
+        "null. The line keeps its place in the order, and pages go on past it.",
+        metadata=_read("r.problem"),
+    )
+    cursor: str = strawberry.field(
+        default="",
+        description="The line's position, opaque: pass it as `after` for the lines older than "
+        "it, as `before` for the lines newer than it, or as `runLogTail`'s `since`, with the "
+        "same run and kinds it was read with (anything else is refused). A cursor of a line of "
+        "the last few seconds also remembers the recent lines read up to it (128 at most, so a "
+        "cursor stays small), so that a line whose commit was slow, landing behind it, is still "
+        "read once.",
+        metadata=_read('c or r.cursor or ""'),
+    )
+
+
+@strawberry.type(description="Where a page begins and ends, and whether pages follow either way.")
+class PageInfo:
+    has_next_page: bool = strawberry.field(
+        description="Whether older lines follow this page. False on the last page. On a "
+        "`before` page, true: the lines up to its cursor are older."
+    )
+    end_cursor: str | None = strawberry.field(
+        description="The last, oldest line's cursor: pass as `after` to read the next, older "
+        "page; null on an empty page."
+    )
+    has_previous_page: bool = strawberry.field(
+        default=False,
+        description="On a `before` page, whether newer lines remain past it (read them with "
+        "`before: startCursor`). On the first page, false: nothing newer was written when it "
+        "was read. On an `after` page, true: the lines down to its cursor are newer.",
+    )
+    start_cursor: str | None = strawberry.field(
+        default=None,
+        description="The first, newest line's cursor: pass as `before` to read the lines "
+        "written since (with `wait` to wait for them). On an empty first page, a cursor of the "
+        "read itself; on an empty `before` page, the `before` it was given; null on an empty "
+        "`after` page.",
+    )
+
+
+@strawberry.type(description="Lines of a run that pruning deleted: older lines than a page's last.")
+class PrunedLines:
+    lines: int = strawberry.field(description="How many of the run's lines were pruned, in all.")
+    through: datetime.datetime | None = strawberry.field(
+        description="The newest `at` among them (UTC): the run's lines up to this were pruned. "
+        "Null when none of them held a time."
+    )
+    pruned_at: datetime.datetime | None = strawberry.field(
+        description="When a prune last deleted lines of the run (UTC)."
+    )
+
+
+# Each `RunLogLine` field's `_read`, by its Python name: what the compiled
+# plan reads a line with, and `as_line` is made from. `detail` is read with
+# `details.read_values` by the plan and `read_detail` by `as_line`.
+LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
+    field.python_name: field.metadata[READ]
+    for field in get_object_definition(RunLogLine, strict=True).fields
+    if READ in field.metadata
+}
+
+
+@strawberry.type(description="A page of a run's lines, newest first.")
+class RunLogPage:
+    """A page as its resolver read it: the stored lines, made into `RunLogLine`s only when asked.
+
+    The compiled plan (gql/fastpath.py) serves a page straight from `lines`,
+    reading each field as `LINE_SOURCES` says and each detail with
+    `details.read_values`; it never calls `nodes`. graphql-core, when it
+    completes a page the plan does not (a selection outside its cover, a
+    value it did not expect), calls `nodes`, which makes the lines as the
+    tail and everything else does, with `as_line`.
+    """
+
+    nodes: list[RunLogLine] = strawberry.field(
+        resolver=lambda self: self.made_lines(),
+        description="The lines, ordered by `at` then `id`, newest first.",
+    )
+    page_info: PageInfo = strawberry.field(description="Where the page ends.")
+    run: Run | None = strawberry.field(
+        default=None,
+        description="The run as the events system has it now (status, terminal, ended, "
+        "updated); null when the events system has no such run, so an unknown run is told "
+        "apart from a quiet one. Looked up with the page's `blockingRun`s, in one query.",
+    )
+    pruned: PrunedLines | None = strawberry.field(
+        default=None,
+        description="On a page that reaches the run's oldest surviving line (`hasNextPage` "
+        "false, read newest first), what pruning deleted of the run's log: how many lines, "
+        "up to when, and when it last did. Null when no line of the run was pruned, and on "
+        "every other page: older lines follow it, and the last page says.",
+    )
+    lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
+    line_cursors: strawberry.Private[Sequence[str | None]] = dataclasses.field(default_factory=list)
+    # The blocking runs found, by id; the lookup's failure in their place;
+    # None when the query selects neither `blockingRun` nor `run`.
+    runs: strawberry.Private[dict[int, store.Run] | Exception | None] = None
+    line_sources: ClassVar[dict[str, tuple[str, dict[str, Any]]]] = LINE_SOURCES
+
+    def made_lines(self) -> list[RunLogLine]:
+        """The page's lines as `RunLogLine`s, each blocked line's `blockingRun` in place."""
+        lines = [as_line(row, cursor) for row, cursor in zip(self.lines, self.line_cursors, strict=True)]
+        if self.runs is not None:
+            for line in lines:
+                if type(line.detail) is RunBlockedDetail:
+                    # A failed lookup in the field's place: graphql-core raises it there.
+                    line.detail.blocking_run = (
+                        self.runs  # type: ignore[assignment]  # see RunBlockedDetail
+                        if isinstance(self.runs, Exception)
+                        else self.blocking_run(line.detail.blocking_run_id)
+                    )
+        return lines
+
+    def blocking_run(self, blocking_run_id: object) -> Run | None:
+        """A line's `blockingRun`; the lookup's failure raised, for graphql-core to put at the field."""
+        if isinstance(self.runs, Exception):
+            raise self.runs
+        number = parse_id(blocking_run_id)
+        row = None if number is None or self.runs is None else self.runs.get(number)
+        return None if row is None else as_run(row)
+
+    def loaded(self, name: str, values: dict[str, Any]) -> Any:
+        """The value of a detail's LOADED field (looked up, not stored), for the compiled plan."""
+        if name == "blocking_run":
+            return self.blocking_run(values["blocking_run_id"])
+        raise LookupError(f"no {name} is looked up for a page")
+
+
+def _line_maker(sources: dict[str, tuple[str, dict[str, Any]]]) -> Callable[..., RunLogLine]:
+    """`as_line`, made from each field's `_read`: one call, each field's expression in place."""
+    names: dict[str, Any] = {"RunLogLine": RunLogLine, "_read_detail": read_detail}
+    arguments = []
+    for field, (expression, used) in sources.items():
+        names.update(used)
+        arguments.append(f"{field}={expression}")
+    text = (
+        "def as_line(r, c=None):\n"
+        f"    return RunLogLine({', '.join(arguments)}, detail=_read_detail(r.kind, r.detail))\n"
+    )
+    exec(compile(text, "<RunLogLine from its fields' _read>", "exec"), names)  # noqa: S102
+    made: Callable[..., RunLogLine] = names["as_line"]
+    return made
+
+
+# A stored line `r` (store.Line), with its cursor `c` if it has one, as a `RunLogLine`.
+as_line = _line_maker(LINE_SOURCES)

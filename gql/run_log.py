@@ -1,0 +1,342 @@
+"""What `runLog` does: read a page (or wait for one), its runs and what was pruned, by one deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import metrics, store, tail
+from .auth import Action
+from .details import (
+    Run,
+    read_values,
+)
+from .ids import id_problem, parse_id
+from .kinds import Kind
+from .page import Asked, ClientError, Context, PageInfo, PrunedLines, RunLogPage, as_run
+from .request_id import note
+
+log = logging.getLogger("gql.runlog")
+
+MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of proxies
+
+
+async def _find_runs(
+    context: Context, lines: list[store.Line], deadline: float, page_run: int | None
+) -> tuple[dict[int, store.Run] | Exception, Run | Exception | None]:
+    """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
+
+    The runs are plain data on the page, so it is completed by the compiled
+    plan like any other (`RunLogPage.blocking_run`). A failed lookup is put
+    in their place instead: graphql-core raises it at each `blockingRun` (and
+    at the page's `run`), and the lines stay on the page with that field null.
+    """
+    blocked = Kind.RUN_BLOCKED.value
+    wanted: list[int] = []
+    for line in lines:
+        if line.kind == blocked and line.detail is not None:
+            values = read_values(blocked, line.detail)
+            if type(values) is dict:
+                number = parse_id(values["blocking_run_id"])
+                if number is not None:
+                    wanted.append(number)
+    if page_run is not None:
+        wanted.append(page_run)
+    if not wanted:
+        return {}, None
+    found: dict[int, store.Run] | Exception
+    try:
+        async with asyncio.timeout_at(deadline):
+            found = await store.find_runs(context.engine, wanted)
+    except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
+        found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
+    if page_run is None:
+        return found, None
+    if isinstance(found, Exception):
+        return found, found
+    row = found.get(page_run)
+    return found, None if row is None else as_run(row)
+
+
+# ── operations ───────────────────────────────────────────────────────────────
+
+
+async def read_run_log(
+    context: Context,
+    asked: Asked,
+    servings: Callable[[], Any],
+    *,
+    run_id: Any,
+    kinds: list[str] | None,
+    limit: int | None,
+    after: str | None,
+    before: str | None,
+    wait: int | None,
+    fresh: bool | None,
+) -> RunLogPage:
+    """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
+
+    The resolver's, and the read plan's (gql/read_plan.py), which calls it
+    without graphql-core's executor. `asked` is what the field selects, and
+    `servings()` how its page's details are served (limits.detail_servings),
+    asked for only when the page reads details.
+    """
+    context.require(Action.READ, "runLog")
+    number = parse_id(run_id)
+    note(run_id=number)
+    if number is None:
+        raise ClientError(
+            id_problem("runId", run_id),
+            "BAD_USER_INPUT",
+        )
+    if after is not None and before is not None:
+        raise ClientError(
+            "after and before cannot be given together: after reads the lines older than its "
+            "cursor, before the lines newer than its cursor; pass one of them",
+            "BAD_USER_INPUT",
+        )
+    if wait is not None and not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise ClientError(f"wait must be 0 to {MAX_WAIT_SECONDS} seconds, got {wait}", "BAD_USER_INPUT")
+    if wait and before is None:
+        raise ClientError(
+            "wait needs before: pass a page's pageInfo.startCursor as before, to wait for the "
+            "lines written after it",
+            "BAD_USER_INPUT",
+        )
+    wire_kinds = kinds
+    scope = store.cursor_scope(number, wire_kinds)
+    try:
+        cursor = store.decode_cursor(after, "after", scope) if after is not None else None
+        newer = store.decode_cursor(before, "before", scope) if before is not None else None
+    except store.CursorError as exc:
+        raise ClientError(str(exc), "BAD_USER_INPUT") from None
+    window = tail.late_window(context.settings)
+    loop = asyncio.get_running_loop()
+
+    def read_on(engine: AsyncEngine, max_detail_bytes: int | None) -> Awaitable[store.Page]:
+        return store.read_page(
+            engine,
+            run_id=number,
+            kinds=wire_kinds,
+            limit=store.clamp_read_limit(limit),
+            after=cursor,
+            before=newer,
+            detail=asked.detail,
+            max_detail_bytes=max_detail_bytes,
+            largest_detail=context.settings.max_detail_bytes,
+        )
+
+    # Pages read newest first may read a replica (gql/replica.py);
+    # `before` pages and the long poll read the primary, as the tail does.
+    replica = context.replica if newer is None else None
+
+    async def read_once() -> tuple[store.Page, datetime.datetime, float]:
+        # One deadline for the page and, when selected, its runs.
+        deadline = loop.time() + context.settings.read_timeout
+        # Taken before the read: a line stamped before it has committed
+        # by the time the read sees the database (see tail.late_window).
+        # On a replica, it also has to have arrived there: a page that
+        # may trail the primary leaves that much more to `before` reads.
+        trails = replica.allowance if replica is not None and replica.in_use and not fresh else 0.0
+        settled = store.settled_before(window + trails)
+
+        async def read(max_detail_bytes: int | None) -> store.Page:
+            if replica is None:
+                return await read_on(context.engine, max_detail_bytes)
+            source = await replica.source(fresh=bool(fresh), deadline=deadline)
+            if source is not context.engine:
+                try:
+                    # Half the read's time at most, so the primary has the rest.
+                    async with asyncio.timeout((deadline - loop.time()) / 2):
+                        return await read_on(source, max_detail_bytes)
+                except Exception as exc:
+                    if not store.is_unavailable(exc):
+                        raise
+                    metrics.swallowed("replica.read")
+                    log.warning(
+                        "runLog of run %d: request %s: the replica failed (%s): read from the primary",
+                        number,
+                        context.request_id,
+                        _reason(exc),
+                    )
+                    replica.failed(exc)
+            return await read_on(context.engine, max_detail_bytes)
+
+        try:
+            async with asyncio.timeout_at(deadline):
+                # A page without details weighs nothing against the budget.
+                if asked.detail:
+                    page = await context.details_left().read(read, servings())
+                else:
+                    page = await read(None)
+        except Exception as exc:
+            if not store.is_unavailable(exc):
+                raise  # a fault of this server: masked, and logged with its stack
+            raise unavailable(context, f"runLog of run {number}", exc) from None
+        return page, settled, deadline
+
+    def cursors_of(page: store.Page, settled: datetime.datetime) -> store.PageCursors | None:
+        if not (asked.cursor or asked.ends):
+            return None
+        if newer is not None:
+            return store.newer_cursors(page.lines, before=newer, settled=settled, scope=scope)
+        return store.page_cursors(
+            page.lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=not asked.cursor
+        )
+
+    page, settled, deadline = await read_once()
+    made = cursors_of(page, settled)
+    if wait and context.watcher is not None and not (page.lines if made is None else made.texts):
+        polled = await _long_poll(
+            context, number, wait, read_once, cursors_of, 0.0 if made is None else made.settles_in
+        )
+        if polled is not None:
+            page, settled, deadline, made = polled
+    lines = page.lines
+    cursors = [] if made is None else made.texts
+    # A page stops short where a cursor would name more recent lines than
+    # it may (store.RECENT_LINES): the rest is the next page's.
+    has_more = page.has_next
+    if made is not None and len(cursors) < len(lines):
+        lines, has_more = lines[: len(cursors)], True
+    if newer is not None:
+        # Read oldest first; shown newest first, as every page.
+        lines = lines[::-1]
+        cursors.reverse()
+    metrics.lines_read(len(lines))
+    runs: dict[int, store.Run] | Exception | None = None
+    run: Run | Exception | None = None
+    if asked.blocking_run or asked.run:
+        runs, run = await _find_runs(context, lines, deadline, number if asked.run else None)
+    if newer is not None:
+        info_ = PageInfo(
+            has_next_page=True,
+            end_cursor=cursors[-1] if cursors else None,
+            has_previous_page=has_more,
+            start_cursor=cursors[0] if cursors else before,
+        )
+    else:
+        start = cursors[0] if cursors else None
+        if not lines and cursor is None and (asked.ends or asked.cursor):
+            start = store.encode_cursor(store.Cursor(at=None, id=0), scope, store.Window(settled=settled))
+        info_ = PageInfo(
+            has_next_page=has_more,
+            end_cursor=cursors[-1] if cursors else None,
+            has_previous_page=cursor is not None and cursor.at is not None,
+            start_cursor=start,
+        )
+    pruned: PrunedLines | Exception | None = None
+    if asked.pruned and newer is None and not has_more:
+        pruned = await _pruned(context, number, deadline)
+    return RunLogPage(
+        page_info=info_,
+        run=run,  # type: ignore[arg-type]  # see _find_runs
+        pruned=pruned,  # type: ignore[arg-type]
+        lines=lines,
+        line_cursors=cursors if asked.cursor else [None] * len(lines),
+        runs=runs,
+    )
+
+
+async def _pruned(context: Context, run_id: int, deadline: float) -> PrunedLines | Exception | None:
+    """What pruning took from the run's log, by `deadline`; a failure in its place (see _find_runs)."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            found = await store.find_pruned(context.engine, run_id)
+    except Exception as exc:  # raised at the page's `pruned`, not swallowed
+        return unavailable(context, "pruned lines", exc) if store.is_unavailable(exc) else exc
+    if found is None:
+        return None
+    return PrunedLines(lines=found.lines, through=found.through, pruned_at=found.pruned_at)
+
+
+async def _long_poll(
+    context: Context,
+    run_id: int,
+    seconds: int,
+    read_once: Callable[[], Awaitable[tuple[store.Page, datetime.datetime, float]]],
+    cursors_of: Callable[[store.Page, datetime.datetime], store.PageCursors | None],
+    settles_in: float,
+) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
+    """Wait up to `seconds` for the run's next lines, then read them; None when none came.
+
+    The wait costs no query of its own: the process's watcher probes every
+    watched run in one query per interval (gql/tail.py) and wakes this call
+    when its run's count of recent lines moves. It ends early, with nothing,
+    when the server shuts down, or when its client hangs up: a wait no one
+    will read held its place against RUNLOG_MAX_WAITS, and its request
+    against the server's RUNLOG_MAX_CONNECTIONS, for the rest of its time.
+    Lines held back by the cursor's bound (`settles_in` seconds,
+    store.PageCursors) are read again once they can be delivered, whether
+    or not anything new was written.
+    """
+    watcher = context.watcher
+    if watcher is None:
+        return None
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    try:
+        with metrics.long_poll_waiting():  # runlog_long_polls_waiting
+            async with watcher.watch(run_id, counted=True) as watch:
+                leaving = None
+                if context.receive is not None:
+                    leaving = loop.create_task(_until_gone(context.receive, watch.abandon))
+                try:
+                    while (left := end - loop.time()) > 0:
+                        held_back = 0 < settles_in < left
+                        changed = await watch.changed(settles_in if held_back else left)
+                        if watch.abandoned or (not changed and not held_back):
+                            return None
+                        page, settled, deadline = await read_once()
+                        made = cursors_of(page, settled)
+                        if page.lines if made is None else made.texts:
+                            return page, settled, deadline, made
+                        settles_in = 0.0 if made is None else made.settles_in
+                finally:
+                    if leaving is not None:
+                        leaving.cancel()
+    except tail.TooManyWaits as exc:
+        raise ClientError(str(exc), "TOO_MANY_WAITS") from None
+    except tail.Closed:
+        return None
+    return None
+
+
+async def _until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
+    """Call `then` once the client of an HTTP request whose body was read disconnects.
+
+    Past its body, a request's `receive` gives only `http.disconnect`: when
+    the client closes its connection, or once the response is sent.
+    """
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    then()
+
+
+def unavailable(context: Context, what: str, exc: Exception) -> ClientError:
+    """The refusal for a database that is down, unreachable, slow or busy.
+
+    The caller can act on that (try again later), so it is a `ClientError`,
+    logged here with the driver's account under the same request id. Any other
+    failure is a fault of this server and is left to the masking extension,
+    which logs it with its stack and shows the caller only the request id.
+    """
+    log.error("%s failed: request %s: %s", what, context.request_id, _reason(exc))
+    return ClientError(
+        f"The run log's database is not answering; try again shortly (request id {context.request_id}).",
+        "DATABASE_UNAVAILABLE",
+        requestId=context.request_id,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line account of a failure for the server's log."""
+    if isinstance(exc, TimeoutError):
+        return "the database did not answer in time"
+    original = getattr(exc, "orig", None) or exc
+    return f"{type(original).__name__}: {original}".splitlines()[0]
