@@ -34,7 +34,7 @@ from .answers import MaskUnexpected, route_error, shortened
 from .auth import Policy
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
-from .fastpath import DocumentCaches
+from .documents import DocumentCaches
 from .limits import (
     WARMING,
     BodyLimit,

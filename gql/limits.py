@@ -487,7 +487,7 @@ class LinesAsked(NamedTuple):
 _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 
 
-# A text seen before hands back the same nodes (fastpath.DocumentCaches): its
+# A text seen before hands back the same nodes (documents.DocumentCaches): its
 # count is looked up, not walked again on every request. Held weakly, so no
 # document is kept alive by it.
 _SERVINGS: OrderedDict[int, tuple[weakref.ref[FieldNode], int]] = OrderedDict()

@@ -57,7 +57,8 @@ from .answers import (
 )
 from .auth import Policy, Role
 from .compat.strawberry import graphql_schema
-from .fastpath import DocumentCacheExtension, DocumentCaches, PageExecutor
+from .documents import DocumentCacheExtension, DocumentCaches
+from .fastpath import PageExecutor
 from .limits import (
     MAX_VARIABLE_VALUES,
     RequestLimits,

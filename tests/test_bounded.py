@@ -17,7 +17,8 @@ from graphql.language.parser import Parser
 from starlette.testclient import TestClient
 
 from gql.app import create_app
-from gql.fastpath import DOCUMENT_CACHE_BYTES, PLAN_CACHE_BYTES
+from gql.documents import DOCUMENT_CACHE_BYTES
+from gql.fastpath import PLAN_CACHE_BYTES
 from gql.kinds import Kind
 from gql.limits import MAX_VARIABLE_VALUES
 from gql.settings import Settings, SettingsError

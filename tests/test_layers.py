@@ -26,6 +26,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.page",
         "gql.run_log",
         "gql.fastpath",
+        "gql.documents",
         "gql.write_plan",
         "gql.read_plan",
         "gql.limits",

@@ -1,0 +1,259 @@
+"""Parsed and validated documents, cached by query text, and the texts prepared for the prepared path.
+
+Strawberry's own `ValidationCache` keys on the document itself, and a
+graphql-core document hashes by walking its whole tree; here a text is the key
+(`DocumentCaches`). The caches are per app and only caches: bounded in count
+and in bytes, and never holding request data.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    OperationType,
+    Token,
+)
+from strawberry.extensions import SchemaExtension
+
+log = logging.getLogger("gql.fastpath")
+
+DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
+# What the document caches may hold, in bytes as `document_bytes` counts them:
+# the shipped operations hold about 170 KB each, so this is room for about
+# two hundred texts the size of the frontend's biggest.
+DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024
+# A longer text is parsed each time, never cached: the frontend's biggest
+# query with every fragment is about 4,300 characters.
+CACHED_TEXT_CHARS = 16 * 1024
+TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
+ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
+
+
+# ── caching parsed and validated documents ───────────────────────────────────
+
+
+def document_bytes(text: str, document: DocumentNode) -> int:
+    """About the memory a parsed `text` holds, the text included.
+
+    Measured with tracemalloc (graphql-core 3.3): a document holds about 450
+    bytes per token (392 to 452 for the shipped operations, GraphiQL's
+    introspection and 1,800 aliases), plus a copy of every comment and string
+    in its tokens, which can be the whole text again. Counting the tokens walks
+    the document's token list: at most RUNLOG_MAX_TOKENS steps, done once per
+    text cached. Without locations (Strawberry always parses with them) the
+    text's length bounds the tokens.
+    """
+    loc = document.loc
+    if loc is None:
+        tokens = len(text) + 2
+    else:
+        tokens = 0
+        token: Token | None = loc.start_token
+        while token is not None:
+            tokens += 1
+            token = token.next
+    return 2 * sys.getsizeof(text) + TOKEN_BYTES * tokens
+
+
+def _errors_bytes(errors: list[GraphQLError]) -> int:
+    # An error holds its message, locations and path; its nodes are the document's.
+    return sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
+
+
+@dataclass(slots=True)
+class _Document:
+    """What is known of one query text: its document, its validation, its operations."""
+
+    options: tuple[Any, ...]  # the parse options it was parsed with
+    document: DocumentNode
+    held: int  # bytes, as document_bytes counts them, plus what was added since
+    validated: dict[tuple[Any, ...], list[GraphQLError]] = field(default_factory=dict)
+    prepared: PreparedDocument | None = None
+
+
+class DocumentCaches:
+    """Parsed documents by query text, their validation results, and prepared texts, for one schema.
+
+    Strawberry's own `ValidationCache` keys on the document itself, and a
+    graphql-core document hashes by walking its whole tree: for the frontend's
+    query with every fragment that costs about what validating does. Here the
+    parse cache hands back one document object per query text, so validation
+    is kept beside the text it was done for.
+
+    A text that parsed and validated cleanly is also kept as a
+    `PreparedDocument`, so that a later request with the same text can skip
+    the per-request pipeline altogether (`view.RunLogGraphQL.run_prepared`).
+    The app's parse options and validation rules are the same for every
+    request (they come from its settings), so the text alone is the key.
+
+    Bounded in bytes, not only in count: texts padded with comments, which no
+    token limit counts, once grew a process past 2 GiB. A text of more than
+    `max_text` characters is not cached at all (it is parsed each time, and
+    RUNLOG_MAX_QUERY_BYTES bounds what that costs), and the least recently
+    used texts are dropped once what is held passes `max_bytes`.
+    """
+
+    def __init__(
+        self,
+        size: int = DOCUMENT_CACHE_SIZE,
+        max_bytes: int = DOCUMENT_CACHE_BYTES,
+        max_text: int = CACHED_TEXT_CHARS,
+    ) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self.max_text = max_text
+        self.texts: OrderedDict[str, _Document] = OrderedDict()
+        self.held_bytes = 0
+        self.lock = threading.Lock()
+
+    def extension(self) -> SchemaExtension:
+        return DocumentCacheExtension(self)
+
+    def document(self, query: str, options: tuple[Any, ...]) -> DocumentNode | None:
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.options != options:
+                return None
+            self.texts.move_to_end(query)
+            return known.document
+
+    def add_document(self, query: str, options: tuple[Any, ...], document: DocumentNode) -> None:
+        if len(query) > self.max_text:
+            return
+        held = document_bytes(query, document)
+        with self.lock:
+            old = self.texts.pop(query, None)
+            if old is not None:
+                self.held_bytes -= old.held
+            self.texts[query] = _Document(options, document, held)
+            self.held_bytes += held
+            self._evict()
+
+    def validation(
+        self, query: str, document: DocumentNode, rules: tuple[Any, ...]
+    ) -> list[GraphQLError] | None:
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.document is not document:
+                return None
+            return known.validated.get(rules)
+
+    def add_validation(
+        self, query: str, document: DocumentNode, rules: tuple[Any, ...], errors: list[GraphQLError]
+    ) -> None:
+        self._add(
+            query, document, _errors_bytes(errors), lambda known: known.validated.update({rules: errors})
+        )
+
+    def prepared_operation(
+        self, query: str, operation_name: str | None
+    ) -> tuple[DocumentNode, OperationDefinitionNode] | None:
+        """The valid document for `query` and its operation `operation_name`, if both are known."""
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.prepared is None:
+                return None
+            self.texts.move_to_end(query)
+            prepared = known.prepared
+        operation = prepared.operations.get(operation_name)
+        return None if operation is None else (prepared.document, operation)
+
+    def prepare(self, query: str, document: DocumentNode) -> None:
+        """Keep the operations of a text that validated cleanly, for `prepared_operation`."""
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.prepared is not None:
+                return
+        operations = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
+        by_name: dict[str | None, OperationDefinitionNode] = {
+            o.name.value: o for o in operations if o.name is not None
+        }
+        if len(operations) == 1:
+            by_name[None] = operations[0]  # no operationName needed, as graphql-core has it
+        # A subscription is answered by other means, and is left to Strawberry.
+        kept = {
+            name: o
+            for name, o in by_name.items()
+            if o.operation in (OperationType.QUERY, OperationType.MUTATION)
+        }
+        if kept:
+            prepared = PreparedDocument(document, kept)
+            self._add(
+                query, document, ERROR_BYTES * len(kept), lambda known: setattr(known, "prepared", prepared)
+            )
+
+    def _add(self, query: str, document: DocumentNode, held: int, add: Callable[[_Document], None]) -> None:
+        with self.lock:
+            known = self.texts.get(query)
+            if known is None or known.document is not document:
+                return  # dropped meanwhile, or parsed again: nothing to add to
+            add(known)
+            known.held += held
+            self.held_bytes += held
+            self._evict()
+
+    def _evict(self) -> None:
+        while self.texts and (self.held_bytes > self.max_bytes or len(self.texts) > self.size):
+            _, dropped = self.texts.popitem(last=False)
+            self.held_bytes -= dropped.held
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedDocument:
+    """A query text's document, valid under the app's rules, and its operations by name."""
+
+    document: DocumentNode
+    operations: dict[str | None, OperationDefinitionNode]
+
+
+class DocumentCacheExtension(SchemaExtension):
+    """Skips parsing and validating a query text seen before; both are pure functions of it."""
+
+    def __init__(self, caches: DocumentCaches) -> None:
+        self.caches = caches
+        self.parsed_text: str | None = None  # the text the request's document was parsed from
+
+    def on_parse(self) -> Iterator[None]:
+        context = self.execution_context
+        options = None
+        if context.graphql_document is None and context.query is not None:
+            options = tuple(sorted(context.parse_options.items()))
+            document = self.caches.document(context.query, options)
+            if document is not None:
+                context.graphql_document = document
+                self.parsed_text = context.query
+                options = None
+        yield
+        # A text that did not parse is not cached: its error is cheap to find again.
+        if options is not None and context.graphql_document is not None and not context.pre_execution_errors:
+            self.caches.add_document(context.query, options, context.graphql_document)  # type: ignore[arg-type]
+            self.parsed_text = context.query
+
+    def on_validate(self) -> Iterator[None]:
+        context = self.execution_context
+        document = context.graphql_document
+        text = self.parsed_text
+        rules = tuple(context.validation_rules)
+        if text is None or document is None or context.pre_execution_errors is not None:
+            yield
+            return
+        found = self.caches.validation(text, document, rules)
+        if found is not None:
+            context.pre_execution_errors = list(found)
+        yield
+        if context.pre_execution_errors is None:
+            return
+        if found is None:
+            self.caches.add_validation(text, document, rules, list(context.pre_execution_errors))
+        if context.pre_execution_errors == []:
+            self.caches.prepare(text, document)
