@@ -72,7 +72,7 @@ import sqlalchemy as sa
 
 from gql import store
 from gql.db import metadata
-from gql.details import dump_detail
+from gql.detail_codec import dump_detail
 from gql.kinds import Kind
 
 from .mariadb import MARIADB_URL, connect

@@ -35,7 +35,8 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .db import create_engine, event_run_log, event_runs, init_db, transaction
-from .details import EXAMPLES, DetailError, check_detail, dump_detail
+from .detail_codec import DetailError, check_detail, dump_detail
+from .details import EXAMPLES
 from .kinds import Kind
 from .settings import Settings
 

@@ -19,7 +19,7 @@ through their own `coerce_output_value`, lists, and the detail union
 dispatched on the exact class. A page's lines it serves straight from the
 stored rows the resolver read (`RunLogPage.lines`): each field as the page
 type's `line_sources` says, each detail from the values pydantic read
-(`details.read_values`), converted as the detail's codec would convert them;
+(`detail_codec.read_values`), converted as the detail's codec would convert them;
 no `RunLogLine` and no detail object is made for a planned page: making them
 was most of what a plan still cost (docs/performance.md, "What each piece
 bought"). (`blockingRun` is plain data too: the page's resolver looks the
@@ -80,7 +80,8 @@ from .compat.graphql import (
     has_middleware,
 )
 from .compat.strawberry import DefaultExecutionContext, is_default_resolver, strawberry_definition
-from .details import DETAIL_TYPES, LOADED, read_values, stored_fields
+from .detail_codec import read_values, stored_fields
+from .details import DETAIL_TYPES, LOADED
 from .documents import TOKEN_BYTES
 from .store import Line, one_line_reason
 
@@ -453,7 +454,7 @@ class _Compiler:
 
         Each field is read as the page type's `line_sources` says (what
         `page.as_line` computes), and the detail from the values
-        `details.read_values` reads, by a function for its type that takes
+        `detail_codec.read_values` reads, by a function for its type that takes
         them as they are (`values_function`): no `RunLogLine` and no detail
         object is made.
         """
@@ -479,7 +480,7 @@ class _Compiler:
         return self.fields_function(gtype, field_details_list, "r, c", f"type(r) is not {line}", read)
 
     def values_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
-        """A function completing a detail of `gtype` from the values `details.read_values` read."""
+        """A function completing a detail of `gtype` from the values `detail_codec.read_values` read."""
         stored = stored_fields(self.origin(gtype))
 
         def read(
@@ -573,7 +574,7 @@ class _Compiler:
         return f"[{function}(r, c, pg) for r, c in zip(o.lines, o.line_cursors)]"
 
     def complete_detail(self, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
-        """Lines setting `target` to the detail of the stored line `r`, as `details.read_values` reads it."""
+        """Lines setting `target` to the stored line `r`'s detail, as `detail_codec.read_values` reads it."""
         if not isinstance(gtype, GraphQLUnionType):
             raise _NotCompilable(f"a line's detail is a {gtype}, not a union")
         by_kind: dict[str, str] = {}

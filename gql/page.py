@@ -31,12 +31,8 @@ from strawberry.types import get_object_definition
 
 from . import retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
-from .details import (
-    Run,
-    RunBlockedDetail,
-    RunLogDetail,
-    read_detail,
-)
+from .detail_codec import read_detail
+from .details import Run, RunBlockedDetail, RunLogDetail
 from .ids import parse_id
 from .kinds import TERMINAL_STATUSES, Kind
 from .limits import DetailBudget
@@ -320,7 +316,7 @@ class PrunedLines:
 
 # Each `RunLogLine` field's `_read`, by its Python name: what the compiled
 # plan reads a line with, and `as_line` is made from. `detail` is read with
-# `details.read_values` by the plan and `read_detail` by `as_line`.
+# `detail_codec.read_values` by the plan and `read_detail` by `as_line`.
 LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
     field.python_name: field.metadata[READ]
     for field in get_object_definition(RunLogLine, strict=True).fields
@@ -334,7 +330,7 @@ class RunLogPage:
 
     The compiled plan (gql/fastpath.py) serves a page straight from `lines`,
     reading each field as `LINE_SOURCES` says and each detail with
-    `details.read_values`; it never calls `nodes`. graphql-core, when it
+    `detail_codec.read_values`; it never calls `nodes`. graphql-core, when it
     completes a page the plan does not (a selection outside its cover, a
     value it did not expect), calls `nodes`, which makes the lines as the
     tail and everything else does, with `as_line`.

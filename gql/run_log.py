@@ -12,10 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, store, tail
 from .auth import Action
-from .details import (
-    Run,
-    read_values,
-)
+from .detail_codec import read_values
+from .details import Run
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .page import Asked, ClientError, Context, PageInfo, PrunedLines, RunLogPage, as_run

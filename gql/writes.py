@@ -47,7 +47,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, store
-from .details import DetailError, canonical_detail, check_detail, dump_detail
+from .detail_codec import DetailError, canonical_detail, check_detail, dump_detail
 from .ids import id_problem, parse_id
 from .kinds import BY_WIRE_NAME, Kind
 from .settings import Settings

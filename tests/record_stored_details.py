@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gql.demo import build_runs
-from gql.details import DetailError, check_detail, dump_detail
+from gql.detail_codec import DetailError, check_detail, dump_detail
 from gql.kinds import Kind
 
 from .details_examples import EXAMPLES

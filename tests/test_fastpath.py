@@ -46,7 +46,7 @@ from gql import fastpath, graphiql, store, writes
 from gql.answers import MaskUnexpected
 from gql.auth import Caller, Policy, Role
 from gql.db import create_engine, event_run_log, event_runs
-from gql.details import dump_detail
+from gql.detail_codec import dump_detail
 from gql.kinds import Kind
 from gql.page import Context
 from gql.schema import build_schema

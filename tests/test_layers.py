@@ -40,6 +40,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.retention",
         "gql.replica",
         "gql.details",
+        "gql.detail_codec",
         "gql.auth",
         "gql.demo",
     },

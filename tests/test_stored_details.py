@@ -15,7 +15,8 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from gql.details import DETAIL_TYPES, UnreadableDetail, read_detail
+from gql.detail_codec import read_detail
+from gql.details import DETAIL_TYPES, UnreadableDetail
 from gql.kinds import Kind
 
 from .conftest import Api, Backend

@@ -33,7 +33,7 @@ class Line(NamedTuple):
     step_id: int | str | None
     kind: str
     phase: int | None
-    detail: str | bytes | None  # bytes: as stored, maybe not UTF-8 (details.read_detail decodes)
+    detail: str | bytes | None  # bytes: as stored, maybe not UTF-8 (detail_codec.read_detail decodes)
     at: datetime.datetime  # aware, UTC; STAND_IN_AT when `position` is set
     problem: str | None = None
     # Set when `at` is a stand-in: what the database orders the line by, in
