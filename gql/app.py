@@ -32,12 +32,12 @@ from strawberry.extensions import DisableIntrospection
 from . import graphiql, health, metrics, request_id, tracing, writes
 from .answers import MaskUnexpected, route_error, shortened
 from .auth import Policy
+from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
 from .documents import DocumentCaches
 from .limits import (
     WARMING,
-    BodyLimit,
     query_limits,
     sample_variables,
 )

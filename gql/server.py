@@ -9,7 +9,7 @@ a request's head (request line and headers) must be complete within
 RUNLOG_HEADER_TIMEOUT of the connection opening or of the previous response,
 or the connection is closed; and a client that takes none of its response for
 as long is cut off, its response dropped. The body is bounded by the app itself
-(`limits.BodyLimit`, RUNLOG_BODY_TIMEOUT), which can answer 408.
+(`body_limit.BodyLimit`, RUNLOG_BODY_TIMEOUT), which can answer 408.
 """
 
 from __future__ import annotations

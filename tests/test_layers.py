@@ -20,7 +20,15 @@ GQL = Path(__file__).resolve().parent.parent / "gql"
 # logs, traces, request ids, and the vocabulary (kinds, run ids).
 LAYERS: dict[str, set[str]] = {
     "entry": {"gql", "gql.__main__", "gql.cli"},  # gql/__init__.py imports nothing
-    "http": {"gql.app", "gql.view", "gql.answers", "gql.server", "gql.graphiql", "gql.health"},
+    "http": {
+        "gql.app",
+        "gql.body_limit",
+        "gql.view",
+        "gql.answers",
+        "gql.server",
+        "gql.graphiql",
+        "gql.health",
+    },
     "graphql": {
         "gql.schema",
         "gql.page",

@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 from graphql import get_introspection_query
 
+from gql.body_limit import BodyLimit
 from gql.details import DETAIL_TYPES
-from gql.limits import BodyLimit
 from gql.settings import Settings
 
 from .conftest import ADMIN, Api, Backend

@@ -1,0 +1,152 @@
+"""The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408).
+
+It reads the body before anything else does, and offers a body it has read
+to the prepared path (gql/view.py), which may answer it without the router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Awaitable, Callable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .request_id import error_body, request_id
+
+# A request whose body is at least this big is followed by a collection of
+# the youngest generations (see BodyLimit): the size from which the prepared
+# path leaves a body to Strawberry (view._PREPARED_MAX_BODY), where a body is
+# no longer one of the many small requests.
+COLLECT_AFTER_BYTES = 256 * 1024
+
+
+class BodyLimit:
+    """ASGI middleware: refuse a request body over `max_bytes` with 413, or one too slow with 408.
+
+    A declared Content-Length over the limit is refused without reading a
+    byte; a chunked body is counted as it streams in and refused as soon as it
+    passes the limit. The whole body must arrive within `timeout` seconds of
+    the request's head, however it trickles in: a client that sends a byte
+    every few seconds would otherwise hold its connection and this task for
+    ever. A body within both limits is handed on unchanged.
+
+    `shortcut`, when given, is offered the request first, with its whole
+    body: it answers (True) or sends nothing and leaves it to `app` (False).
+    The app offers it the POSTs to /graphql that `run_prepared` answers,
+    which need neither the router nor Strawberry's view (gql/view.py).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        timeout: float = 30.0,
+        shortcut: Callable[[Scope, bytes, Receive, Send], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.shortcut = shortcut
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(scope, send, declared)
+            return
+        read = [0]
+        try:
+            await self._serve(scope, receive, send, read)
+        finally:
+            if read[0] >= COLLECT_AFTER_BYTES:
+                # What a request leaves in reference cycles lives until the
+                # collector runs: graphql-core's executor is one (it holds
+                # bound methods of itself), and holds the request's variables
+                # and context. For a big body that is megabytes per request,
+                # kept for the hundred or so requests between two collections
+                # of the youngest generation (app._start_up_frozen): collected
+                # now, the cost of a collection against that of the body read.
+                gc.collect(1)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, read: list[int]) -> None:
+        """Read the body within the limits and hand the request on; `read[0]` is the bytes read."""
+        messages: list[Message] = []
+        size = 0
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                await self._too_slow(scope, send, size)
+                return
+            if message["type"] == "http.disconnect":
+                return  # the client is gone: no one to answer
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            read[0] = size
+            if size > self.max_bytes:
+                await self._refuse(scope, send, None)
+                return
+            if not message.get("more_body", False):
+                if self.shortcut is not None:
+                    body = (
+                        message.get("body", b"")
+                        if len(messages) == 1
+                        else b"".join(m.get("body", b"") for m in messages)
+                    )
+                    if await self.shortcut(scope, body, receive, send):
+                        return
+                break
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, send: Send, declared: int | None) -> None:
+        size = f"{declared} bytes" if declared is not None else "more bytes than that"
+        message = (
+            f"The request body is over the limit of {self.max_bytes} bytes "
+            f"(RUNLOG_MAX_BODY_BYTES): it has {size}."
+        )
+        await _closing(send, 413, error_body(413, message, request_id(scope), maxBytes=self.max_bytes))
+
+    async def _too_slow(self, scope: Scope, send: Send, size: int) -> None:
+        message = (
+            f"The request body did not arrive within {self.timeout:g} seconds (RUNLOG_BODY_TIMEOUT): "
+            f"{size} bytes came in that time."
+        )
+        body = error_body(408, message, request_id(scope), timeoutSeconds=self.timeout)
+        await _closing(send, 408, body)
+
+
+async def _closing(send: Send, status: int, body: bytes) -> None:
+    """Answer `status` and close: the rest of the body is unread, so no request can follow it."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None  # the server refuses it; count the bytes anyway
+    return None
