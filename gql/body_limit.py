@@ -16,7 +16,7 @@ from .request_id import error_body, request_id
 
 # A request whose body is at least this big is followed by a collection of
 # the youngest generations (see BodyLimit): the size from which the prepared
-# path leaves a body to Strawberry (view._PREPARED_MAX_BODY), where a body is
+# path leaves a body to Strawberry (prepared.PREPARED_MAX_BODY), where a body is
 # no longer one of the many small requests.
 COLLECT_AFTER_BYTES = 256 * 1024
 

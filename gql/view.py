@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
 import sys
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from inspect import isawaitable
 from typing import Any
 
 import orjson
-from cross_web import HTTPException, StarletteRequestAdapter
+from cross_web import HTTPException
 from graphql import (
-    DocumentNode,
-    FragmentDefinitionNode,
     GraphQLError,
     OperationType,
     execute,
@@ -26,24 +22,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
-from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
+from starlette.websockets import WebSocket
 from strawberry import Schema
-from strawberry.asgi import ASGIWebSocketAdapter, GraphQL
+from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.execution import optimized_is_awaitable
-from strawberry.extensions import DisableIntrospection
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
 from strawberry.http.websocket_origin import is_same_origin
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
 from . import graphiql, metrics, request_id, writes
+from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
-    MaskUnexpected,
     anonymise,
     finite,
     forget_tracebacks,
@@ -57,15 +50,24 @@ from .answers import (
 )
 from .auth import Policy, Role
 from .compat.strawberry import graphql_schema
-from .documents import DocumentCacheExtension, DocumentCaches
+from .documents import DocumentCaches
 from .fastpath import PageExecutor
 from .limits import (
     MAX_VARIABLE_VALUES,
-    RequestLimits,
     lines_asked,
     variable_values,
 )
 from .page import Context
+from .prepared import (
+    DECLINED,
+    PLAIN_JSON,
+    PREPARED_MAX_BODY,
+    ReadRequest,
+    declined,
+    fragments_of,
+    maybe_inexact,
+    reproduced,
+)
 from .read_plan import ReadPlans, reads_pages
 from .replica import Replica
 from .retention import Sweeper
@@ -79,126 +81,6 @@ from .write_plan import WritePlans
 log = logging.getLogger("gql.app")
 
 log = logging.getLogger("gql.app")
-
-
-def _reproduced(extension: Any) -> bool:
-    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
-    made = extension if isinstance(extension, type) else type(extension())
-    # Masking is in process_result, the limits and introspection are in the
-    # cached validation and lines_asked, and the document cache is what
-    # prepares the texts.
-    return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
-
-
-# The content types `run_prepared` reads: the commonest spellings of what
-# `json_content_type` accepts; any other goes through `run`, which checks it.
-_PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
-# orjson reads an integer outside 64 bits as a float, where `json` keeps it
-# exact (and refuses one of more than 4300 digits); orjson reads every other
-# integer exactly. So a body whose values hold a float as large as 2**63 (or
-# an infinity) is left to Strawberry: that float may have been such an
-# integer. The values read are looked at, not the bytes: the bytes are most
-# of them query text, which holds no number (docs/performance.md).
-_INEXACT = float(2**63)
-# Strawberry decodes the body once; the prepared path decodes it with orjson
-# first. A body this big (a write of a large detail, or hostile) is left to
-# Strawberry, so as not to be decoded twice; the prepared path is for the
-# many small requests.
-_PREPARED_MAX_BODY = 256 * 1024
-# In the scope of a request `answer_prepared` left to the routes.
-_DECLINED = "runlog.not_prepared"
-
-
-def _declined(reason: str, query: str | None, why: str) -> None:
-    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
-    # A text's first request is how it gets prepared, not a fault: logged at
-    # DEBUG, or every new text would add a line to the log.
-    level = logging.DEBUG if reason == "not_prepared" else logging.INFO
-    metrics.fell_back("prepared", reason, query, why, level)
-
-
-def _maybe_inexact(value: object) -> bool:
-    """Whether orjson may have read a number in `value` otherwise than `json` (see `_INEXACT`)."""
-    pending = [value]
-    while pending:
-        found = pending.pop()
-        if type(found) is dict:
-            pending.extend(found.values())
-        elif type(found) is list:
-            pending.extend(found)
-        elif type(found) is float and not -_INEXACT < found < _INEXACT:
-            return True
-    return False
-
-
-class _RequestAdapter(StarletteRequestAdapter):
-    @property
-    def content_type(self) -> str | None:
-        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry
-        # compares it: case-sensitively ("Application/JSON" is JSON too).
-        header = super().content_type
-        return "application/json" if json_content_type(header) is None else header
-
-
-class _ReadRequest(Request):
-    """A request whose body `BodyLimit` has read: `body()` and `stream()` answer it.
-
-    Its `receive` is the server's, past the body: a long poll waits on it to
-    see its client leave (`http.disconnect`). Nothing here refers back to the
-    request: one that held a bound method of itself was a reference cycle,
-    and kept every body until the collector ran.
-    """
-
-    def __init__(self, scope: Scope, body: bytes, receive: Receive) -> None:
-        super().__init__(scope, receive)
-        self.read = body
-
-    async def body(self) -> bytes:
-        return self.read
-
-    async def stream(self) -> AsyncGenerator[bytes, None]:
-        yield self.read
-
-
-class _WebSocketAdapter(ASGIWebSocketAdapter):
-    """Strawberry's websocket adapter, sending text frames and refusing what is not a JSON object.
-
-    The view encodes JSON to bytes (orjson), which Strawberry would send as
-    binary frames: browsers hand a binary frame over as a Blob, which the
-    `graphql-ws` client cannot parse. A message that is JSON but not an
-    object (`[]`, `"x"`) would otherwise fail inside Strawberry's handler
-    with a stack in the log; it closes the socket with 4400 like any other
-    unreadable message.
-    """
-
-    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
-        messages = super().iter_json(ignore_parsing_errors=ignore_parsing_errors)
-        try:
-            async for message in messages:
-                if not isinstance(message, dict):
-                    raise NonJsonMessageReceived()
-                yield message
-        except HTTPException as exc:  # decode_json's refusals of a body
-            raise NonJsonMessageReceived() from exc
-        finally:
-            await messages.aclose()
-
-    async def send_json(self, message: Any) -> None:
-        encoded = self.view.encode_json(message)
-        try:
-            await self.ws.send_text(encoded.decode() if isinstance(encoded, bytes) else encoded)
-        except (WebSocketDisconnect, StarletteWebSocketDisconnected) as exc:
-            # Gone, or closed by this side (4429, 4400) while an operation
-            # still had something to send: Strawberry's handlers take this
-            # as the client having left.
-            raise WebSocketDisconnected from exc
-
-    async def close(self, code: int, reason: str) -> None:
-        # A socket already closed (the client left, or another operation
-        # closed it) is closed: Starlette would raise on a second close.
-        if self.ws.application_state != WebSocketState.DISCONNECTED:
-            with contextlib.suppress(WebSocketDisconnect, StarletteWebSocketDisconnected):
-                await self.ws.close(code=code, reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +98,8 @@ class Services:
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
-    request_adapter_class = _RequestAdapter
-    websocket_adapter_class = _WebSocketAdapter
+    request_adapter_class = RequestAdapter
+    websocket_adapter_class = WebSocketAdapter
     graphql_transport_ws_handler_class = TransportWSHandler
     graphql_ws_handler_class = WSHandler
 
@@ -240,7 +122,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # With an extension whose per-request effect run_prepared does not
         # reproduce (a tracer, a resolver middleware, added later), every
         # request goes through Strawberry, which runs it.
-        self.prepared = prepared and not schema.directives and all(map(_reproduced, schema.extensions))
+        self.prepared = prepared and not schema.directives and all(map(reproduced, schema.extensions))
         self.graphql_schema = graphql_schema(schema)
         self.write_plans = WritePlans(self.graphql_schema)
         executor: Any = schema.execution_context_class
@@ -270,7 +152,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 self.prepared
                 and isinstance(request, Request)
                 and request.method == "POST"
-                and _DECLINED not in request.scope  # answer_prepared tried it already
+                and DECLINED not in request.scope  # answer_prepared tried it already
             ):
                 response = await self.run_prepared(request)
                 if response is not None:
@@ -323,13 +205,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         ):
             return False
 
-        request = _ReadRequest(scope, body, receive)
+        request = ReadRequest(scope, body, receive)
         try:
             response = await self.run_prepared(request)
         except HTTPException as exc:  # as `run`
             response = json_error(request, exc.status_code, shortened(exc.reason))
         if response is None:
-            scope[_DECLINED] = True  # `run` need not try again
+            scope[DECLINED] = True  # `run` need not try again
             return False
         await response(scope, request.receive, send)
         return True
@@ -413,20 +295,20 @@ class RunLogGraphQL(GraphQL[Context, None]):
         requests, where the pipeline is a large share of the CPU, and not on
         big pages.
         """
-        if request.headers.get("content-type") not in _PLAIN_JSON:
-            _declined("content_type", None, "the content type is not plain application/json")
+        if request.headers.get("content-type") not in PLAIN_JSON:
+            declined("content_type", None, "the content type is not plain application/json")
             return None
         body = await request.body()
-        if len(body) > _PREPARED_MAX_BODY:
-            _declined("large_body", None, f"the body is over {_PREPARED_MAX_BODY} bytes")
+        if len(body) > PREPARED_MAX_BODY:
+            declined("large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
             return None
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
-            _declined("json", None, "orjson does not read the body (Strawberry reads it, or refuses it)")
+            declined("json", None, "orjson does not read the body (Strawberry reads it, or refuses it)")
             return None
-        if type(data) is not dict or _maybe_inexact(data):
-            _declined("json", None, "the body is not an object, or holds a number orjson may read inexactly")
+        if type(data) is not dict or maybe_inexact(data):
+            declined("json", None, "the body is not an object, or holds a number orjson may read inexactly")
             return None
         query = data.get("query")
         variables = data.get("variables")
@@ -435,12 +317,12 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if document_id is not None:
             # A trusted document by its hash; anything odd is `run`'s to refuse.
             if query is not None or type(document_id) is not str:
-                _declined("request_shape", None, "documentId with query, or not a string")
+                declined("request_shape", None, "documentId with query, or not a string")
                 return None
             query = self.trusted.text(document_id)
         elif self.trusted.enforced and not self._may_run(request, query):
             # Refused by `parse_http_body`, in Strawberry's pipeline.
-            _declined("not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on")
+            declined("not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on")
             return None
         if (
             type(query) is not str
@@ -448,18 +330,18 @@ class RunLogGraphQL(GraphQL[Context, None]):
             or (name is not None and type(name) is not str)
             or data.get("extensions") is not None
         ):
-            _declined("request_shape", None, "query, variables, operationName or extensions is not plain")
+            declined("request_shape", None, "query, variables, operationName or extensions is not plain")
             return None
         prepared = self.caches.prepared_operation(query, name)
         if prepared is None:
             # A text's first request (or one evicted, or not valid): Strawberry
             # parses and validates it, and prepares it for the next.
-            _declined("not_prepared", query, "the text is not prepared (first seen, evicted, or not valid)")
+            declined("not_prepared", query, "the text is not prepared (first seen, evicted, or not valid)")
             return None
         document, operation = prepared
         if operation.operation == OperationType.SUBSCRIPTION:
             # Refused by RequestLimits: a subscription is served over the websocket.
-            _declined("subscription", query, "a subscription sent by POST")
+            declined("subscription", query, "a subscription sent by POST")
             return None
         request_id.note(operation=operation_label(operation, self.root_labels))
         plan = self.write_plans.plan(operation)  # writes alone: no lines asked
@@ -482,11 +364,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 "write_plan", "not_planned", query, "not a mutation of plain writeRunLog fields"
             )
         if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
-            _declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
+            declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
             return None
         if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
             # Refused by RequestLimits, in Strawberry's pipeline.
-            _declined("too_many_values", query, "too many variable values, refused by Strawberry")
+            declined("too_many_values", query, "too many variable values, refused by Strawberry")
             return None
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
@@ -496,7 +378,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             read = (
                 None
                 if plan is not None or self.read_plans is None
-                else self.read_plans.plan(operation, functools.partial(_fragments, document))
+                else self.read_plans.plan(operation, functools.partial(fragments_of, document))
             )
             if read is None and plan is None and reads_pages(operation):
                 metrics.fell_back("read_plan", "not_planned", query, "not a query of one plain runLog field")
@@ -711,7 +593,3 @@ class RunLogGraphQL(GraphQL[Context, None]):
     # (gql/graphiql.py).
     async def render_graphql_ide(self, request: Request) -> Response:
         return graphiql.graphiql_response()
-
-
-def _fragments(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
-    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}

@@ -24,6 +24,8 @@ LAYERS: dict[str, set[str]] = {
         "gql.app",
         "gql.body_limit",
         "gql.view",
+        "gql.prepared",
+        "gql.adapters",
         "gql.answers",
         "gql.server",
         "gql.graphiql",

@@ -1,0 +1,67 @@
+"""The request and the websocket as the view reads them: Strawberry's adapters, adjusted."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from cross_web import HTTPException, StarletteRequestAdapter
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
+from strawberry.asgi import ASGIWebSocketAdapter
+from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
+
+from .answers import (
+    json_content_type,
+)
+
+
+class RequestAdapter(StarletteRequestAdapter):
+    @property
+    def content_type(self) -> str | None:
+        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry
+        # compares it: case-sensitively ("Application/JSON" is JSON too).
+        header = super().content_type
+        return "application/json" if json_content_type(header) is None else header
+
+
+class WebSocketAdapter(ASGIWebSocketAdapter):
+    """Strawberry's websocket adapter, sending text frames and refusing what is not a JSON object.
+
+    The view encodes JSON to bytes (orjson), which Strawberry would send as
+    binary frames: browsers hand a binary frame over as a Blob, which the
+    `graphql-ws` client cannot parse. A message that is JSON but not an
+    object (`[]`, `"x"`) would otherwise fail inside Strawberry's handler
+    with a stack in the log; it closes the socket with 4400 like any other
+    unreadable message.
+    """
+
+    async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
+        messages = super().iter_json(ignore_parsing_errors=ignore_parsing_errors)
+        try:
+            async for message in messages:
+                if not isinstance(message, dict):
+                    raise NonJsonMessageReceived()
+                yield message
+        except HTTPException as exc:  # decode_json's refusals of a body
+            raise NonJsonMessageReceived() from exc
+        finally:
+            await messages.aclose()
+
+    async def send_json(self, message: Any) -> None:
+        encoded = self.view.encode_json(message)
+        try:
+            await self.ws.send_text(encoded.decode() if isinstance(encoded, bytes) else encoded)
+        except (WebSocketDisconnect, StarletteWebSocketDisconnected) as exc:
+            # Gone, or closed by this side (4429, 4400) while an operation
+            # still had something to send: Strawberry's handlers take this
+            # as the client having left.
+            raise WebSocketDisconnected from exc
+
+    async def close(self, code: int, reason: str) -> None:
+        # A socket already closed (the client left, or another operation
+        # closed it) is closed: Starlette would raise on a second close.
+        if self.ws.application_state != WebSocketState.DISCONNECTED:
+            with contextlib.suppress(WebSocketDisconnect, StarletteWebSocketDisconnected):
+                await self.ws.close(code=code, reason=reason)

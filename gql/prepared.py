@@ -1,0 +1,100 @@
+"""What the prepared path (`RunLogGraphQL.run_prepared`) takes, and what it leaves to Strawberry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FragmentDefinitionNode,
+)
+from starlette.requests import Request
+from starlette.types import Receive, Scope
+from strawberry.extensions import DisableIntrospection
+
+from . import metrics
+from .answers import (
+    MaskUnexpected,
+)
+from .documents import DocumentCacheExtension
+from .limits import (
+    RequestLimits,
+)
+
+log = logging.getLogger("gql.app")
+
+
+def reproduced(extension: Any) -> bool:
+    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
+    made = extension if isinstance(extension, type) else type(extension())
+    # Masking is in process_result, the limits and introspection are in the
+    # cached validation and lines_asked, and the document cache is what
+    # prepares the texts.
+    return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
+
+
+# The content types `run_prepared` reads: the commonest spellings of what
+# `json_content_type` accepts; any other goes through `run`, which checks it.
+PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
+# orjson reads an integer outside 64 bits as a float, where `json` keeps it
+# exact (and refuses one of more than 4300 digits); orjson reads every other
+# integer exactly. So a body whose values hold a float as large as 2**63 (or
+# an infinity) is left to Strawberry: that float may have been such an
+# integer. The values read are looked at, not the bytes: the bytes are most
+# of them query text, which holds no number (docs/performance.md).
+INEXACT = float(2**63)
+# Strawberry decodes the body once; the prepared path decodes it with orjson
+# first. A body this big (a write of a large detail, or hostile) is left to
+# Strawberry, so as not to be decoded twice; the prepared path is for the
+# many small requests.
+PREPARED_MAX_BODY = 256 * 1024
+# In the scope of a request `answer_prepared` left to the routes.
+DECLINED = "runlog.not_prepared"
+
+
+def declined(reason: str, query: str | None, why: str) -> None:
+    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
+    # A text's first request is how it gets prepared, not a fault: logged at
+    # DEBUG, or every new text would add a line to the log.
+    level = logging.DEBUG if reason == "not_prepared" else logging.INFO
+    metrics.fell_back("prepared", reason, query, why, level)
+
+
+def maybe_inexact(value: object) -> bool:
+    """Whether orjson may have read a number in `value` otherwise than `json` (see `INEXACT`)."""
+    pending = [value]
+    while pending:
+        found = pending.pop()
+        if type(found) is dict:
+            pending.extend(found.values())
+        elif type(found) is list:
+            pending.extend(found)
+        elif type(found) is float and not -INEXACT < found < INEXACT:
+            return True
+    return False
+
+
+class ReadRequest(Request):
+    """A request whose body `BodyLimit` has read: `body()` and `stream()` answer it.
+
+    Its `receive` is the server's, past the body: a long poll waits on it to
+    see its client leave (`http.disconnect`). Nothing here refers back to the
+    request: one that held a bound method of itself was a reference cycle,
+    and kept every body until the collector ran.
+    """
+
+    def __init__(self, scope: Scope, body: bytes, receive: Receive) -> None:
+        super().__init__(scope, receive)
+        self.read = body
+
+    async def body(self) -> bytes:
+        return self.read
+
+    async def stream(self) -> AsyncGenerator[bytes, None]:
+        yield self.read
+
+
+def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
