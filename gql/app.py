@@ -9,16 +9,9 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from inspect import isawaitable
 from typing import Any
 from urllib.parse import urlsplit
 
-from graphql import (
-    OperationDefinitionNode,
-    OperationType,
-    execute,
-    parse,
-)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as RouteError
 from starlette.middleware import Middleware
@@ -35,11 +28,9 @@ from .auth import Policy
 from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
-from .documents import DocumentCaches
+from .engine import DocumentCaches
 from .limits import (
-    WARMING,
     query_limits,
-    sample_variables,
 )
 from .replica import Replica
 from .request_id import RequestId, error_body
@@ -96,7 +87,7 @@ def create_app(
                     for line in migrated.lines(settings.safe_database_url):
                         log.info("%s", line)
             _log_start(settings, policy)
-            await _warm(graphql_app)
+            await graphql_app.engine.warm(graphql_app.trusted.by_hash.values())
             await writer.log_detail_limit()  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
@@ -185,9 +176,9 @@ def create_app(
         return JSONResponse({"status": "ready", **extra})
 
     def sample(app: Any) -> None:
-        plans = getattr(graphql_app.executor_class, "plans", None)  # PageExecutor's (fastpath.py)
+        engine = graphql_app.engine
         metrics.sample(
-            app.state, caches, plans, graphql_app.write_plans, app.state.services.writer.lines_waiting()
+            app.state, caches, engine.page_plans, engine.plans, app.state.services.writer.lines_waiting()
         )
 
     async def livez(request: Request) -> Response:
@@ -288,48 +279,6 @@ def _start_up_frozen() -> Iterator[None]:
 # thresholds before the first of them.
 _serving = 0
 _threshold = gc.get_threshold()
-
-
-async def _warm(view: RunLogGraphQL) -> None:
-    """Parse, validate and plan each trusted query and mutation, before any caller's request.
-
-    Each text takes the pipeline a request takes, the line budget's extension
-    stopping it before it runs (`limits.WARMING`), so the document cache holds
-    it as a request would leave it, prepared for `run_prepared`. A mutation's
-    write plan is then made; a query is run once on sample variables, each
-    `runLog` answering an empty page without a read, so that its page plan is
-    compiled. A query whose variables cannot be sampled is planned by its
-    first request instead.
-    """
-    for text in view.trusted.by_hash.values():
-        for definition in parse(text).definitions:
-            if not isinstance(definition, OperationDefinitionNode) or definition.operation not in (
-                OperationType.QUERY,
-                OperationType.MUTATION,
-            ):
-                continue
-            name = definition.name.value if definition.name else None
-            await view.schema.execute(text, operation_name=name, context_value=WARMING)
-            prepared = view.caches.prepared_operation(text, name)
-            if prepared is None:
-                continue  # held by no cache (too long a text): planned when asked
-            document, operation = prepared
-            view.write_plans.plan(operation)  # or that it has none, as `run_prepared` asks
-            if operation.operation == OperationType.MUTATION:
-                continue
-            variables = sample_variables(view.graphql_schema, operation)
-            if variables is None:
-                continue
-            outcome = execute(
-                view.graphql_schema,
-                document,
-                context_value=WARMING,
-                variable_values=variables,
-                operation_name=name,
-                executor_class=view.executor_class,
-            )
-            if isawaitable(outcome):
-                await outcome
 
 
 class AllowedHosts:

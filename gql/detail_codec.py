@@ -53,7 +53,7 @@ class _Codec:
     build: Callable[[dict[str, Any]], Any]  # the reader's dict to the strawberry type
     read_json: Callable[[str | bytes], dict[str, Any]]  # pydantic-core's own, no wrapper
     # How `build` takes each stored field from the reader's dict, by Python
-    # name: what the compiled plan (gql/fastpath.py) does in its place.
+    # name: what the compiled plan (gql/engine/page_plan.py) does in its place.
     stored: dict[str, StoredField]
 
 
@@ -304,7 +304,7 @@ def read_values(kind_name: str, text: str | bytes | None) -> dict[str, Any] | Un
     """As `read_detail`, but a detail that fits comes back as the values pydantic read, not yet built.
 
     A dict by Python field name, with no default filled in and nothing
-    converted (`stored_fields` says how): the compiled plan (gql/fastpath.py)
+    converted (`stored_fields` says how): the compiled plan (gql/engine/page_plan.py)
     serves it straight, without making the strawberry object. A conversion
     that fails there (a date past year 9999 once in UTC) makes the plan hand
     the page to graphql-core, whose lines are read by `read_detail`.

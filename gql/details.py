@@ -267,7 +267,7 @@ class RunBlockedDetail:
     # Plain data, filled in by the page's resolver with one batched lookup
     # (schema.RunLogPage.blocking_run) when the query selects it: an async
     # resolver per line would keep the page off the compiled plan
-    # (fastpath.py). An exception in its place is the lookup's failure, which
+    # (engine/compiler.py). An exception in its place is the lookup's failure, which
     # graphql-core raises at this field alone: the line stays on its page.
     blocking_run: Run | None = strawberry.field(
         default=None,

@@ -64,7 +64,7 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     alias rules are built once, here: each limiter makes a new rule class
     when it is made, and the same classes on every request are what lets a
     validated query text be looked up instead of validated again (validation
-    results are cached by document and rules, see fastpath.py). A rule class
+    results are cached by document and rules, see engine/page_plan.py). A rule class
     keeps nothing between validations: graphql-core makes a new rule object
     for each.
     """

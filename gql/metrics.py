@@ -113,7 +113,7 @@ WRITE_QUEUE = Gauge(
 CACHE_ENTRIES = Gauge(
     "runlog_cache_entries",
     "Entries held by each cache (documents: parsed query texts; plans: page plans by selection; "
-    "write_plans: each prepared operation's write plan, or that it has none).",
+    "operation_plans: each prepared operation's read or write plan, or that it has none).",
     ["cache"],
     multiprocess_mode="livesum",
 )
@@ -264,11 +264,11 @@ def swallowed(where: str) -> None:
 # ── sampling ─────────────────────────────────────────────────────────────────
 
 
-def sample(state: Any, caches: Any, plans: Any, write_plans: Any, queued: int) -> None:
+def sample(state: Any, caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
     """Set the sampled gauges from what this process holds now.
 
     `state` is the app's, `caches` its document caches, `plans` its page plan
-    cache, `write_plans` its mutations' plans and `queued` the lines its write
+    cache, `operation_plans` its operations' plans and `queued` the lines its write
     queue holds: handed in by the app, so that this module imports none of
     what it counts.
     """
@@ -281,7 +281,7 @@ def sample(state: Any, caches: Any, plans: Any, write_plans: Any, queued: int) -
     if plans is not None:
         CACHE_ENTRIES.labels("plans").set(len(plans.entries))
         CACHE_BYTES.labels("plans").set(plans.held_bytes)
-    CACHE_ENTRIES.labels("write_plans").set(len(write_plans.plans))
+    CACHE_ENTRIES.labels("operation_plans").set(len(operation_plans.entries))
     WRITE_QUEUE.set(queued)
     tails = getattr(state, "tails", None)  # gql/subscriptions.py: the running runLogTail subscriptions
     if tails is not None:

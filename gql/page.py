@@ -205,7 +205,7 @@ def _read(expression: str, **names: Any) -> dict[str, Any]:
     `expression` reads the field from the stored line `r` (a `store.Line`)
     and its cursor `c`, using `names`. It is the only place a field says so:
     `as_line` (the line as a `RunLogLine`, for graphql-core, the tail and the
-    rest) and the compiled page plan (gql/fastpath.py, which serves the line
+    rest) and the compiled page plan (gql/engine/page_plan.py, which serves the line
     straight from the row) are both made from it, so they cannot disagree.
     A field without one (`detail`) is read its own way.
     """
@@ -328,7 +328,7 @@ LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
 class RunLogPage:
     """A page as its resolver read it: the stored lines, made into `RunLogLine`s only when asked.
 
-    The compiled plan (gql/fastpath.py) serves a page straight from `lines`,
+    The compiled plan (gql/engine/page_plan.py) serves a page straight from `lines`,
     reading each field as `LINE_SOURCES` says and each detail with
     `detail_codec.read_values`; it never calls `nodes`. graphql-core, when it
     completes a page the plan does not (a selection outside its cover, a

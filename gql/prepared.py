@@ -6,10 +6,6 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from graphql import (
-    DocumentNode,
-    FragmentDefinitionNode,
-)
 from starlette.requests import Request
 from starlette.types import Receive, Scope
 from strawberry.extensions import DisableIntrospection
@@ -18,7 +14,7 @@ from . import metrics
 from .answers import (
     MaskUnexpected,
 )
-from .documents import DocumentCacheExtension
+from .engine.documents import DocumentCacheExtension
 from .limits import (
     RequestLimits,
 )
@@ -56,10 +52,7 @@ DECLINED = "runlog.not_prepared"
 
 def declined(reason: str, query: str | None, why: str) -> None:
     """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
-    # A text's first request is how it gets prepared, not a fault: logged at
-    # DEBUG, or every new text would add a line to the log.
-    level = logging.DEBUG if reason == "not_prepared" else logging.INFO
-    metrics.fell_back("prepared", reason, query, why, level)
+    metrics.fell_back("prepared", reason, query, why)
 
 
 def maybe_inexact(value: object) -> bool:
@@ -94,7 +87,3 @@ class ReadRequest(Request):
 
     async def stream(self) -> AsyncGenerator[bytes, None]:
         yield self.read
-
-
-def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
-    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}

@@ -79,7 +79,7 @@ async def read_run_log(
 ) -> RunLogPage:
     """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
 
-    The resolver's, and the read plan's (gql/read_plan.py), which calls it
+    The resolver's, and the read plan's (gql/engine/read_plan.py), which calls it
     without graphql-core's executor. `asked` is what the field selects, and
     `servings()` how its page's details are served (limits.detail_servings),
     asked for only when the page reads details.
@@ -338,3 +338,14 @@ def _reason(exc: BaseException) -> str:
         return "the database did not answer in time"
     original = getattr(exc, "orig", None) or exc
     return f"{type(original).__name__}: {original}".splitlines()[0]
+
+
+async def write_line(context: Context, **arguments: Any) -> bool:
+    """What `writeRunLog` does with its arguments: its resolver's and its write plan's work."""
+    # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
+    return await context.writer.write_run_log(
+        may_write=context.policy.allows(context.caller, Action.WRITE),
+        request_id=context.request_id,
+        arrived=context.arrived,
+        **arguments,
+    )

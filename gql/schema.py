@@ -38,11 +38,11 @@ from .compat.strawberry import graphql_schema, resolve_info
 from .details import (
     DETAIL_TYPES,
 )
-from .fastpath import PageExecutor
+from .engine import PageExecutor
 from .ids import id_problem, parse_id
 from .limits import WARMING, detail_servings
 from .page import ClientError, Context, PageInfo, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
-from .run_log import read_run_log, unavailable
+from .run_log import read_run_log, unavailable, write_line
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -444,17 +444,6 @@ class Subscription:
             return unavailable(context, f"runLogTail of run {number}", exc)
 
         return subscriptions.Stream(slot, source, as_line, fail)
-
-
-async def write_line(context: Context, **arguments: Any) -> bool:
-    """What `writeRunLog` does with its arguments (the resolver's and the write plan's, gql/write_plan.py)."""
-    # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
-    return await context.writer.write_run_log(
-        may_write=context.policy.allows(context.caller, Action.WRITE),
-        request_id=context.request_id,
-        arrived=context.arrived,
-        **arguments,
-    )
 
 
 # ── lines refused before they ran ────────────────────────────────────────────

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import sys
 from dataclasses import dataclass
-from inspect import isawaitable
 from typing import Any
 
 import orjson
 from cross_web import HTTPException
-from graphql import (
-    GraphQLError,
-    OperationType,
-    execute,
-)
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,14 +19,13 @@ from starlette.websockets import WebSocket
 from strawberry import Schema
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.execution import optimized_is_awaitable
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.http.websocket_origin import is_same_origin
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET
 
-from . import graphiql, metrics, request_id, writes
+from . import graphiql, request_id, writes
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
@@ -49,14 +41,7 @@ from .answers import (
     should_mask,
 )
 from .auth import Policy, Role
-from .compat.strawberry import graphql_schema
-from .documents import DocumentCaches
-from .fastpath import PageExecutor
-from .limits import (
-    MAX_VARIABLE_VALUES,
-    lines_asked,
-    variable_values,
-)
+from .engine import DocumentCaches, Engine, Planned
 from .page import Context
 from .prepared import (
     DECLINED,
@@ -64,19 +49,16 @@ from .prepared import (
     PREPARED_MAX_BODY,
     ReadRequest,
     declined,
-    fragments_of,
     maybe_inexact,
     reproduced,
 )
-from .read_plan import ReadPlans, reads_pages
 from .replica import Replica
 from .retention import Sweeper
-from .schema import RunLogSchema, log_unrun_writes, write_line
+from .schema import RunLogSchema, log_unrun_writes
 from .settings import Settings
 from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
-from .write_plan import WritePlans
 
 log = logging.getLogger("gql.app")
 
@@ -115,25 +97,14 @@ class RunLogGraphQL(GraphQL[Context, None]):
         **options: Any,
     ) -> None:
         super().__init__(schema, **options)
-        self.caches = caches
         self.trusted = trusted
         self.policy = policy
-        self.max_lines = max_lines
         # With an extension whose per-request effect run_prepared does not
         # reproduce (a tracer, a resolver middleware, added later), every
         # request goes through Strawberry, which runs it.
         self.prepared = prepared and not schema.directives and all(map(reproduced, schema.extensions))
-        self.graphql_schema = graphql_schema(schema)
-        self.write_plans = WritePlans(self.graphql_schema)
-        executor: Any = schema.execution_context_class
-        # With build_schema's executor (fastpath.PageExecutor), which compiles the plans.
-        self.read_plans = (
-            ReadPlans(self.graphql_schema, executor)
-            if isinstance(executor, type) and issubclass(executor, PageExecutor)
-            else None
-        )
+        self.engine = Engine(schema, caches, max_lines)
         self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
-        self.executor_class = schema.execution_context_class
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         if request.scope["type"] == "websocket" and not self.origin_allowed(request):
@@ -272,10 +243,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
         beyond the floor's (bench/floor.py). Once a text has parsed and
         validated cleanly under this app's rules (the token, depth and alias
         limits, introspection), none of it can change the answer: what is left
-        per request is what depends on the request. That is done here with the
-        same pieces `run` uses: `get_context`, the schema's executor, the line
-        budget's count, the schema's error processing, `process_result` (which
-        masks), and `create_response`.
+        per request is what depends on the request. The request's text,
+        operation name and variables go to the engine (`gql.engine.Engine`),
+        which plans it or leaves it to `run`; the rest is done here with the
+        same pieces `run` uses: `get_context`, the schema's error processing,
+        `process_result` (which masks), and `create_response`.
 
         Anything else goes to `run`, untouched: a body this might not read
         exactly as `run` would (another content type, `extensions`, JSON that
@@ -283,13 +255,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
         would read as a float), a text not prepared yet, a request over the
         line budget (for its error).
 
-        It reads the graphql-core schema behind Strawberry's
-        (`compat.strawberry.graphql_schema`): there is no public way to run a
-        validated document through the view's own steps. Strawberry's own
-        `_process_errors` adds nothing to the schema's `process_errors` here
-        (it drops field suggestions only when the schema's config asks, and
-        this one does not), and its view's `_handle_errors` is a hook this
-        view does not fill (tests/test_compat.py checks both). What it
+        Strawberry's own `_process_errors` adds nothing to the schema's
+        `process_errors` here (it drops field suggestions only when the
+        schema's config asks, and this one does not), and its view's
+        `_handle_errors` is a hook this view does not fill
+        (tests/test_compat.py checks both). What it
         buys is measured against the same app with `prepared=False`
         (docs/performance.md, "What each piece bought"): it pays on small
         requests, where the pipeline is a large share of the CPU, and not on
@@ -332,86 +302,28 @@ class RunLogGraphQL(GraphQL[Context, None]):
         ):
             declined("request_shape", None, "query, variables, operationName or extensions is not plain")
             return None
-        prepared = self.caches.prepared_operation(query, name)
-        if prepared is None:
-            # A text's first request (or one evicted, or not valid): Strawberry
-            # parses and validates it, and prepares it for the next.
-            declined("not_prepared", query, "the text is not prepared (first seen, evicted, or not valid)")
+        planned = self.engine.plan(query, name, variables)
+        if planned is None:
             return None
-        document, operation = prepared
-        if operation.operation == OperationType.SUBSCRIPTION:
-            # Refused by RequestLimits: a subscription is served over the websocket.
-            declined("subscription", query, "a subscription sent by POST")
-            return None
-        request_id.note(operation=operation_label(operation, self.root_labels))
-        plan = self.write_plans.plan(operation)  # writes alone: no lines asked
-        if plan is not None and len(plan.variables) > MAX_VARIABLE_VALUES:
-            metrics.fell_back(
-                "write_plan", "too_many_values", query, "more variables than RequestLimits counts"
-            )
-        elif plan is not None:
-            # Within RequestLimits' count of values once they coerce: a
-            # plan's variables are scalars, and a value that coerces as one
-            # counts one (limits.variable_values; JSON is handed over whole).
-            # Coercing them first is bounded by their number.
-            arguments = plan.arguments(variables)
-            if arguments is not None:
-                return await self.run_writes(request, arguments)
-            # The executor's error for it, with its log: the normal way.
-            metrics.fell_back("write_plan", "not_coerced", query, "a variable or argument does not coerce")
-        elif operation.operation == OperationType.MUTATION:
-            metrics.fell_back(
-                "write_plan", "not_planned", query, "not a mutation of plain writeRunLog fields"
-            )
-        if plan is None and lines_asked(document, operation, variables)[0] > self.max_lines:
-            declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
-            return None
-        if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
-            # Refused by RequestLimits, in Strawberry's pipeline.
-            declined("too_many_values", query, "too many variable values, refused by Strawberry")
-            return None
+        request_id.note(operation=operation_label(planned.operation, self.root_labels))
+        if planned.writes is not None:
+            return await self.run_writes(request, planned)
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
-        try:
-            # A page query whose plan is compiled: answered without the
-            # executor (gql/read_plan.py), which answers anything else.
-            read = (
-                None
-                if plan is not None or self.read_plans is None
-                else self.read_plans.plan(operation, functools.partial(fragments_of, document))
-            )
-            if read is None and plan is None and reads_pages(operation):
-                metrics.fell_back("read_plan", "not_planned", query, "not a query of one plain runLog field")
-            outcome = None if read is None else await read.answer(context, variables, query)
-            if outcome is None:
-                executed = execute(
-                    self.graphql_schema,
-                    document,
-                    root_value=None,  # this view does not override get_root_value
-                    context_value=context,
-                    variable_values=variables,
-                    operation_name=name,
-                    executor_class=self.executor_class,
-                    is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
-                )
-                outcome = await executed if isawaitable(executed) else executed
-            result = ExecutionResult(data=outcome.data, errors=outcome.errors)
-        except Exception as exc:  # as Strawberry's execute: the error is the answer
-            result = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
+        outcome = await planned.execute(context)
+        result = ExecutionResult(data=outcome.data, errors=outcome.errors)
         if result.errors:
             self.schema.process_errors(result.errors)
         response_data = await self.process_result(request, result)
         return self.create_response(response_data, sub_response)
 
-    async def run_writes(self, request: Request, arguments: list[tuple[str, dict[str, Any]]]) -> Response:
-        """Answer a mutation of `writeRunLog` fields alone, as the executor would (gql/write_plan.py)."""
+    async def run_writes(self, request: Request, planned: Planned) -> Response:
+        """Answer a mutation of `writeRunLog` fields alone, as the executor would (engine/write_plan.py)."""
         # No sub-response: `get_context` keeps none, so a write can set no
         # header or status on it, and `create_response` of an empty one is
         # this JSON response.
         context = await self.get_context(request, response=None)
-        # One after another, as the executor runs a mutation's fields.
-        data: dict[str, object] = {key: await write_line(context, **values) for key, values in arguments}
-        answer: GraphQLHTTPResponse = {"data": data}
+        answer: GraphQLHTTPResponse = {"data": await planned.write(context)}
         return Response(
             self.encode_json(answer), media_type=response_media_type(request.headers.get("accept"))
         )

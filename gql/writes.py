@@ -314,7 +314,7 @@ class Writer:
         except Exception as exc:  # the one rule: never an error from a write
             problem = f"unexpected failure: {store.one_line_reason(exc)}"
             log.exception("writeRunLog: unexpected failure, request %s", request_id)
-        # Every line a resolver or the write plan (gql/write_plan.py) hands over
+        # Every line a resolver or the write plan (gql/engine/write_plan.py) hands over
         # ends here, stored or not and why: the one place to count outcomes. A
         # line refused before it ran (a variable GraphQL cannot coerce) never
         # comes here: schema.log_unrun_writes logs it.

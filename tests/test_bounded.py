@@ -17,8 +17,8 @@ from graphql.language.parser import Parser
 from starlette.testclient import TestClient
 
 from gql.app import create_app
-from gql.documents import DOCUMENT_CACHE_BYTES
-from gql.fastpath import PLAN_CACHE_BYTES
+from gql.engine.documents import DOCUMENT_CACHE_BYTES
+from gql.engine.page_plan import PLAN_CACHE_BYTES
 from gql.kinds import Kind
 from gql.limits import MAX_VARIABLE_VALUES
 from gql.settings import Settings, SettingsError
@@ -181,7 +181,7 @@ def held_bytes(*roots: Any) -> int:
 
 
 def test_distinct_texts_padded_with_tokens_do_not_grow_the_document_caches_past_their_bound(api: Api) -> None:
-    caches = api.client.app.routes[0].endpoint.caches  # type: ignore[attr-defined]
+    caches = api.client.app.routes[0].endpoint.engine.caches  # type: ignore[attr-defined]
     # Each text is 1,900 tokens in under 4 KiB: about 1 MB once parsed. The
     # token limit lets it through; validation refuses it (no argument x),
     # after it is parsed and cached.
@@ -198,7 +198,7 @@ def test_distinct_texts_padded_with_tokens_do_not_grow_the_document_caches_past_
 def test_distinct_runlog_selections_padded_with_comments_do_not_grow_the_plans_past_their_bound(
     api: Api,
 ) -> None:
-    cache = api.client.app.routes[0].endpoint.executor_class.plans  # type: ignore[attr-defined]
+    cache = api.client.app.routes[0].endpoint.engine.page_plans  # type: ignore[attr-defined]
     # A comment is no token the limit counts, but each plan's nodes keep their
     # whole text alive: 120 KiB a text, twice (the text and the comment's token).
     for n in range(200):

@@ -31,7 +31,7 @@ from graphql import (
     parse,
     validate,
 )
-from graphql.execution import Executor, VariableValues
+from graphql.execution import Executor
 from sqlalchemy.ext.asyncio import create_async_engine
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 
@@ -69,14 +69,10 @@ def test_the_reaches_are_these() -> None:
         "graphql": [
             "CompletesObjects",
             "FieldDetails",
-            "GraphQLVariableSignature",
             "LEFT",
-            "VariableValueSource",
             "bound_overlap_check",
-            "coerce_default_value",
             "collect_subfields",
             "deferred_or_fragment_arguments",
-            "get_variable_signature",
             "has_middleware",
             "overlap_check_aborted",
         ],
@@ -398,7 +394,7 @@ def test_strawberry_definition_maps_graphql_core_back_to_strawberry() -> None:
     assert isinstance(query, GraphQLObjectType)
     argument = strawberry_compat.strawberry_definition(query.fields["thing"].args["count"].extensions)
     assert argument.python_name == "count"
-    # gql/fastpath.py and gql/details.py read an enum's Python class as the
+    # gql/engine/page_plan.py and gql/details.py read an enum's Python class as the
     # definition's `origin`, which is what Strawberry's enum type wraps.
     colour = gschema.type_map["CompatColour"]
     assert strawberry_compat.strawberry_definition(colour.extensions).origin is CompatColour
@@ -507,23 +503,6 @@ def test_left_hands_the_value_back_to_graphql_core() -> None:
 
 def test_field_details_hold_defer_usage_and_fragment_arguments() -> None:
     assert graphql_compat.FieldDetails._fields == ("node", "defer_usage", "fragment_variable_values")
-
-
-def test_variable_coercion_pieces() -> None:
-    schema = GraphQLSchema(GraphQLObjectType("Query", {"n": GraphQLField(GraphQLInt)}))
-    operation = parse("query($a: Int = 3) { n }").definitions[0]
-    assert isinstance(operation, graphql.OperationDefinitionNode)
-    signature = graphql_compat.get_variable_signature(schema, operation.variable_definitions[0])
-    assert isinstance(signature, graphql_compat.GraphQLVariableSignature)
-    assert (signature.name, signature.type) == ("a", GraphQLInt)
-    assert graphql_compat.coerce_default_value(signature) == 3
-    argument = graphql.GraphQLArgument(GraphQLInt, default_value=5)
-    assert graphql_compat.coerce_default_value(argument) == 5
-    source = graphql_compat.VariableValueSource(signature, 7)
-    assert (source.signature, source.value) == (signature, 7)
-    assert graphql_compat.VariableValueSource(signature).value is graphql.Undefined
-    values = VariableValues(sources={"a": source}, coerced={"a": 7})
-    assert values.coerced == {"a": 7}
 
 
 def test_bound_overlap_check_bounds_the_rule_and_its_error_is_recognised() -> None:

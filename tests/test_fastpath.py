@@ -42,11 +42,12 @@ from graphql import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gql import fastpath, graphiql, store, writes
+from gql import graphiql, store, writes
 from gql.answers import MaskUnexpected
 from gql.auth import Caller, Policy, Role
 from gql.db import create_engine, event_run_log, event_runs
 from gql.detail_codec import dump_detail
+from gql.engine import page_plan as fastpath
 from gql.kinds import Kind
 from gql.page import Context
 from gql.schema import build_schema

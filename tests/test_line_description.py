@@ -1,6 +1,6 @@
 """One description of a line: each `RunLogLine` field says once how it is read from a stored line.
 
-The compiled page plan (gql/fastpath.py) and `page.as_line` (graphql-core's
+The compiled page plan (gql/engine/page_plan.py) and `page.as_line` (graphql-core's
 pages, the tail) are both made from the field's `_read`. Adding a field to a
 line is one edit to `RunLogLine` (and the regenerated SDL): the scratch copy
 below makes exactly that edit and serves the new field both ways.

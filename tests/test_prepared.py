@@ -309,7 +309,7 @@ def test_an_extension_it_does_not_reproduce_turns_prepared_texts_off() -> None:
     from strawberry.extensions import SchemaExtension
 
     from gql.answers import MaskUnexpected
-    from gql.documents import DocumentCaches
+    from gql.engine.documents import DocumentCaches
     from gql.schema import build_schema
     from gql.view import RunLogGraphQL
 

@@ -1,4 +1,4 @@
-"""A page query answered by its read plan (gql/read_plan.py), and every way it leaves that to the executor.
+"""A page query answered by its read plan (gql/engine/read_plan.py), and each way it falls back.
 
 That the plan's answers are the executor's, byte for byte, is tests/test_prepared.py's:
 each of its requests goes to an app answering prepared texts and to one that

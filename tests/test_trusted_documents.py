@@ -205,7 +205,7 @@ def test_the_known_documents_are_parsed_validated_and_planned_before_the_first_r
     def held() -> dict[str, float]:
         text = api.client.get("/metrics").text
         found = {}
-        for cache in ("documents", "plans", "write_plans"):
+        for cache in ("documents", "plans", "operation_plans"):
             (line,) = [
                 x for x in text.splitlines() if x.startswith(f'runlog_cache_entries{{cache="{cache}"}}')
             ]
@@ -225,7 +225,7 @@ def test_the_known_documents_are_parsed_validated_and_planned_before_the_first_r
     assert {k: v for k, v in at_start.items() if k != "not_prepared"} == {
         "documents": kinds.count("query") + kinds.count("mutation"),
         "plans": kinds.count("query"),  # each shipped query reads one runLog
-        "write_plans": kinds.count("query") + kinds.count("mutation"),  # a query's: that it has none
+        "operation_plans": kinds.count("query") + kinds.count("mutation"),
     }
     # The first requests find all of it: nothing is parsed, prepared or
     # planned anew (the fallback counter is the process's: compared, not zero).

@@ -1,4 +1,4 @@
-"""The write plan (gql/write_plan.py) answers a `writeRunLog` mutation exactly as the executor does.
+"""The write plan (gql/engine/write_plan.py) answers a `writeRunLog` mutation exactly as the executor does.
 
 Two apps share one database: one as served (`create_app()`, whose prepared
 path hands a mutation of `writeRunLog` fields alone to its write plan), one
@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from gql.app import create_app
+from gql.engine.write_plan import WRITE_FIELD, write_plan
 from gql.schema import build_schema
-from gql.write_plan import WRITE_FIELD, WritePlans
 
 from .conftest import ADMIN, Backend
 
@@ -335,7 +335,7 @@ def test_the_plan_reads_variables_and_arguments_as_graphql_core_does(
     document = parse(text)
     assert validate(schema, document) == []
     (operation,) = document.definitions
-    plan = WritePlans(schema).plan(operation)  # type: ignore[arg-type]
+    plan = write_plan(schema, operation)  # type: ignore[arg-type]
     assert plan is not None
     field = schema.mutation_type.fields[WRITE_FIELD]  # type: ignore[union-attr]
     names = {

@@ -11,41 +11,23 @@ from typing import Any
 
 from graphql import GraphQLError, GraphQLObjectType
 from graphql.execution.collect_fields import FieldDetails
-from graphql.execution.get_variable_signature import GraphQLVariableSignature, get_variable_signature
-from graphql.execution.values import VariableValueSource
-from graphql.utilities.coerce_input_value import coerce_default_value
 from graphql.validation.rules import overlapping_fields_can_be_merged
 
 __all__ = [
     "LEFT",
     "CompletesObjects",
     "FieldDetails",
-    "GraphQLVariableSignature",
-    "VariableValueSource",
     "bound_overlap_check",
-    "coerce_default_value",
     "collect_subfields",
     "deferred_or_fragment_arguments",
-    "get_variable_signature",
     "has_middleware",
     "overlap_check_aborted",
 ]
 
 # `FieldDetails` (graphql.execution.collect_fields): a field node as the
 # executor collected it, with its defer usage and fragment arguments: what
-# the executor hands `complete_object_value`, and what gql/fastpath.py's
+# the executor hands `complete_object_value`, and what gql/engine/page_plan.py's
 # plan is compiled from. Not exported by graphql.execution.
-
-# The variable coercion pieces gql/write_plan.py uses to coerce a write's
-# variables as graphql-core's `coerce_variable_values` does, and to hand the
-# executor's `VariableValues` their sources:
-# `get_variable_signature` and `GraphQLVariableSignature`
-# (graphql.execution.get_variable_signature), `VariableValueSource`
-# (graphql.execution.values, beside the exported `VariableValues`) and
-# `coerce_default_value` (graphql.utilities.coerce_input_value). graphql-core
-# exports `get_variable_values`, which coerces them all on each request:
-# without these, a planned write would coerce its variables through it, or
-# not be planned.
 
 LEFT: Any = object()
 """What `CompletesObjects.complete_object` answers to leave a value to graphql-core."""
@@ -59,7 +41,7 @@ class CompletesObjects:
     with the field nodes it is completed for (a resolver middleware runs per
     field, after graphql-core has built the resolve info, which is the cost
     to save). The executor is plugged in through Strawberry's documented
-    `execution_context_class`. Without it, gql/fastpath.py's plans never run
+    `execution_context_class`. Without it, gql/engine/page_plan.py's plans never run
     and every page is completed field by field.
     """
 
@@ -95,7 +77,7 @@ def has_middleware(executor: Any) -> bool:
 
     graphql-core keeps the middleware it was given on the executor, with no
     documented accessor; a plan that skips resolvers must not skip a
-    middleware, so gql/fastpath.py plans no page when there is one.
+    middleware, so gql/engine/page_plan.py plans no page when there is one.
     """
     manager = executor.middleware_manager
     return manager is not None and bool(manager.middlewares)

@@ -22,8 +22,8 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
     """The graphql-core schema Strawberry built (`Schema._schema`).
 
     Strawberry exposes no public accessor for it, and graphql-core's
-    `execute`, `validate` and the plans of gql/fastpath.py and
-    gql/write_plan.py need it: without it, the prepared path
+    `execute`, `validate` and the plans of gql/engine/page_plan.py and
+    gql/engine/write_plan.py need it: without it, the prepared path
     (`RunLogGraphQL.run_prepared`), the trusted documents' check at start-up
     and the operation's label in the log have no schema to run against.
     """
@@ -46,7 +46,7 @@ def resolve_info(info: strawberry.Info) -> GraphQLResolveInfo[Any]:
 # defined in `strawberry.schema.schema` but exported from no public module.
 # `Schema(execution_context_class=...)` is the documented seam; an executor
 # plugged in there that should behave as Strawberry's default (operation
-# extensions, its resolve info) must subclass this one: gql/fastpath.py's
+# extensions, its resolve info) must subclass this one: gql/engine/page_plan.py's
 # `PageExecutor`. Without it the fast path would need graphql-core's bare
 # executor, and resolvers would get another info.
 DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
@@ -60,7 +60,7 @@ def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
     `strawberry.schema.schema_converter`, not a public module). No public
     call maps a graphql-core type or field back to its Strawberry type
     (`origin`), field (`python_name`, `default_resolver`) or enum (`origin`,
-    the Python enum): gql/fastpath.py's plan compiles only what it can read
+    the Python enum): gql/engine/page_plan.py's plan compiles only what it can read
     from them, and without it every page is completed by graphql-core.
     """
     return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
@@ -71,7 +71,7 @@ def is_default_resolver(resolve: Any) -> bool:
 
     Strawberry marks the resolver it makes for a field that has no resolver
     of its own; nothing public tells the two apart once the schema is built.
-    gql/fastpath.py's plan reads such a field's attribute itself, and must
+    gql/engine/page_plan.py's plan reads such a field's attribute itself, and must
     not for any other: without the mark no field is planned.
     """
     return bool(getattr(resolve, "_is_default", False))

@@ -25,7 +25,7 @@ from graphql import (
 )
 from strawberry.extensions import SchemaExtension
 
-log = logging.getLogger("gql.fastpath")
+log = logging.getLogger("gql.engine")
 
 DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
 # What the document caches may hold, in bytes as `document_bytes` counts them:

@@ -2,13 +2,13 @@
 
 The frontend sends the same few page queries over and over (the shipped
 `RunLog`, `RunLogPage`, `RunLogByKinds`). Once a text is prepared and its
-page has a compiled plan (gql/fastpath.py, made on its first page or at
+page has a compiled plan (page_plan.py, made on its first page or at
 start-up), what is left for graphql-core's executor to do is to coerce the
 variables and arguments, call the resolver, and hand the page to the plan.
 A read plan does just that, with graphql-core's public functions:
 
-- the variables coerced by `get_variable_values`, the field's arguments by
-  `get_argument_values`, so a value is read exactly as the executor reads it;
+- the variables and the field's arguments coerced as a write plan's are
+  (coercion.py), so a value is read exactly as the executor reads it;
 - the page read by `schema.read_run_log`, the function the resolver calls,
   with one pooled connection for the page and its runs as the resolver has
   (not while it waits: a long poll);
@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,22 +36,21 @@ from graphql import (
     ExecutionResult,
     FieldNode,
     FragmentDefinitionNode,
-    GraphQLError,
     GraphQLField,
     GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
-    get_argument_values,
-    get_variable_values,
     located_error,
 )
 
-from . import metrics, store
-from .compat.strawberry import strawberry_definition
-from .fastpath import STATS, PageExecutor
-from .limits import detail_servings
-from .page import Context, asked_of
-from .run_log import read_run_log
+from .. import metrics, store
+from ..compat.strawberry import strawberry_definition
+from ..limits import detail_servings
+from ..page import Context, asked_of
+from ..run_log import read_run_log
+from .coercion import arguments as coerced_arguments
+from .coercion import coerce
+from .page_plan import STATS, PageExecutor
 
 READ_FIELD = "runLog"
 
@@ -77,8 +74,8 @@ class ReadPlan:
 
         `text` is the query text, which a fall-back's log names by its hash.
         """
-        coerced = get_variable_values(self.schema, self.operation.variable_definitions or (), inputs or {})
-        if isinstance(coerced, list):
+        coerced = coerce(self.schema, self.operation, inputs)
+        if coerced is None:
             metrics.fell_back(
                 "read_plan", "not_coerced", text, "a variable does not coerce: the executor says why"
             )
@@ -88,9 +85,8 @@ class ReadPlan:
             # The executor compiles it, or says why it cannot (page_plan's count).
             metrics.fell_back("read_plan", "not_compiled", text, "the page has no compiled plan (yet)")
             return None
-        try:
-            arguments = get_argument_values(self.field, self.node, coerced)
-        except GraphQLError:
+        arguments = coerced_arguments(self.field, self.node, coerced)
+        if arguments is None:
             metrics.fell_back(
                 "read_plan", "not_coerced", text, "an argument does not coerce: the executor says why"
             )
@@ -129,46 +125,13 @@ class ReadPlan:
         return ExecutionResult(data={self.key: completed})
 
 
-def reads_pages(operation: OperationDefinitionNode) -> bool:
-    """Whether `operation` is a query with a `runLog` field at its root: what a read plan is for."""
-    return operation.operation == OperationType.QUERY and any(
-        isinstance(selection, FieldNode) and selection.name.value == READ_FIELD
-        for selection in operation.selection_set.selections
-    )
-
-
-class ReadPlans:
-    """Each operation's read plan (None: it has none), kept as long as the operation is."""
-
-    def __init__(self, schema: GraphQLSchema, executor: type[PageExecutor]) -> None:
-        self.schema = schema
-        self.executor = executor
-        # By identity: an AST node hashes its whole tree, on every lookup.
-        self.plans: dict[int, tuple[weakref.ref[OperationDefinitionNode], ReadPlan | None]] = {}
-
-    def plan(
-        self, operation: OperationDefinitionNode, fragments: Callable[[], dict[str, FragmentDefinitionNode]]
-    ) -> ReadPlan | None:
-        known = self.plans.get(id(operation))
-        if known is not None and known[0]() is operation:
-            return known[1]
-        key = id(operation)
-        found = _plan(self.schema, self.executor, operation, fragments())
-        self.plans[key] = (weakref.ref(operation, functools.partial(self._forget, key)), found)
-        return found
-
-    def _forget(self, key: int, gone: weakref.ref[OperationDefinitionNode]) -> None:
-        known = self.plans.get(key)
-        if known is not None and known[0] is gone:
-            del self.plans[key]
-
-
-def _plan(
+def read_plan(
     schema: GraphQLSchema,
     executor: type[PageExecutor],
     operation: OperationDefinitionNode,
     fragments: dict[str, FragmentDefinitionNode],
 ) -> ReadPlan | None:
+    """`operation`'s read plan, or None when it is not a query of one plain `runLog` field."""
     query = schema.query_type
     if operation.operation != OperationType.QUERY or query is None or operation.directives:
         return None

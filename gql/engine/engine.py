@@ -1,0 +1,219 @@
+"""`Engine`: the one way in to answering a known operation without graphql-core's executor.
+
+The view hands it a request's query text, operation name and variables
+(`Engine.plan`). A text Strawberry parsed and validated before under this
+app's rules (documents.py) is looked up, not parsed again; its operation's
+plan (plans.py) is made once. What comes back is a `Planned` request the
+view runs with its context: a write plan's fields written as the resolver
+writes them, or a query answered by its read plan, else by graphql-core's
+executor on the validated document (which completes pages with the page
+plan, page_plan.py). None means the engine leaves the request to Strawberry's
+ordinary path; each such fall-back is counted on `/metrics`
+(`runlog_fallbacks_total`) with its reason, and logged once per document.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from inspect import isawaitable
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    ExecutionResult,
+    FieldNode,
+    FragmentDefinitionNode,
+    GraphQLError,
+    OperationDefinitionNode,
+    OperationType,
+    execute,
+    parse,
+)
+from strawberry import Schema
+from strawberry.execution import optimized_is_awaitable
+
+from .. import metrics
+from ..compat.strawberry import graphql_schema
+from ..limits import MAX_VARIABLE_VALUES, WARMING, lines_asked, sample_variables, variable_values
+from ..page import Context
+from ..run_log import write_line
+from .documents import DocumentCaches
+from .page_plan import PageExecutor
+from .plans import Plans
+from .read_plan import READ_FIELD, ReadPlan
+from .write_plan import WritePlan
+
+
+def _declined(reason: str, query: str | None, why: str) -> None:
+    """Count a request left to Strawberry's pipeline, and log it once per text."""
+    # A text's first request is how it gets prepared, not a fault: logged at
+    # DEBUG, or every new text would add a line to the log.
+    level = logging.DEBUG if reason == "not_prepared" else logging.INFO
+    metrics.fell_back("prepared", reason, query, why, level)
+
+
+def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+
+
+@dataclass(slots=True)
+class Planned:
+    """A request the engine answers: run it with the request's context (`write` or `execute`)."""
+
+    engine: Engine
+    document: DocumentNode
+    operation: OperationDefinitionNode
+    query: str
+    name: str | None
+    variables: dict[str, Any] | None
+    writes: list[tuple[str, dict[str, Any]]] | None = None  # a write plan's fields, coerced
+    read: ReadPlan | None = None
+
+    async def write(self, context: Context) -> dict[str, object]:
+        """The data of a mutation the write plan answers: its fields written one after another."""
+        # One after another, as the executor runs a mutation's fields.
+        return {key: await write_line(context, **values) for key, values in self.writes or ()}
+
+    async def execute(self, context: Context) -> ExecutionResult:
+        """The result of a query (or a mutation the write plan does not answer), as the executor gives it."""
+        try:
+            outcome = None
+            if self.read is not None:
+                outcome = await self.read.answer(context, self.variables, self.query)
+            if outcome is None:
+                executed = execute(
+                    self.engine.graphql_schema,
+                    self.document,
+                    root_value=None,  # the view does not override get_root_value
+                    context_value=context,
+                    variable_values=self.variables,
+                    operation_name=self.name,
+                    executor_class=self.engine.executor_class,
+                    is_awaitable=optimized_is_awaitable,  # type: ignore[arg-type]
+                )
+                outcome = await executed if isawaitable(executed) else executed
+        except Exception as exc:  # as Strawberry's execute: the error is the answer
+            return ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
+        return outcome
+
+
+class Engine:
+    """Answers the operations clients send once they are known: parsed, validated and planned once."""
+
+    def __init__(self, schema: Schema, caches: DocumentCaches, max_lines: int) -> None:
+        self.schema = schema
+        self.graphql_schema = graphql_schema(schema)
+        self.caches = caches
+        self.max_lines = max_lines
+        self.executor_class: Any = schema.execution_context_class
+        executor: Any = self.executor_class
+        # Read plans only with build_schema's executor, which compiles the page plans.
+        pages = executor if isinstance(executor, type) and issubclass(executor, PageExecutor) else None
+        self.plans = Plans(self.graphql_schema, pages)
+
+    @property
+    def page_plans(self) -> Any:
+        """The page plan cache (None without build_schema's executor), for `/metrics`."""
+        return getattr(self.executor_class, "plans", None)
+
+    def plan(self, query: str, name: str | None, variables: dict[str, Any] | None) -> Planned | None:
+        """The request, planned; None (counted, with why) when Strawberry's pipeline must answer it."""
+        prepared = self.caches.prepared_operation(query, name)
+        if prepared is None:
+            # A text's first request (or one evicted, or not valid): Strawberry
+            # parses and validates it, and prepares it for the next.
+            _declined("not_prepared", query, "the text is not prepared (first seen, evicted, or not valid)")
+            return None
+        document, operation = prepared
+        if operation.operation == OperationType.SUBSCRIPTION:
+            # Refused by RequestLimits: a subscription is served over the websocket.
+            _declined("subscription", query, "a subscription sent by POST")
+            return None
+        planned = Planned(self, document, operation, query, name, variables)
+        plan = self.plans.plan(operation, functools.partial(fragments_of, document))
+        if isinstance(plan, WritePlan):  # writes alone: no lines asked
+            if len(operation.variable_definitions or ()) > MAX_VARIABLE_VALUES:
+                metrics.fell_back(
+                    "write_plan", "too_many_values", query, "more variables than RequestLimits counts"
+                )
+            else:
+                # Within RequestLimits' count of values once they coerce: a
+                # plan's variables are scalars, and a value that coerces as
+                # one counts one (limits.variable_values; JSON is handed over
+                # whole). Coercing them first is bounded by their number.
+                planned.writes = plan.arguments(variables)
+                if planned.writes is not None:
+                    return planned
+                # The executor's error for it, with its log: the normal way.
+                metrics.fell_back(
+                    "write_plan", "not_coerced", query, "a variable or argument does not coerce"
+                )
+        else:
+            if operation.operation == OperationType.MUTATION:
+                metrics.fell_back(
+                    "write_plan", "not_planned", query, "not a mutation of plain writeRunLog fields"
+                )
+            if lines_asked(document, operation, variables)[0] > self.max_lines:
+                _declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
+                return None
+        if variable_values(operation, variables) > MAX_VARIABLE_VALUES:
+            # Refused by RequestLimits, in Strawberry's pipeline.
+            _declined("too_many_values", query, "too many variable values, refused by Strawberry")
+            return None
+        if isinstance(plan, ReadPlan):
+            planned.read = plan
+        elif plan is None and reads_pages(operation):
+            metrics.fell_back("read_plan", "not_planned", query, "not a query of one plain runLog field")
+        return planned
+
+    async def warm(self, texts: Iterable[str]) -> None:
+        """Parse, validate and plan each query and mutation of `texts`, before any caller's request.
+
+        Each text takes the pipeline a request takes, the line budget's
+        extension stopping it before it runs (`limits.WARMING`), so the
+        document cache holds it as a request would leave it. Its operation is
+        then planned; a query is run once on sample variables, each `runLog`
+        answering an empty page without a read, so that its page plan is
+        compiled. A query whose variables cannot be sampled is planned by its
+        first request instead.
+        """
+        for text in texts:
+            for definition in parse(text).definitions:
+                if not isinstance(definition, OperationDefinitionNode) or definition.operation not in (
+                    OperationType.QUERY,
+                    OperationType.MUTATION,
+                ):
+                    continue
+                name = definition.name.value if definition.name else None
+                await self.schema.execute(text, operation_name=name, context_value=WARMING)
+                prepared = self.caches.prepared_operation(text, name)
+                if prepared is None:
+                    continue  # held by no cache (too long a text): planned when asked
+                document, operation = prepared
+                self.plans.plan(operation, functools.partial(fragments_of, document))
+                if operation.operation == OperationType.MUTATION:
+                    continue
+                variables = sample_variables(self.graphql_schema, operation)
+                if variables is None:
+                    continue
+                outcome = execute(
+                    self.graphql_schema,
+                    document,
+                    context_value=WARMING,
+                    variable_values=variables,
+                    operation_name=name,
+                    executor_class=self.executor_class,
+                )
+                if isawaitable(outcome):
+                    await outcome
+
+
+def reads_pages(operation: OperationDefinitionNode) -> bool:
+    """Whether `operation` is a query with a `runLog` field at its root: what a read plan is for."""
+    return operation.operation == OperationType.QUERY and any(
+        isinstance(selection, FieldNode) and selection.name.value == READ_FIELD
+        for selection in operation.selection_set.selections
+    )

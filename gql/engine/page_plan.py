@@ -1,0 +1,337 @@
+"""A compiled completion of `runLog` pages (the documents it reads are cached by gql/engine/documents.py).
+
+graphql-core completes a 2,000-line page field by field: for every line and
+every selected field it builds a resolve info, calls a resolver, resolves the
+detail's union type by trying its 23 members, and coerces the leaf. That is
+most of the time a big page takes. The page is plain data by then (the one
+async root resolver has read it), so the work can be planned once per query.
+
+`PageExecutor` is graphql-core's executor with one change: when it is about
+to complete a `RunLogPage`, it builds (once per query document, cached) a
+Python function that does the same completion for that selection set, and
+calls it. Everything else stays graphql-core's: parsing, validation, variable
+coercion, the root resolver (so its permission check, input checks, errors
+and logging are the same code), error locations, null propagation.
+
+The plan covers only what it knows to be plain data: fields read by
+Strawberry's default resolver, the standard scalars, custom scalars and enums
+through their own `coerce_output_value`, lists, and the detail union
+dispatched on the exact class. A page's lines it serves straight from the
+stored rows the resolver read (`RunLogPage.lines`): each field as the page
+type's `line_sources` says, each detail from the values pydantic read
+(`detail_codec.read_values`), converted as the detail's codec would convert them;
+no `RunLogLine` and no detail object is made for a planned page: making them
+was most of what a plan still cost (docs/performance.md, "What each piece
+bought"). (`blockingRun` is plain data too: the page's resolver looks the
+runs up in one query before the page is completed.)
+Anything else in the selection (a field given a resolver, a permission class
+or an extension later; a resolver middleware) makes the plan "not
+compilable" and the page is completed by graphql-core as before, from the
+lines `RunLogPage.nodes` makes. While completing, anything the plan did not
+expect (a null where the schema says non-null, a value of another type, a
+detail value its conversion refuses, a failed run lookup) abandons the plan's
+result and hands the same page object to graphql-core, which then produces
+exactly the data or errors it always would.
+
+The plan cache is per schema (so per app) and only a cache: bounded, keyed by
+the document's identity (the parse cache hands back one document object per
+query text), and never holding request data.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from graphql import (
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLObjectType,
+    InlineFragmentNode,
+    SelectionSetNode,
+    Token,
+    VariableNode,
+)
+from graphql.pyutils import Undefined
+
+from .. import metrics
+from ..compat.graphql import (
+    LEFT,
+    CompletesObjects,
+    FieldDetails,
+    deferred_or_fragment_arguments,
+    has_middleware,
+)
+from ..compat.strawberry import DefaultExecutionContext
+from ..store import one_line_reason
+from .compiler import PAGE_TYPE_NAME, Compiler, NotCompilable, Unplanned
+from .documents import TOKEN_BYTES
+
+log = logging.getLogger("gql.engine")
+
+PLAN_CACHE_SIZE = 256  # distinct runLog selections per process
+PLAN_CACHE_BYTES = 32 * 1024 * 1024  # and what they may hold (see _PlanCache)
+# A compiled plan holds about 11 bytes per character of its source (tracemalloc:
+# 151 KB for the 13,000 characters of the frontend's page with every fragment).
+PLAN_BYTES_PER_CHAR = 16
+VARIANTS_PER_SELECTION = 16  # @skip/@include combinations kept per selection
+
+
+@dataclass
+class Stats:
+    """How pages were completed in this process: for tests and the benchmark."""
+
+    planned: int = 0  # completed by a compiled plan
+    unplanned: int = 0  # a plan gave up on a value; graphql-core completed the page
+    not_compilable: int = 0  # the selection is outside the plan's cover
+    compiled: int = 0  # plans built
+
+    def reset(self) -> None:
+        self.planned = self.unplanned = self.not_compilable = self.compiled = 0
+
+
+STATS = Stats()
+
+
+# ── the plan cache ───────────────────────────────────────────────────────────
+
+
+@dataclass
+class _Selection:
+    """The plans for one runLog field's nodes, one per @skip/@include outcome."""
+
+    nodes: tuple[FieldNode, ...]  # held so their ids stay theirs
+    variables: tuple[str, ...]  # variables the selection's directives read
+    plans: OrderedDict[tuple[Any, ...], Callable[[Any, Any], dict[str, Any]] | None] = field(
+        default_factory=OrderedDict
+    )
+    held: int = 0  # bytes: the document its nodes keep alive, and its plans
+    plan_bytes: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    why: str = ""  # why a variant has no plan (the compiler's words)
+
+
+class _PlanCache:
+    """Plans by selection, bounded in count and in bytes.
+
+    A selection's nodes keep their whole document alive (a node's location
+    links every token of the text), so each selection counts its document as
+    `document_bytes` does, and each plan its compiled size.
+    """
+
+    def __init__(self, size: int, max_bytes: int = PLAN_CACHE_BYTES) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[tuple[int, ...], _Selection] = OrderedDict()
+        self.held_bytes = 0
+        self.lock = threading.Lock()
+
+    def add_plan(
+        self,
+        selection: _Selection,
+        variant: tuple[Any, ...],
+        plan: Callable[[Any, Any], Any] | None,
+        held: int,
+    ) -> None:
+        with self.lock:
+            counted = self.entries.get(tuple(map(id, selection.nodes))) is selection
+            selection.plans[variant] = plan
+            added = held - selection.plan_bytes.pop(variant, 0)
+            selection.plan_bytes[variant] = held
+            while len(selection.plans) > VARIANTS_PER_SELECTION:
+                dropped, _ = selection.plans.popitem(last=False)
+                added -= selection.plan_bytes.pop(dropped, 0)
+            selection.held += added
+            if counted:
+                self.held_bytes += added
+                self._evict()
+
+    def _evict(self) -> None:
+        while self.entries and (self.held_bytes > self.max_bytes or len(self.entries) > self.size):
+            _, dropped = self.entries.popitem(last=False)
+            self.held_bytes -= dropped.held
+
+    def compiled(
+        self, nodes: tuple[FieldNode, ...], coerced: dict[str, Any]
+    ) -> Callable[[Any, Any], dict[str, Any]] | None:
+        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet.
+
+        Compiles nothing: a plan is made by the executor (`PageExecutor`), on
+        a selection's first page or at start-up (app._warm).
+        """
+        key = tuple(map(id, nodes))
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None or not all(a is b for a, b in zip(entry.nodes, nodes, strict=True)):
+                return None
+            try:
+                variant = tuple(coerced.get(name, Undefined) for name in entry.variables)
+                plan = entry.plans.get(variant)
+            except TypeError:  # an unhashable value: the executor says so, and counts it
+                return None
+            if plan is not None:
+                self.entries.move_to_end(key)
+                entry.plans.move_to_end(variant)
+            return plan
+
+    def selection(self, nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> _Selection:
+        key = tuple(map(id, nodes))
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None and all(a is b for a, b in zip(entry.nodes, nodes, strict=True)):
+                self.entries.move_to_end(key)
+                return entry
+        entry = _Selection(nodes=nodes, variables=_directive_variables(nodes, fragments))
+        entry.held = _nodes_bytes(nodes)
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.held_bytes -= old.held
+            self.entries[key] = entry
+            self.held_bytes += entry.held
+            self._evict()
+        return entry
+
+
+def _nodes_bytes(nodes: tuple[FieldNode, ...]) -> int:
+    """What the document of `nodes` holds, as `document_bytes` counts it."""
+    loc = nodes[0].loc if nodes else None
+    if loc is None:
+        return 0
+    tokens = 0
+    token: Token | None = loc.start_token
+    while token is not None and token.prev is not None:
+        token = token.prev
+    while token is not None:
+        tokens += 1
+        token = token.next
+    return 2 * sys.getsizeof(loc.source.body) + TOKEN_BYTES * tokens
+
+
+def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> tuple[str, ...]:
+    """Every variable a directive reads anywhere under `nodes` (fragments followed)."""
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+
+    def walk(selection_set: SelectionSetNode | None) -> None:
+        if selection_set is None:
+            return
+        for selection in selection_set.selections:
+            for directive in selection.directives or ():
+                for argument in directive.arguments or ():
+                    if isinstance(argument.value, VariableNode):
+                        found[argument.value.name.value] = None
+            if isinstance(selection, FragmentSpreadNode):
+                name = selection.name.value
+                if name not in seen:
+                    seen.add(name)
+                    details = fragments.get(name)
+                    if details is not None:
+                        walk(details.definition.selection_set)
+            elif isinstance(selection, FieldNode | InlineFragmentNode):
+                walk(selection.selection_set)
+
+    for node in nodes:
+        walk(node.selection_set)
+    return tuple(found)
+
+
+# ── the executor ─────────────────────────────────────────────────────────────
+
+
+class PageExecutor(CompletesObjects, DefaultExecutionContext):
+    """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
+
+    Plugged in through the schema's public `execution_context_class`; it
+    completes pages through `CompletesObjects` (gql/compat/graphql.py), which
+    overrides a method graphql-core does not document as an extension point
+    (hence the pinned versions in pyproject.toml).
+    Completing a page field by field is most of a big page's CPU; what the
+    plan buys on each shipped operation is in docs/performance.md ("What each
+    piece bought").
+    """
+
+    # Plans are built against one schema's types: each schema's executor has
+    # its cache (`with_plans`), and so each app.
+    plans: ClassVar[_PlanCache]
+
+    @classmethod
+    def with_plans(cls) -> type[PageExecutor]:
+        """This executor with a plan cache of its own, for one schema."""
+        return type(cls.__name__, (cls,), {"plans": _PlanCache(PLAN_CACHE_SIZE)})
+
+    completed_type = PAGE_TYPE_NAME
+
+    def complete_object(
+        self, return_type: GraphQLObjectType, field_details_list: list[FieldDetails], result: Any
+    ) -> Any:
+        plan = self._plan(return_type, field_details_list)
+        if callable(plan):
+            try:
+                completed = plan(result, result)
+            except Unplanned:
+                STATS.unplanned += 1
+                self._fell_back(
+                    "unexpected_value",
+                    "the plan met a value it does not complete; graphql-core completes the page",
+                )
+            except Exception as exc:  # graphql-core decides: it raises the same at its field
+                STATS.unplanned += 1
+                self._fell_back(
+                    "raised",
+                    f"completing the page raised {type(exc).__name__}: {one_line_reason(exc)}; "
+                    "graphql-core completes the page",
+                    logging.WARNING,
+                )
+            else:
+                STATS.planned += 1
+                return completed
+        else:
+            STATS.not_compilable += 1
+            self._fell_back(*plan)
+        return LEFT
+
+    def _fell_back(self, reason: str, why: str, level: int = logging.INFO) -> None:
+        """Count a page completed by graphql-core for `reason`, and log it once for this document."""
+        loc = self.operation.loc
+        metrics.fell_back("page_plan", reason, None if loc is None else loc.source.body, why, level)
+
+    def _plan(
+        self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
+    ) -> Callable[[Any, Any], dict[str, Any]] | tuple[str, str]:
+        """The page's plan, or why there is none: a reason (a metric's label) and words."""
+        if has_middleware(self):
+            return "middleware", "a resolver middleware must see every field"
+        if deferred_or_fragment_arguments(field_details_list):
+            return "defer_or_fragment_arguments", "the page is deferred or read through fragment arguments"
+        nodes = tuple(d.node for d in field_details_list)
+        cache = self.plans
+        selection = cache.selection(nodes, self.fragments)
+        coerced = self.variable_values.coerced
+        try:
+            variant = tuple(coerced.get(name, Undefined) for name in selection.variables)
+            hash(variant)
+        except TypeError:
+            return "directive_variables", "a variable that @skip or @include reads is not hashable"
+        with cache.lock:
+            if variant in selection.plans:
+                selection.plans.move_to_end(variant)
+                known = selection.plans[variant]
+                return known if known is not None else ("not_compilable", selection.why)
+        compiler = Compiler(self)
+        try:
+            plan: Callable[[Any, Any], dict[str, Any]] | None = compiler.compile(
+                page_type, field_details_list
+            )
+            STATS.compiled += 1
+            held = PLAN_BYTES_PER_CHAR * len(compiler.text)
+        except NotCompilable as exc:
+            plan = None
+            held = 0
+            selection.why = f"the selection is outside the plan's cover: {exc}"
+        cache.add_plan(selection, variant, plan, held)
+        return plan if plan is not None else ("not_compilable", selection.why)

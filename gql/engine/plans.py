@@ -1,0 +1,54 @@
+"""Each prepared operation's plan: made once, by the same steps for a read and for a write.
+
+An operation is planned the first time the engine meets it (or at start-up,
+for a trusted document): a mutation of plain `writeRunLog` fields gets a
+write plan (write_plan.py), a query of one plain `runLog` field a read plan
+(read_plan.py), anything else none, and is answered by graphql-core's
+executor. Both kinds of plan coerce a request's values the same way
+(coercion.py). The plans are kept as long as the operation is: the document
+cache holds the operation, and a plan goes with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+
+from graphql import FragmentDefinitionNode, GraphQLSchema, OperationDefinitionNode
+
+from .page_plan import PageExecutor
+from .read_plan import ReadPlan, read_plan
+from .write_plan import WritePlan, write_plan
+
+Plan = ReadPlan | WritePlan
+
+
+class Plans:
+    """Each operation's plan (None: it has none), by the operation's identity, kept as long as it is."""
+
+    def __init__(self, schema: GraphQLSchema, executor: type[PageExecutor] | None) -> None:
+        self.schema = schema
+        # Read plans complete pages with the page plans this executor
+        # compiled; with another executor, queries have none.
+        self.executor = executor
+        # By identity: an AST node hashes its whole tree, on every lookup.
+        self.entries: dict[int, tuple[weakref.ref[OperationDefinitionNode], Plan | None]] = {}
+
+    def plan(
+        self, operation: OperationDefinitionNode, fragments: Callable[[], dict[str, FragmentDefinitionNode]]
+    ) -> Plan | None:
+        known = self.entries.get(id(operation))
+        if known is not None and known[0]() is operation:
+            return known[1]
+        key = id(operation)
+        found: Plan | None = write_plan(self.schema, operation)
+        if found is None and self.executor is not None:
+            found = read_plan(self.schema, self.executor, operation, fragments())
+        self.entries[key] = (weakref.ref(operation, functools.partial(self._forget, key)), found)
+        return found
+
+    def _forget(self, key: int, gone: weakref.ref[OperationDefinitionNode]) -> None:
+        known = self.entries.get(key)
+        if known is not None and known[0] is gone:
+            del self.entries[key]

@@ -1,0 +1,130 @@
+"""A mutation of nothing but `writeRunLog` fields, answered without graphql-core's executor.
+
+A writer sends the same small mutation thousands of times (the shipped
+`WriteNote`): a text validated once, a few variables, one Boolean back. For
+that, graphql-core's executor and Strawberry's resolver wrapping are most of
+the CPU a write costs beyond the INSERT itself. A plan, made once per
+operation (plans.py, as a read plan is), keeps what depends on the request and
+nothing else:
+
+- the variables and each field's arguments, coerced as a read plan's are
+  (`plans.coerce`, `plans.arguments`: graphql-core's public functions), so a
+  value is read exactly as the executor reads it;
+- each field, in order, handed to the same function the resolver calls
+  (`run_log.write_line`): the writer check, the line's checks, its deadline
+  from the request's arrival, the grouping, the log of a refused line;
+- the answer, `{"data": {<response key>: true|false, ...}}`, as graphql-core
+  would build it.
+
+A plan is made only for an operation whose every root selection is a plain
+`writeRunLog` field (no directive, no fragment, no `__typename`, each
+response key once) and only while that field is what the plan knows: no
+field extension or permission class, and every argument a scalar, which
+Strawberry hands to the resolver as it is. Anything a plan does not answer
+exactly as the executor would, it does not answer at all: a variable or
+argument that does not coerce, for instance, goes the normal way, before
+any line is written, and gets the executor's own error and its log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    GraphQLField,
+    GraphQLScalarType,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    OperationType,
+    get_nullable_type,
+)
+from strawberry.types.base import StrawberryMaybe
+
+from ..compat.strawberry import strawberry_definition
+from .coercion import arguments, coerce
+
+WRITE_FIELD = "writeRunLog"
+# The argument types Strawberry hands to a resolver as graphql-core coerced
+# them (a GlobalID, an enum, an input type or a list would be converted).
+_PASSED_ON = frozenset({"ID", "String", "Int", "Float", "Boolean", "JSON"})
+
+
+@dataclass(frozen=True, slots=True)
+class WritePlan:
+    """The `writeRunLog` fields of one operation, and the resolver's name for each argument."""
+
+    schema: GraphQLSchema
+    operation: OperationDefinitionNode
+    field: GraphQLField
+    fields: tuple[tuple[str, FieldNode], ...]  # (response key, field), in order
+    python_names: dict[str, str]  # GraphQL argument name: the resolver's keyword
+
+    def arguments(self, inputs: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]] | None:
+        """Each field's response key and keyword arguments; None when anything fails to coerce."""
+        variables = coerce(self.schema, self.operation, inputs)
+        if variables is None:
+            return None  # the executor's error, with its log: the normal way
+        found = []
+        names = self.python_names
+        for key, node in self.fields:
+            values = arguments(self.field, node, variables)
+            if values is None:
+                return None
+            found.append((key, {names[name]: value for name, value in values.items()}))
+        return found
+
+
+def write_plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> WritePlan | None:
+    """`operation`'s write plan, or None when it is not a mutation of plain `writeRunLog` fields."""
+    mutation = schema.mutation_type
+    if operation.operation != OperationType.MUTATION or mutation is None or operation.directives:
+        return None
+    if any(definition.directives for definition in operation.variable_definitions or ()):
+        return None
+    field = mutation.fields.get(WRITE_FIELD)
+    names = _python_names(field)
+    if field is None or names is None:
+        return None
+    fields: list[tuple[str, FieldNode]] = []
+    for selection in operation.selection_set.selections:
+        if (
+            not isinstance(selection, FieldNode)
+            or selection.name.value != WRITE_FIELD
+            or selection.directives
+            or selection.selection_set is not None
+        ):
+            return None
+        key = selection.alias.value if selection.alias is not None else WRITE_FIELD
+        if any(key == seen for seen, _ in fields):
+            return None  # merged into one field by the executor: left to it
+        if {a.name.value for a in selection.arguments or ()} - field.args.keys():
+            return None
+        fields.append((key, selection))
+    if not fields:
+        return None
+    return WritePlan(schema, operation, field, tuple(fields), names)
+
+
+def _python_names(field: GraphQLField | None) -> dict[str, str] | None:
+    """The resolver's keyword of each argument, or None if Strawberry would do more than pass them on."""
+    if field is None:
+        return None
+    found = strawberry_definition(field.extensions)
+    if found is None or found.extensions or found.permission_classes:
+        return None
+    names = {}
+    for name, argument in field.args.items():
+        known = strawberry_definition(argument.extensions)
+        if (
+            known is None
+            or isinstance(known.type, StrawberryMaybe)  # wrapped in Some by Strawberry
+            or not isinstance(scalar := get_nullable_type(argument.type), GraphQLScalarType)
+            or scalar.name not in _PASSED_ON
+        ):
+            return None
+        names[name] = known.python_name
+    if len(names) != len(found.arguments):
+        return None
+    return names
