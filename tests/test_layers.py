@@ -53,6 +53,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.detail_codec",
         "gql.auth",
         "gql.demo",
+        "gql.demo_runs",
     },
     "storage": {"gql.db", "gql.store", "gql.store.*", "gql.migrations", "gql.migrations.*"},
     "common": {
