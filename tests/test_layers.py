@@ -58,6 +58,7 @@ LAYERS: dict[str, set[str]] = {
     "storage": {"gql.db", "gql.store", "gql.store.*", "gql.migrations", "gql.migrations.*"},
     "common": {
         "gql.settings",
+        "gql.setting_parsers",
         "gql.metrics",
         "gql.tracing",
         "gql.request_id",
