@@ -40,6 +40,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.write_plan",
         "gql.read_plan",
         "gql.limits",
+        "gql.query_shape",
         "gql.subscriptions",
         "gql.trusted",
         "gql.schema_check",
