@@ -32,7 +32,7 @@ from graphql.language import Visitor, visit
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from . import demo
+from . import demo_runs
 
 OPERATIONS_DIR = Path(__file__).parent / "operations"
 FRAGMENTS_FILE = "fragments.graphql"
@@ -47,26 +47,26 @@ ASSETS_PATH = "/graphiql/{digest}/{name}"
 
 # Tab order, and variables that show something on the demo runs.
 TABS: list[tuple[str, dict[str, Any]]] = [
-    ("RunLog.graphql", {"runId": str(demo.INVASION), "limit": 50}),
+    ("RunLog.graphql", {"runId": str(demo_runs.INVASION), "limit": 50}),
     (
         "RunLogByKinds.graphql",
         {
-            "runId": str(demo.INVASION),
+            "runId": str(demo_runs.INVASION),
             "kinds": ["PHASE_GATE", "CONDITION_EVALUATED", "PHASE_ADVANCED"],
         },
     ),
-    ("RunLogPage.graphql", {"runId": str(demo.TREASURE_HUNT), "limit": 5, "after": None}),
+    ("RunLogPage.graphql", {"runId": str(demo_runs.TREASURE_HUNT), "limit": 5, "after": None}),
     (
         "WriteNote.graphql",
         {
-            "runId": str(demo.BLOCKED),
+            "runId": str(demo_runs.BLOCKED),
             "text": "Checked with the events team: 38 starts when 37 ends.",
             "actor": "you, in GraphiQL",
         },
     ),
     # The run WriteNote writes to: start the tail, run WriteNote in another
     # tab, and the note arrives here.
-    ("RunLogTail.graphql", {"runId": str(demo.BLOCKED), "since": None}),
+    ("RunLogTail.graphql", {"runId": str(demo_runs.BLOCKED), "since": None}),
 ]
 
 _TABS_ELEMENT_ID = "runlog-example-tabs"

@@ -38,7 +38,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import metrics, store
-from .settings import Settings, parse_duration
+from .setting_parsers import parse_duration
+from .settings import Settings
 
 log = logging.getLogger("gql.retention")
 

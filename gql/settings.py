@@ -1,7 +1,8 @@
 """One frozen settings object, read from the environment; each setting declared once.
 
 A setting is one field of `Settings`: its default, the parser that reads its
-environment variable (and, in words, what that accepts), and what it does.
+environment variable (and, in words, what that accepts; the parsers are in
+gql/setting_parsers.py), and what it does.
 `from_env` reads every field through its parser, and the configuration table
 in docs/operating.md is `markdown_table()`'s output (`python -m gql.settings`
 prints it; tests/test_settings.py fails when the page differs). A bad value
@@ -17,33 +18,37 @@ use, each needed code around it.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+
+from .setting_parsers import (
+    BOOLEAN,
+    DATABASE_URL,
+    FORWARDED,
+    HOSTS,
+    LOG_FORMAT,
+    LOG_LEVEL,
+    METRICS,
+    ORIGINS,
+    PATH,
+    TOKEN,
+    Parser,
+    duration,
+    optional_duration,
+    seconds,
+    whole,
+)
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///runlog.db"
-SUPPORTED_DRIVERS = ("sqlite+aiosqlite", "mysql+aiomysql", "mariadb+aiomysql")
 PREFIX = "RUNLOG_"
 
 
 class SettingsError(ValueError):
     """A configuration value that the service cannot start with."""
-
-
-@dataclass(frozen=True)
-class Parser:
-    """Reads one variable's text; `accepts` says in words what it takes (the table's column)."""
-
-    read: Callable[[str], Any]
-    accepts: str
-
-    def __call__(self, raw: str) -> Any:
-        return self.read(raw)
 
 
 @dataclass(frozen=True)
@@ -86,23 +91,6 @@ def env_key(item: Field[Any]) -> str:
     return spec(item).env or PREFIX + item.name.upper()
 
 
-def _database_url(raw: str) -> str:
-    try:
-        url = make_url(raw)
-    except ArgumentError:
-        raise ValueError(
-            "expected a SQLAlchemy URL such as sqlite+aiosqlite:///runlog.db "
-            "or mysql+aiomysql://user:password@host:3306/database"
-        ) from None
-    if url.drivername not in SUPPORTED_DRIVERS:
-        raise ValueError(
-            f"driver {url.drivername!r} is not supported; use one of {', '.join(SUPPORTED_DRIVERS)}"
-        )
-    if url.get_backend_name() != "sqlite" and not url.database:
-        raise ValueError("the URL names no database (add /<database> after the host)")
-    return raw
-
-
 def _check_replica(database_url: str, read_database_url: str) -> None:
     """Refuse a read replica that cannot be one: SQLite on either side."""
     if make_url(read_database_url).get_backend_name() == "sqlite":
@@ -119,214 +107,11 @@ def _check_replica(database_url: str, read_database_url: str) -> None:
         )
 
 
-# Every number bounds something (a wait, a pool, a size): a value outside its
-# range is refused, never clamped, and the refusal gives the range. `inf` and
-# `nan` parse as floats and would make a bound no bound at all; a timeout of a
-# nanosecond, or a pool of a million connections, is a typo, not a setting.
-
-
-def _seconds(min_: float, max_: float) -> Parser:
-    def parse(raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError("expected a number of seconds, such as 2 or 0.5") from None
-        if value <= 0:
-            raise ValueError("expected a positive number of seconds")
-        if not min_ <= value <= max_:  # nan and inf too
-            raise ValueError(f"expected at least {min_:g} and at most {max_:g} seconds")
-        return value
-
-    return Parser(parse, f"{min_:g} to {max_:g} seconds")
-
-
-def _whole(min_: int, max_: int) -> Parser:
-    def parse(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"expected a whole number from {min_} to {max_}, such as 10") from None
-        if value < 1:
-            raise ValueError(f"expected a whole number of at least 1 (and at most {max_})")
-        if not min_ <= value <= max_:
-            raise ValueError(f"expected a whole number from {min_} to {max_}")
-        return value
-
-    return Parser(parse, f"{min_} to {max_}")
-
-
-def _boolean(raw: str) -> bool:
-    lowered = raw.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("expected true or false (also 1/0, yes/no, on/off)")
-
-
-def _log_level(raw: str) -> str:
-    level = raw.upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ValueError("expected one of DEBUG, INFO, WARNING, ERROR")
-    return level
-
-
-def _log_format(raw: str) -> str:
-    if raw.lower() not in ("text", "json"):
-        raise ValueError("expected text or json")
-    return raw.lower()
-
-
-def _metrics(raw: str) -> str:
-    lowered = raw.lower()
-    if lowered in ("on", "true", "1", "yes"):
-        return "on"
-    if lowered in ("off", "false", "0", "no"):
-        return "off"
-    if raw.isdigit() and 1 <= int(raw) <= 65535:
-        return str(int(raw))
-    raise ValueError(
-        "expected on (served at /metrics on the API's port), off, or a port from 1 to 65535 "
-        "to serve it there alone"
-    )
-
-
-def _forwarded(raw: str) -> str:
-    import ipaddress
-
-    parts = [part.strip() for part in raw.split(",") if part.strip()]
-    for part in parts:
-        if part == "*":
-            continue
-        try:
-            ipaddress.ip_network(part, strict=False)
-        except ValueError:
-            raise ValueError(
-                f"{part!r} is not an address or network: expected addresses or networks, "
-                "comma-separated (10.0.0.0/8,127.0.0.1), or * to trust every proxy"
-            ) from None
-    return ",".join(parts)
-
-
-def _hosts(raw: str) -> tuple[str, ...]:
-    """Host names, comma-separated, without a port: `api.example.com`, `*.example.com`, `10.0.0.5`, `::1`."""
-    found = []
-    for part in raw.split(","):
-        host = part.strip().lower()
-        if not host:
-            continue
-        name = host.removeprefix("*.")
-        if "*" in name or not name or any(c in name for c in "/@ []") or name.count(":") == 1:
-            raise ValueError(
-                f"{part.strip()!r} is not a host name: expected names without scheme or port, "
-                "such as api.example.com, or *.example.com for its subdomains"
-            )
-        found.append(host)
-    return tuple(found)
-
-
-def _origins(raw: str) -> tuple[str, ...]:
-    """Exact origins, comma-separated: scheme://host[:port], no path, no wildcard."""
-    found = []
-    for part in raw.split(","):
-        origin = part.strip()
-        if not origin:
-            continue
-        if "*" in origin:
-            # Browsers refuse a wildcard on a request with credentials (an
-            # Authorization header), and a wildcard would let any page on the
-            # web read the log with a token it holds.
-            raise ValueError(
-                f"{origin!r}: a wildcard is not accepted; list each origin exactly, "
-                "such as https://admin.example.com"
-            )
-        scheme, sep, rest = origin.partition("://")
-        if scheme not in ("http", "https") or not sep or not rest or "/" in rest or origin != origin.strip():
-            raise ValueError(
-                f"{origin!r} is not an origin: expected scheme://host[:port] with no path, "
-                "such as https://admin.example.com"
-            )
-        found.append(origin.rstrip("/"))
-    return tuple(found)
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(raw: str) -> float:
-    """Parse `30d`, `12h`, `15m` or `90s` into seconds."""
-    text = raw.strip().lower()
-    unit = text[-1:] if text[-1:] in _UNITS else ""
-    number = text[: -len(unit)] if unit else text
-    try:
-        value = float(number)
-    except ValueError:
-        raise ValueError(
-            f"{raw!r} is not a duration: expected a number and a unit, such as 30d, 12h, 15m or 90s"
-        ) from None
-    if not unit:
-        raise ValueError(f"{raw!r} has no unit: add s, m, h or d (for example {number}d)")
-    if not value > 0:
-        raise ValueError(f"{raw!r} is not a positive duration")
-    if not math.isfinite(value * _UNITS[unit]):
-        raise ValueError(f"{raw!r} is not a finite duration")
-    return value * _UNITS[unit]
-
-
-def _duration(min_: str, max_: str) -> Parser:
-    low, high = parse_duration(min_), parse_duration(max_)
-
-    def parse(raw: str) -> float:
-        value = parse_duration(raw)
-        if not low <= value <= high:
-            raise ValueError(f"{raw!r} is outside what is accepted: from {min_} to {max_}")
-        return value
-
-    return Parser(parse, f"a duration from {min_} to {max_} (a number and s, m, h or d)")
-
-
-def _optional_duration(min_: str, max_: str) -> Parser:
-    bounded = _duration(min_, max_)
-
-    def parse(raw: str) -> float | None:
-        if raw.lower() in ("off", "none", "0"):
-            return None
-        value: float = bounded(raw)
-        return value
-
-    return Parser(parse, f"`off`, or {bounded.accepts}")
-
-
-def _token(raw: str) -> str:
-    if len(raw) < 16:
-        raise ValueError("is too short to be a secret: use at least 16 characters")
-    if not all("!" <= c <= "~" for c in raw):
-        # It travels in an HTTP header, which carries ASCII: any other
-        # character could never be matched.
-        raise ValueError("must be printable ASCII with no spaces")
-    return raw
-
-
-_DATABASE_URL = Parser(
-    _database_url,
-    "a SQLAlchemy URL: `sqlite+aiosqlite`, `mysql+aiomysql` or `mariadb+aiomysql`",
-)
-_PATH = Parser(str, "a file's path")
-_TOKEN = Parser(_token, "16 or more printable ASCII characters, no spaces")
-_BOOLEAN = Parser(_boolean, "`true` or `false` (also 1/0, yes/no, on/off)")
-_LOG_LEVEL = Parser(_log_level, "`DEBUG`, `INFO`, `WARNING` or `ERROR`")
-_LOG_FORMAT = Parser(_log_format, "`text` or `json`")
-_METRICS = Parser(_metrics, "`on`, `off`, or a port from 1 to 65535")
-_FORWARDED = Parser(_forwarded, "addresses or networks, comma-separated, or `*`")
-_ORIGINS = Parser(_origins, "`scheme://host[:port]`, comma-separated, no wildcard")
-_HOSTS = Parser(_hosts, "host names without port, comma-separated; `*.` before one takes its subdomains")
-
-
 @dataclass(frozen=True)
 class Settings:
     database_url: str = setting(
         DEFAULT_DATABASE_URL,
-        _DATABASE_URL,
+        DATABASE_URL,
         "the database that holds `event_run_log` and `event_runs`: the embedded SQLite file, or "
         "MySQL/MariaDB (`mysql+aiomysql://user:password@host:3306/database`)",
         secret=True,
@@ -335,7 +120,7 @@ class Settings:
     # downtime (configure new and old, move the callers, drop the old one).
     admin_tokens: tuple[str, ...] = setting(
         (),
-        _TOKEN,
+        TOKEN,
         "bearer token for `pruneTerminal`; `_NEXT`: a second one, accepted too, for rotating "
         "without downtime",
         env="RUNLOG_ADMIN_TOKEN",
@@ -345,7 +130,7 @@ class Settings:
     )
     reader_tokens: tuple[str, ...] = setting(
         (),
-        _TOKEN,
+        TOKEN,
         "bearer token(s) for `runLog` and `runLogTail`",
         env="RUNLOG_READER_TOKEN",
         shown="unset: reads are open",
@@ -354,7 +139,7 @@ class Settings:
     )
     writer_tokens: tuple[str, ...] = setting(
         (),
-        _TOKEN,
+        TOKEN,
         "bearer token(s) for `writeRunLog`",
         env="RUNLOG_WRITER_TOKEN",
         shown="unset: writes are open",
@@ -366,7 +151,7 @@ class Settings:
     # bounded by it.
     write_timeout: float = setting(
         3.0,
-        _seconds(0.05, 4.5),
+        seconds(0.05, 4.5),
         "each line's deadline, from the moment its request arrives (aliased writes in one mutation "
         "share it), for the queue, the pool wait and the INSERT together; the database is told to "
         "end the statement by it, and the answer comes at most 1 s later; on SQLite also the "
@@ -374,7 +159,7 @@ class Settings:
     )
     read_timeout: float = setting(
         8.0,
-        _seconds(0.05, 300),
+        seconds(0.05, 300),
         "seconds a page read may take (and the lookup of the runs its `blockingRun` fields name)",
     )
     # A prune deletes up to 50,000 lines, slice by slice: it gets longer than
@@ -382,62 +167,62 @@ class Settings:
     # it deleted by then).
     prune_timeout: float = setting(
         30.0,
-        _seconds(0.05, 3600),
+        seconds(0.05, 3600),
         "seconds one `pruneTerminal` call may take; by then it answers what it deleted "
         "(an error only if it deleted nothing)",
     )
     connect_timeout: float = setting(
         2.0,
-        _seconds(0.05, 60),
+        seconds(0.05, 60),
         "seconds to connect to MySQL/MariaDB, and to wait for a pooled connection there",
     )
     pool_size: int = setting(
         10,
-        _whole(1, 1000),
+        whole(1, 1000),
         "pooled connections (plus as many overflow) per process, on MySQL/MariaDB (the embedded "
         "SQLite keeps SQLAlchemy's own pool)",
     )
     pool_recycle: float = setting(
         1800.0,
-        _seconds(1, 7 * 86400),
+        seconds(1, 7 * 86400),
         "seconds after which a pooled MySQL/MariaDB connection is replaced",
     )
     max_detail_bytes: int = setting(
         64 * 1024,
-        _whole(1, 16 * 1024 * 1024),
+        whole(1, 16 * 1024 * 1024),
         "largest detail a write accepts, as JSON text; less where the `detail` column holds less "
         "(looked up on the first write)",
     )
     graphiql: bool = setting(
-        True, _BOOLEAN, "serve GraphiQL to browsers at `/graphql`, with its files at `/graphiql/`"
+        True, BOOLEAN, "serve GraphiQL to browsers at `/graphql`, with its files at `/graphiql/`"
     )
-    introspection: bool = setting(True, _BOOLEAN, "answer introspection queries")
+    introspection: bool = setting(True, BOOLEAN, "answer introspection queries")
     # Trusted documents (gql/trusted.py): off, every caller may run any
     # document; on, only admins may run one that is not known.
     trusted_documents: bool = setting(
         False,
-        _BOOLEAN,
+        BOOLEAN,
         "`on`: callers other than admins may run only trusted documents (see "
         "[Trusted documents](#trusted-documents))",
         shown="`off`",
     )
     trusted_documents_file: str | None = setting(
         None,
-        _PATH,
+        PATH,
         'a JSON manifest of more trusted documents, `{"sha256:<hex>": "<text>"}`',
         shown="unset",
     )
-    log_level: str = setting("INFO", _LOG_LEVEL, "what is logged, from this level up")
+    log_level: str = setting("INFO", LOG_LEVEL, "what is logged, from this level up")
     # Query limits (see docs/operating.md, "Security").
     max_depth: int = setting(
         10,
-        _whole(1, 100),
+        whole(1, 100),
         "deepest selection (a page with `blockingRun` is 4 deep; introspection is not counted)",
     )
-    max_aliases: int = setting(30, _whole(1, 1000), "most aliased fields in one document")
+    max_aliases: int = setting(30, whole(1, 1000), "most aliased fields in one document")
     max_tokens: int = setting(
         2000,
-        _whole(1, 100_000),
+        whole(1, 100_000),
         "most GraphQL tokens in one document (the shipped operations have a few hundred each)",
     )
     # Twice the default detail limit: a write with its 64 KiB detail written
@@ -445,13 +230,13 @@ class Settings:
     # one comment takes a noticeable time to parse.
     max_query_bytes: int = setting(
         128 * 1024,
-        _whole(1, 512 * 1024),
+        whole(1, 512 * 1024),
         "longest query text, in UTF-8 bytes, comments included; refused before it is parsed",
         shown="`131072` (128 KiB)",
     )
     max_lines_per_request: int = setting(
         10_000,
-        _whole(1, 1_000_000),
+        whole(1, 1_000_000),
         "most lines the `runLog` fields of one request could read together (five full pages)",
     )
     # The stored detail bytes the pages of one request return together: 128
@@ -459,56 +244,56 @@ class Settings:
     # ordinary ones; what a page costs to serve grows with it.
     max_page_bytes: int = setting(
         8 * 1024 * 1024,
-        _whole(1024, 1024 * 1024 * 1024),
+        whole(1024, 1024 * 1024 * 1024),
         "most stored detail bytes the pages of one request return together; a page that reaches "
         "it ends early with `hasNextPage: true` (its first line always comes)",
         shown="`8388608` (8 MiB)",
     )
     max_body_bytes: int = setting(
         4 * 1024 * 1024,
-        _whole(1, 1024 * 1024 * 1024),
+        whole(1, 1024 * 1024 * 1024),
         "largest request body; a larger one is refused with 413 before it is parsed",
         shown="`4194304` (4 MiB)",
     )
     # Slow clients (gql/server.py).
     header_timeout: float = setting(
         10.0,
-        _seconds(0.1, 300),
+        seconds(0.1, 300),
         "seconds a request's head (request line and headers) may take to arrive, from the "
         "connection opening or the previous response; past it the connection is closed",
     )
     body_timeout: float = setting(
         30.0,
-        _seconds(0.1, 3600),
+        seconds(0.1, 3600),
         "seconds a request's body may take to arrive, from its head; past it, 408 "
         "(`REQUEST_TIMEOUT`) and the connection is closed",
     )
     keepalive_timeout: float = setting(
-        5.0, _seconds(0.1, 300), "seconds an idle keep-alive connection is kept open"
+        5.0, seconds(0.1, 300), "seconds an idle keep-alive connection is kept open"
     )
     max_connections: int = setting(
         1000,
-        _whole(1, 100_000),
+        whole(1, 100_000),
         "connections and requests one process holds at once; past it, new requests get 503 at once",
     )
     # The live tail (runLogTail over websockets; see docs/operating.md, "The
     # live tail").
     max_subscriptions: int = setting(
         1000,
-        _whole(1, 100_000),
+        whole(1, 100_000),
         "`runLogTail` subscriptions one process holds at once; past it a new one is refused with "
         "`TOO_MANY_SUBSCRIPTIONS` naming this setting",
     )
     max_subscriptions_per_connection: int = setting(
         20,
-        _whole(1, 1000),
+        whole(1, 1000),
         "`runLogTail` subscriptions one websocket holds at once; past it a new one is refused with "
         "`TOO_MANY_SUBSCRIPTIONS` naming this setting",
     )
     # A client far behind reads pages (runLog before:) or subscribes again.
     max_catch_up_lines: int = setting(
         10_000,
-        _whole(500, 1_000_000),
+        whole(500, 1_000_000),
         "lines one `runLogTail` delivers from its `since` before it has caught up; past it the tail "
         "ends with `CATCH_UP_TOO_LONG` after the last whole page that fits (500 lines, fewer where "
         "its cursors would name more than 128 recent lines), and a tail started again from the "
@@ -516,32 +301,32 @@ class Settings:
     )
     ws_ping_interval: float = setting(
         20.0,
-        _seconds(1, 3600),
+        seconds(1, 3600),
         "seconds between keep-alive pings on a websocket (a ping frame; on the older `graphql-ws` "
         "protocol a `ka` message too); a client that does not answer a ping within as long is "
         "disconnected",
     )
     retention: float | None = setting(
         None,
-        _optional_duration("1m", "36500d"),
+        optional_duration("1m", "36500d"),
         "keep lines of terminal runs this long, then the sweeper prunes them (see Retention)",
         shown="unset: off",
     )
     sweep_interval: float = setting(
-        60.0, _duration("1s", "7d"), "the wait between two sweeper ticks", shown="`60s`"
+        60.0, duration("1s", "7d"), "the wait between two sweeper ticks", shown="`60s`"
     )
     # The live tail and the long poll (gql/tail.py): one query for all the
     # waiters of a process.
     wait_interval: float = setting(
         0.5,
-        _seconds(0.05, 5),
+        seconds(0.05, 5),
         "seconds between two looks for new lines of the runs that long polls "
         "(`runLog(before:, wait:)`) and tails wait on: one query per look per process, for all of "
         "them; a line written through any process wakes its waiters within about this long",
     )
     max_waits: int = setting(
         1000,
-        _whole(1, 1_000_000),
+        whole(1, 1_000_000),
         "long-polling `runLog` calls one process holds at once; past it a call is refused with "
         "`TOO_MANY_WAITS` (it may retry, or poll without `wait`); a call whose client hangs up stops "
         "waiting then, and frees its place",
@@ -549,7 +334,7 @@ class Settings:
     # A read replica (gql/replica.py).
     read_database_url: str | None = setting(
         None,
-        _DATABASE_URL,
+        DATABASE_URL,
         "a MariaDB read replica of `RUNLOG_DATABASE_URL` that `runLog`'s pages read from (see "
         "[A read replica](#a-read-replica-run-and-tested)); refused with SQLite on either side",
         shown="unset: one database",
@@ -557,28 +342,28 @@ class Settings:
     )
     read_max_lag: float = setting(
         5.0,
-        _seconds(0.1, 3600),
+        seconds(0.1, 3600),
         "seconds a replica may be behind its primary (`Seconds_Behind_Master`) and still serve "
         "pages; also the longest `runLog(fresh: true)` waits for it",
     )
     read_check_interval: float = setting(
         1.0,
-        _seconds(0.1, 60),
+        seconds(0.1, 60),
         "seconds between two looks at the replica's replication status (one query per look per process)",
     )
     # Running it in production (docs/operating.md, "Watching it").
     log_format: str = setting(
-        "text", _LOG_FORMAT, "`text`, or `json`: one JSON object per line (see [Logs](#logs))"
+        "text", LOG_FORMAT, "`text`, or `json`: one JSON object per line (see [Logs](#logs))"
     )
     metrics: str = setting(
         "on",
-        _METRICS,
+        METRICS,
         "`on`: `GET /metrics` on the API's port; `off`; or a port number: `/metrics` served on that "
         "port alone, on the same `--host` (see [Metrics](#metrics))",
     )
     cors_origins: tuple[str, ...] = setting(
         (),
-        _ORIGINS,
+        ORIGINS,
         "origins whose browser pages may call the API, comma-separated, exact "
         "(`https://admin.example.com`); a wildcard stops start-up (see [CORS](#cors))",
         shown="unset: none",
@@ -587,7 +372,7 @@ class Settings:
     # origin, and sends it as Host: the names answered bound that.
     allowed_hosts: tuple[str, ...] = setting(
         (),
-        _HOSTS,
+        HOSTS,
         "the host names the service answers to (the `Host` header), e.g. `api.example.com`, "
         "`*.example.com`; any other is refused with a JSON 400, but `/livez`, `/readyz`, `/healthz` "
         "and `/metrics`; against DNS rebinding (see [CORS](#cors))",
@@ -595,18 +380,18 @@ class Settings:
     )
     forwarded_allow_ips: str = setting(
         "127.0.0.1",
-        _FORWARDED,
+        FORWARDED,
         "the proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed (uvicorn's "
         "`--forwarded-allow-ips`)",
     )
     workers: int = setting(
         1,
-        _whole(1, 256),
+        whole(1, 256),
         "`serve`'s worker processes when `--workers` is not given (MySQL/MariaDB only past 1)",
     )
     otel: bool = setting(
         False,
-        _BOOLEAN,
+        BOOLEAN,
         "OpenTelemetry spans for requests and SQL; needs the `otel` extra (see "
         "[OpenTelemetry](#opentelemetry))",
     )
@@ -665,7 +450,7 @@ def _tokens(env: Mapping[str, str], key: str) -> tuple[str, ...]:
         if raw.strip():
             # Never in the message: the value is a secret, even a bad one.
             try:
-                found.append(_TOKEN(raw.strip()))
+                found.append(TOKEN(raw.strip()))
             except ValueError as exc:
                 raise SettingsError(f"{name} {exc}") from None
     return tuple(found)

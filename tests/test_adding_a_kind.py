@@ -77,7 +77,7 @@ import datetime, json, sys
 from graphql import build_schema
 from starlette.testclient import TestClient
 import gql
-from gql import demo
+from gql import demo, demo_runs
 from gql.app import create_app
 from gql.graphiql import example_tabs
 from gql.kinds import Kind
@@ -90,7 +90,7 @@ url, committed = json.loads(input())
 sdl = export_sdl()
 schema = build_schema(sdl)
 report = compare(committed, sdl)
-runs = demo.build_runs(datetime.datetime(2026, 6, 1, 18, 0))
+runs = demo_runs.build_runs(datetime.datetime(2026, 6, 1, 18, 0))
 demo.check_lines(runs)
 out = {
     "enum": list(schema.type_map["RunLogKind"].values),

@@ -42,7 +42,7 @@ from gql.compat import opentelemetry as opentelemetry_compat
 from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
-from gql.limits import OVERLAP_BUDGET
+from gql.query_shape import OVERLAP_BUDGET
 from gql.schema import build_schema
 from gql.view import RunLogGraphQL
 

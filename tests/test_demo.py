@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gql import demo
+from gql import demo, demo_runs
 from gql.graphiql import example_tabs
 from gql.kinds import Kind
 
@@ -49,7 +49,7 @@ def demo_api(make_api: Callable[..., Api], tables: Backend) -> Api:
 
 def test_demo_runs_are_in_five_statuses_and_every_kind_reads_back_typed(demo_api: Api) -> None:
     seen_kinds = set()
-    for run_id in demo.RUN_IDS:
+    for run_id in demo_runs.RUN_IDS:
         lines = read_log(demo_api, run_id)
         assert lines, f"run {run_id} has no lines"
         for line in lines:
@@ -66,38 +66,40 @@ def test_the_run_statuses_are_those_the_stories_need(tables: Backend) -> None:
     load(tables)
     statuses = dict(tables.rows("SELECT id, status FROM event_runs ORDER BY id"))
     assert statuses == {
-        demo.DRY_RUN: "completed",
-        demo.INVASION: "live",
-        demo.BLOCKED: "scheduled",
-        demo.TREASURE_HUNT: "cancelled",
-        demo.RELAY: "failed",
+        demo_runs.DRY_RUN: "completed",
+        demo_runs.INVASION: "live",
+        demo_runs.BLOCKED: "scheduled",
+        demo_runs.TREASURE_HUNT: "cancelled",
+        demo_runs.RELAY: "failed",
     }
     ended = dict(tables.rows("SELECT id, ended_at FROM event_runs"))
-    assert ended[demo.INVASION] is None and ended[demo.BLOCKED] is None
-    assert all(ended[run] is not None for run in (demo.DRY_RUN, demo.TREASURE_HUNT, demo.RELAY))
+    assert ended[demo_runs.INVASION] is None and ended[demo_runs.BLOCKED] is None
+    assert all(
+        ended[run] is not None for run in (demo_runs.DRY_RUN, demo_runs.TREASURE_HUNT, demo_runs.RELAY)
+    )
 
 
 def test_the_blocked_run_names_a_live_run_that_holds_its_key(demo_api: Api) -> None:
-    blocked = of_kind(read_log(demo_api, demo.BLOCKED), "run.blocked")
+    blocked = of_kind(read_log(demo_api, demo_runs.BLOCKED), "run.blocked")
     assert blocked
     for line in blocked:
         detail = line["detail"]
-        assert detail["blockingRunId"] == str(demo.INVASION)
+        assert detail["blockingRunId"] == str(demo_runs.INVASION)
         assert detail["concurrencyKey"] == "invasion:Yew"
         assert detail["blockingRun"] == {
-            "id": str(demo.INVASION),
+            "id": str(demo_runs.INVASION),
             "status": "live",
             "terminal": False,
         }
     # The run that never started has no status change in its log.
-    assert not of_kind(read_log(demo_api, demo.BLOCKED), "run.status")
+    assert not of_kind(read_log(demo_api, demo_runs.BLOCKED), "run.status")
 
 
 def test_the_gate_waits_for_yew_and_says_why_each_firing_did_not_open_it(demo_api: Api) -> None:
     data = demo_api.data(
         DOCUMENTS["RunLogByKinds"],
         {
-            "runId": str(demo.INVASION),
+            "runId": str(demo_runs.INVASION),
             "kinds": ["PHASE_GATE", "CONDITION_EVALUATED", "PHASE_ADVANCED"],
         },
     )
@@ -122,7 +124,7 @@ def test_the_gate_waits_for_yew_and_says_why_each_firing_did_not_open_it(demo_ap
 
 
 def test_a_step_refused_over_a_cap_names_the_cap_the_budget_seeded(demo_api: Api) -> None:
-    lines = read_log(demo_api, demo.INVASION)
+    lines = read_log(demo_api, demo_runs.INVASION)
     [refused] = of_kind(lines, "step.refused")
     [budget] = of_kind(lines, "run.budget")
     assert refused["detail"]["refusal"] == "OVER_CAP"
@@ -138,7 +140,7 @@ def test_a_step_refused_over_a_cap_names_the_cap_the_budget_seeded(demo_api: Api
 def test_the_cancelled_run_shows_what_its_cleanup_brought_back_and_what_it_did_not(
     demo_api: Api,
 ) -> None:
-    lines = read_log(demo_api, demo.TREASURE_HUNT)
+    lines = read_log(demo_api, demo_runs.TREASURE_HUNT)
     recorded = {line["detail"]["resourceId"] for line in of_kind(lines, "resource.recorded")}
     [reverted] = of_kind(lines, "cleanup.reverted")
     failed = of_kind(lines, "cleanup.failed")
@@ -155,9 +157,9 @@ def test_the_cancelled_run_shows_what_its_cleanup_brought_back_and_what_it_did_n
 
 
 def test_the_completed_dry_run_verified_the_version_the_invasion_runs(demo_api: Api) -> None:
-    [verified] = of_kind(read_log(demo_api, demo.DRY_RUN), "version.verified")
-    [created] = of_kind(read_log(demo_api, demo.INVASION), "run.created")
-    assert verified["detail"]["dryRunId"] == str(demo.DRY_RUN)
+    [verified] = of_kind(read_log(demo_api, demo_runs.DRY_RUN), "version.verified")
+    [created] = of_kind(read_log(demo_api, demo_runs.INVASION), "run.created")
+    assert verified["detail"]["dryRunId"] == str(demo_runs.DRY_RUN)
     assert verified["detail"]["version"] == created["detail"]["eventVersion"]
 
 
@@ -166,33 +168,33 @@ def test_loading_twice_puts_the_same_runs_back_without_duplicating_a_line(
 ) -> None:
     first = load(tables)
     api = make_api()
-    assert api.write(demo.BLOCKED, "note", {"text": "written while exploring"})
-    before = {run: len(read_log(api, run)) for run in demo.RUN_IDS}
+    assert api.write(demo_runs.BLOCKED, "note", {"text": "written while exploring"})
+    before = {run: len(read_log(api, run)) for run in demo_runs.RUN_IDS}
 
     second = load(tables)
 
-    after = {run: len(read_log(api, run)) for run in demo.RUN_IDS}
+    after = {run: len(read_log(api, run)) for run in demo_runs.RUN_IDS}
     assert after == {run.id: len(run.lines) for run in second.runs}
-    assert after[demo.BLOCKED] == before[demo.BLOCKED] - 1  # the explorer's note is gone
-    assert tables.scalar("SELECT COUNT(*) FROM event_runs") == len(demo.RUN_IDS)
-    assert first.replaced == [] and second.replaced == sorted(demo.RUN_IDS)
+    assert after[demo_runs.BLOCKED] == before[demo_runs.BLOCKED] - 1  # the explorer's note is gone
+    assert tables.scalar("SELECT COUNT(*) FROM event_runs") == len(demo_runs.RUN_IDS)
+    assert first.replaced == [] and second.replaced == sorted(demo_runs.RUN_IDS)
 
 
 def test_every_demo_detail_passes_the_check_writes_get() -> None:
     # The same check writeRunLog applies; load() runs it before writing anything.
-    demo.check_lines(demo.build_runs(datetime.datetime(2030, 1, 1, 20, 0)))
+    demo.check_lines(demo_runs.build_runs(datetime.datetime(2030, 1, 1, 20, 0)))
 
 
 def test_a_run_id_the_demo_uses_that_holds_someone_elses_run_is_left_alone(
     make_api: Callable[..., Api], tables: Backend
 ) -> None:
     api = make_api()
-    assert api.write(demo.INVASION, "note", {"text": "a real line", "actor": "someone"})
+    assert api.write(demo_runs.INVASION, "note", {"text": "a real line", "actor": "someone"})
 
-    with pytest.raises(demo.DemoRefused, match=rf"run {demo.INVASION} already exists"):
+    with pytest.raises(demo.DemoRefused, match=rf"run {demo_runs.INVASION} already exists"):
         load(tables)
 
-    assert [line["detail"]["text"] for line in read_log(api, demo.INVASION)] == ["a real line"]
+    assert [line["detail"]["text"] for line in read_log(api, demo_runs.INVASION)] == ["a real line"]
     assert tables.scalar("SELECT COUNT(*) FROM event_runs") == 0
 
 
@@ -201,18 +203,20 @@ def test_a_refused_demo_names_the_flag_that_replaces_only_the_demos_runs(
 ) -> None:
     """A write to a run the demo uses, made before loading it, does not make the demo a dead end."""
     api = make_api()
-    assert api.write(demo.BLOCKED, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "invasion:Yew"})
+    assert api.write(
+        demo_runs.BLOCKED, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "invasion:Yew"}
+    )
     assert api.write(7, "note", {"text": "not the demo's"})
 
     with pytest.raises(demo.DemoRefused, match="--replace-demo-runs") as refused:
         load(tables)
-    assert f"run {demo.BLOCKED} already exists" in str(refused.value)
+    assert f"run {demo_runs.BLOCKED} already exists" in str(refused.value)
 
     asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True, replace_any=True))
-    blocked = read_log(api, demo.BLOCKED)
-    assert blocked[0]["detail"]["actor"] == demo.DEMO_ACTOR  # the demo's own lines, from the first
+    blocked = read_log(api, demo_runs.BLOCKED)
+    assert blocked[0]["detail"]["actor"] == demo_runs.DEMO_ACTOR  # the demo's own lines, from the first
     assert len(blocked) == len(
-        next(r for r in demo.build_runs(datetime.datetime(2030, 1, 1)) if r.id == 38).lines
+        next(r for r in demo_runs.build_runs(datetime.datetime(2030, 1, 1)) if r.id == 38).lines
     )
     assert [line["detail"]["text"] for line in read_log(api, 7)] == ["not the demo's"]
 
@@ -269,7 +273,7 @@ def test_demo_refuses_a_database_that_is_not_embedded_unless_allowed(
     assert allowed.returncode == 0, allowed.stderr
     with conn.cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM event_runs")
-        assert cur.fetchone() == (len(demo.RUN_IDS),)
+        assert cur.fetchone() == (len(demo_runs.RUN_IDS),)
         cur.execute("DROP TABLE event_run_log, event_runs")
     conn.close()
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from gql import demo
+from gql import demo_runs
 
 from .conftest import free_port, wait_until_healthy
 
@@ -142,7 +142,7 @@ def test_graphiql_loads_nothing_from_another_host_and_breaks_no_rule_of_its_poli
 def test_graphiql_opens_in_a_browser_on_the_example_tabs(seen: dict[str, Any]) -> None:
     assert seen["tabs"] == ["RunLog", "RunLogByKinds", "RunLogPage", "WriteNote", "RunLogTail"]
     assert seen["activeTab"] == "RunLog"
-    assert json.loads(seen["variables"]) == {"runId": str(demo.INVASION), "limit": 50}
+    assert json.loads(seen["variables"]) == {"runId": str(demo_runs.INVASION), "limit": 50}
 
 
 def test_graphiql_opened_again_shows_the_same_tabs(seen: dict[str, Any]) -> None:
@@ -168,7 +168,7 @@ def test_the_runlog_example_runs_in_a_browser_and_shows_typed_details(seen: dict
     result = seen["result"]
     assert "errors" not in result, result
     lines = result["data"]["runLog"]["nodes"]
-    assert lines and {line["runId"] for line in lines} == {str(demo.INVASION)}
+    assert lines and {line["runId"] for line in lines} == {str(demo_runs.INVASION)}
     typenames = {line["detail"]["__typename"] for line in lines if line["detail"] is not None}
     assert {"RunBudgetDetail", "StepRefusedDetail", "ConditionEvaluatedDetail"} <= typenames
     refused = next(line["detail"] for line in lines if line["detail"]["__typename"] == "StepRefusedDetail")

@@ -27,14 +27,14 @@ from typing import Any
 
 import pytest
 
-from gql import demo
+from gql import demo_runs
 
 from .conftest import free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "clients"
 REQUIRE = os.environ.get("RUNLOG_TEST_REQUIRE_CLIENTS") == "1"
-RUN = str(demo.BLOCKED)  # a demo run with a few lines of several kinds
+RUN = str(demo_runs.BLOCKED)  # a demo run with a few lines of several kinds
 
 
 def _missing() -> str | None:

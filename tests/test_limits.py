@@ -199,10 +199,10 @@ def test_a_crash_while_validating_is_masked_all_the_same(
     from starlette.testclient import TestClient
     from strawberry.extensions import QueryDepthLimiter
 
-    import gql.limits
+    import gql.query_shape
     from gql.app import create_app
 
-    monkeypatch.setattr(gql.limits, "_DepthLimiter", QueryDepthLimiter)
+    monkeypatch.setattr(gql.query_shape, "_DepthLimiter", QueryDepthLimiter)
     with TestClient(create_app(tables.settings())) as client:
         response = client.post("/graphql", json={"query": "{ ...Missing }"})
     (error,) = response.json()["errors"]

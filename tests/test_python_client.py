@@ -26,7 +26,7 @@ from runlog_client.fragments import (
 from runlog_client_async import AsyncRunLogClient
 from runlog_client_async.fragments import RunLogLineFieldsDetailNoteDetail as AsyncNoteDetail
 
-from gql import demo
+from gql import demo, demo_runs
 from gql.app import create_app
 
 from .conftest import UNHURRIED_WRITE_TIMEOUT, Backend, wait_until_healthy
@@ -68,7 +68,7 @@ def client(live_url: str) -> Iterator[RunLogClient]:
 
 
 def test_reads_a_runs_log_and_matches_each_detail_on_its_typename(client: RunLogClient) -> None:
-    page = client.run_log(run_id=str(demo.BLOCKED)).run_log
+    page = client.run_log(run_id=str(demo_runs.BLOCKED)).run_log
     assert not page.page_info.has_next_page
     blocked = [line for line in page.nodes if line.kind is RunLogKind.RUN_BLOCKED]
     assert blocked
@@ -76,7 +76,7 @@ def test_reads_a_runs_log_and_matches_each_detail_on_its_typename(client: RunLog
         match line.detail:
             case RunLogLineFieldsDetailRunBlockedDetail() as detail:
                 assert detail.typename__ == "RunBlockedDetail"
-                assert detail.blocking_run_id == str(demo.INVASION)
+                assert detail.blocking_run_id == str(demo_runs.INVASION)
                 assert detail.concurrency_key == "invasion:Yew"
                 assert detail.blocking_run is not None
                 assert (detail.blocking_run.status, detail.blocking_run.terminal) == ("live", False)
@@ -88,7 +88,7 @@ def test_reads_a_runs_log_and_matches_each_detail_on_its_typename(client: RunLog
 
 def test_every_demo_line_arrives_as_its_kinds_typed_model(client: RunLogClient) -> None:
     typenames = set()
-    for run_id in demo.RUN_IDS:
+    for run_id in demo_runs.RUN_IDS:
         for line in client.run_log(run_id=str(run_id)).run_log.nodes:
             assert line.detail is not None
             assert line.kind is not None and line.kind.value == line.kind_name.replace(".", "_").upper()
@@ -101,16 +101,16 @@ def test_every_demo_line_arrives_as_its_kinds_typed_model(client: RunLogClient) 
 
 def test_filters_by_kinds(client: RunLogClient) -> None:
     kinds = [RunLogKind.CONDITION_EVALUATED]
-    nodes = client.run_log_by_kinds(run_id=str(demo.INVASION), kinds=kinds).run_log.nodes
+    nodes = client.run_log_by_kinds(run_id=str(demo_runs.INVASION), kinds=kinds).run_log.nodes
     details = [line.detail for line in nodes]
     assert details and all(isinstance(d, RunLogLineFieldsDetailConditionEvaluatedDetail) for d in details)
     matched = [d.matched for d in details if isinstance(d, RunLogLineFieldsDetailConditionEvaluatedDetail)]
     assert matched == [True, False, False]  # newest first: the match, after two misses
-    assert client.run_log_by_kinds(run_id=str(demo.INVASION), kinds=[]).run_log.nodes == []
+    assert client.run_log_by_kinds(run_id=str(demo_runs.INVASION), kinds=[]).run_log.nodes == []
 
 
 def test_pages_through_a_log_by_passing_end_cursor_as_after(client: RunLogClient) -> None:
-    run_id = str(demo.INVASION)
+    run_id = str(demo_runs.INVASION)
     whole = [line.id for line in client.run_log(run_id=run_id).run_log.nodes]
     seen: list[str] = []
     after: str | None = None
@@ -127,7 +127,7 @@ def test_pages_through_a_log_by_passing_end_cursor_as_after(client: RunLogClient
 
 
 def test_writes_a_note_and_reads_it_back(client: RunLogClient) -> None:
-    run_id = str(demo.BLOCKED)
+    run_id = str(demo_runs.BLOCKED)
     assert client.write_note(run_id=run_id, text="38 waits for 37", actor="Iolo (GM)").write_run_log
     assert client.write_note(run_id=run_id, text="no actor this time").write_run_log
 
@@ -142,7 +142,7 @@ def test_writes_a_note_and_reads_it_back(client: RunLogClient) -> None:
 
 def test_the_shipped_run_log_reads_newer_lines_with_before(client: RunLogClient) -> None:
     # The same RunLog operation both ways: its startCursor as `before`.
-    run_id = str(demo.BLOCKED)
+    run_id = str(demo_runs.BLOCKED)
     first = client.run_log(run_id=run_id, limit=2).run_log
     assert first.page_info.start_cursor == first.nodes[0].cursor
     assert first.page_info.end_cursor == first.nodes[-1].cursor
@@ -165,7 +165,7 @@ def test_a_request_error_is_raised_with_the_servers_message(live_url: str) -> No
 
 def test_a_write_the_server_refuses_answers_false_not_an_exception(live_url: str) -> None:
     with RunLogClient(url=live_url) as anonymous:  # no writer token
-        assert anonymous.write_note(run_id=str(demo.BLOCKED), text="hi").write_run_log is False
+        assert anonymous.write_note(run_id=str(demo_runs.BLOCKED), text="hi").write_run_log is False
     with RunLogClient(url=live_url, headers={"Authorization": f"Bearer {WRITER}"}) as writer:
         assert writer.write_note(run_id="not-a-run", text="hi").write_run_log is False
 
@@ -174,7 +174,7 @@ def test_the_async_client_tails_a_run_and_resumes_from_the_last_cursor(
     live_url: str, client: RunLogClient
 ) -> None:
     """runlog_client_async's run_log_tail over the live server's websocket, then again with `since`."""
-    run_id = str(demo.BLOCKED)
+    run_id = str(demo_runs.BLOCKED)
     written: list[str] = []
 
     def write(text: str) -> None:
@@ -231,7 +231,7 @@ def test_serve_demo_is_ready_to_explore_in_one_command(tmp_path: Path) -> None:
     try:
         wait_until_healthy(f"http://127.0.0.1:{port}", server)
         with RunLogClient(url=f"http://127.0.0.1:{port}/graphql") as client:
-            nodes = client.run_log(run_id=str(demo.BLOCKED)).run_log.nodes
+            nodes = client.run_log(run_id=str(demo_runs.BLOCKED)).run_log.nodes
         assert any(isinstance(line.detail, RunLogLineFieldsDetailRunBlockedDetail) for line in nodes)
     finally:
         server.terminate()

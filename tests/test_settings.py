@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from gql.setting_parsers import parse_duration
 from gql.settings import (
     DEFAULT_DATABASE_URL,
     Settings,
     SettingsError,
     env_key,
     markdown_table,
-    parse_duration,
     spec,
 )
 

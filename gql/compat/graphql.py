@@ -116,7 +116,7 @@ def bound_overlap_check(budget: int) -> None:
     `graphql.validation.rules.overlapping_fields_can_be_merged`, when it
     starts; its comment documents assigning the global as the way to change
     it, and no argument of `validate` does. Without it, a document of a few
-    thousand repeated fields holds validation for seconds (gql/limits.py).
+    thousand repeated fields holds validation for seconds (gql/query_shape.py).
     """
     overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = budget
 
@@ -125,6 +125,6 @@ def overlap_check_aborted(error: GraphQLError) -> bool:
     """Whether `error` is the overlap check running out of its budget ("Validation aborted.").
 
     graphql-core says only that, with no code or class a validation result
-    exposes; gql/limits.py replaces it with an error that says what to change.
+    exposes; gql/query_shape.py replaces it with an error that says what to change.
     """
     return error.message == "Validation aborted."
