@@ -228,7 +228,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         pool_timeout=settings.connect_timeout,
         pool_recycle=settings.pool_recycle,
         isolation_level="AUTOCOMMIT",
-        execution_options={_POOL_STATE: PoolState()},
+        execution_options={_POOL_STATE: PoolState(most=2 * settings.pool_size)},
         pool_reset_on_return=None,
         # Closing a connection that autobegan would still send a ROLLBACK.
         skip_autocommit_rollback=True,
@@ -305,9 +305,12 @@ class PoolState:
     engine, and so with the app that made it: two apps share none of it.
     """
 
-    __slots__ = ("generation", "spans", "stale")
+    __slots__ = ("generation", "most", "spans", "stale")
 
-    def __init__(self) -> None:
+    def __init__(self, most: int | None = None) -> None:
+        # The most connections the pool opens (its size and overflow, as
+        # create_engine sized it); None: not a bound the service set (SQLite).
+        self.most = most
         # How many times the pool was marked stale or threw a connection away
         # (SQLAlchemy's own disconnect handling included): a connection kept
         # out of the pool (store.HeldConnection) is not used again once this

@@ -20,8 +20,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import store
-from .compat.sqlalchemy import pool_max_overflow
-from .db import MissingDatabaseFile, sqlite_file
+from .db import MissingDatabaseFile, pool_state, sqlite_file
 from .settings import Settings
 
 TIMED_OUT = "the database did not answer in time"
@@ -139,13 +138,10 @@ class Readiness:
 
 def pool_full(engine: AsyncEngine) -> str | None:
     """Why the pool has no connection to spare, or None when it has one (or is not a bounded pool)."""
-    pool = engine.sync_engine.pool
-    size = getattr(pool, "size", None)
-    overflow = pool_max_overflow(pool)
-    checked_out = getattr(pool, "checkedout", None)
-    if not (callable(size) and callable(checked_out) and isinstance(overflow, int)) or overflow < 0:
-        return None  # SQLite's own pools, and unbounded overflow: never full
-    most = size() + overflow
+    most = pool_state(engine).most
+    checked_out = getattr(engine.sync_engine.pool, "checkedout", None)
+    if most is None or not callable(checked_out):
+        return None  # SQLite's pools: not a bound the service sets
     in_use = checked_out()
     if in_use < most:
         return None

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy.util import greenlet_spawn
 
-__all__ = ["greenlet_spawn", "pool_max_overflow", "pool_waiting"]
+__all__ = ["greenlet_spawn", "pool_waiting"]
 
 # `greenlet_spawn` (`sqlalchemy.util`, not documented): runs a function of
 # SQLAlchemy's sync API inside the greenlet its asyncio layer needs, as
@@ -35,15 +35,3 @@ def pool_waiting(pool: Any) -> int:
     queue = getattr(adapted, "__dict__", {}).get("_queue")
     getters = getattr(queue, "_getters", ())
     return sum(1 for getter in getters if not getter.done())
-
-
-def pool_max_overflow(pool: Any) -> int | None:
-    """The most connections `pool` opens past its size (`QueuePool._max_overflow`); -1 unbounded.
-
-    None for a pool without one (SQLite's). SQLAlchemy documents the
-    `max_overflow` argument and the current `overflow()`, but not the bound
-    itself; /readyz (gql/health.py) reports a full pool with it. Without it
-    the pool would never be seen as full.
-    """
-    overflow = getattr(pool, "_max_overflow", None)
-    return overflow if isinstance(overflow, int) else None
