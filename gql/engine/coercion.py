@@ -1,39 +1,276 @@
-"""How a plan reads a request's variables and a field's arguments: as graphql-core's executor reads them.
+"""How a plan reads a request's variables and its fields' arguments: as graphql-core's executor reads them.
 
-Both plans (read_plan.py, write_plan.py) coerce with graphql-core's public
-`get_variable_values` and `get_argument_values`, the functions its executor
-calls, so a value a plan hands on is the value the executor would have. A
-value that does not coerce is not answered by a plan: the request goes to
-the executor, whose error and log it then gets.
+Both kinds of plan (read_plan.py, write_plan.py) hand their operation's
+variable definitions and root fields to a `Coercion`, made once with the
+plan, and ask it for each request's values. The values are what graphql-core's
+executor would hand the resolver, with graphql-core's public functions:
+
+- in general, `get_variable_values` and `get_argument_values`, the functions
+  the executor calls;
+- for an operation whose variables are all of scalar types and whose
+  arguments are variables, constants or a JSON literal over variables (the
+  shipped `WriteNote`, the page queries but RunLogByKinds), the same steps
+  laid out once: each variable through `coerce_input_value`, each constant
+  through `coerce_input_literal` once, a JSON literal read once into
+  functions (`_literal`). That costs a write a sixth of what the general
+  functions do, which rebuild the variables' signatures and walk the
+  literals on every request (docs/performance.md, "What each piece bought").
+
+Either way, a value that does not coerce is not answered by a plan: the
+request goes to the executor, whose error and log it then gets
+(tests/test_write_plan.py checks the two ways agree on generated values).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
     FieldNode,
+    GraphQLArgument,
     GraphQLError,
     GraphQLField,
+    GraphQLInputType,
+    GraphQLNonNull,
+    GraphQLScalarType,
     GraphQLSchema,
+    ListValueNode,
+    ObjectValueNode,
     OperationDefinitionNode,
-    VariableValues,
+    Undefined,
+    ValueNode,
+    VariableDefinitionNode,
+    VariableNode,
+    coerce_input_literal,
+    coerce_input_value,
     get_argument_values,
+    get_nullable_type,
     get_variable_values,
+    is_required_argument,
+    type_from_ast,
+    value_from_ast_untyped,
 )
 
-
-def coerce(
-    schema: GraphQLSchema, operation: OperationDefinitionNode, inputs: dict[str, Any] | None
-) -> VariableValues | None:
-    """The operation's variables as the executor coerces them; None when any does not coerce."""
-    found = get_variable_values(schema, operation.variable_definitions or (), inputs or {})
-    return None if isinstance(found, list) else found
+_IMMUTABLE = (type(None), bool, int, float, str)
+# What a request's values come to: the coerced variables, and each field's
+# arguments by GraphQL name. None: something does not coerce.
+Coerced = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
-def arguments(field: GraphQLField, node: FieldNode, variables: VariableValues) -> dict[str, Any] | None:
-    """The field's arguments by GraphQL name, as the executor coerces them; None when any does not."""
-    try:
-        return get_argument_values(field, node, variables)
-    except GraphQLError:
+class _Refused(Exception):
+    """A value graphql-core would refuse: the request goes to the executor, for its error."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Variable:
+    """A variable of a scalar type, coerced as graphql-core's `coerce_variable_values` coerces it."""
+
+    name: str
+    type: GraphQLInputType
+    non_null: bool
+    default: Any  # its coerced default; Undefined when it has none
+
+    def coerce(self, inputs: dict[str, Any], coerced: dict[str, Any]) -> None:
+        value = inputs.get(self.name, Undefined)
+        if value is Undefined:
+            if self.default is not Undefined:
+                coerced[self.name] = self.default
+            elif self.non_null:
+                raise _Refused
+            return
+        value = coerce_input_value(value, self.type)
+        if value is Undefined:
+            raise _Refused
+        coerced[self.name] = value
+
+
+@dataclass(frozen=True, slots=True)
+class _Argument:
+    """One argument of a field, read as graphql-core's `get_argument_values` reads it."""
+
+    name: str
+    non_null: bool
+    default: Any  # Undefined when it has none
+    # How it is read from the coerced variables: a variable's name, a
+    # constant, or a JSON literal's function (exactly one is set).
+    variable: str | None = None
+    constant: Any = Undefined
+    literal: Callable[[dict[str, Any]], Any] | None = None
+
+    def value(self, variables: dict[str, Any]) -> Any:
+        """Its value; Undefined when it is left out, as the executor leaves it out."""
+        if self.constant is not Undefined:
+            return self.constant
+        if self.literal is not None:
+            value = self.literal(variables)
+            if value is Undefined:
+                raise _Refused
+            return value
+        if self.variable is None:
+            return self.default
+        if self.variable not in variables:
+            if self.default is not Undefined:
+                return self.default
+            if self.non_null:
+                raise _Refused
+            return Undefined
+        value = variables[self.variable]
+        if value is None and self.non_null:
+            raise _Refused
+        return value
+
+
+class Coercion:
+    """How one operation's variables and its root fields' arguments are coerced, made once per plan."""
+
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        operation: OperationDefinitionNode,
+        fields: Sequence[tuple[GraphQLField, FieldNode]],
+    ) -> None:
+        self.schema = schema
+        self.operation = operation
+        self.fields = tuple(fields)
+        # The steps laid out, or None: graphql-core's functions on each request.
+        self.steps = _steps(schema, operation, self.fields)
+
+    def coerce(self, inputs: dict[str, Any] | None) -> Coerced | None:
+        """The coerced variables and each field's arguments; None when anything does not coerce."""
+        if self.steps is None:
+            return self._coerce_in_general(inputs)
+        variables, arguments = self.steps
+        coerced: dict[str, Any] = {}
+        found = []
+        try:
+            for variable in variables:
+                variable.coerce(inputs or {}, coerced)
+            for field in arguments:
+                values = {}
+                for argument in field:
+                    value = argument.value(coerced)
+                    if value is not Undefined:
+                        values[argument.name] = value
+                found.append(values)
+        except _Refused:
+            return None
+        return coerced, found
+
+    def _coerce_in_general(self, inputs: dict[str, Any] | None) -> Coerced | None:
+        variables = get_variable_values(self.schema, self.operation.variable_definitions or (), inputs or {})
+        if isinstance(variables, list):
+            return None
+        try:
+            found = [get_argument_values(field, node, variables) for field, node in self.fields]
+        except GraphQLError:
+            return None
+        return variables.coerced, found
+
+
+def _steps(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fields: tuple[tuple[GraphQLField, FieldNode], ...],
+) -> tuple[tuple[_Variable, ...], tuple[tuple[_Argument, ...], ...]] | None:
+    variables = []
+    for definition in operation.variable_definitions or ():
+        variable = _variable(schema, definition)
+        if variable is None:
+            return None
+        variables.append(variable)
+    arguments = []
+    for field, node in fields:
+        given = {a.name.value: a.value for a in node.arguments or ()}
+        if given.keys() - field.args.keys():
+            return None
+        read = []
+        for name, argument_type in field.args.items():
+            argument = _argument(name, argument_type, given.get(name))
+            if argument is None:
+                return None
+            read.append(argument)
+        arguments.append(tuple(read))
+    return tuple(variables), tuple(arguments)
+
+
+def _variable(schema: GraphQLSchema, definition: VariableDefinitionNode) -> _Variable | None:
+    type_: Any = type_from_ast(schema, definition.type)
+    if type_ is None or definition.directives or not isinstance(get_nullable_type(type_), GraphQLScalarType):
         return None
+    default = Undefined
+    if definition.default_value is not None:
+        default = coerce_input_literal(definition.default_value, type_)
+        if default is Undefined or not isinstance(default, _IMMUTABLE):
+            return None  # a fresh copy per request, as graphql-core makes: left to it
+    name = definition.variable.name.value
+    return _Variable(name, type_, isinstance(type_, GraphQLNonNull), default)
+
+
+def _argument(name: str, definition: GraphQLArgument, node: ValueNode | None) -> _Argument | None:
+    type_: Any = definition.type
+    default = definition.default_value  # the default as it is (Undefined: none)
+    if definition.default is not None or not (default is Undefined or isinstance(default, _IMMUTABLE)):
+        return None  # an external default graphql-core coerces, or a mutable one: left to it
+    non_null = isinstance(type_, GraphQLNonNull)
+    if node is None:
+        if is_required_argument(definition):
+            return None  # refused by validation
+        return _Argument(name, non_null, default)  # of any type: its default, or left out
+    if not isinstance(get_nullable_type(type_), GraphQLScalarType):
+        return None  # a list, an enum or an input object given a value: left to graphql-core
+    if isinstance(node, VariableNode):
+        return _Argument(name, non_null, default, variable=node.name.value)
+    if isinstance(node, ListValueNode | ObjectValueNode):
+        literal = _literal(get_nullable_type(type_), node)
+        return None if literal is None else _Argument(name, non_null, default, literal=literal)
+    constant = coerce_input_literal(node, type_)
+    if constant is Undefined or not isinstance(constant, _IMMUTABLE) or (constant is None and non_null):
+        return None
+    return _Argument(name, non_null, default, constant=constant)
+
+
+def _literal(scalar: Any, node: ListValueNode | ObjectValueNode) -> Callable[[dict[str, Any]], Any] | None:
+    """What coerce_input_literal answers for `node` as a `scalar`, as a function of the coerced variables.
+
+    For a scalar that parses literals as GraphQLScalarType itself does (no
+    coerce_input_literal, parse_literal not replaced): graphql-core reads the
+    literal with value_from_ast_untyped, each variable as its coerced value
+    (Undefined when absent), and hands that to coerce_input_value; a failure
+    is Undefined. The literal is read into a tree of functions once, here,
+    instead of walked on every request, as WriteNote's `detail: {text:
+    $text}` would be. Anything else: None, left to graphql-core.
+    """
+    if (
+        not isinstance(scalar, GraphQLScalarType)
+        or scalar.coerce_input_literal is not None
+        or "parse_literal" in vars(scalar)
+        or type(scalar).parse_literal is not GraphQLScalarType.parse_literal
+    ):
+        return None
+    read = _untyped(node)
+    coerce = scalar.coerce_input_value
+
+    def value(variables: dict[str, Any]) -> Any:
+        try:
+            return coerce(read(variables))
+        except Exception:  # as graphql-core's coerce_input_literal: not a value, and the
+            return Undefined  # request goes to the executor, counted where it falls back
+
+    return value
+
+
+def _untyped(node: ValueNode) -> Callable[[dict[str, Any]], Any]:
+    """value_from_ast_untyped(node, variables), as a function of the variables."""
+    if isinstance(node, ObjectValueNode):
+        members = [(field.name.value, _untyped(field.value)) for field in node.fields]
+        return lambda variables: {name: read(variables) for name, read in members}
+    if isinstance(node, ListValueNode):
+        items = [_untyped(item) for item in node.values]
+        return lambda variables: [read(variables) for read in items]
+    if isinstance(node, VariableNode):
+        name = node.name.value
+        return lambda variables: variables.get(name, Undefined)
+    constant = value_from_ast_untyped(node)  # a scalar literal: an immutable value
+    return lambda _variables: constant

@@ -48,8 +48,7 @@ from ..compat.strawberry import strawberry_definition
 from ..limits import detail_servings
 from ..page import Context, asked_of
 from ..run_log import read_run_log
-from .coercion import arguments as coerced_arguments
-from .coercion import coerce
+from .coercion import Coercion
 from .page_plan import STATS, PageExecutor
 
 READ_FIELD = "runLog"
@@ -66,6 +65,7 @@ class ReadPlan:
     field: GraphQLField
     key: str  # the response key: the alias, or runLog
     fragments: dict[str, FragmentDefinitionNode]
+    coercion: Coercion
 
     async def answer(
         self, context: Context, inputs: dict[str, Any] | None, text: str
@@ -74,22 +74,20 @@ class ReadPlan:
 
         `text` is the query text, which a fall-back's log names by its hash.
         """
-        coerced = coerce(self.schema, self.operation, inputs)
+        coerced = self.coercion.coerce(inputs)
         if coerced is None:
             metrics.fell_back(
-                "read_plan", "not_coerced", text, "a variable does not coerce: the executor says why"
+                "read_plan",
+                "not_coerced",
+                text,
+                "a value does not coerce: the executor says why",
             )
             return None
-        plan = self.executor.plans.compiled((self.node,), coerced.coerced)
+        variables, (arguments,) = coerced
+        plan = self.executor.plans.compiled((self.node,), variables)
         if plan is None:
             # The executor compiles it, or says why it cannot (page_plan's count).
             metrics.fell_back("read_plan", "not_compiled", text, "the page has no compiled plan (yet)")
-            return None
-        arguments = coerced_arguments(self.field, self.node, coerced)
-        if arguments is None:
-            metrics.fell_back(
-                "read_plan", "not_coerced", text, "an argument does not coerce: the executor says why"
-            )
             return None
         wait = arguments.get("wait")
         kinds = arguments.get("kinds")  # RunLogKind members, as Strawberry's enum type coerces them
@@ -148,4 +146,5 @@ def read_plan(
     if field is None or definition is None or definition.extensions or definition.permission_classes:
         return None
     key = node.alias.value if node.alias is not None else READ_FIELD
-    return ReadPlan(schema, executor, operation, node, field, key, fragments)
+    coercion = Coercion(schema, operation, [(field, node)])
+    return ReadPlan(schema, executor, operation, node, field, key, fragments, coercion)

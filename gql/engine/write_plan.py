@@ -8,8 +8,7 @@ operation (plans.py, as a read plan is), keeps what depends on the request and
 nothing else:
 
 - the variables and each field's arguments, coerced as a read plan's are
-  (`plans.coerce`, `plans.arguments`: graphql-core's public functions), so a
-  value is read exactly as the executor reads it;
+  (coercion.py), so a value is read exactly as the executor reads it;
 - each field, in order, handed to the same function the resolver calls
   (`run_log.write_line`): the writer check, the line's checks, its deadline
   from the request's arrival, the grouping, the log of a refused line;
@@ -43,7 +42,7 @@ from graphql import (
 from strawberry.types.base import StrawberryMaybe
 
 from ..compat.strawberry import strawberry_definition
-from .coercion import arguments, coerce
+from .coercion import Coercion
 
 WRITE_FIELD = "writeRunLog"
 # The argument types Strawberry hands to a resolver as graphql-core coerced
@@ -55,25 +54,20 @@ _PASSED_ON = frozenset({"ID", "String", "Int", "Float", "Boolean", "JSON"})
 class WritePlan:
     """The `writeRunLog` fields of one operation, and the resolver's name for each argument."""
 
-    schema: GraphQLSchema
-    operation: OperationDefinitionNode
-    field: GraphQLField
-    fields: tuple[tuple[str, FieldNode], ...]  # (response key, field), in order
+    keys: tuple[str, ...]  # each field's response key, in order
+    coercion: Coercion
     python_names: dict[str, str]  # GraphQL argument name: the resolver's keyword
 
     def arguments(self, inputs: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]] | None:
         """Each field's response key and keyword arguments; None when anything fails to coerce."""
-        variables = coerce(self.schema, self.operation, inputs)
-        if variables is None:
+        coerced = self.coercion.coerce(inputs)
+        if coerced is None:
             return None  # the executor's error, with its log: the normal way
-        found = []
         names = self.python_names
-        for key, node in self.fields:
-            values = arguments(self.field, node, variables)
-            if values is None:
-                return None
-            found.append((key, {names[name]: value for name, value in values.items()}))
-        return found
+        return [
+            (key, {names[name]: value for name, value in values.items()})
+            for key, values in zip(self.keys, coerced[1], strict=True)
+        ]
 
 
 def write_plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> WritePlan | None:
@@ -104,7 +98,8 @@ def write_plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> Wri
         fields.append((key, selection))
     if not fields:
         return None
-    return WritePlan(schema, operation, field, tuple(fields), names)
+    keys = tuple(key for key, _ in fields)
+    return WritePlan(keys, Coercion(schema, operation, [(field, node) for _, node in fields]), names)
 
 
 def _python_names(field: GraphQLField | None) -> dict[str, str] | None:
