@@ -222,8 +222,16 @@ def test_a_revision_is_refused_by_name_when_git_has_none_or_its_lock_pins_other_
     assert run.main(["--against", "no-such-revision~1"]) == 2
     assert "--against no-such-revision~1: no commit of that name" in capsys.readouterr().err
 
-    # The commit before the lock file last changed was locked otherwise.
-    changed = revision._git("log", "-1", "--format=%H", "--", revision.LOCK).decode().strip()
+    # The commit before the lock file's pins last changed was locked otherwise
+    # (a change of its header alone pins nothing else).
+    ours = (revision.ROOT / revision.LOCK).read_text()
+    changes = revision._git("log", "--format=%H", "--", revision.LOCK).decode().split()
+
+    def pins_differ(commit: str) -> bool:
+        theirs = revision._git("show", f"{commit}^:{revision.LOCK}").decode()
+        return bool(revision.lock_differences(theirs, ours))
+
+    changed = next(c for c in changes if pins_differ(c))
     assert run.main(["--against", f"{changed}^"]) == 2
     err = capsys.readouterr().err
     assert f"--against {changed}^: " in err
