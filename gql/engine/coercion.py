@@ -12,9 +12,9 @@ executor would hand the resolver, with graphql-core's public functions:
   shipped `WriteNote`, the page queries but RunLogByKinds), the same steps
   laid out once: each variable through `coerce_input_value`, each constant
   through `coerce_input_literal` once, a JSON literal read once into
-  functions (`_literal`). That costs a write a sixth of what the general
-  functions do, which rebuild the variables' signatures and walk the
-  literals on every request (docs/performance.md, "What each piece bought").
+  functions (`_literal`). The general functions rebuild the variables'
+  signatures and walk the literals on every request, a measurable part of a
+  small write's CPU (docs/performance.md, "What each piece bought").
 
 Either way, a value that does not coerce is not answered by a plan: the
 request goes to the executor, whose error and log it then gets
