@@ -40,3 +40,26 @@ def test_the_figures_in_docs_performance_are_dated() -> None:
     assert len(rows) > 20
     undated = [row for row in rows if not re.search(r"\| 20\d\d-\d\d-\d\d, `[0-9a-f]{7}` \|", row)]
     assert undated == []
+
+
+def test_the_readmes_goals_are_the_latest_results() -> None:
+    """README's table of goals repeats docs/performance.md's latest run: the ratios must be the same."""
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    # The first table of the latest run, before its comparison with an older revision.
+    latest = page.split("## Latest results", 1)[1].split("```", 2)[1].split("\nbefore = ", 1)[0]
+    ratios = {}
+    for line in latest.splitlines():
+        found = re.match(
+            r"(.+?, \d[\d,]*-line pages?, \d+ clients?|WriteNote, 8 clients|service RSS.+?)\s{2,}", line
+        )
+        if found:
+            ratios[found.group(1)] = line[found.end() :].split()[5]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("```text\nRunLog, 2,000-line page", 1)[1].split("```", 1)[0]
+    shown = dict(re.findall(r"^(.+?)\s{2,}\S+\s+([\d.]+)\s", "RunLog, 2,000-line page" + table, re.MULTILINE))
+    assert shown == {
+        "RunLog, 2,000-line page, 1 client": ratios["RunLog, 2,000-line page, 1 client"],
+        "RunLog, 50-line pages, 8 clients": ratios["RunLog, 50-line pages, 8 clients"],
+        "WriteNote, 8 clients": ratios["WriteNote, 8 clients"],
+        "RSS after 10,000 mixed requests": ratios["service RSS after 10,000 mixed requests"],
+    }
