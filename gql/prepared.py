@@ -14,7 +14,7 @@ from . import metrics
 from .answers import (
     MaskUnexpected,
 )
-from .engine.documents import DocumentCacheExtension
+from .engine import DocumentCacheExtension
 from .limits import (
     RequestLimits,
 )

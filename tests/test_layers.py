@@ -156,3 +156,21 @@ def test_the_checks_see_an_upward_import_a_circle_and_a_module_without_a_layer()
     graph["gql.newcomer"] = set()
     with pytest.raises(AssertionError, match=r"gql\.newcomer has no layer"):
         upward(graph)
+
+
+def into_the_engine(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a module inside gql/engine/ from outside it: the package's own exports are the way in."""
+    return [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if not module.startswith("gql.engine")
+        for target in sorted(targets)
+        if target.startswith("gql.engine.")
+    ]
+
+
+def test_the_engine_is_entered_through_its_package_alone() -> None:
+    graph = imports(modules())
+    assert into_the_engine(graph) == []
+    graph["gql.view"] = graph["gql.view"] | {"gql.engine.read_plan"}
+    assert into_the_engine(graph) == ["gql.view imports gql.engine.read_plan"]

@@ -14,12 +14,14 @@ None for Strawberry's ordinary path. Inside:
   the schema's `execution_context_class`), which completes a `RunLogPage`
   with a function compiled once per selection.
 
-The schema plugs in `PageExecutor` and the app `DocumentCaches.extension`,
-through Strawberry's documented seams; everything else goes through `Engine`.
+The schema plugs in `PageExecutor` and the app `DocumentCaches.extension`
+(a `DocumentCacheExtension`), through Strawberry's documented seams;
+everything else goes through `Engine`. Modules outside the package import
+only what this module exports (tests/test_layers.py checks it).
 """
 
-from .documents import DocumentCaches
+from .documents import DocumentCacheExtension, DocumentCaches
 from .engine import Engine, Planned
 from .page_plan import PageExecutor
 
-__all__ = ["DocumentCaches", "Engine", "PageExecutor", "Planned"]
+__all__ = ["DocumentCacheExtension", "DocumentCaches", "Engine", "PageExecutor", "Planned"]
