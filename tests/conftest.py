@@ -67,12 +67,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Under pytest-xdist (scripts/test runs -n auto --dist loadgroup), the
-    # tests that start clusters on scripts/cluster's fixed ports run on one
-    # worker, one after another.
-    for item in items:
-        if item.get_closest_marker("cluster") is not None:
-            item.add_marker(pytest.mark.xdist_group("cluster"))
     if _mariadb_problem is None or REQUIRE_MARIADB:
         return
     kept, dropped = [], []
