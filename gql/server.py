@@ -21,7 +21,7 @@ from typing import Any
 import uvicorn
 
 from . import request_id, tail
-from .compat.uvicorn import ClientDisconnected, HTTPProtocolBase, WebSocketProtocolBase
+from .compat.uvicorn import HTTPProtocolBase, WebSocketProtocolBase
 from .settings import Settings
 
 # The protocol's timeout travels on uvicorn's Config, which each worker
@@ -202,6 +202,16 @@ BEHIND_REASON = (
 )
 
 
+class ClientGone(OSError):
+    """What `WebSocketProtocol.send` raises for a send after this side closed the connection.
+
+    The ASGI specification has a server raise a subclass of OSError of its own
+    for a send on a closed connection; Starlette's WebSocket takes any OSError
+    as the client leaving (WebSocketDisconnect, code 1006), as it takes
+    uvicorn's own.
+    """
+
+
 class WebSocketProtocol(WebSocketProtocolBase):
     """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it.
 
@@ -240,7 +250,7 @@ class WebSocketProtocol(WebSocketProtocolBase):
             # Closed by this side (a ping timeout) while the app had more to
             # send: the client is leaving, as when it closes (uvicorn raises a
             # RuntimeError here, which reached the log as a fault).
-            raise ClientDisconnected()
+            raise ClientGone("the websocket was closed by the server")
         await super().send(message)
         if message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
             # A handshake answered with a denial response (the app's 403

@@ -86,7 +86,6 @@ def test_the_reaches_are_these() -> None:
             "strawberry_definition",
         ],
         "uvicorn": [
-            "ClientDisconnected",
             "HTTPProtocolBase",
             "HTTP_HOOKS",
             "SUPERVISOR_HOOKS",
@@ -564,11 +563,6 @@ def test_uvicorns_websocket_protocol_has_what_server_py_overrides_and_reads() ->
     assert missing == []
     assert inspect.iscoroutinefunction(protocol.send)
     assert list(inspect.signature(protocol.keepalive_timeout).parameters) == ["self"]
-
-
-def test_client_disconnected_is_what_uvicorns_websocket_send_raises() -> None:
-    assert issubclass(uvicorn_compat.ClientDisconnected, OSError)
-    assert "ClientDisconnected" in inspect.getsource(uvicorn_compat.WebSocketProtocolBase.send)
 
 
 def test_the_supervisor_is_uvicorns_and_has_what_cli_py_overrides() -> None:

@@ -14,14 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
-from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 __all__ = [
     "HTTP_HOOKS",
     "SUPERVISOR_HOOKS",
     "WEBSOCKET_HOOKS",
-    "ClientDisconnected",
     "HTTPProtocolBase",
     "WebSocketProtocolBase",
     "supervisor_class",
@@ -74,13 +72,6 @@ WEBSOCKET_HOOKS = (
     "loop",
     "client",
 )
-
-# Raised by uvicorn's protocols (`uvicorn.protocols.utils`) to the app's
-# `send` when the client has gone: gql/server.py's websocket protocol raises
-# it for a send after this side closed, as uvicorn does after the client
-# closed, so the app takes it as a client leaving. Without it the app would
-# get a RuntimeError, logged as a fault.
-# (ClientDisconnected is imported above.)
 
 SUPERVISOR_HOOKS = (
     "keep_subprocess_alive",  # restarts dead workers: their live gauges are forgotten
