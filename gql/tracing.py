@@ -1,21 +1,21 @@
 """OpenTelemetry spans for requests and SQL: the `otel` extra, off unless RUNLOG_OTEL is set.
 
-`pip install .[otel]` brings the API, the SDK and two instrumentations:
-OpenTelemetry's ASGI middleware (a server span per HTTP request, continuing
-the caller's `traceparent`) and its SQLAlchemy instrumentation (a client
-span per statement SQLAlchemy executes). Spans go to an OTLP exporter when
+`pip install .[otel]` brings the API, the SDK and OpenTelemetry's ASGI
+middleware (a server span per HTTP request, continuing the caller's
+`traceparent`). A client span per statement is made here (`SqlSpans`), from
+SQLAlchemy's documented execution events for what SQLAlchemy executes, and
+around the driver call for what goes to the driver directly. Spans go to an OTLP exporter when
 `opentelemetry-exporter-otlp` is installed too (configured by the standard
 OTEL_EXPORTER_OTLP_* variables), or to a tracer provider the operator set
 up (`opentelemetry-instrument`); with neither, start-up says that the spans
 go nowhere.
 
-Neither instrumentation touches the GraphQL layer, so the fast paths stay
-on (`RunLogGraphQL.prepared`; tests/test_operable.py checks it). Page reads
-and writes on MySQL/MariaDB send their statements on the pool's aiomysql
-connection directly (gql/store/connections.py), past SQLAlchemy's execution events, so
-the SQLAlchemy instrumentation never sees them: `SqlSpans` makes their
-client spans instead, with the same attributes, and the direct path stays
-on. The one statement no span shows is the Galera session setting a new
+Neither touches the GraphQL layer, so the fast paths stay on
+(`RunLogGraphQL.prepared`; tests/test_operable.py checks it). Page reads and
+writes on MySQL/MariaDB send their statements on the pool's aiomysql
+connection directly (gql/store/connections.py), past SQLAlchemy's execution
+events: `SqlSpans.statement` spans them, with the same attributes, and the
+direct path stays on. The one statement no span shows is the Galera session setting a new
 connection runs (gql/db.py's connect hook).
 """
 
@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from starlette.middleware import Middleware
 
@@ -44,7 +45,6 @@ def check_installed() -> None:
     for module in (
         "opentelemetry.sdk.trace",
         "opentelemetry.instrumentation.asgi",
-        "opentelemetry.instrumentation.sqlalchemy",
     ):
         try:
             __import__(module)
@@ -97,25 +97,17 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
 def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
     """Make a span of each statement `engine` executes through SQLAlchemy; the spans for those it does not.
 
-    What `SQLAlchemyInstrumentor().instrument(engine=...)` does for the
-    engine, without its once-per-process gate (every app has an engine of
-    its own; tests make several) and without patching `create_engine`. The
-    spans returned are for the statements gql/store/connections.py sends to
-    the driver directly; the caller keeps them with the engine
-    (`db.pool_state(engine).spans`).
+    Through SQLAlchemy's documented events on this engine alone
+    (`before_cursor_execute`, `after_cursor_execute`, `handle_error`), not
+    OpenTelemetry's SQLAlchemy instrumentation, which instruments once per
+    process and patches `create_engine`, where every app has an engine of
+    its own. The spans returned are for the statements
+    gql/store/connections.py sends to the driver directly; the caller keeps
+    them with the engine (`db.pool_state(engine).spans`).
     """
-    from opentelemetry.metrics import get_meter
     from opentelemetry.trace import get_tracer
 
-    from .compat.opentelemetry import trace_engine
-
-    tracer = get_tracer(__name__, tracer_provider=tracer_provider)
-    usage = get_meter(__name__).create_up_down_counter(
-        name="db.client.connections.usage",
-        unit="connections",
-        description="The number of connections that are currently in state described by the state attribute.",
-    )
-    trace_engine(tracer, engine.sync_engine, usage)
+    _SpanEvents(get_tracer(__name__, tracer_provider=tracer_provider), engine.sync_engine)
     # The direct path's spans are named for the module that sends them (the
     # span's instrumentation scope), so a trace tells which way a statement went.
     return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)
@@ -138,8 +130,66 @@ def direct_spans(spans: SqlSpans | None, engine: Engine) -> SqlSpans | None:
     return spans
 
 
+def _attributes(engine: Engine) -> dict[str, Any]:
+    """What every statement's span says of where it went (OpenTelemetry's database conventions)."""
+    url = engine.url
+    found = {
+        "net.peer.name": url.host,
+        "net.peer.port": url.port,
+        "db.name": url.database,
+        "db.user": url.username,
+        "db.system": "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name,
+    }
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _start(tracer: Any, attributes: dict[str, Any], sql: str) -> Any:
+    """A client span for `sql`, named for its operation (its first word, past MariaDB's statement bound)."""
+    from opentelemetry.trace import SpanKind
+
+    words = _BOUND_PREFIX.sub("", sql, count=1).split(None, 1)
+    operation = words[0] if words else attributes["db.system"]
+    return tracer.start_span(
+        operation,
+        kind=SpanKind.CLIENT,
+        attributes={**attributes, "db.statement": sql, "db.operation": operation},
+    )
+
+
+_SPAN = "gql.tracing.span"  # where a statement's span waits for its end, in `Connection.info`
+
+
+class _SpanEvents:
+    """A client span per statement an engine executes, from its execution events."""
+
+    def __init__(self, tracer: Any, engine: Engine) -> None:
+        self.tracer = tracer
+        self.attributes = _attributes(engine)
+        event.listen(engine, "before_cursor_execute", self.before)
+        event.listen(engine, "after_cursor_execute", self.after)
+        event.listen(engine, "handle_error", self.failed)
+
+    def before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        conn.info[_SPAN] = _start(self.tracer, self.attributes, statement)
+
+    def after(self, conn: Any, *args: Any) -> None:
+        span = conn.info.pop(_SPAN, None)
+        if span is not None:
+            span.end()
+
+    def failed(self, context: Any) -> None:
+        from opentelemetry.trace import Status, StatusCode
+
+        conn = context.connection
+        span = None if conn is None else conn.info.pop(_SPAN, None)
+        if span is not None:
+            span.record_exception(context.original_exception)
+            span.set_status(Status(StatusCode.ERROR, str(context.original_exception)))
+            span.end()
+
+
 class SqlSpans:
-    """Client spans for statements sent to the driver directly, as the SQLAlchemy instrumentation makes them.
+    """Client spans for statements sent to the driver directly, as `_SpanEvents` makes them for the others.
 
     Same kind, name (the statement's first word) and attributes (`db.system`,
     `db.statement`, `db.operation`, `db.name`, `db.user`, `net.peer.name`,
@@ -150,15 +200,7 @@ class SqlSpans:
         self._tracer = tracer
         # The tracer's own listeners: any other means someone else watches the statements.
         self._ours = tuple(engine.dispatch.before_cursor_execute)
-        url = engine.url
-        found = {
-            "net.peer.name": url.host,
-            "net.peer.port": url.port,
-            "db.name": url.database,
-            "db.user": url.username,
-            "db.system": "mysql" if engine.dialect.name in ("mysql", "mariadb") else engine.dialect.name,
-        }
-        self._attributes = {k: v for k, v in found.items() if v is not None}
+        self._attributes = _attributes(engine)
 
     def alone(self, engine: Engine) -> bool:
         return all(listener in self._ours for listener in engine.dispatch.before_cursor_execute)
@@ -166,10 +208,7 @@ class SqlSpans:
     @contextmanager
     def statement(self, sql: str) -> Iterator[None]:
         """A span around sending `sql` and reading its answer; an exception marks it failed."""
-        from opentelemetry.trace import SpanKind
+        from opentelemetry.trace import use_span
 
-        words = _BOUND_PREFIX.sub("", sql, count=1).split(None, 1)
-        operation = words[0] if words else self._attributes["db.system"]
-        attributes = {**self._attributes, "db.statement": sql, "db.operation": operation}
-        with self._tracer.start_as_current_span(operation, kind=SpanKind.CLIENT, attributes=attributes):
+        with use_span(_start(self._tracer, self._attributes, sql), end_on_exit=True):
             yield

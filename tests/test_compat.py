@@ -38,7 +38,6 @@ from strawberry.http.async_base_view import AsyncBaseHTTPView
 from gql import compat
 from gql.compat import alembic as alembic_compat
 from gql.compat import graphql as graphql_compat
-from gql.compat import opentelemetry as opentelemetry_compat
 from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
@@ -58,7 +57,6 @@ def test_the_reaches_are_these() -> None:
         for module in (
             alembic_compat,
             graphql_compat,
-            opentelemetry_compat,
             sqlalchemy_compat,
             strawberry_compat,
             uvicorn_compat,
@@ -76,7 +74,6 @@ def test_the_reaches_are_these() -> None:
             "has_middleware",
             "overlap_check_aborted",
         ],
-        "opentelemetry": ["trace_engine"],
         "sqlalchemy": ["greenlet_spawn", "pool_waiting"],
         "strawberry": [
             "DefaultExecutionContext",
@@ -611,27 +608,6 @@ def test_pool_waiting(backend: Backend) -> None:
     assert asyncio.run(main()) == [0, 1, 0]
     # A pool of another kind has no queue to wait on.
     assert sqlalchemy_compat.pool_waiting(sa.pool.NullPool(lambda: None)) == 0
-
-
-# ── OpenTelemetry ────────────────────────────────────────────────────────────
-
-
-def test_trace_engine_makes_a_span_of_a_statement() -> None:
-    from opentelemetry.metrics import get_meter
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    engine = sa.create_engine("sqlite://")
-    usage = get_meter(__name__).create_up_down_counter("db.client.connections.usage")
-    opentelemetry_compat.trace_engine(provider.get_tracer(__name__), engine, usage)
-    with engine.connect() as conn:
-        conn.execute(sa.text("SELECT 1"))
-    engine.dispose()
-    assert [span.name for span in exporter.get_finished_spans()] == ["SELECT"]
 
 
 # ── Alembic ──────────────────────────────────────────────────────────────────

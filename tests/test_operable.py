@@ -616,7 +616,6 @@ def test_the_otel_extra_is_locked_for_the_tests_and_left_out_of_the_image() -> N
     extra = {
         "opentelemetry-sdk",
         "opentelemetry-instrumentation-asgi",
-        "opentelemetry-instrumentation-sqlalchemy",
     }
     assert extra <= pins("requirements-test.lock")
     assert not extra & pins("requirements.lock")
@@ -657,6 +656,45 @@ def test_otel_sql_spans_show_the_reads_and_writes_sent_to_the_driver_directly(ta
         assert span.instrumentation_scope is not None
         assert span.instrumentation_scope.name == ("gql.store" if direct else "gql.tracing"), span.name
         assert format(span.context.trace_id, "032x") == TRACEPARENT.split("-")[1]  # the caller's trace
+
+
+def test_otel_a_statement_sqlalchemy_executes_is_a_span_and_a_failed_one_says_so() -> None:
+    import asyncio
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import SpanKind, StatusCode
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from gql.tracing import instrument_engine
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    async def main() -> None:
+        engine = create_async_engine("sqlite+aiosqlite://")
+        instrument_engine(engine, provider)
+        try:
+            async with engine.connect() as conn:
+                assert (await conn.execute(sa.text("SELECT 1"))).scalar() == 1
+                with pytest.raises(sa.exc.OperationalError):
+                    await conn.execute(sa.text("SELECT * FROM no_such_table"))
+                assert (await conn.execute(sa.text("SELECT 2"))).scalar() == 2
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+    spans = [
+        (s.name, s.kind, s.status.status_code, (s.attributes or {}).get("db.statement"))
+        for s in exporter.get_finished_spans()
+    ]
+    assert spans == [
+        ("SELECT", SpanKind.CLIENT, StatusCode.UNSET, "SELECT 1"),
+        ("SELECT", SpanKind.CLIENT, StatusCode.ERROR, "SELECT * FROM no_such_table"),
+        ("SELECT", SpanKind.CLIENT, StatusCode.UNSET, "SELECT 2"),
+    ]
 
 
 @pytest.mark.mariadb
