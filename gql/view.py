@@ -62,8 +62,6 @@ from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
 
 log = logging.getLogger("gql.app")
 
-log = logging.getLogger("gql.app")
-
 
 @dataclass(frozen=True, slots=True)
 class Services:
