@@ -118,11 +118,14 @@ def assets() -> dict[str, Asset]:
     return load_assets(VENDOR_DIR, STATIC_DIR)
 
 
-def load_assets(vendor_dir: Path, static_dir: Path) -> dict[str, Asset]:
+def load_assets(
+    vendor_dir: Path, static_dir: Path, own_files: tuple[str, ...] = OWN_FILES
+) -> dict[str, Asset]:
+    """The files of `vendor_dir`'s `assets.json`, checked, and `own_files` of `static_dir`."""
     manifest = json.loads((vendor_dir / "assets.json").read_text(encoding="utf-8"))
     found = {}
     paths = [(vendor_dir / name, digest) for name, digest in manifest["files"].items()]
-    paths += [(static_dir / name, None) for name in OWN_FILES]
+    paths += [(static_dir / name, None) for name in own_files]
     for path, recorded in paths:
         body = path.read_bytes()
         sha256 = hashlib.sha256(body).hexdigest()
@@ -138,7 +141,12 @@ def load_assets(vendor_dir: Path, static_dir: Path) -> dict[str, Asset]:
 
 async def serve_asset(request: Request) -> Response:
     """One of the page's files, by its digest and name; 404 for any other."""
-    asset = assets().get(request.path_params["name"])
+    return asset_response(assets(), request)
+
+
+def asset_response(files: dict[str, Asset], request: Request) -> Response:
+    """The file of `files` that the request's `digest` and `name` name, or 404."""
+    asset = files.get(request.path_params["name"])
     media_type = _MEDIA_TYPES.get(Path(asset.name).suffix) if asset is not None else None
     # The licences are in the package, not served.
     if asset is None or media_type is None or asset.digest != request.path_params["digest"]:
@@ -156,16 +164,17 @@ async def serve_asset(request: Request) -> Response:
 
 def graphiql_response() -> Response:
     """The GraphiQL page, with its Content-Security-Policy."""
-    return HTMLResponse(
-        graphiql_html(),
-        headers={
-            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-            # The page changes with the service; its assets are what is cached.
-            "Cache-Control": "no-cache",
-        },
-    )
+    return HTMLResponse(graphiql_html(), headers=PAGE_HEADERS)
+
+
+# Every page's headers (GraphiQL's and the run page's).
+PAGE_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    # The page changes with the service; its assets are what is cached.
+    "Cache-Control": "no-cache",
+}
 
 
 @functools.cache

@@ -63,6 +63,12 @@ from .fragments import (
     UnreadableFields,
     VersionVerifiedFields,
 )
+from .run_lines import (
+    RunLines,
+    RunLinesRunLog,
+    RunLinesRunLogNodes,
+    RunLinesRunLogPageInfo,
+)
 from .run_log import RunLog, RunLogRunLog, RunLogRunLogNodes, RunLogRunLogPageInfo
 from .run_log_by_kinds import (
     RunLogByKinds,
@@ -82,6 +88,7 @@ from .run_log_wait import (
     RunLogWaitRunLogNodes,
     RunLogWaitRunLogPageInfo,
 )
+from .run_page import RunPage, RunPageRunLog, RunPageRunLogRun
 from .write_note import WriteNote
 
 __all__ = [
@@ -114,6 +121,10 @@ __all__ = [
     "RunBudgetFieldsCaps",
     "RunCreatedFields",
     "RunHealthFields",
+    "RunLines",
+    "RunLinesRunLog",
+    "RunLinesRunLogNodes",
+    "RunLinesRunLogPageInfo",
     "RunLog",
     "RunLogByKinds",
     "RunLogByKindsRunLog",
@@ -156,6 +167,9 @@ __all__ = [
     "RunLogWaitRunLog",
     "RunLogWaitRunLogNodes",
     "RunLogWaitRunLogPageInfo",
+    "RunPage",
+    "RunPageRunLog",
+    "RunPageRunLogRun",
     "RunStatusFields",
     "StepParkedFields",
     "StepRefusedFields",

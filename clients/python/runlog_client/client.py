@@ -6,10 +6,12 @@ from typing import Any, Optional, Union
 from .base_client import BaseClient
 from .base_model import UNSET, UnsetType
 from .enums import RunLogKind
+from .run_lines import RunLines
 from .run_log import RunLog
 from .run_log_by_kinds import RunLogByKinds
 from .run_log_page import RunLogPage
 from .run_log_wait import RunLogWait
+from .run_page import RunPage
 from .write_note import WriteNote
 
 
@@ -18,6 +20,239 @@ def gql(q: str) -> str:
 
 
 class RunLogClient(BaseClient):
+    def run_lines(
+        self,
+        run_id: str,
+        kinds: Union[Optional[list[RunLogKind]], UnsetType] = UNSET,
+        limit: Union[Optional[int], UnsetType] = UNSET,
+        after: Union[Optional[str], UnsetType] = UNSET,
+        before: Union[Optional[str], UnsetType] = UNSET,
+        **kwargs: Any,
+    ) -> RunLines:
+        query = gql("""
+            query RunLines($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String, $before: String) {
+              runLog(
+                runId: $runId
+                kinds: $kinds
+                limit: $limit
+                after: $after
+                before: $before
+              ) {
+                nodes {
+                  cursor
+                  ...RunLogLineFields
+                }
+                pageInfo {
+                  hasNextPage
+                  hasPreviousPage
+                  startCursor
+                  endCursor
+                }
+              }
+            }
+
+            fragment CleanupFailedFields on CleanupFailedDetail {
+              group
+              resourceIds
+              error
+              leftAs
+              attempt
+            }
+
+            fragment CleanupRetryFields on CleanupRetryDetail {
+              group
+              previousAttempts
+              actor
+            }
+
+            fragment CleanupRevertedFields on CleanupRevertedDetail {
+              group
+              resourceIds
+            }
+
+            fragment CleanupSweptFields on CleanupSweptDetail {
+              checked
+              reverted
+              failed
+              orphaned
+              remaining
+            }
+
+            fragment ConditionEvaluatedFields on ConditionEvaluatedDetail {
+              matched
+              condition
+              firing
+              facts
+              mismatch
+            }
+
+            fragment NoteFields on NoteDetail {
+              text
+              actor
+            }
+
+            fragment PhaseAdvancedFields on PhaseAdvancedDetail {
+              via
+              firing
+              deadline
+              actor
+            }
+
+            fragment PhaseCompletedFields on PhaseCompletedDetail {
+              stepCount
+              byStatus {
+                status
+                count
+              }
+            }
+
+            fragment PhaseEnteredFields on PhaseEnteredDetail {
+              stepIds
+            }
+
+            fragment PhaseGateFields on PhaseGateDetail {
+              condition
+              parameters
+              deadline
+            }
+
+            fragment ResourceOrphanedFields on ResourceOrphanedDetail {
+              resourceId
+              resourceType
+              externalId
+              reason
+            }
+
+            fragment ResourceRecordedFields on ResourceRecordedDetail {
+              resourceId
+              resourceType
+              externalId
+              ownership
+            }
+
+            fragment RunBlockedFields on RunBlockedDetail {
+              blockingRunId
+              concurrencyKey
+              blockingRun {
+                id
+                status
+                terminal
+              }
+            }
+
+            fragment RunBudgetFields on RunBudgetDetail {
+              caps {
+                cap
+                limit
+                switch
+              }
+            }
+
+            fragment RunCreatedFields on RunCreatedDetail {
+              eventId
+              eventVersion
+              scheduledFor
+            }
+
+            fragment RunHealthFields on RunHealthDetail {
+              from
+              to
+              reason
+            }
+
+            fragment RunLogLineFields on RunLogLine {
+              id
+              runId
+              stepId
+              kind
+              kindName
+              phase
+              at
+              problem
+              detail {
+                __typename
+                ...RunCreatedFields
+                ...RunStatusFields
+                ...PhaseEnteredFields
+                ...StepStatusFields
+                ...NoteFields
+                ...RunBlockedFields
+                ...RunHealthFields
+                ...StepRetryFields
+                ...StepParkedFields
+                ...PhaseCompletedFields
+                ...PhaseGateFields
+                ...ConditionEvaluatedFields
+                ...PhaseAdvancedFields
+                ...RunBudgetFields
+                ...StepRefusedFields
+                ...VersionVerifiedFields
+                ...ResourceRecordedFields
+                ...ResourceOrphanedFields
+                ...CleanupRevertedFields
+                ...CleanupFailedFields
+                ...CleanupSweptFields
+                ...CleanupRetryFields
+                ...UnreadableFields
+              }
+            }
+
+            fragment RunStatusFields on RunStatusDetail {
+              from
+              to
+              reason
+            }
+
+            fragment StepParkedFields on StepParkedDetail {
+              waitingFor
+              reason
+            }
+
+            fragment StepRefusedFields on StepRefusedDetail {
+              refusal
+              switch
+              cap
+              limit
+              used
+            }
+
+            fragment StepRetryFields on StepRetryDetail {
+              attempt
+              maxAttempts
+              error
+              retryAt
+            }
+
+            fragment StepStatusFields on StepStatusDetail {
+              from
+              to
+              module
+              answer
+            }
+
+            fragment UnreadableFields on UnreadableDetail {
+              text
+              problem
+            }
+
+            fragment VersionVerifiedFields on VersionVerifiedDetail {
+              version
+              dryRunId
+            }
+            """)
+        variables: dict[str, object] = {
+            "runId": run_id,
+            "kinds": kinds,
+            "limit": limit,
+            "after": after,
+            "before": before,
+        }
+        response = self.execute(
+            query=query, operation_name="RunLines", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunLines.model_validate(data)
+
     def run_log(
         self,
         run_id: str,
@@ -712,6 +947,27 @@ class RunLogClient(BaseClient):
         )
         data = self.get_data(response)
         return RunLogWait.model_validate(data)
+
+    def run_page(self, run_id: str, **kwargs: Any) -> RunPage:
+        query = gql("""
+            query RunPage($runId: ID!) {
+              runLog(runId: $runId, limit: 1) {
+                run {
+                  id
+                  status
+                  terminal
+                  endedAt
+                  updatedAt
+                }
+              }
+            }
+            """)
+        variables: dict[str, object] = {"runId": run_id}
+        response = self.execute(
+            query=query, operation_name="RunPage", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunPage.model_validate(data)
 
     def write_note(
         self,

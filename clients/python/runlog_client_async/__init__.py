@@ -63,6 +63,12 @@ from .fragments import (
     UnreadableFields,
     VersionVerifiedFields,
 )
+from .run_lines import (
+    RunLines,
+    RunLinesRunLog,
+    RunLinesRunLogNodes,
+    RunLinesRunLogPageInfo,
+)
 from .run_log import RunLog, RunLogRunLog, RunLogRunLogNodes, RunLogRunLogPageInfo
 from .run_log_by_kinds import (
     RunLogByKinds,
@@ -83,6 +89,8 @@ from .run_log_wait import (
     RunLogWaitRunLogNodes,
     RunLogWaitRunLogPageInfo,
 )
+from .run_page import RunPage, RunPageRunLog, RunPageRunLogRun
+from .run_tail import RunTail, RunTailRunLogTail
 from .write_note import WriteNote
 
 __all__ = [
@@ -116,6 +124,10 @@ __all__ = [
     "RunBudgetFieldsCaps",
     "RunCreatedFields",
     "RunHealthFields",
+    "RunLines",
+    "RunLinesRunLog",
+    "RunLinesRunLogNodes",
+    "RunLinesRunLogPageInfo",
     "RunLog",
     "RunLogByKinds",
     "RunLogByKindsRunLog",
@@ -159,7 +171,12 @@ __all__ = [
     "RunLogWaitRunLog",
     "RunLogWaitRunLogNodes",
     "RunLogWaitRunLogPageInfo",
+    "RunPage",
+    "RunPageRunLog",
+    "RunPageRunLogRun",
     "RunStatusFields",
+    "RunTail",
+    "RunTailRunLogTail",
     "StepParkedFields",
     "StepRefusedFields",
     "StepRetryFields",

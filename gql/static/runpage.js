@@ -1,0 +1,656 @@
+// The run page (served by gql/run_page.py): /runs lists the runs in flight,
+// /runs/{runId} shows one run's holds, phases and lines, live.
+//
+// A worked example for a frontend author: everything comes from the public API
+// at /graphql, with the shipped operations in gql/operations/ (RunsInFlight,
+// RunPage, RunLines, RunTail), sent by `documentId` when the server runs with
+// trusted documents and as their text otherwise, with the reader's bearer
+// token (kept in sessionStorage) as `Authorization`, and in the websocket's
+// connection_init payload. Drawn with preact and htm (no build step: this file
+// is served as written); the tail is graphql-ws's client.
+"use strict";
+
+(function () {
+  const { h, render } = preact;
+  const { useState, useEffect, useRef, useCallback } = preactHooks;
+  const html = htm.bind(h);
+  const CONFIG = JSON.parse(document.getElementById("runpage-config").textContent);
+  const ROOT = CONFIG.root;
+  const GRAPHQL_URL = new URL(ROOT + "graphql", window.location.href).toString();
+  const WS_URL = GRAPHQL_URL.replace(/^http/, "ws");
+  const TOKEN_KEY = "runlog:token";
+  const TIMES_KEY = "runlog:times";
+  const ROW_HEIGHT = 30; // px: every row of the table is one line high (the windowing relies on it)
+  const PAGE_SIZE = 200; // lines per call: a screenful and a page more
+  const OVERSCAN = 10; // rows drawn above and below the visible ones
+
+  function runUrl(runId, search) {
+    return ROOT + "runs/" + encodeURIComponent(runId) + (search ?? "");
+  }
+
+  // ── calls ────────────────────────────────────────────────────────────────
+
+  function authorization() {
+    const token = window.sessionStorage.getItem(TOKEN_KEY);
+    return token ? "Bearer " + token : null;
+  }
+
+  // A call the service refused or could not answer; its message says which and why.
+  class Refused extends Error {}
+
+  function refusal(name, errors) {
+    const said = errors
+      .map((error) => {
+        const code = error.extensions?.code ? ` [${error.extensions.code}]` : "";
+        const id = error.extensions?.requestId ? ` (request ${error.extensions.requestId})` : "";
+        return error.message + code + id;
+      })
+      .join("; ");
+    return new Refused(`${name} was refused: ${said}`);
+  }
+
+  async function call(name, variables) {
+    const operation = CONFIG.operations[name];
+    const body = CONFIG.trustedDocuments
+      ? { documentId: operation.documentId, variables }
+      : { query: operation.query, variables };
+    const headers = { "Content-Type": "application/json", Accept: "application/json" };
+    const auth = authorization();
+    if (auth) headers.Authorization = auth;
+    let response;
+    try {
+      response = await fetch(GRAPHQL_URL, { method: "POST", headers, body: JSON.stringify(body) });
+    } catch (error) {
+      throw new Refused(`${name}: the service did not answer (${error.message})`);
+    }
+    let answer = null;
+    try {
+      answer = await response.json();
+    } catch {
+      // Not JSON: said below with the status.
+    }
+    if (answer?.errors?.length) throw refusal(name, answer.errors);
+    if (!response.ok || !answer?.data) throw new Refused(`${name} was refused: HTTP ${response.status}`);
+    return answer.data;
+  }
+
+  // ── the URL: filters and the line opened ────────────────────────────────
+
+  const LIST_PARAMS = ["kind", "phase", "step"];
+  const TEXT_PARAMS = ["since", "until", "q", "line"];
+
+  function readFilters() {
+    const params = new URLSearchParams(window.location.search);
+    const filters = {};
+    for (const key of LIST_PARAMS) filters[key] = params.getAll(key).filter(Boolean);
+    for (const key of TEXT_PARAMS) filters[key] = params.get(key) ?? "";
+    return filters;
+  }
+
+  function writeFilters(filters) {
+    const params = new URLSearchParams();
+    for (const key of LIST_PARAMS) for (const value of filters[key]) params.append(key, value);
+    for (const key of TEXT_PARAMS) if (filters[key]) params.set(key, filters[key]);
+    const search = params.toString();
+    window.history.replaceState(null, "", window.location.pathname + (search ? "?" + search : ""));
+  }
+
+  // The filters as the operations' variables (RunLines and RunTail share them).
+  function filterVariables(filters) {
+    const variables = { runId: CONFIG.runId };
+    if (filters.kind.length) variables.kinds = filters.kind;
+    return variables;
+  }
+
+  // ── times ────────────────────────────────────────────────────────────────
+
+  function useTimes() {
+    const [times, setTimes] = useState(window.localStorage.getItem(TIMES_KEY) === "local" ? "local" : "utc");
+    const choose = (value) => {
+      window.localStorage.setItem(TIMES_KEY, value);
+      setTimes(value);
+    };
+    return [times, choose];
+  }
+
+  function pad(n, width = 2) {
+    return String(n).padStart(width, "0");
+  }
+
+  function formatTime(iso, times) {
+    if (!iso) return "—";
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return String(iso);
+    if (times === "utc") return date.toISOString().replace("T", " ").replace("Z", " UTC");
+    const offset = -date.getTimezoneOffset();
+    const sign = offset >= 0 ? "+" : "-";
+    return (
+      `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
+      `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.` +
+      `${pad(date.getMilliseconds(), 3)} ${sign}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
+    );
+  }
+
+  // ── kinds: a family each, shown by colour, icon and word ───────────────
+
+  const FAMILIES = {
+    failure: { icon: "✖", word: "failure" },
+    refusal: { icon: "⊘", word: "refusal" },
+    wait: { icon: "‖", word: "wait" },
+    progress: { icon: "✔", word: "progress" },
+    info: { icon: "•", word: "info" },
+  };
+  const FAMILY_OF_KIND = {
+    "cleanup.failed": "failure",
+    "step.retry": "failure",
+    "resource.orphaned": "failure",
+    "step.refused": "refusal",
+    "run.blocked": "wait",
+    "step.parked": "wait",
+    "phase.gate": "wait",
+    "phase.advanced": "progress",
+    "phase.completed": "progress",
+    "cleanup.reverted": "progress",
+    "version.verified": "progress",
+  };
+
+  function familyOf(line) {
+    if (line.detail?.__typename === "UnreadableDetail" || line.problem) return "failure";
+    if (line.detail?.__typename === "ConditionEvaluatedDetail") return line.detail.matched ? "progress" : "info";
+    if (line.detail?.__typename === "RunStatusDetail" && line.detail.to === "failed") return "failure";
+    return FAMILY_OF_KIND[line.kindName] ?? "info";
+  }
+
+  function KindBadge({ line }) {
+    const family = familyOf(line);
+    const { icon, word } = FAMILIES[family];
+    return html`<span class=${"kind family-" + family} title=${word}>
+      <span aria-hidden="true">${icon}</span> ${line.kindName}<span class="visually-hidden"> (${word})</span>
+    </span>`;
+  }
+
+  // ── a line's detail, by its type ────────────────────────────────────────
+
+  function RunLink({ id, children }) {
+    return html`<a href=${runUrl(id)}>${children ?? "run " + id}</a>`;
+  }
+
+  function summary(line, times) {
+    const d = line.detail;
+    if (d === null || d === undefined) return line.problem ?? "";
+    switch (d.__typename) {
+      case "RunBlockedDetail": {
+        const state = d.blockingRun
+          ? d.blockingRun.terminal
+            ? ` (it has ended: ${d.blockingRun.status})`
+            : ` (it is ${d.blockingRun.status})`
+          : " (no such run any more)";
+        return html`blocked by <${RunLink} id=${d.blockingRunId} />, which holds ${d.concurrencyKey}${state}`;
+      }
+      case "ConditionEvaluatedDetail":
+        return d.matched
+          ? html`<span>matched: ${d.condition}</span>`
+          : html`<span>did not match ${d.condition}: ${d.mismatch ?? "no mismatch given"}</span>`;
+      case "UnreadableDetail":
+        return html`<span>unreadable: ${d.text} — ${d.problem}</span>`;
+      case "NoteDetail":
+        return `${d.text}${d.actor ? " — " + d.actor : ""}`;
+      case "RunStatusDetail":
+      case "RunHealthDetail":
+        return `${d.from ?? "∅"} → ${d.to}${d.reason ? ": " + d.reason : ""}`;
+      case "StepStatusDetail":
+        return `${d.from ?? "∅"} → ${d.to}${d.module ? " (" + d.module + ")" : ""}${d.answer ? ": " + (typeof d.answer === "string" ? d.answer : JSON.stringify(d.answer)) : ""}`;
+      case "StepParkedDetail":
+        return `waiting for ${d.waitingFor}${d.reason ? ": " + d.reason : ""}`;
+      case "StepRetryDetail":
+        return `attempt ${d.attempt} of ${d.maxAttempts}: ${d.error}; next at ${formatTime(d.retryAt, times)}`;
+      case "StepRefusedDetail":
+        return `${d.refusal}${d.cap ? ` (${d.cap}: ${d.used} of ${d.limit})` : ""}${d.switch ? " by " + d.switch : ""}`;
+      case "PhaseGateDetail":
+        return `waits for ${d.condition}${d.deadline ? " until " + formatTime(d.deadline, times) : ""}`;
+      case "PhaseAdvancedDetail":
+        return `via ${d.via}${d.actor ? " by " + d.actor : ""}`;
+      case "PhaseEnteredDetail":
+        return `steps ${(d.stepIds ?? []).join(", ")}`;
+      default: {
+        const { __typename, ...fields } = d;
+        return JSON.stringify(fields);
+      }
+    }
+  }
+
+  function LineDetail({ line, times, onClose }) {
+    const { __typename, ...fields } = line.detail ?? {};
+    return html`<section class="line-detail" aria-labelledby="line-detail-title">
+      <h3 id="line-detail-title">Line ${line.id}: ${line.kindName}</h3>
+      <p>
+        <${KindBadge} line=${line} /> at ${formatTime(line.at, times)}
+        ${line.phase !== null ? ` · phase ${line.phase}` : ""}${line.stepId ? ` · step ${line.stepId}` : ""}
+        · <a href=${runUrl(line.runId, "?line=" + encodeURIComponent(line.id))}>link to this line</a>
+      </p>
+      ${line.problem ? html`<p class="problem">Problem: ${line.problem}</p>` : null}
+      <p>${summary(line, times)}</p>
+      <pre>${__typename ? __typename + " " + JSON.stringify(fields, null, 2) : "no detail"}</pre>
+      <button type="button" onClick=${onClose}>Close</button>
+    </section>`;
+  }
+
+  // ── the token box and the refusals ──────────────────────────────────────
+
+  function TokenBox({ onChange }) {
+    const [value, setValue] = useState(window.sessionStorage.getItem(TOKEN_KEY) ?? "");
+    const save = (event) => {
+      event.preventDefault();
+      if (value) window.sessionStorage.setItem(TOKEN_KEY, value);
+      else window.sessionStorage.removeItem(TOKEN_KEY);
+      onChange();
+    };
+    return html`<form class="token" onSubmit=${save}>
+      <label for="token">Bearer token</label>
+      <input id="token" type="password" autocomplete="off" value=${value}
+        onInput=${(event) => setValue(event.target.value)} />
+      <button type="submit">Use token</button>
+    </form>`;
+  }
+
+  function Problems({ problems }) {
+    if (!problems.length) return null;
+    return html`<div class="problems" role="alert">
+      ${problems.map((problem) => html`<p>${problem}</p>`)}
+    </div>`;
+  }
+
+  function Header({ title, times, setTimes, onToken }) {
+    return html`<header>
+      <nav aria-label="Pages"><a href=${ROOT + "runs"}>Runs in flight</a> · <a href=${ROOT + "graphql"}>GraphiQL</a></nav>
+      <h1>${title}</h1>
+      <div class="settings">
+        <${TokenBox} onChange=${onToken} />
+        <label for="times">Times</label>
+        <select id="times" value=${times} onChange=${(event) => setTimes(event.target.value)}>
+          <option value="utc">UTC</option>
+          <option value="local">local</option>
+        </select>
+      </div>
+    </header>`;
+  }
+
+  // ── /runs ────────────────────────────────────────────────────────────────
+
+  function OpenRun() {
+    const [id, setId] = useState("");
+    const open = (event) => {
+      event.preventDefault();
+      if (id.trim()) window.location.href = runUrl(id.trim());
+    };
+    return html`<form class="open-run" onSubmit=${open}>
+      <label for="open-run-id">Run id</label>
+      <input id="open-run-id" inputmode="numeric" value=${id} onInput=${(event) => setId(event.target.value)} />
+      <button type="submit">Open run</button>
+    </form>`;
+  }
+
+  function RunsPage() {
+    const [times, setTimes] = useTimes();
+    const [generation, setGeneration] = useState(0);
+    const [problems, setProblems] = useState([]);
+    const [runs, setRuns] = useState(null);
+    const [pageInfo, setPageInfo] = useState(null);
+
+    const load = useCallback(async (after) => {
+      try {
+        const data = await call("RunsInFlight", { limit: 50, after });
+        const page = data.runsInFlight;
+        setRuns((before) => (after ? [...(before ?? []), ...page.nodes] : page.nodes));
+        setPageInfo(page.pageInfo);
+        setProblems([]);
+      } catch (error) {
+        setProblems([error.message]);
+      }
+    }, []);
+    useEffect(() => {
+      if (CONFIG.operations.RunsInFlight) load(null);
+    }, [generation]);
+
+    return html`<${Header} title="Runs in flight" times=${times} setTimes=${setTimes}
+        onToken=${() => setGeneration((n) => n + 1)} />
+      <main>
+        <${Problems} problems=${problems} />
+        <${OpenRun} />
+        ${runs === null
+          ? html`<p>${CONFIG.operations.RunsInFlight ? "Loading the runs in flight…" : ""}</p>`
+          : runs.length === 0
+            ? html`<p>No run is in flight.</p>`
+            : html`<table class="runs">
+                <caption>Runs in flight, newest activity first</caption>
+                <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col">What holds it</th><th scope="col">Updated</th></tr></thead>
+                <tbody>
+                  ${runs.map(
+                    (run) => html`<tr key=${run.id}>
+                      <td><${RunLink} id=${run.id} /></td>
+                      <td>${run.status}</td>
+                      <td class="headline">${run.headline}</td>
+                      <td>${formatTime(run.updatedAt, times)}</td>
+                    </tr>`,
+                  )}
+                </tbody>
+              </table>`}
+        ${pageInfo?.hasNextPage
+          ? html`<button type="button" onClick=${() => load(pageInfo.endCursor)}>More runs</button>`
+          : null}
+      </main>`;
+  }
+
+  // ── /runs/{runId}: the table of lines ───────────────────────────────────
+
+  // Only the rows in view (and OVERSCAN more each side) are in the DOM; the
+  // inner element is as tall as every loaded row, so the scrollbar is true.
+  function LineTable({ lines, times, highlight, selected, onSelect, onNearEnd, more, scrollRef, onScroll }) {
+    const [view, setView] = useState({ top: 0, height: 600 });
+    const measure = () => {
+      const element = scrollRef.current;
+      if (!element) return;
+      setView({ top: element.scrollTop, height: element.clientHeight });
+      if (element.scrollTop + element.clientHeight > element.scrollHeight - 5 * ROW_HEIGHT) onNearEnd("older");
+      if (element.scrollTop < 5 * ROW_HEIGHT) onNearEnd("newer");
+      onScroll?.(element.scrollTop);
+    };
+    useEffect(() => {
+      measure();
+      window.addEventListener("resize", measure);
+      return () => window.removeEventListener("resize", measure);
+    }, [lines.length]);
+    const first = Math.max(0, Math.floor(view.top / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(lines.length, Math.ceil((view.top + view.height) / ROW_HEIGHT) + OVERSCAN);
+    const rows = [];
+    for (let i = first; i < last; i++) {
+      const line = lines[i];
+      const classes = ["row", "family-" + familyOf(line)];
+      if (line.id === highlight) classes.push("highlight");
+      if (line.id === selected) classes.push("selected");
+      rows.push(html`<div role="row" class=${classes.join(" ")} key=${line.id} data-line=${line.id}
+          aria-rowindex=${i + 2} aria-current=${line.id === highlight ? "true" : undefined}
+          style=${`top:${i * ROW_HEIGHT}px`}>
+        <span role="cell" class="at">
+          <a href=${runUrl(line.runId, "?line=" + encodeURIComponent(line.id))}
+            onClick=${(event) => { event.preventDefault(); onSelect(line); }}>${formatTime(line.at, times)}</a>
+        </span>
+        <span role="cell" class="kind-cell"><${KindBadge} line=${line} /></span>
+        <span role="cell" class="phase">${line.phase ?? ""}</span>
+        <span role="cell" class="step">${line.stepId ?? ""}</span>
+        <span role="cell" class="summary">${summary(line, times)}</span>
+      </div>`);
+    }
+    // Up and down move between the rows' links, scrolling the next into view.
+    const onKeyDown = (event) => {
+      if (event.key !== "ArrowDown" && event.key !== "ArrowUp") return;
+      const row = event.target.closest?.("[data-line]");
+      if (!row) return;
+      event.preventDefault();
+      const index = lines.findIndex((line) => line.id === row.dataset.line) + (event.key === "ArrowDown" ? 1 : -1);
+      if (index < 0 || index >= lines.length) return;
+      const element = scrollRef.current;
+      const top = index * ROW_HEIGHT;
+      if (top < element.scrollTop) element.scrollTop = top;
+      else if (top + ROW_HEIGHT > element.scrollTop + element.clientHeight) element.scrollTop = top + ROW_HEIGHT - element.clientHeight;
+      measure();
+      window.requestAnimationFrame(() =>
+        element.querySelector(`[data-line="${CSS.escape(lines[index].id)}"] a`)?.focus(),
+      );
+    };
+    return html`<div class="table" role="table" aria-label="Lines, newest first" aria-rowcount=${lines.length + 1}>
+      <div role="rowgroup" class="thead">
+        <div role="row" class="row head" aria-rowindex="1">
+          <span role="columnheader" class="at">Time</span>
+          <span role="columnheader" class="kind-cell">Kind</span>
+          <span role="columnheader" class="phase">Phase</span>
+          <span role="columnheader" class="step">Step</span>
+          <span role="columnheader" class="summary">Detail</span>
+        </div>
+      </div>
+      <div role="rowgroup" class="scroll" ref=${scrollRef} onScroll=${measure} onKeyDown=${onKeyDown} tabindex="0"
+        aria-label="Lines">
+        <div class="rows" style=${`height:${(lines.length + (more ? 1 : 0)) * ROW_HEIGHT}px`}>${rows}</div>
+      </div>
+    </div>`;
+  }
+
+  // ── /runs/{runId}: filters ───────────────────────────────────────────────
+
+  function Filters({ filters, setFilters, kinds }) {
+    const [text, setText] = useState({ since: filters.since, until: filters.until, q: filters.q, phase: filters.phase.join(","), step: filters.step.join(",") });
+    const apply = (event) => {
+      event.preventDefault();
+      const list = (value) => value.split(",").map((part) => part.trim()).filter(Boolean);
+      setFilters({ ...filters, since: text.since, until: text.until, q: text.q, phase: list(text.phase), step: list(text.step), line: "" });
+    };
+    const toggleKind = (kind) => {
+      const kindList = filters.kind.includes(kind) ? filters.kind.filter((k) => k !== kind) : [...filters.kind, kind];
+      setFilters({ ...filters, kind: kindList, line: "" });
+    };
+    const field = (key, label, hint) => html`<div class="field">
+      <label for=${"filter-" + key}>${label}</label>
+      <input id=${"filter-" + key} value=${text[key]} placeholder=${hint}
+        onInput=${(event) => setText({ ...text, [key]: event.target.value })} />
+    </div>`;
+    return html`<section class="filters" aria-labelledby="filters-title">
+      <h2 id="filters-title">Filters</h2>
+      <fieldset class="kinds">
+        <legend>Kinds (none ticked: every kind)</legend>
+        ${kinds.map(
+          ({ kind, kindName, count }) => html`<label class="kind-choice" key=${kind}>
+            <input type="checkbox" name="kind" value=${kind} checked=${filters.kind.includes(kind)}
+              onChange=${() => toggleKind(kind)} />
+            ${kindName}${count === undefined ? "" : html` <span class="count">${count}</span>`}
+          </label>`,
+        )}
+      </fieldset>
+      <form onSubmit=${apply} class="text-filters">
+        ${field("phase", "Phases", "1,2")}
+        ${field("step", "Steps", "step ids, comma separated")}
+        ${field("since", "Since (UTC)", "2026-12-02T05:00:00Z")}
+        ${field("until", "Until (UTC)", "2026-12-02T06:00:00Z")}
+        ${field("q", "Text", "words in the detail")}
+        <button type="submit">Apply filters</button>
+      </form>
+    </section>`;
+  }
+
+  // ── /runs/{runId} ────────────────────────────────────────────────────────
+
+  function RunView() {
+    const [times, setTimes] = useTimes();
+    const [filters, setFiltersState] = useState(readFilters);
+    const [generation, setGeneration] = useState(0);
+    const [head, setHead] = useState(null);
+    const [problems, setProblems] = useState({});
+    const [lines, setLines] = useState([]);
+    const [kindCounts, setKindCounts] = useState(null);
+    const [older, setOlder] = useState({ more: false, cursor: null });
+    const [newer, setNewer] = useState({ more: false, cursor: null });
+    const [selected, setSelected] = useState(null);
+    const [tail, setTail] = useState({ state: "off", text: "" });
+    const [ready, setReady] = useState(false); // the first page of lines is in
+    const scrollRef = useRef(null);
+    const loading = useRef({ older: false, newer: false });
+    const live = useRef(null); // the newest cursor the page holds, for the tail's `since`
+
+    const problem = (key, error) => setProblems((before) => ({ ...before, [key]: error ? error.message : null }));
+    const setFilters = (next) => {
+      writeFilters(next);
+      setFiltersState(next);
+    };
+
+    // The head: the run and what holds it.
+    useEffect(() => {
+      call("RunPage", { runId: CONFIG.runId })
+        .then((data) => {
+          setHead(data.runLog.run ?? { missing: true });
+          problem("head", null);
+        })
+        .catch((error) => problem("head", error));
+    }, [generation]);
+
+    // The first page of lines, under the filters (around the opened line, if any).
+    useEffect(() => {
+      let cancelled = false;
+      setLines([]);
+      setReady(false);
+      live.current = null;
+      loading.current = { older: true, newer: true };
+      const variables = { ...filterVariables(filters), limit: PAGE_SIZE };
+      call("RunLines", variables)
+        .then((data) => {
+          if (cancelled) return;
+          const page = data.runLog;
+          setLines(page.nodes);
+          if (page.kindCounts) setKindCounts(page.kindCounts);
+          setOlder({ more: page.pageInfo.hasNextPage, cursor: page.pageInfo.endCursor });
+          setNewer({ more: page.pageInfo.hasPreviousPage, cursor: page.pageInfo.startCursor });
+          live.current = page.pageInfo.startCursor;
+          setReady(true);
+          problem("lines", null);
+          window.__runPageTimings?.firstRows?.(page.nodes.length);
+        })
+        .catch((error) => !cancelled && problem("lines", error))
+        .finally(() => {
+          loading.current = { older: false, newer: false };
+        });
+      return () => {
+        cancelled = true;
+      };
+    }, [filters, generation]);
+
+    const loadMore = async (direction) => {
+      const state = direction === "older" ? older : newer;
+      if (!state.more || loading.current[direction]) return;
+      loading.current[direction] = true;
+      const variables = { ...filterVariables(filters), limit: PAGE_SIZE };
+      variables[direction === "older" ? "after" : "before"] = state.cursor;
+      try {
+        const page = (await call("RunLines", variables)).runLog;
+        if (direction === "older") {
+          setLines((before) => [...before, ...page.nodes]);
+          setOlder({ more: page.pageInfo.hasNextPage, cursor: page.pageInfo.endCursor });
+        } else {
+          prepend(page.nodes);
+          setNewer({ more: page.pageInfo.hasPreviousPage, cursor: page.pageInfo.startCursor ?? state.cursor });
+          if (page.pageInfo.startCursor) live.current = page.pageInfo.startCursor;
+        }
+        problem("lines", null);
+      } catch (error) {
+        problem("lines", error);
+      } finally {
+        loading.current[direction] = false;
+      }
+    };
+
+    // Newer lines go on top; a reader scrolled down keeps the rows they were reading.
+    const prepend = (newest) => {
+      if (!newest.length) return;
+      const element = scrollRef.current;
+      if (element && element.scrollTop > 0) element.scrollTop += newest.length * ROW_HEIGHT;
+      setLines((before) => [...newest, ...before]);
+    };
+
+    // The tail: once the page holds the newest line under the filters, lines
+    // arrive live, from the newest cursor it holds; after a drop, from the
+    // newest it has then, so none is missed or doubled.
+    const caughtUp = ready && !newer.more && !filters.until;
+    useEffect(() => {
+      if (!caughtUp || problems.lines) return undefined;
+      let stopped = false;
+      let unsubscribe = () => {};
+      let dropped = null;
+      let attempt = 0;
+      const client = graphqlWs.createClient({
+        url: WS_URL,
+        lazy: true,
+        retryAttempts: 0, // the page resubscribes itself, from the cursor it has then
+        connectionParams: () => (authorization() ? { Authorization: authorization() } : {}),
+        on: {
+          connected: () => {
+            attempt = 0;
+            setTail({ state: "live", text: dropped ? `Live again since ${formatTime(new Date().toISOString(), times)}: resumed from the last line the page had.` : "Live: new lines arrive at the top." });
+            dropped = null;
+          },
+          closed: (event) => {
+            if (stopped) return;
+            dropped = dropped ?? new Date();
+            setTail({ state: "dropped", text: `The live connection dropped at ${formatTime(dropped.toISOString(), times)} (${event?.code ?? "no code"}${event?.reason ? ": " + event.reason : ""}); reconnecting…` });
+          },
+        },
+      });
+      const subscribe = () => {
+        const variables = { ...filterVariables(filters), since: live.current };
+        unsubscribe = client.subscribe(
+          { query: CONFIG.operations.RunTail.query, variables },
+          {
+            next: (result) => {
+              if (result.errors?.length) {
+                problem("tail", refusal("RunTail", result.errors));
+                return;
+              }
+              const line = result.data.runLogTail;
+              live.current = line.cursor;
+              prepend([line]);
+            },
+            error: (error) => {
+              if (stopped) return;
+              if (Array.isArray(error)) {
+                // The service refused the subscription itself: said, not retried.
+                problem("tail", refusal("RunTail", error));
+                setTail({ state: "refused", text: "The live tail was refused." });
+                return;
+              }
+              attempt += 1;
+              const wait = Math.min(10000, 250 * 2 ** Math.min(attempt, 6));
+              window.setTimeout(() => !stopped && subscribe(), wait);
+            },
+            complete: () => {},
+          },
+        );
+      };
+      setTail({ state: "connecting", text: "Connecting to the live tail…" });
+      problem("tail", null);
+      subscribe();
+      window.__runPageTail = { client };
+      return () => {
+        stopped = true;
+        unsubscribe();
+        client.dispose();
+      };
+    }, [caughtUp, filters, generation, problems.lines]);
+
+    const kinds = kindCounts ?? CONFIG.kinds.map((k) => ({ ...k, count: undefined }));
+    const title = `Run ${CONFIG.runId}`;
+    const shown = Object.values(problems).filter(Boolean);
+    return html`<${Header} title=${title} times=${times} setTimes=${setTimes}
+        onToken=${() => setGeneration((n) => n + 1)} />
+      <main class="run">
+        <${Problems} problems=${shown} />
+        <${RunHead} head=${head} times=${times} />
+        <${Filters} filters=${filters} setFilters=${setFilters} kinds=${kinds} key=${generation} />
+        <section class="lines" aria-labelledby="lines-title">
+          <h2 id="lines-title">Lines</h2>
+          <p class="tail-state" role="status" data-state=${tail.state}>${tail.text}</p>
+          <p class="loaded">${lines.length} lines loaded${older.more ? ", more as you scroll" : ""}.</p>
+          <${LineTable} lines=${lines} times=${times} highlight=${filters.line} selected=${selected?.id}
+            onSelect=${setSelected} onNearEnd=${loadMore} more=${older.more} scrollRef=${scrollRef} />
+          ${selected ? html`<${LineDetail} line=${selected} times=${times} onClose=${() => setSelected(null)} />` : null}
+        </section>
+      </main>`;
+  }
+
+  function RunHead({ head, times }) {
+    if (head === null) return html`<section class="head"><p>Loading the run…</p></section>`;
+    if (head.missing) return html`<section class="head"><p>The events system has no run ${CONFIG.runId}.</p></section>`;
+    return html`<section class="head" aria-labelledby="head-title">
+      <h2 id="head-title">Run ${head.id}: ${head.status}</h2>
+      <p>${head.terminal ? "Ended " + formatTime(head.endedAt, times) : "In flight"}; updated ${formatTime(head.updatedAt, times)}.</p>
+    </section>`;
+  }
+
+  const page = CONFIG.runId === null ? RunsPage : RunView;
+  render(html`<${page} />`, document.getElementById("app"));
+})();

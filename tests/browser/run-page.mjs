@@ -1,0 +1,248 @@
+// The run page in a real browser: tests/test_run_page_browser.py runs this
+// against `python -m gql serve --demo` started with a reader and a writer
+// token and RUNLOG_TRUSTED_DOCUMENTS=on, and reads the JSON report it prints.
+//
+//   node run-page.mjs BASE_URL ARTIFACTS_DIR
+//
+// RUNLOG_TEST_READER_TOKEN and RUNLOG_TEST_WRITER_TOKEN are the server's
+// tokens. Every step waits for what it checks, never for a duration; a step
+// that fails leaves the report's `error` and a screenshot of where it stood.
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const [baseURL, artifacts] = process.argv.slice(2);
+if (!baseURL || !artifacts) {
+  console.error("usage: node run-page.mjs BASE_URL ARTIFACTS_DIR");
+  process.exit(2);
+}
+const readerToken = process.env.RUNLOG_TEST_READER_TOKEN;
+const writerToken = process.env.RUNLOG_TEST_WRITER_TOKEN;
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(import.meta.url);
+const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const shipped = JSON.parse(fs.readFileSync(path.join(here, "../../gql/operations/persisted-documents.json"), "utf8"));
+const WRITE_NOTE = Object.keys(shipped).find((key) => shipped[key].includes("mutation WriteNote"));
+const ownHost = new URL(baseURL).host;
+const TIMEOUT = { timeout: 30000 };
+fs.mkdirSync(artifacts, { recursive: true });
+
+const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [] };
+const report = { error: null, step: null };
+
+function offHost(url) {
+  const parsed = new URL(url);
+  if (parsed.protocol === "data:" || parsed.protocol === "blob:") return false;
+  return parsed.host !== ownHost;
+}
+
+// A note written as any client writes one: the shipped WriteNote, by its id.
+async function writeNote(runId, text) {
+  const response = await fetch(`${baseURL}/graphql`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${writerToken}` },
+    body: JSON.stringify({ documentId: WRITE_NOTE, variables: { runId, text, actor: "the browser test" } }),
+  });
+  const answer = await response.json();
+  if (answer?.data?.writeRunLog !== true) throw new Error(`WriteNote: ${JSON.stringify(answer)}`);
+}
+
+// axe-core's violations of impact serious or critical, on the page as it is.
+async function accessibility(page) {
+  await page.evaluate(axeSource);
+  return page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ["violations"] });
+    return result.violations
+      .filter((violation) => violation.impact === "serious" || violation.impact === "critical")
+      .map((violation) => ({
+        id: violation.id,
+        impact: violation.impact,
+        help: violation.help,
+        nodes: violation.nodes.slice(0, 3).map((node) => node.target.join(" ")),
+      }));
+  });
+}
+
+function rowWith(page, text) {
+  return page.locator("[data-line]", { hasText: text });
+}
+
+async function loadedCount(page) {
+  return Number(/(\d+) lines loaded/.exec(await page.locator(".loaded").innerText())[1]);
+}
+
+const context = await chromium.launchPersistentContext(fs.mkdtempSync(path.join(os.tmpdir(), "runlog-chromium-")), {
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1400, height: 1000 },
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync"],
+});
+let page = null;
+// Websockets go through here, so the test can cut them and hold the page's
+// reconnects off until it has written a line the page has not seen.
+const sockets = [];
+let holdOff = false;
+let sawHeldOff;
+const heldOffOnce = new Promise((resolve) => {
+  sawHeldOff = resolve;
+});
+try {
+  await context.route("**/*", (route) => {
+    const request = route.request();
+    if (offHost(request.url())) {
+      seen.offHost.push(request.url());
+      return route.abort("blockedbyclient");
+    }
+    if (request.method() === "POST" && new URL(request.url()).pathname === "/graphql") {
+      const body = JSON.parse(request.postData() ?? "{}");
+      seen.sent.push({ documentId: body.documentId ?? null, query: body.query ?? null,
+        authorization: request.headers().authorization ?? null });
+    }
+    return route.continue();
+  });
+  await context.routeWebSocket(/.*/, (ws) => {
+    if (offHost(ws.url())) {
+      seen.offHost.push(ws.url());
+      return ws.close();
+    }
+    if (holdOff) {
+      seen.heldOff += 1;
+      sawHeldOff();
+      return ws.close({ code: 1013, reason: "held off by the test" });
+    }
+    seen.sockets += 1;
+    ws.connectToServer();
+    sockets.push(ws);
+  });
+  context.on("console", (message) => {
+    if (message.type() === "error") seen.consoleErrors.push(message.text());
+  });
+  context.on("weberror", (error) => seen.pageErrors.push(String(error.error())));
+  await context.addInitScript(() => {
+    window.__cspViolations = [];
+    document.addEventListener("securitypolicyviolation", (event) => {
+      window.__cspViolations.push(`${event.violatedDirective} ${event.blockedURI}`);
+    });
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+
+  report.step = "the runs page";
+  await page.goto(`${baseURL}/runs`);
+  await page.locator("#open-run-id").waitFor(TIMEOUT);
+  report.runs = { title: await page.title(), accessibility: await accessibility(page) };
+  await page.screenshot({ path: path.join(artifacts, "run-page-runs.png"), fullPage: true });
+
+  report.step = "open run 38 by its id, without a token";
+  await page.locator("#open-run-id").fill("38");
+  await page.keyboard.press("Enter");
+  await page.waitForURL(/\/runs\/38$/, TIMEOUT);
+  await page.locator("[role=alert]", { hasText: "was refused" }).first().waitFor(TIMEOUT);
+  report.refused = await page.locator("[role=alert]").innerText();
+
+  report.step = "give the reader's token";
+  await page.locator("#token").fill(readerToken);
+  await page.getByRole("button", { name: "Use token" }).click();
+  await page.locator("[data-line]").first().waitFor(TIMEOUT);
+  await page.locator("[role=alert]").waitFor({ state: "detached", ...TIMEOUT });
+
+  report.step = "run 38 is blocked by run 37";
+  const blocked = rowWith(page, "blocked by").first().locator("a", { hasText: "run 37" });
+  await blocked.waitFor(TIMEOUT);
+  report.blocked = {
+    row: await rowWith(page, "blocked by").first().innerText(),
+    href: await blocked.getAttribute("href"),
+    accessibility: await accessibility(page),
+  };
+  await page.screenshot({ path: path.join(artifacts, "run-page-38.png"), fullPage: true });
+
+  report.step = "follow the link to run 37";
+  await blocked.click();
+  await page.waitForURL(/\/runs\/37$/, TIMEOUT);
+  await page.locator("[data-line]").first().waitFor(TIMEOUT);
+  report.run37 = { title: await page.title(), rows: await page.locator("[data-line]").count() };
+  await page.screenshot({ path: path.join(artifacts, "run-page.png"), fullPage: true });
+
+  report.step = "filter by a kind";
+  await page.getByLabel("step.refused", { exact: false }).check();
+  await page.waitForFunction(() => {
+    const kinds = [...document.querySelectorAll("[data-line] .kind")].map((element) => element.textContent);
+    return kinds.length > 0 && kinds.every((kind) => kind.includes("step.refused"));
+  }, null, TIMEOUT);
+  report.kindFilter = {
+    search: new URL(page.url()).search,
+    rows: await page.locator("[data-line]").count(),
+  };
+  // The filter is in the URL: the page opened again shows the same lines.
+  await page.reload();
+  await page.locator("[data-line]").first().waitFor(TIMEOUT);
+  report.kindFilter.checkedAfterReload = await page.getByLabel("step.refused", { exact: false }).isChecked();
+  report.kindFilter.rowsAfterReload = await page.locator("[data-line]").count();
+  await page.getByLabel("step.refused", { exact: false }).uncheck();
+  await page.waitForFunction(() => !new URL(window.location.href).searchParams.has("kind"), null, TIMEOUT);
+  await page.locator("[data-line]", { hasNotText: "step.refused" }).first().waitFor(TIMEOUT);
+
+  report.step = "a line written arrives live";
+  await page.locator(".tail-state[data-state=live]").waitFor(TIMEOUT);
+  const stamp = Date.now();
+  const [first, during, after] = ["written live", "written while the socket was down", "written after"].map(
+    (text) => `${text} (${stamp})`,
+  );
+  const before = await loadedCount(page);
+  await writeNote("37", first);
+  await rowWith(page, first).waitFor(TIMEOUT);
+  report.live = { arrived: await rowWith(page, first).innerText() };
+
+  report.step = "cut the socket";
+  holdOff = true;
+  for (const ws of sockets.splice(0)) await ws.close({ code: 1012, reason: "cut by the test" });
+  await page.locator(".tail-state[data-state=dropped]").waitFor(TIMEOUT);
+  report.dropped = await page.locator(".tail-state").innerText();
+  await writeNote("37", during);
+  // The page tried again, and was held off: it cannot have seen the line yet.
+  await heldOffOnce;
+  const heldOff = seen.heldOff;
+  holdOff = false;
+  await page.locator(".tail-state[data-state=live]").waitFor(TIMEOUT);
+  report.resumed = await page.locator(".tail-state").innerText();
+  await rowWith(page, during).waitFor(TIMEOUT);
+  await writeNote("37", after);
+  await rowWith(page, after).waitFor(TIMEOUT);
+  report.afterDrop = {
+    heldOff,
+    counts: await Promise.all([first, during, after].map((text) => rowWith(page, text).count())),
+    added: (await loadedCount(page)) - before,
+    order: await page.locator("[data-line]", { hasText: String(stamp) }).allInnerTexts(),
+  };
+  await page.screenshot({ path: path.join(artifacts, "run-page-resumed.png"), fullPage: true });
+
+  report.step = "open a line's link";
+  const target = page.locator("[data-line]").nth(5);
+  const lineId = await target.getAttribute("data-line");
+  const href = await target.locator(".at a").getAttribute("href");
+  // In the same tab: the token is kept for the tab (sessionStorage).
+  const linked = page;
+  await linked.goto(new URL(href, page.url()).toString());
+  const highlighted = linked.locator(".row.highlight");
+  await highlighted.waitFor(TIMEOUT);
+  report.lineLink = {
+    lineId,
+    href,
+    highlighted: await highlighted.getAttribute("data-line"),
+    current: await highlighted.getAttribute("aria-current"),
+    inView: await highlighted.isVisible(),
+  };
+  await linked.screenshot({ path: path.join(artifacts, "run-page-line.png"), fullPage: true });
+  report.cspViolations = await page.evaluate(() => window.__cspViolations);
+  report.step = null;
+} catch (error) {
+  report.error = `${report.step}: ${error}`;
+  if (page !== null) await page.screenshot({ path: path.join(artifacts, "run-page-failed.png") }).catch(() => {});
+} finally {
+  await context.close();
+}
+process.stdout.write(JSON.stringify({ ...report, ...seen }) + "\n");
+process.exitCode = report.error === null ? 0 : 1;
