@@ -183,7 +183,7 @@ class _HeadRefused(Exception):
 
 
 class _HostRules:
-    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (h11 keeps the first two).
+    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (h11 enforces the first two).
 
     An HTTP/1.1 request without a Host, or any with more than one, is
     answered 400 before the app (httptools took either, the first Host
