@@ -246,7 +246,9 @@ def _untrusted(view: Any, context: Any, payload: Any) -> Any:
 def unreadable(message: Mapping[str, Any]) -> str | None:
     """Why a message cannot be served as the protocols define it, or None.
 
-    An operation's `id` is a string, and a subscribe/start `payload` an object
+    A `connection_init` payload is an object (or absent, or null; graphql-ws
+    answered another with connection_error and a close with 1000). An
+    operation's `id` is a string, and a subscribe/start `payload` an object
     with a string `query`, an object of `variables` and a string
     `operationName` when given. Strawberry's handlers index into what they
     receive: a list as an `id` or a number as a `query` failed inside them,
@@ -255,6 +257,8 @@ def unreadable(message: Mapping[str, Any]) -> str | None:
     """
     if "id" in message and not isinstance(message["id"], str):
         return "an operation's id must be a string"
+    if message.get("type") == "connection_init" and not isinstance(message.get("payload") or {}, dict):
+        return "the connection_init payload must be an object"
     if message.get("type") not in ("subscribe", "start"):
         return None
     if not isinstance(message.get("id"), str):
@@ -325,6 +329,9 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
         if reason is not None:
             await self.handle_invalid_message(f"Invalid message: {reason}")
             return
+        if message.get("type") == "connection_init" and message.get("payload", {}) is None:
+            # The protocol allows a null payload, which Strawberry closed with 4400 (graphql-ws takes it).
+            message = {"type": "connection_init"}
         await super().handle_message(message)
 
     async def handle_subscribe(self, message: Any) -> None:

@@ -486,7 +486,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         The payload's `Authorization` ({"Authorization": "Bearer <token>"})
         replaces the upgrade request's header, which browsers cannot set. A
         token that grants nothing is not refused here, as HTTP does not refuse
-        it: each operation is, with the same error as over HTTP.
+        it: each operation is, with the same error as over HTTP. A payload
+        this server cannot read closes the socket with 4403, saying why.
         """
         try:
             context.caller = connection_caller(
@@ -496,6 +497,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
             )
         except BadConnectionInit as exc:
             log.info("websocket %s refused: %s", context.request_id, exc)
+            # Closed here, so that both protocols close alike: on this refusal
+            # the older graphql-ws handler closes with 1011, after a
+            # connection_error, which is then not sent (the socket is closed).
+            await context.request.close(code=4403, reason=f"Forbidden: {exc}")
             raise ConnectionRejectionError() from None
         return await super().on_ws_connect(context)
 

@@ -88,6 +88,30 @@ def test_every_persisted_document_of_the_typescript_client_runs_by_its_id(on: Ap
     assert [line["detail"]["text"] for line in notes["runLog"]["nodes"]] == ["by its id", "by its id"]
 
 
+def test_a_document_id_is_read_in_any_case_over_post_and_get(on: Api) -> None:
+    # The hex was read in either case, but "SHA256:" was an unknown id.
+    key = next(k for k, (_, name) in persisted().items() if name == "RunLogPage")
+    hex_digest = key.removeprefix("sha256:")
+    variables = json.dumps({"runId": "7"})
+    for document_id in (
+        f"SHA256:{hex_digest}",
+        f"Sha256:{hex_digest.upper()}",
+        f"sha256:{hex_digest.upper()}",
+    ):
+        for _ in range(2):  # the first POST of a document prepares it; the second takes the prepared path
+            answered = send(on, document_id, {"runId": "7"})
+            assert answered.status_code == 200 and answered.json()["data"]["runLog"]["nodes"] == [], (
+                document_id,
+                answered.text,
+            )
+        params = {"documentId": document_id, "variables": variables}
+        answered = on.client.get("/graphql", params=params, headers={"Accept": "*/*"})
+        assert answered.status_code == 200 and answered.json()["data"]["runLog"]["nodes"] == [], (
+            document_id,
+            answered.text,
+        )
+
+
 def test_a_query_by_its_id_may_come_by_get(on: Api) -> None:
     key = next(k for k, (_, name) in persisted().items() if name == "RunLogPage")
     answered = on.client.get(

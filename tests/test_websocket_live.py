@@ -321,6 +321,51 @@ def test_routine_websocket_events_are_answered_without_an_error_in_the_log(
     assert "RUNLOG_CORS_ORIGINS" in log and "allowed_origins" not in log
 
 
+def closed_after(url: str, protocol: str, sent: str | bytes, initialise: bool = True) -> tuple[int, str]:
+    """The code and reason the server closes a socket with once `sent` (after an init, with `initialise`).
+
+    A query follows `sent`: a socket left open answers it, which fails here
+    at once (nothing is waited for but the close or that answer).
+    """
+    start = "subscribe" if protocol == "graphql-transport-ws" else "start"
+    with connect(url, subprotocols=[protocol], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+        if initialise:
+            ws.send(json.dumps({"type": "connection_init", "payload": {}}))
+            assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.send(sent)
+            ws.send(json.dumps({"type": start, "id": "after", "payload": {"query": "{ __typename }"}}))
+            while (answer := json.loads(ws.recv(timeout=PATIENCE)))["type"] == "ka":
+                pass
+            raise AssertionError(f"{protocol}: the socket was not closed, it answered {answer}")
+    assert closed.value.rcvd is not None, f"{protocol}: no close frame"
+    return closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+@pytest.mark.parametrize("protocol", ["graphql-transport-ws", "graphql-ws"])
+def test_both_protocols_close_a_connection_alike(tables: Backend, tmp_path: Path, protocol: str) -> None:
+    # graphql-ws answered a non-string Authorization with connection_error and
+    # 1011, skipped a text that is not JSON (the socket stayed open), failed
+    # on `[]` with a stack in the log, and closed on a binary frame with 1002.
+    token = "reader-token-0123456789"
+    with served(tmp_path, tables, RUNLOG_READER_TOKENS=token) as server:
+        url = ws_url(server)
+        init = {"type": "connection_init", "payload": {"Authorization": ["Bearer", token]}}
+        code, reason = closed_after(url, protocol, json.dumps(init), initialise=False)
+        assert code == 4403 and "Authorization must be a string" in reason, (code, reason)
+        init = {"type": "connection_init", "payload": ["not", "an", "object"]}
+        code, reason = closed_after(url, protocol, json.dumps(init), initialise=False)
+        assert code == 4400 and "payload must be an object" in reason, (code, reason)
+        for sent in ("{not json", "[]", '"connection_init"'):
+            assert closed_after(url, protocol, sent) == (4400, "WebSocket message must be a JSON object")
+        assert closed_after(url, protocol, b"binary") == (4400, "WebSocket message type must be text")
+        # A null payload is the protocols' own (graphql-transport-ws's too): taken.
+        with connect(url, subprotocols=[protocol], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+            ws.send(json.dumps({"type": "connection_init", "payload": None}))
+            assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
+    logged_cleanly(server)
+
+
 # ── item 8: long polls ──────────────────────────────────────────────────────
 
 
