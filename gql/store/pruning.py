@@ -19,6 +19,7 @@ from sqlalchemy import (
     cast,
     delete,
     func,
+    literal,
     select,
     text,
 )
@@ -48,7 +49,11 @@ def _eligible_runs(before: datetime.datetime) -> Select[Any]:
     """The ids of the runs whose lines a prune with this horizon deletes."""
     r = event_runs
     return select(r.c.id).where(
-        r.c.status.in_(TERMINAL_STATUSES),
+        # Byte for byte, as a run's `terminal` is (gql/page.py): MariaDB's collations
+        # (utf8mb4_bin too, PAD SPACE) would take 'COMPLETED' or 'completed '.
+        cast(r.c.status, LargeBinary).in_(
+            [cast(literal(status), LargeBinary) for status in TERMINAL_STATUSES]
+        ),
         func.coalesce(r.c.ended_at, r.c.updated_at) < as_naive_utc(before),
     )
 
