@@ -355,6 +355,13 @@ class Mutation:
             deleted = await store.prune_terminal(
                 context.engine, before=before, limit=store.clamp_prune_limit(limit), deadline=deadline
             )
+        except store.OutcomeUnknown as exc:
+            log.error("pruneTerminal failed: request %s: %s", context.request_id, exc)
+            raise ClientError(
+                f"The outcome is unknown: {exc} (request id {context.request_id}).",
+                "DATABASE_UNAVAILABLE",
+                requestId=context.request_id,
+            ) from None
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
