@@ -36,7 +36,7 @@ from ..db import (
 )
 from ..kinds import TERMINAL_STATUSES
 from .connections import read_rows
-from .errors import OutcomeUnknown, answered_by_database, is_conflict
+from .errors import OutcomeUnknown, answered_by_database
 from .rows import stored_time
 from .statements import sqlite_at
 from .values import as_naive_utc, utc_now_millis
@@ -111,23 +111,49 @@ async def prune_terminal(
 ) -> int:
     """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many.
 
-    The lines go in slices of at most `PRUNE_SLICE_LINES` (`_prune_slice_once`),
-    each committed before the next is chosen. A slice refused for a conflict, a
-    lock wait or its size (`_SLICE_RETRIED`) is chosen again half as big, after
-    a short random pause that doubles each time, at most
-    `PRUNE_CONFLICT_RETRIES` times in a row; the call's later slices keep the
-    smaller size. At `deadline` (the event loop's clock) the slice in flight is
-    abandoned, and rolled back; a slice whose COMMIT was sent is not: its
-    answer is awaited up to ANSWER_GRACE_SECONDS past then.
-
-    The answer is what the committed slices deleted, whatever stopped them:
-    a busy database answers fewer than `limit` rather than an error, and the
-    caller calls again. It fails only when it deleted nothing: the deadline
-    or the last refusal is then raised as it came. A COMMIT that got no
-    answer raises OutcomeUnknown, with what was deleted before it.
+    The lines go in slices of at most `PRUNE_SLICE_LINES`, each committed
+    before the next is chosen, under `_prune`'s rules. The answer is what the
+    committed slices deleted, whatever stopped them: a busy database answers
+    fewer than `limit` rather than an error, and the caller calls again.
     """
-    deleted, size, refusals = 0, min(limit, PRUNE_SLICE_LINES), 0
-    while deleted < limit:
+    return (await _prune(engine, before=before, limit=limit, deadline=deadline)).deleted
+
+
+async def prune_slice(
+    engine: AsyncEngine, *, before: datetime.datetime, limit: int, deadline: float | None = None
+) -> PruneSlice:
+    """Delete one slice of at most `limit` lines of terminal runs that ended before `before`.
+
+    What the retention sweeper and the `prune` command take, slice by slice,
+    under the same rules as `prune_terminal`'s slices (`_prune`).
+    """
+    return await _prune(engine, before=before, limit=limit, deadline=deadline, slices=1)
+
+
+async def _prune(
+    engine: AsyncEngine,
+    *,
+    before: datetime.datetime,
+    limit: int,
+    deadline: float | None,
+    slices: int | None = None,
+) -> PruneSlice:
+    """Delete slice after slice (at most `slices` of them) until `limit` lines or none are left.
+
+    A slice refused for a conflict, a lock wait or its size (`_SLICE_RETRIED`)
+    is chosen again half as big, after a short random pause that doubles each
+    time, at most `PRUNE_CONFLICT_RETRIES` times in a row; later slices keep
+    the smaller size. At `deadline` (the event loop's clock) the slice in
+    flight is abandoned, and rolled back; a slice whose COMMIT was sent is
+    not: its answer is awaited up to ANSWER_GRACE_SECONDS past then.
+
+    It fails only when it deleted nothing: the deadline or the last refusal
+    is then raised as it came. A COMMIT that got no answer raises
+    OutcomeUnknown, with what was deleted before it.
+    """
+    deleted, runs, taken = 0, set[int](), 0
+    size, refusals = min(limit, PRUNE_SLICE_LINES), 0
+    while deleted < limit and (slices is None or taken < slices):
         commit = _Commit()
         try:
             async with asyncio.timeout_at(deadline) as commit.bound:
@@ -142,27 +168,23 @@ async def prune_terminal(
                     f"the database did not answer a prune's COMMIT: {deleted} lines were deleted before it, "
                     f"and up to {commit.lines} more may have been by it; call again to prune what is left"
                 ) from exc
-            if isinstance(exc, TimeoutError):
+            code = getattr(getattr(exc, "orig", None), "args", (None,))[:1]
+            retried = isinstance(exc, sa_exc.DBAPIError) and bool(code) and code[0] in _SLICE_RETRIED
+            if not retried or refusals == PRUNE_CONFLICT_RETRIES:
                 if deleted:
-                    return deleted
-                raise
-            if not isinstance(exc, sa_exc.DBAPIError):
-                raise
-            code = getattr(exc.orig, "args", (None,))[:1]
-            if not (code and code[0] in _SLICE_RETRIED) or refusals == PRUNE_CONFLICT_RETRIES:
-                if deleted:
-                    return deleted
+                    break
                 raise
             refusals += 1
             size = max(1, size // 2)
             continue
-        refusals = 0
+        refusals, taken = 0, taken + 1
         deleted += piece.deleted
+        runs |= piece.run_ids
         # No run named: nothing eligible was left to choose (or only runs
         # that left their terminal status meanwhile).
         if not piece.run_ids:
             break
-    return deleted
+    return PruneSlice(deleted=deleted, run_ids=frozenset(runs))
 
 
 @dataclass(slots=True)
@@ -189,23 +211,6 @@ class _Commit:
         if when is not None:
             # Cut off by the deadline, the COMMIT's outcome would be unknown.
             self.bound.reschedule(max(when, asyncio.get_running_loop().time() + ANSWER_GRACE_SECONDS))
-
-
-async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
-    """Delete at most `limit` lines of terminal runs that ended before `before`.
-
-    A slice that loses a conflict with another pruner (see
-    `PRUNE_CONFLICT_RETRIES`) is chosen again rather than failing.
-    """
-    retries = 0
-    while True:
-        try:
-            return await _prune_slice_once(engine, before=before, limit=limit)
-        except sa_exc.DBAPIError as exc:
-            if not is_conflict(exc) or retries == PRUNE_CONFLICT_RETRIES:
-                raise
-        await asyncio.sleep(random.uniform(0.005, 0.02) * 2**retries)  # noqa: S311 (not a secret)
-        retries += 1
 
 
 async def _prune_slice_once(
