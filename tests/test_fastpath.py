@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import gc
 import json
 import socket
 from collections.abc import Iterator
@@ -338,7 +339,37 @@ def _both(
             await engine.dispose()
         return answers[0], answers[1]
 
-    return asyncio.run(run())
+    with _no_collection():
+        return asyncio.run(run())
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """No garbage collection of this process while both schemas read (and none is asked for).
+
+    A full collection of a test worker's heap (the suite's modules, and
+    hypothesis's record of every example, which grows as they run) takes
+    seconds on a loaded machine. Inside a read it counted against the read's
+    deadline as if the database were slow: one side answered "did not
+    answer in time" where the other answered. The garbage is collected
+    between examples instead.
+    """
+    collections: list[int] = []
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    enabled = gc.isenabled()
+    gc.disable()
+    gc.callbacks.append(counted)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(counted)
+        if enabled:
+            gc.enable()
+    assert not collections, f"collections of generations {collections} ran inside the reads"
 
 
 OPEN = Policy.from_settings(Settings())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import os
 import signal
 import socket
 import struct
@@ -30,7 +29,7 @@ from gql.server import GRACEFUL_SHUTDOWN
 
 from .conftest import Backend
 from .serving import Server, start, stop, wait_until_healthy
-from .test_subscription_live import PATIENCE, TAIL, next_line, open_tail
+from .test_subscription_live import PATIENCE, TAIL, frame, next_line, open_tail, read_frame
 
 RUN = 11
 PAGE = (
@@ -115,33 +114,6 @@ def cursor_of_first(server: Server) -> str:
 
 
 # ── websocket frames, for clients that do not read ──────────────────────────
-
-
-def frame(opcode: int, payload: bytes) -> bytes:
-    """One masked client frame."""
-    mask = os.urandom(4)
-    size = len(payload)
-    head = bytes([0x80 | opcode])
-    head += bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size)
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-
-
-def read_frame(raw: socket.socket) -> tuple[int, bytes]:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = raw.recv(n - len(data))
-            assert chunk, "closed"
-            data += chunk
-        return data
-
-    first, size = exactly(2)
-    size &= 0x7F
-    if size == 126:
-        (size,) = struct.unpack("!H", exactly(2))
-    elif size == 127:
-        (size,) = struct.unpack("!Q", exactly(8))
-    return first & 0x0F, exactly(size)
 
 
 def subscriber_that_never_reads(server: Server, since: str) -> socket.socket:
