@@ -52,6 +52,7 @@ from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as 
 from .auth import Caller, Policy, Role
 from .limits import query_text_refusal
 from .trusted import REFUSED
+from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.subscriptions")
 
@@ -299,15 +300,26 @@ class OperationSchema:
         root_value: Any = None,
         operation_name: str | None = None,
     ) -> Any:
-        return await self.schema.stream(
+        context = context_value.for_operation()
+        results = await self.schema.stream(
             query,
             variable_values=variable_values,
-            context_value=context_value.for_operation(),
+            context_value=context,
             root_value=root_value,
             operation_name=operation_name,
         )
+        return _unrun_writes_logged(results, {"query": query, "variables": variable_values}, context)
 
     subscribe = stream
+
+
+async def _unrun_writes_logged(results: Any, sent: dict[str, Any], context: Any) -> AsyncIterator[Any]:
+    """`results`, each line of a mutation refused before it ran logged as not stored, as over HTTP."""
+    async with contextlib.aclosing(results):
+        async for result in results:
+            if result.data is None and result.errors and all(e.path is None for e in result.errors):
+                log_unrun_writes(context.request_id, sent, result.errors, context.settings)
+            yield result
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
