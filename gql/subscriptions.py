@@ -249,10 +249,10 @@ def unreadable(message: Mapping[str, Any]) -> str | None:
 
     A message has a string `type`, an operation's `id` is a string, and a
     subscribe/start `payload` an object with a string `query`, an object of
-    `variables` and a string `operationName` when given. Strawberry's handlers index into what they
-    receive: a list as an `id` or a number as a `query` failed inside them,
-    with a stack in the log (or a masked INTERNAL_SERVER_ERROR), on any
-    caller's say.
+    `variables` and a string `operationName` when given. Strawberry's
+    handlers index into what they receive: a list as an `id` or a number as
+    a `query` failed inside them, with a stack in the log (or a masked
+    INTERNAL_SERVER_ERROR), on any caller's say.
     """
     if not isinstance(message.get("type"), str):  # graphql-ws's handler raised KeyError out of the app
         return "a message needs a type (a string)"

@@ -44,6 +44,7 @@ from graphql import (
     GraphQLSchema,
     ListValueNode,
     NonNullTypeNode,
+    NullValueNode,
     ObjectValueNode,
     OperationDefinitionNode,
     TypeInfo,
@@ -327,10 +328,12 @@ def _null_where_needed(
     if values.get(name, Undefined) is not None:
         return None
     default = definition.default_value
-    leave_out = f"leave it out for its default {print_ast(default)}" if default else "leave it out"
+    if default is not None and not isinstance(default, NullValueNode):
+        fix = f"send a value, or leave it out for its default {print_ast(default)}"
+    else:
+        fix = "send a value"
     return GraphQLError(
-        f"Variable '${name}' is null, but it is used where a non-null {found.type} is expected: "
-        f"send a value, or {leave_out}.",
+        f"Variable '${name}' is null, but it is used where a non-null {found.type} is expected: {fix}.",
         [found.node, definition],
         extensions={"code": "BAD_USER_INPUT"},
     )
