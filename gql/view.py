@@ -54,11 +54,12 @@ from .prepared import (
 )
 from .replica import Replica
 from .retention import Sweeper
-from .schema import RunLogSchema, log_unrun_writes
+from .schema import RunLogSchema
 from .settings import Settings
 from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
+from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.app")
 

@@ -42,6 +42,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.subscriptions",
         "gql.trusted",
         "gql.schema_check",
+        "gql.unrun_writes",
     },
     "rules": {
         "gql.writes",
