@@ -275,6 +275,8 @@ def _select(name: str, tp: Any, depth: int) -> str:
         if depth == 0:
             return ""
         return f"{name} {{ {_all_fields(inner, depth - 1)} }}"
+    if isinstance(inner, GraphQLUnionType):
+        return ""  # a line's detail, below a run's holds: the page's own lines select every one
     return name
 
 

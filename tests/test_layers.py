@@ -34,6 +34,7 @@ LAYERS: dict[str, set[str]] = {
     "graphql": {
         "gql.schema",
         "gql.page",
+        "gql.runs",
         "gql.run_log",
         "gql.engine",
         "gql.engine.*",
@@ -50,6 +51,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.replica",
         "gql.details",
         "gql.detail_codec",
+        "gql.holds",
         "gql.auth",
         "gql.demo",
         "gql.demo_runs",
