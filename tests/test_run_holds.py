@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -207,3 +209,14 @@ def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables:
         assert fast == slow
         assert (fastpath.STATS.planned, fastpath.STATS.not_compilable) == (1, 0)
         assert '"headline"' in fast and "errors" not in json.loads(fast)
+
+
+def test_the_readme_answers_run_38_in_one_query_as_it_says(demo_api: Api) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"<!-- demo: tests/test_run_holds.py [^\n]*\n```sh\n(.*?)\n```", readme, re.S)
+    assert block is not None, "the README's run 38 block is not marked"
+    sent = re.search(r"-d '(.*?)'\n", block[1], re.S)
+    said = re.search(r"^# (\{.*\})$", block[1], re.M)
+    assert sent is not None and said is not None
+    request = json.loads(sent[1])
+    assert demo_api.post(request["query"], request["variables"]) == json.loads(said[1])
