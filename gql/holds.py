@@ -200,6 +200,7 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
     missing from it no longer exists).
     """
     ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
+    details = {line.id: _values(line) for line in ordered}  # each line's detail, read once
     reached = {
         kind: sum(1 for line in ordered if line.kind == kind) >= reach for kind, reach in REACH.items()
     }
@@ -213,7 +214,7 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
     evaluations: list[Line] = []
     for line in ordered:
         rule = _BY_WIRE[line.kind]
-        values = _values(line)
+        values = details[line.id]
         subject = _subject(rule, line, values)
         if rule.facts:
             evaluations.append(line)
@@ -245,11 +246,11 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
             for kind in RULES
         ):
             hold.certain = False  # a line that ends it may lie between it and the oldest read
-        finished = _finish(hold, runs, evaluations, reached)
+        finished = _finish(hold, runs, evaluations, reached, details)
         if finished is not None:
             holds.append(finished)
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
-    phases = _phases(ordered)
+    phases = _phases(ordered, details)
     return State(holds=holds, headline=_headline(run_id, run, ordered, holds, phases), phases=phases)
 
 
@@ -299,7 +300,11 @@ def _time(value: Any) -> datetime.datetime | None:
 
 
 def _finish(
-    hold: Hold, runs: Mapping[int, Run], evaluations: list[Line], reached: dict[str, bool]
+    hold: Hold,
+    runs: Mapping[int, Run],
+    evaluations: list[Line],
+    reached: dict[str, bool],
+    details: Mapping[int, dict[str, Any] | None],
 ) -> Hold | None:
     """The hold with its sentence and the facts other lines give; None when it no longer holds."""
     unreadable = "" if hold.certain else "; a line it rests on cannot be read, so the log cannot tell more"
@@ -324,7 +329,7 @@ def _finish(
             )
     elif hold.reason is HoldReason.WAITING_AT_GATE:
         since = [line for line in evaluations if line.phase == hold.phase and line.at >= hold.since]
-        read = [_values(line) for line in since]
+        read = [details[line.id] for line in since]
         whole = not (reached[Kind.CONDITION_EVALUATED.value] and since and since[0] is evaluations[0])
         if whole:
             hold.evaluations = len(since)
@@ -371,7 +376,7 @@ def _iso(value: datetime.datetime | None) -> str:
     )
 
 
-def _phases(ordered: Sequence[Line]) -> list[Phase]:
+def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None]) -> list[Phase]:
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps."""
     phases: dict[int, Phase] = {}
     marks = {
@@ -393,14 +398,14 @@ def _phases(ordered: Sequence[Line]) -> list[Phase]:
         if mark is not None:
             setattr(phase, mark, line.at)
             if line.kind == Kind.PHASE_ENTERED.value:
-                for step_id in (_values(line) or {}).get("step_ids", []):
+                for step_id in (details[line.id] or {}).get("step_ids", []):
                     phase.steps.setdefault(str(step_id), Step(str(step_id)))
             continue
         if line.step_id is None or not line.kind.startswith("step."):
             continue
         step = phase.steps.setdefault(str(line.step_id), Step(str(line.step_id)))
         step.at = line.at
-        values = _values(line) or {}
+        values = details[line.id] or {}
         if line.kind == Kind.STEP_STATUS.value:
             step.status = values.get("to", "unreadable")
             step.attempts = (
