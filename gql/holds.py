@@ -25,7 +25,7 @@ from .store import Line, Run
 
 
 class HoldReason(enum.Enum):
-    """Why a run is not moving; its value is how the docs name it."""
+    """Why a run is not moving, most pressing first; its value is how the docs name it."""
 
     BLOCKED_BY_RUN = "another run holds the run's concurrency key"
     WAITING_AT_GATE = "a phase waits at its advance gate"
@@ -72,15 +72,8 @@ RULES: dict[Kind, Rule] = {
 }
 REACH: dict[str, int] = {kind.value: rule.reach for kind, rule in RULES.items()}
 _BY_WIRE: dict[str, Rule] = {kind.value: rule for kind, rule in RULES.items()}
-# The order holds are listed in, and the headline told from: the first is what an operator acts on.
-_ORDER = [
-    HoldReason.BLOCKED_BY_RUN,
-    HoldReason.WAITING_AT_GATE,
-    HoldReason.STEP_PARKED,
-    HoldReason.STEP_RETRYING,
-    HoldReason.STEP_REFUSED,
-    HoldReason.CLEANUP_FAILED,
-]
+# The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
+_ORDER = list(HoldReason)
 
 
 def is_terminal(status: str) -> bool:
@@ -365,6 +358,8 @@ def _finish(
         failures = len(hold.evidence)
         times = f" ({failures} failures)" if failures > 1 else ""
         hold.sentence = f"{group} did not come back{times}: {hold.error or 'the line does not say why'}."
+    else:  # a reason declared since: said as the docs name it
+        hold.sentence = f"{hold.reason.value.capitalize()}{unreadable}."
     return hold
 
 
