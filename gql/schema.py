@@ -28,7 +28,8 @@ from .engine import PageExecutor, VariablesExecutor
 from .ids import id_problem, parse_id
 from .limits import WARMING, detail_servings
 from .page import ClientError, Context, PageInfo, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
-from .run_log import read_run_log, unavailable, write_line
+from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
+from .runs import RunsPage
 
 log = logging.getLogger("gql.runlog")
 
@@ -245,6 +246,28 @@ class Query:
             wait=wait,
             fresh=fresh,
         )
+
+    @strawberry.field(
+        description="The runs that are not terminal (by `event_runs.status`, matched exactly), newest "
+        "activity first (the later of the run's `updatedAt` and its newest line's `at`), each with "
+        'what holds it: "which runs are stuck right now?" in one request. `limit` null or 0 means '
+        "50, otherwise it is clamped to 1..100; pass `pageInfo.endCursor` as `after` for the next page. "
+        "The holds of every run on the page, and of the runs blocking them, are read together."
+    )
+    async def runs_in_flight(
+        self,
+        info: strawberry.Info[Context, None],
+        limit: Annotated[
+            int | None, strawberry.argument(description="Runs per page: null or 0 means 50; 1..100.")
+        ] = None,
+        after: Annotated[
+            str | None,
+            strawberry.argument(description="A previous page's `pageInfo.endCursor`: read the next runs."),
+        ] = None,
+    ) -> RunsPage:
+        raw = resolve_info(info)
+        holds = asked_of(raw.field_nodes, raw.fragments).holds
+        return await read_runs_in_flight(info.context, holds, limit, after)
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,

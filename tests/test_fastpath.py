@@ -726,14 +726,16 @@ def test_every_shipped_operation_takes_the_fast_path(
         assert "errors" not in body, body
         answers.append(body)
         if is_query:
+            # The plan completes runLog pages; runsInFlight's page of runs is graphql-core's.
+            pages = 1 if "runLog(" in document else 0
             assert (fastpath.STATS.planned, fastpath.STATS.unplanned, fastpath.STATS.not_compilable) == (
-                1,
+                pages,
                 0,
                 0,
             )
     assert len(checked) <= 2, "the text was parsed or validated again"
     assert prepared[-2:] == [True, True], "the text was not answered as a prepared text"
-    if "blockingRun" in document:
+    if "blockingRun" in document and "nodes" in answers[0]["data"].get("runLog", {}):
         blocked = [n for n in answers[0]["data"]["runLog"]["nodes"] if n["kind"] == "RUN_BLOCKED"]
         assert blocked and blocked[0]["detail"]["blockingRun"] == {
             "id": "37",

@@ -19,7 +19,6 @@ from sqlalchemy import (
     cast,
     delete,
     func,
-    literal,
     select,
     text,
 )
@@ -34,10 +33,10 @@ from ..db import (
     event_runs,
     transaction,
 )
-from ..kinds import TERMINAL_STATUSES
 from .connections import read_rows
 from .errors import OutcomeUnknown, answered_by_database
 from .rows import stored_time
+from .runs import terminal_sql
 from .statements import sqlite_at
 from .values import as_naive_utc, utc_now_millis
 from .writes import ANSWER_GRACE_SECONDS
@@ -49,11 +48,7 @@ def _eligible_runs(before: datetime.datetime) -> Select[Any]:
     """The ids of the runs whose lines a prune with this horizon deletes."""
     r = event_runs
     return select(r.c.id).where(
-        # Byte for byte, as a run's `terminal` is (gql/page.py): MariaDB's collations
-        # (utf8mb4_bin too, PAD SPACE) would take 'COMPLETED' or 'completed '.
-        cast(r.c.status, LargeBinary).in_(
-            [cast(literal(status), LargeBinary) for status in TERMINAL_STATUSES]
-        ),
+        terminal_sql(r.c.status),
         func.coalesce(r.c.ended_at, r.c.updated_at) < as_naive_utc(before),
     )
 
