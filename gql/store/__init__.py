@@ -32,6 +32,7 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
+from .newest import read_newest
 from .pruning import (
     Pruned,
     PruneSlice,
@@ -42,7 +43,7 @@ from .pruning import (
     prune_terminal,
 )
 from .reads import count_recent, cursor_now, ping, read_page
-from .runs import find_runs
+from .runs import RUNS_IN_FLIGHT_DEFAULT, RUNS_IN_FLIGHT_MAX, find_runs, runs_in_flight, terminal_sql
 from .statements import page_query, page_statement
 from .values import (
     LINE_ID_MAX,
@@ -78,6 +79,8 @@ __all__ = [
     "READ_LIMIT_DEFAULT",
     "READ_LIMIT_MAX",
     "RECENT_LINES",
+    "RUNS_IN_FLIGHT_DEFAULT",
+    "RUNS_IN_FLIGHT_MAX",
     "Cursor",
     "CursorError",
     "HeldConnection",
@@ -121,7 +124,10 @@ __all__ = [
     "ping",
     "prune_slice",
     "prune_terminal",
+    "read_newest",
     "read_page",
+    "runs_in_flight",
     "settled_before",
+    "terminal_sql",
     "utc_now_millis",
 ]

@@ -3,7 +3,7 @@
 from .async_base_client import AsyncBaseClient
 from .base_model import BaseModel, Upload
 from .client import AsyncRunLogClient
-from .enums import GateOpening, Ownership, Refusal, RunLogKind, SweepOutcome
+from .enums import GateOpening, HoldReason, Ownership, Refusal, RunLogKind, SweepOutcome
 from .exceptions import (
     GraphQLClientError,
     GraphQLClientGraphQLError,
@@ -31,6 +31,9 @@ from .fragments import (
     RunBudgetFieldsCaps,
     RunCreatedFields,
     RunHealthFields,
+    RunHoldsFields,
+    RunHoldsFieldsHolds,
+    RunHoldsFieldsHoldsEvidence,
     RunLogLineFields,
     RunLogLineFieldsDetailCleanupFailedDetail,
     RunLogLineFieldsDetailCleanupRetryDetail,
@@ -63,6 +66,15 @@ from .fragments import (
     UnreadableFields,
     VersionVerifiedFields,
 )
+from .run_holds import (
+    RunHolds,
+    RunHoldsRunLog,
+    RunHoldsRunLogRun,
+    RunHoldsRunLogRunHolds,
+    RunHoldsRunLogRunHoldsBlockingRun,
+    RunHoldsRunLogRunPhases,
+    RunHoldsRunLogRunPhasesSteps,
+)
 from .run_lines import (
     RunLines,
     RunLinesRunLog,
@@ -91,6 +103,13 @@ from .run_log_wait import (
 )
 from .run_page import RunPage, RunPageRunLog, RunPageRunLogRun
 from .run_tail import RunTail, RunTailRunLogTail
+from .runs_in_flight import (
+    RunsInFlight,
+    RunsInFlightRunsInFlight,
+    RunsInFlightRunsInFlightNodes,
+    RunsInFlightRunsInFlightNodesHolds,
+    RunsInFlightRunsInFlightPageInfo,
+)
 from .write_note import WriteNote
 
 __all__ = [
@@ -108,6 +127,7 @@ __all__ = [
     "GraphQLClientGraphQLMultiError",
     "GraphQLClientHttpError",
     "GraphQLClientInvalidResponseError",
+    "HoldReason",
     "NoteFields",
     "Ownership",
     "PhaseAdvancedFields",
@@ -124,6 +144,16 @@ __all__ = [
     "RunBudgetFieldsCaps",
     "RunCreatedFields",
     "RunHealthFields",
+    "RunHolds",
+    "RunHoldsFields",
+    "RunHoldsFieldsHolds",
+    "RunHoldsFieldsHoldsEvidence",
+    "RunHoldsRunLog",
+    "RunHoldsRunLogRun",
+    "RunHoldsRunLogRunHolds",
+    "RunHoldsRunLogRunHoldsBlockingRun",
+    "RunHoldsRunLogRunPhases",
+    "RunHoldsRunLogRunPhasesSteps",
     "RunLines",
     "RunLinesRunLog",
     "RunLinesRunLogNodes",
@@ -177,6 +207,11 @@ __all__ = [
     "RunStatusFields",
     "RunTail",
     "RunTailRunLogTail",
+    "RunsInFlight",
+    "RunsInFlightRunsInFlight",
+    "RunsInFlightRunsInFlightNodes",
+    "RunsInFlightRunsInFlightNodesHolds",
+    "RunsInFlightRunsInFlightPageInfo",
     "StepParkedFields",
     "StepRefusedFields",
     "StepRetryFields",
