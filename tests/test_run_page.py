@@ -44,7 +44,7 @@ def demo_api(make_api: Callable[..., Api], tables: Backend) -> Callable[..., Api
 @pytest.mark.parametrize("path", ["/runs", "/runs/38"])
 def test_the_page_loads_every_file_from_the_service_itself(api: Api, path: str) -> None:
     response = api.client.get(path, headers=BROWSER)
-    files = page_files(response.text)
+    files = [url for url in page_files(response.text) if url != "data:,"]  # the empty icon
     assert len(files) == 6  # preact, its hooks, htm, graphql-ws, the page's script and style
     manifest = json.loads((run_page.VENDOR_DIR / "assets.json").read_text())
     for url in files:
@@ -71,7 +71,7 @@ def test_the_page_allows_no_other_origin_and_runs_no_inline_script(api: Api) -> 
 
 
 def test_only_the_current_files_are_served(api: Api) -> None:
-    url = page_files(api.client.get("/runs", headers=BROWSER).text)[0]
+    url = page_files(api.client.get("/runs", headers=BROWSER).text)[1]  # [0] is the empty icon
     digest, name = url.split("/")[-2:]
     assert api.client.get(f"/runs/assets/{'0' * 16}/{name}").status_code == 404
     assert api.client.get(f"/runs/assets/{digest}/assets.json").status_code == 404
@@ -116,7 +116,10 @@ def test_on_a_trusted_server_the_page_reads_a_run_by_document_id(demo_api: Calla
     lines = send("RunLines", {"runId": run, "kinds": ["RUN_BLOCKED"], "limit": 200})["runLog"]["nodes"]
     assert lines and {line["kind"] for line in lines} == {"RUN_BLOCKED"}
     assert lines[0]["detail"]["blockingRunId"] == str(demo_runs.INVASION)
-    assert send("RunPage", {"runId": run})["runLog"]["run"]["status"] == "scheduled"
+    head = send("RunHolds", {"runId": run})["runLog"]["run"]
+    assert head["status"] == "scheduled" and [hold["reason"] for hold in head["holds"]] == ["BLOCKED_BY_RUN"]
+    assert head["holds"][0]["blockingRun"]["id"] == str(demo_runs.INVASION)
+    assert send("RunsInFlight", {"limit": 50})["runsInFlight"]["nodes"][0]["headline"]
     # The text it would send instead is refused there: only trusted documents run.
     refused = api.client.post("/graphql", json={"query": "{ runLog(runId: 38) { nodes { id } } }"})
     assert refused.status_code == 403 and "RUNLOG_TRUSTED_DOCUMENTS" in refused.text

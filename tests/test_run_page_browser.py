@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,14 +119,33 @@ def test_the_page_sends_the_shipped_operations_by_id_with_the_token(seen: dict[s
     sent = seen["sent"]
     assert sent and all(call["documentId"] and call["query"] is None for call in sent)
     # Without a token the page said, in words, that the calls were refused and why.
-    assert "RunLines was refused" in seen["refused"] and "not a reader" in seen["refused"]
+    assert "RunsInFlight was refused" in seen["refused"] and "not a reader" in seen["refused"]
     assert f"Bearer {READER}" in {call["authorization"] for call in sent}
 
 
+def test_the_runs_in_flight_are_listed_with_what_holds_each(seen: dict[str, Any]) -> None:
+    rows = {row.split("\t")[0]: row for row in seen["runs"]["rows"]}
+    assert set(rows) == {"run 37", "run 38"}  # the demo's runs not terminal
+    assert "Blocked by run 37" in rows["run 38"]
+
+
 def test_run_38_is_blocked_by_run_37_with_a_link_to_it(seen: dict[str, Any]) -> None:
-    assert "blocked by run 37" in seen["blocked"]["row"]
+    assert "BLOCKED_BY_RUN" in seen["blocked"]["hold"] and "Blocked by run 37" in seen["blocked"]["hold"]
     assert seen["blocked"]["href"] == "../runs/37"
-    assert seen["run37"]["title"] == "Run 37 · Run log" and seen["run37"]["rows"] > 5
+    assert "blocked by run 37" in seen["blocked"]["row"]  # the line's own detail links it too
+
+
+def test_run_37_shows_what_holds_it_its_step_parked_on_a_gm(seen: dict[str, Any]) -> None:
+    run = seen["run37"]
+    assert run["title"] == "Run 37 · Run log" and run["rows"] > 5
+    assert "GM" in run["parked"] and "GM" in run["headline"]
+    assert "Phase 2" in run["timeline"] and "step 3705: parked" in run["timeline"]
+
+
+def test_a_holds_evidence_opens_the_table_on_its_line(seen: dict[str, Any]) -> None:
+    evidence = seen["evidence"]
+    assert evidence["search"] == evidence["href"].split("37", 1)[1]
+    assert "step.parked" in evidence["highlighted"]
 
 
 def test_a_kind_filter_shows_only_that_kind_and_lives_in_the_url(seen: dict[str, Any]) -> None:
@@ -156,6 +176,18 @@ def test_a_lines_link_opens_the_page_on_that_line_highlighted(seen: dict[str, An
     assert link["highlighted"] == link["lineId"] and link["current"] == "true" and link["inView"]
 
 
+def test_the_keyboard_moves_between_lines_and_opens_one(seen: dict[str, Any]) -> None:
+    keyboard = seen["keyboard"]
+    assert keyboard["focused"] == keyboard["rows"][1]
+    assert keyboard["detail"].startswith(f"Line {keyboard['rows'][1]}:")
+
+
+def test_times_in_local_time_are_remembered(seen: dict[str, Any]) -> None:
+    assert seen["times"]["chosen"] == "local"
+    assert "UTC" not in seen["times"]["first"] and re.search(r"[+-]\d\d:\d\d$", seen["times"]["first"])
+
+
 def test_no_serious_or_critical_accessibility_violation(seen: dict[str, Any]) -> None:
     assert seen["runs"]["accessibility"] == []
     assert seen["blocked"]["accessibility"] == []
+    assert seen["run37"]["accessibility"] == []

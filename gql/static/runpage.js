@@ -3,7 +3,7 @@
 //
 // A worked example for a frontend author: everything comes from the public API
 // at /graphql, with the shipped operations in gql/operations/ (RunsInFlight,
-// RunPage, RunLines, RunTail), sent by `documentId` when the server runs with
+// RunHolds, RunLines, RunTail), sent by `documentId` when the server runs with
 // trusted documents and as their text otherwise, with the reader's bearer
 // token (kept in sessionStorage) as `Authorization`, and in the websocket's
 // connection_init payload. Drawn with preact and htm (no build step: this file
@@ -95,12 +95,22 @@
     window.history.replaceState(null, "", window.location.pathname + (search ? "?" + search : ""));
   }
 
-  // The filters as the operations' variables (RunLines and RunTail share them).
-  function filterVariables(filters) {
+  // The filters as the operations' variables: RunTail takes those a live line
+  // can be held to (`tail`), RunLines them all and the line to open around.
+  function filterVariables(filters, tail = false) {
     const variables = { runId: CONFIG.runId };
     if (filters.kind.length) variables.kinds = filters.kind;
+    if (filters.phase.length) variables.phase = filters.phase.map(Number);
+    if (filters.step.length) variables.stepId = filters.step;
+    if (filters.q) variables.search = filters.q;
+    if (tail) return variables;
+    if (filters.since) variables.since = filters.since;
+    if (filters.until) variables.until = filters.until;
+    if (filters.line) variables.around = filters.line;
     return variables;
   }
+
+  const NO_FILTERS = { kind: [], phase: [], step: [], since: "", until: "", q: "", line: "" };
 
   // ── times ────────────────────────────────────────────────────────────────
 
@@ -471,6 +481,7 @@
     const [selected, setSelected] = useState(null);
     const [tail, setTail] = useState({ state: "off", text: "" });
     const [ready, setReady] = useState(false); // the first page of lines is in
+    const [scanStopped, setScanStopped] = useState(false); // a search page stopped reading before it was full
     const scrollRef = useRef(null);
     const loading = useRef({ older: false, newer: false });
     const live = useRef(null); // the newest cursor the page holds, for the tail's `since`
@@ -483,9 +494,10 @@
 
     // The head: the run and what holds it.
     useEffect(() => {
-      call("RunPage", { runId: CONFIG.runId })
+      call("RunHolds", { runId: CONFIG.runId })
         .then((data) => {
           setHead(data.runLog.run ?? { missing: true });
+          window.__runPageTimings?.holds?.();
           problem("head", null);
         })
         .catch((error) => problem("head", error));
@@ -504,7 +516,7 @@
           if (cancelled) return;
           const page = data.runLog;
           setLines(page.nodes);
-          if (page.kindCounts) setKindCounts(page.kindCounts);
+          setScanStopped(Boolean(page.pageInfo.scanLimitReached));
           setOlder({ more: page.pageInfo.hasNextPage, cursor: page.pageInfo.endCursor });
           setNewer({ more: page.pageInfo.hasPreviousPage, cursor: page.pageInfo.startCursor });
           live.current = page.pageInfo.startCursor;
@@ -521,16 +533,43 @@
       };
     }, [filters, generation]);
 
+    // A line's link: once the line is in, it is scrolled to the middle of the view.
+    const scrolledTo = useRef(null);
+    useEffect(() => {
+      const element = scrollRef.current;
+      if (!filters.line || scrolledTo.current === filters.line || !element) return;
+      const index = lines.findIndex((line) => line.id === filters.line);
+      if (index < 0) return;
+      element.scrollTop = Math.max(0, index * ROW_HEIGHT - element.clientHeight / 2 + ROW_HEIGHT / 2);
+      scrolledTo.current = filters.line;
+    }, [lines, filters.line]);
+
+    // The counts beside the kind filter, under the other filters; none with a
+    // text search (the service would read every line for them).
+    useEffect(() => {
+      setKindCounts(null);
+      if (filters.q || !CONFIG.operations.RunKindCounts) return;
+      const { kinds, search, around, ...variables } = filterVariables(filters);
+      call("RunKindCounts", variables)
+        .then((data) => {
+          setKindCounts(data.runLog.kindCounts);
+          problem("counts", null);
+        })
+        .catch((error) => problem("counts", error));
+    }, [filters.phase.join(), filters.step.join(), filters.since, filters.until, filters.q, generation]);
+
     const loadMore = async (direction) => {
       const state = direction === "older" ? older : newer;
       if (!state.more || loading.current[direction]) return;
       loading.current[direction] = true;
       const variables = { ...filterVariables(filters), limit: PAGE_SIZE };
+      delete variables.around; // a cursor goes on from the page it came from
       variables[direction === "older" ? "after" : "before"] = state.cursor;
       try {
         const page = (await call("RunLines", variables)).runLog;
         if (direction === "older") {
           setLines((before) => [...before, ...page.nodes]);
+          setScanStopped(Boolean(page.pageInfo.scanLimitReached));
           setOlder({ more: page.pageInfo.hasNextPage, cursor: page.pageInfo.endCursor });
         } else {
           prepend(page.nodes);
@@ -582,7 +621,7 @@
         },
       });
       const subscribe = () => {
-        const variables = { ...filterVariables(filters), since: live.current };
+        const variables = { ...filterVariables(filters, true), since: live.current };
         unsubscribe = client.subscribe(
           { query: CONFIG.operations.RunTail.query, variables },
           {
@@ -622,19 +661,30 @@
       };
     }, [caughtUp, filters, generation, problems.lines]);
 
-    const kinds = kindCounts ?? CONFIG.kinds.map((k) => ({ ...k, count: undefined }));
+    // Every kind, with what it would give under the other filters beside it.
+    const counts = kindCounts && Object.fromEntries(kindCounts.map((k) => [k.kind, k.count]));
+    const kinds = CONFIG.kinds.map((k) => ({ ...k, count: counts ? (counts[k.kind] ?? 0) : undefined }));
+    // A hold's evidence opens the table around it, under no other filter (it may be outside them).
+    const openLine = (id) => setFilters({ ...NO_FILTERS, line: id });
+    const toggleStep = (stepId) =>
+      setFilters({
+        ...filters,
+        line: "",
+        step: filters.step.includes(stepId) ? filters.step.filter((s) => s !== stepId) : [...filters.step, stepId],
+      });
     const title = `Run ${CONFIG.runId}`;
     const shown = Object.values(problems).filter(Boolean);
     return html`<${Header} title=${title} times=${times} setTimes=${setTimes}
         onToken=${() => setGeneration((n) => n + 1)} />
       <main class="run">
         <${Problems} problems=${shown} />
-        <${RunHead} head=${head} times=${times} />
-        <${Filters} filters=${filters} setFilters=${setFilters} kinds=${kinds} key=${generation} />
+        <${RunHead} head=${head} times=${times} openLine=${openLine} />
+        ${head?.phases ? html`<${Timeline} phases=${head.phases} times=${times} steps=${filters.step} toggleStep=${toggleStep} />` : null}
+        <${Filters} filters=${filters} setFilters=${setFilters} kinds=${kinds} key=${generation + JSON.stringify(filters)} />
         <section class="lines" aria-labelledby="lines-title">
           <h2 id="lines-title">Lines</h2>
           <p class="tail-state" role="status" data-state=${tail.state}>${tail.text}</p>
-          <p class="loaded">${lines.length} lines loaded${older.more ? ", more as you scroll" : ""}.</p>
+          <p class="loaded">${lines.length} lines loaded${older.more ? ", more as you scroll" : ""}.${scanStopped ? " The search read as many lines as a page may read; scroll on to search further." : ""}</p>
           <${LineTable} lines=${lines} times=${times} highlight=${filters.line} selected=${selected?.id}
             onSelect=${setSelected} onNearEnd=${loadMore} more=${older.more} scrollRef=${scrollRef} />
           ${selected ? html`<${LineDetail} line=${selected} times=${times} onClose=${() => setSelected(null)} />` : null}
@@ -642,12 +692,73 @@
       </main>`;
   }
 
-  function RunHead({ head, times }) {
-    if (head === null) return html`<section class="head"><p>Loading the run…</p></section>`;
-    if (head.missing) return html`<section class="head"><p>The events system has no run ${CONFIG.runId}.</p></section>`;
-    return html`<section class="head" aria-labelledby="head-title">
+  const HOLD_FAMILIES = {
+    BLOCKED_BY_RUN: "wait",
+    WAITING_AT_GATE: "wait",
+    STEP_PARKED: "wait",
+    STEP_RETRYING: "failure",
+    STEP_REFUSED: "refusal",
+    CLEANUP_FAILED: "failure",
+  };
+
+  // What holds the run, on top: each hold's sentence, its evidence (links
+  // into the table) and the run that blocks it (a link to its own page).
+  function RunHead({ head, times, openLine }) {
+    if (head === null) return html`<section class="head"><p>Loading what holds the run…</p></section>`;
+    if (head.missing) return html`<section class="head" data-holds-loaded><p>The events system has no run ${CONFIG.runId}.</p></section>`;
+    return html`<section class="head" aria-labelledby="head-title" data-holds-loaded>
       <h2 id="head-title">Run ${head.id}: ${head.status}</h2>
-      <p>${head.terminal ? "Ended " + formatTime(head.endedAt, times) : "In flight"}; updated ${formatTime(head.updatedAt, times)}.</p>
+      <p class="headline">${head.headline}</p>
+      ${head.holds?.length
+        ? html`<ul class="holds" aria-label="What holds the run">
+            ${head.holds.map((hold, i) => {
+              const family = HOLD_FAMILIES[hold.reason] ?? "wait";
+              return html`<li class=${"hold family-" + family} key=${i} data-reason=${hold.reason}>
+                <p><span class=${"kind family-" + family}><span aria-hidden="true">${FAMILIES[family].icon}</span> ${hold.reason}</span>${" "}
+                  <span class="sentence">${hold.sentence}</span></p>
+                <p class="when">since ${formatTime(hold.since, times)}${hold.phase != null ? ` · phase ${hold.phase}` : ""}${hold.stepId ? ` · step ${hold.stepId}` : ""}${hold.certain === false ? " · the log cannot tell whether it still holds" : ""}</p>
+                ${hold.blockingRun
+                  ? html`<p class="blocking">Blocked by <${RunLink} id=${hold.blockingRun.id}>run ${hold.blockingRun.id}</${RunLink}> (${hold.blockingRun.status}): ${hold.blockingRun.headline}</p>`
+                  : null}
+                ${hold.evidence?.length
+                  ? html`<p class="evidence">Evidence: ${hold.evidence.map(
+                      (line) => html` <a href=${runUrl(CONFIG.runId, "?line=" + encodeURIComponent(line.id))}
+                        onClick=${(event) => { event.preventDefault(); openLine(line.id); }}>${line.kindName} at ${formatTime(line.at, times)}</a>`,
+                    )}</p>`
+                  : null}
+              </li>`;
+            })}
+          </ul>`
+        : null}
+    </section>`;
+  }
+
+  // The phases and their steps: entered, gated, advanced, completed; each
+  // step's latest status. A step is a button that filters the table by it.
+  function Timeline({ phases, times, steps, toggleStep }) {
+    if (!phases.length) return null;
+    const when = (label, at) => (at ? html`<span class="when">${label} ${formatTime(at, times)}</span><br />` : null);
+    return html`<section aria-labelledby="timeline-title">
+      <h2 id="timeline-title">Phases and steps</h2>
+      <ol class="timeline">
+        ${phases.map(
+          (phase) => html`<li key=${phase.phase}>
+            <strong>Phase ${phase.phase}</strong><br />
+            ${when("entered", phase.enteredAt)}${when("gated", phase.gatedAt)}${when("advanced", phase.advancedAt)}${when("completed", phase.completedAt)}
+            <ul class="steps">
+              ${phase.steps.map(
+                (step) => html`<li key=${step.stepId}>
+                  <button type="button" aria-pressed=${steps.includes(String(step.stepId)) ? "true" : "false"}
+                    onClick=${() => toggleStep(String(step.stepId))}
+                    title=${"Show only the lines of step " + step.stepId}>
+                    step ${step.stepId}: ${step.status ?? "—"}${step.attempts > 1 ? ` (${step.attempts} attempts)` : ""}
+                  </button>
+                </li>`,
+              )}
+            </ul>
+          </li>`,
+        )}
+      </ol>
     </section>`;
   }
 

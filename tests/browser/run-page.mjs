@@ -130,29 +130,35 @@ try {
   });
   page = context.pages()[0] ?? (await context.newPage());
 
-  report.step = "the runs page";
+  report.step = "the runs page, without a token";
   await page.goto(`${baseURL}/runs`);
-  await page.locator("#open-run-id").waitFor(TIMEOUT);
-  report.runs = { title: await page.title(), accessibility: await accessibility(page) };
-  await page.screenshot({ path: path.join(artifacts, "run-page-runs.png"), fullPage: true });
-
-  report.step = "open run 38 by its id, without a token";
-  await page.locator("#open-run-id").fill("38");
-  await page.keyboard.press("Enter");
-  await page.waitForURL(/\/runs\/38$/, TIMEOUT);
   await page.locator("[role=alert]", { hasText: "was refused" }).first().waitFor(TIMEOUT);
   report.refused = await page.locator("[role=alert]").innerText();
 
   report.step = "give the reader's token";
   await page.locator("#token").fill(readerToken);
   await page.getByRole("button", { name: "Use token" }).click();
-  await page.locator("[data-line]").first().waitFor(TIMEOUT);
+  await page.locator("table.runs tbody tr").first().waitFor(TIMEOUT);
   await page.locator("[role=alert]").waitFor({ state: "detached", ...TIMEOUT });
+  report.runs = {
+    title: await page.title(),
+    rows: await page.locator("table.runs tbody tr").allInnerTexts(),
+    accessibility: await accessibility(page),
+  };
+  await page.screenshot({ path: path.join(artifacts, "run-page-runs.png"), fullPage: true });
+
+  report.step = "open run 38 by its id";
+  await page.locator("#open-run-id").fill("38");
+  await page.keyboard.press("Enter");
+  await page.waitForURL(/\/runs\/38$/, TIMEOUT);
+  await page.locator("[data-line]").first().waitFor(TIMEOUT);
 
   report.step = "run 38 is blocked by run 37";
-  const blocked = rowWith(page, "blocked by").first().locator("a", { hasText: "run 37" });
+  const hold = page.locator(".hold[data-reason=BLOCKED_BY_RUN]");
+  const blocked = hold.locator(".blocking a", { hasText: "run 37" });
   await blocked.waitFor(TIMEOUT);
   report.blocked = {
+    hold: await hold.innerText(),
     row: await rowWith(page, "blocked by").first().innerText(),
     href: await blocked.getAttribute("href"),
     accessibility: await accessibility(page),
@@ -163,8 +169,29 @@ try {
   await blocked.click();
   await page.waitForURL(/\/runs\/37$/, TIMEOUT);
   await page.locator("[data-line]").first().waitFor(TIMEOUT);
-  report.run37 = { title: await page.title(), rows: await page.locator("[data-line]").count() };
+  const parked = page.locator(".hold[data-reason=STEP_PARKED]");
+  await parked.waitFor(TIMEOUT);
+  report.run37 = {
+    title: await page.title(),
+    rows: await page.locator("[data-line]").count(),
+    headline: await page.locator(".head .headline").innerText(),
+    parked: await parked.locator(".sentence").innerText(),
+    timeline: await page.locator(".timeline").innerText(),
+    accessibility: await accessibility(page),
+  };
   await page.screenshot({ path: path.join(artifacts, "run-page.png"), fullPage: true });
+
+  report.step = "a hold's evidence opens the table on its line";
+  const evidence = parked.locator(".evidence a").first();
+  const evidenceHref = await evidence.getAttribute("href");
+  await evidence.click();
+  await page.waitForURL(/\?line=/, TIMEOUT);
+  await page.locator(".row.highlight").waitFor(TIMEOUT);
+  report.evidence = {
+    href: evidenceHref,
+    highlighted: await page.locator(".row.highlight").innerText(),
+    search: new URL(page.url()).search,
+  };
 
   report.step = "filter by a kind";
   await page.getByLabel("step.refused", { exact: false }).check();
@@ -236,6 +263,27 @@ try {
     inView: await highlighted.isVisible(),
   };
   await linked.screenshot({ path: path.join(artifacts, "run-page-line.png"), fullPage: true });
+
+  report.step = "move between lines with the keyboard";
+  await page.locator("[data-line] .at a").first().focus();
+  const focusedLine = () => page.evaluate(() => document.activeElement?.closest("[data-line]")?.dataset.line ?? null);
+  const rowIds = await page.locator("[data-line]").evaluateAll((rows) => rows.map((row) => row.dataset.line));
+  await page.keyboard.press("ArrowDown");
+  await page.waitForFunction((id) => document.activeElement?.closest("[data-line]")?.dataset.line === id, rowIds[1], TIMEOUT);
+  await page.keyboard.press("Enter"); // the line's detail opens
+  await page.locator(".line-detail").waitFor(TIMEOUT);
+  report.keyboard = { rows: rowIds.slice(0, 2), focused: await focusedLine(), detail: await page.locator(".line-detail h3").innerText() };
+
+  report.step = "times in local time, remembered";
+  await page.getByLabel("Times").selectOption("local");
+  await page.waitForFunction(() => !document.querySelector("[data-line] .at").textContent.includes("UTC"), null, TIMEOUT);
+  await page.reload();
+  await page.locator("[data-line]").first().waitFor(TIMEOUT);
+  report.times = {
+    chosen: await page.getByLabel("Times").inputValue(),
+    first: await page.locator("[data-line] .at").first().innerText(),
+  };
+  await page.getByLabel("Times").selectOption("utc");
   report.cspViolations = await page.evaluate(() => window.__cspViolations);
   report.step = null;
 } catch (error) {

@@ -100,7 +100,6 @@ from .run_log_wait import (
     RunLogWaitRunLogNodes,
     RunLogWaitRunLogPageInfo,
 )
-from .run_page import RunPage, RunPageRunLog, RunPageRunLogRun
 from .runs_in_flight import (
     RunsInFlight,
     RunsInFlightRunsInFlight,
@@ -197,9 +196,6 @@ __all__ = [
     "RunLogWaitRunLog",
     "RunLogWaitRunLogNodes",
     "RunLogWaitRunLogPageInfo",
-    "RunPage",
-    "RunPageRunLog",
-    "RunPageRunLogRun",
     "RunStatusFields",
     "RunsInFlight",
     "RunsInFlightRunsInFlight",

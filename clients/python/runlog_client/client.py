@@ -12,7 +12,6 @@ from .run_log import RunLog
 from .run_log_by_kinds import RunLogByKinds
 from .run_log_page import RunLogPage
 from .run_log_wait import RunLogWait
-from .run_page import RunPage
 from .runs_in_flight import RunsInFlight
 from .write_note import WriteNote
 
@@ -1207,27 +1206,6 @@ class RunLogClient(BaseClient):
         )
         data = self.get_data(response)
         return RunLogWait.model_validate(data)
-
-    def run_page(self, run_id: str, **kwargs: Any) -> RunPage:
-        query = gql("""
-            query RunPage($runId: ID!) {
-              runLog(runId: $runId, limit: 1) {
-                run {
-                  id
-                  status
-                  terminal
-                  endedAt
-                  updatedAt
-                }
-              }
-            }
-            """)
-        variables: dict[str, object] = {"runId": run_id}
-        response = self.execute(
-            query=query, operation_name="RunPage", variables=variables, **kwargs
-        )
-        data = self.get_data(response)
-        return RunPage.model_validate(data)
 
     def runs_in_flight(
         self,

@@ -101,7 +101,6 @@ from .run_log_wait import (
     RunLogWaitRunLogNodes,
     RunLogWaitRunLogPageInfo,
 )
-from .run_page import RunPage, RunPageRunLog, RunPageRunLogRun
 from .run_tail import RunTail, RunTailRunLogTail
 from .runs_in_flight import (
     RunsInFlight,
@@ -201,9 +200,6 @@ __all__ = [
     "RunLogWaitRunLog",
     "RunLogWaitRunLogNodes",
     "RunLogWaitRunLogPageInfo",
-    "RunPage",
-    "RunPageRunLog",
-    "RunPageRunLogRun",
     "RunStatusFields",
     "RunTail",
     "RunTailRunLogTail",

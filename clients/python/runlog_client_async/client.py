@@ -14,7 +14,6 @@ from .run_log_by_kinds import RunLogByKinds
 from .run_log_page import RunLogPage
 from .run_log_tail import RunLogTail
 from .run_log_wait import RunLogWait
-from .run_page import RunPage
 from .run_tail import RunTail
 from .runs_in_flight import RunsInFlight
 from .write_note import WriteNote
@@ -1420,27 +1419,6 @@ class AsyncRunLogClient(AsyncBaseClient):
         )
         data = self.get_data(response)
         return RunLogWait.model_validate(data)
-
-    async def run_page(self, run_id: str, **kwargs: Any) -> RunPage:
-        query = gql("""
-            query RunPage($runId: ID!) {
-              runLog(runId: $runId, limit: 1) {
-                run {
-                  id
-                  status
-                  terminal
-                  endedAt
-                  updatedAt
-                }
-              }
-            }
-            """)
-        variables: dict[str, object] = {"runId": run_id}
-        response = await self.execute(
-            query=query, operation_name="RunPage", variables=variables, **kwargs
-        )
-        data = self.get_data(response)
-        return RunPage.model_validate(data)
 
     async def run_tail(
         self,

@@ -21,7 +21,6 @@ type Documents = {
     "query RunLogPage($runId: ID!, $limit: Int, $after: String) {\n  runLog(runId: $runId, limit: $limit, after: $after) {\n    nodes {\n      id\n      at\n      kind\n      kindName\n      phase\n    }\n    pageInfo {\n      hasNextPage\n      endCursor\n    }\n  }\n}": typeof types.RunLogPageDocument,
     "subscription RunLogTail($runId: ID!, $kinds: [RunLogKind!], $since: String) {\n  runLogTail(runId: $runId, kinds: $kinds, since: $since) {\n    cursor\n    ...RunLogLineFields\n  }\n}": typeof types.RunLogTailDocument,
     "query RunLogWait($runId: ID!, $before: String!, $wait: Int = 25) {\n  runLog(runId: $runId, before: $before, wait: $wait) {\n    nodes {\n      cursor\n      ...RunLogLineFields\n    }\n    pageInfo {\n      hasPreviousPage\n      startCursor\n    }\n  }\n}": typeof types.RunLogWaitDocument,
-    "query RunPage($runId: ID!) {\n  runLog(runId: $runId, limit: 1) {\n    run {\n      id\n      status\n      terminal\n      endedAt\n      updatedAt\n    }\n  }\n}": typeof types.RunPageDocument,
     "subscription RunTail($runId: ID!, $kinds: [RunLogKind!], $since: String) {\n  runLogTail(runId: $runId, kinds: $kinds, since: $since) {\n    cursor\n    ...RunLogLineFields\n  }\n}": typeof types.RunTailDocument,
     "query RunsInFlight($limit: Int, $after: String) {\n  runsInFlight(limit: $limit, after: $after) {\n    nodes {\n      id\n      status\n      updatedAt\n      headline\n      latestPhase\n      holds {\n        reason\n        since\n        sentence\n        certain\n        blockingRunId\n      }\n    }\n    pageInfo {\n      hasNextPage\n      endCursor\n    }\n  }\n}": typeof types.RunsInFlightDocument,
     "mutation WriteNote($runId: ID!, $text: String!, $actor: String = null) {\n  writeRunLog(runId: $runId, kind: \"note\", detail: {text: $text, actor: $actor})\n}": typeof types.WriteNoteDocument,
@@ -35,7 +34,6 @@ const documents: Documents = {
     "query RunLogPage($runId: ID!, $limit: Int, $after: String) {\n  runLog(runId: $runId, limit: $limit, after: $after) {\n    nodes {\n      id\n      at\n      kind\n      kindName\n      phase\n    }\n    pageInfo {\n      hasNextPage\n      endCursor\n    }\n  }\n}": types.RunLogPageDocument,
     "subscription RunLogTail($runId: ID!, $kinds: [RunLogKind!], $since: String) {\n  runLogTail(runId: $runId, kinds: $kinds, since: $since) {\n    cursor\n    ...RunLogLineFields\n  }\n}": types.RunLogTailDocument,
     "query RunLogWait($runId: ID!, $before: String!, $wait: Int = 25) {\n  runLog(runId: $runId, before: $before, wait: $wait) {\n    nodes {\n      cursor\n      ...RunLogLineFields\n    }\n    pageInfo {\n      hasPreviousPage\n      startCursor\n    }\n  }\n}": types.RunLogWaitDocument,
-    "query RunPage($runId: ID!) {\n  runLog(runId: $runId, limit: 1) {\n    run {\n      id\n      status\n      terminal\n      endedAt\n      updatedAt\n    }\n  }\n}": types.RunPageDocument,
     "subscription RunTail($runId: ID!, $kinds: [RunLogKind!], $since: String) {\n  runLogTail(runId: $runId, kinds: $kinds, since: $since) {\n    cursor\n    ...RunLogLineFields\n  }\n}": types.RunTailDocument,
     "query RunsInFlight($limit: Int, $after: String) {\n  runsInFlight(limit: $limit, after: $after) {\n    nodes {\n      id\n      status\n      updatedAt\n      headline\n      latestPhase\n      holds {\n        reason\n        since\n        sentence\n        certain\n        blockingRunId\n      }\n    }\n    pageInfo {\n      hasNextPage\n      endCursor\n    }\n  }\n}": types.RunsInFlightDocument,
     "mutation WriteNote($runId: ID!, $text: String!, $actor: String = null) {\n  writeRunLog(runId: $runId, kind: \"note\", detail: {text: $text, actor: $actor})\n}": types.WriteNoteDocument,
@@ -84,10 +82,6 @@ export function graphql(source: "subscription RunLogTail($runId: ID!, $kinds: [R
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "query RunLogWait($runId: ID!, $before: String!, $wait: Int = 25) {\n  runLog(runId: $runId, before: $before, wait: $wait) {\n    nodes {\n      cursor\n      ...RunLogLineFields\n    }\n    pageInfo {\n      hasPreviousPage\n      startCursor\n    }\n  }\n}"): (typeof documents)["query RunLogWait($runId: ID!, $before: String!, $wait: Int = 25) {\n  runLog(runId: $runId, before: $before, wait: $wait) {\n    nodes {\n      cursor\n      ...RunLogLineFields\n    }\n    pageInfo {\n      hasPreviousPage\n      startCursor\n    }\n  }\n}"];
-/**
- * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
- */
-export function graphql(source: "query RunPage($runId: ID!) {\n  runLog(runId: $runId, limit: 1) {\n    run {\n      id\n      status\n      terminal\n      endedAt\n      updatedAt\n    }\n  }\n}"): (typeof documents)["query RunPage($runId: ID!) {\n  runLog(runId: $runId, limit: 1) {\n    run {\n      id\n      status\n      terminal\n      endedAt\n      updatedAt\n    }\n  }\n}"];
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
