@@ -220,6 +220,14 @@
         return `waits for ${d.condition}${d.deadline ? " until " + formatTime(d.deadline, times) : ""}`;
       case "PhaseAdvancedDetail":
         return `via ${d.via}${d.actor ? " by " + d.actor : ""}`;
+      case "PhaseCompletedDetail":
+        return `${d.stepCount} steps: ${(d.byStatus ?? []).map((b) => `${b.count} ${b.status}`).join(", ")}`;
+      case "ResourceRecordedDetail":
+        return `${d.resourceType} ${d.resourceId} (${d.externalId}), ${d.ownership}`;
+      case "ResourceOrphanedDetail":
+        return `${d.resourceType} ${d.resourceId} (${d.externalId}) orphaned: ${d.reason}`;
+      case "CleanupFailedDetail":
+        return `group ${d.group} did not come back (attempt ${d.attempt}): ${d.error}; left as ${d.leftAs}`;
       case "PhaseEnteredDetail":
         return `steps ${(d.stepIds ?? []).join(", ")}`;
       default: {
