@@ -110,6 +110,11 @@
     return variables;
   }
 
+  // Whether this server's runLog finds a line (phase, step, time, text,
+  // around): RunLines then takes them. Where it does not, those filters are
+  // not offered rather than silently ignored.
+  const FINDS = /\$stepId\b/.test(CONFIG.operations.RunLines.query);
+
   const NO_FILTERS = { kind: [], phase: [], step: [], since: "", until: "", q: "", line: "" };
 
   // ── times ────────────────────────────────────────────────────────────────
@@ -463,7 +468,8 @@
           </label>`,
         )}
       </fieldset>
-      <form onSubmit=${apply} class="text-filters">
+      ${FINDS ? null : html`<p>This server's runLog does not filter by phase, step, time or text.</p>`}
+      <form onSubmit=${apply} class="text-filters" hidden=${!FINDS}>
         ${field("phase", "Phases", "1,2")}
         ${field("step", "Steps", "step ids, comma separated")}
         ${field("since", "Since (UTC)", "2026-12-02T05:00:00Z")}
@@ -756,7 +762,7 @@
             <ul class="steps">
               ${phase.steps.map(
                 (step) => html`<li key=${step.stepId}>
-                  <button type="button" aria-pressed=${steps.includes(String(step.stepId)) ? "true" : "false"}
+                  <button type="button" disabled=${!FINDS} aria-pressed=${steps.includes(String(step.stepId)) ? "true" : "false"}
                     onClick=${() => toggleStep(String(step.stepId))}
                     title=${"Show only the lines of step " + step.stepId}>
                     step ${step.stepId}: ${step.status ?? "—"}${step.attempts > 1 ? ` (${step.attempts} attempts)` : ""}
