@@ -19,7 +19,7 @@ from gql import demo, demo_runs, run_page
 from gql.graphiql import OPERATIONS_DIR
 
 from .conftest import Api, Backend
-from .test_graphiql import BROWSER, page_files
+from .test_graphiql import BROWSER, ROOT, page_files
 
 
 def config(api: Api, path: str) -> dict[str, Any]:
@@ -147,3 +147,10 @@ def test_on_a_trusted_server_the_tail_runs_as_the_page_sends_it(demo_api: Callab
         message = ws.receive_json()
     assert message["type"] == "next", message
     assert message["payload"]["data"]["runLogTail"]["detail"]["text"] == note
+
+
+def test_the_readme_shows_the_page_and_the_client_docs_point_at_it() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "](docs/run-page.png)" in readme and (ROOT / "docs" / "run-page.png").stat().st_size > 10_000
+    assert "http://127.0.0.1:8000/runs/38" in readme
+    assert "gql/static/runpage.js" in (ROOT / "docs" / "clients.md").read_text()
