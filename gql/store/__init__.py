@@ -17,10 +17,12 @@ from .cursors import (
     Scope,
     Window,
     cursor_scope,
+    cursors_of,
     decode_cursor,
     encode_cursor,
     newer_cursors,
     page_cursors,
+    position_of,
     settled_before,
 )
 from .errors import (
@@ -41,15 +43,17 @@ from .pruning import (
     prune_slice,
     prune_terminal,
 )
-from .reads import count_recent, cursor_now, ping, read_page
+from .reads import count_kinds, count_recent, cursor_now, find_line, ping, read_page, run_of_line
 from .runs import find_runs
 from .statements import page_query, page_statement
 from .values import (
     LINE_ID_MAX,
+    NO_FILTERS,
     PRUNE_LIMIT_DEFAULT,
     PRUNE_LIMIT_MAX,
     READ_LIMIT_DEFAULT,
     READ_LIMIT_MAX,
+    Filters,
     Line,
     NewLine,
     Page,
@@ -73,6 +77,7 @@ __all__ = [
     "LINE_ID_MAX",
     "MAX_CURSOR_CHARS",
     "MIN_STATEMENT_SECONDS",
+    "NO_FILTERS",
     "PRUNE_LIMIT_DEFAULT",
     "PRUNE_LIMIT_MAX",
     "READ_LIMIT_DEFAULT",
@@ -80,6 +85,7 @@ __all__ = [
     "RECENT_LINES",
     "Cursor",
     "CursorError",
+    "Filters",
     "HeldConnection",
     "KeyReused",
     "Line",
@@ -99,12 +105,15 @@ __all__ = [
     "clamp_read_limit",
     "count_eligible",
     "count_eligible_runs",
+    "count_kinds",
     "count_recent",
     "cursor_now",
     "cursor_scope",
+    "cursors_of",
     "decode_cursor",
     "detail_capacity",
     "encode_cursor",
+    "find_line",
     "find_pruned",
     "find_runs",
     "forget_keys",
@@ -119,9 +128,11 @@ __all__ = [
     "page_query",
     "page_statement",
     "ping",
+    "position_of",
     "prune_slice",
     "prune_terminal",
     "read_page",
+    "run_of_line",
     "settled_before",
     "utc_now_millis",
 ]
