@@ -304,7 +304,7 @@ class Settings:
         10_000,
         whole(100, 1_000_000),
         "stored lines one `runLog` page with `search` reads at most; a page not full by then ends "
-        "early (`pageInfo.searchStoppedAt`), and its `endCursor` (or `startCursor`) goes on from there",
+        "early (`pageInfo.scanLimitReached`), and its `endCursor` (or `startCursor`) goes on from there",
     )
     ws_ping_interval: float = setting(
         20.0,

@@ -7,11 +7,17 @@ made under one set of filters is refused under another.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
+
+from gql import store, tail
+from gql.db import create_engine
 
 from .conftest import Api, Backend
 
@@ -261,3 +267,48 @@ def test_search_is_paged_by_its_bound_and_finds_every_match_once(make_api: Any, 
             break
         before = page["pageInfo"]["startCursor"]
     assert len(found) == 1
+
+
+def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backend) -> None:
+    async def run(context: Any) -> None:
+        filters = store.Filters(phases=(2,), search="keep")
+        lines = tail.tail_lines(context, 7, None, None, filters=filters)
+        first = asyncio.ensure_future(anext(lines))
+        async with asyncio.timeout(60):
+            while 7 not in context.watcher._watches:  # noqa: ASYNC110 (the watcher has no event for this)
+                await asyncio.sleep(0.01)
+            probes = context.watcher.probes
+            while context.watcher.probes < probes + 2:  # noqa: ASYNC110 (as above)
+                await asyncio.sleep(0.01)
+        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        rows = [
+            {"at": now, "phase": 2, "detail": json.dumps({"text": "drop"})},
+            {"at": now, "phase": 1, "detail": json.dumps({"text": "KEEP, wrong phase"})},
+            {"at": now, "phase": 2, "detail": json.dumps({"text": "keep 1"})},
+            {"at": now, "phase": 2, "detail": json.dumps({"text": "keep 2"})},
+        ]
+        ids = await asyncio.to_thread(_insert, tables, rows)
+        async with asyncio.timeout(60):
+            got = [await first, await anext(lines)]
+        assert [line.id for line in got] == ids[-2:]
+        await lines.aclose()
+        # From the first one's cursor, under the same filters: the second, once.
+        again = tail.tail_lines(context, 7, None, got[0].cursor, filters=filters)
+        async with asyncio.timeout(60):
+            assert (await anext(again)).id == ids[-1]
+        await again.aclose()
+        with pytest.raises(store.CursorError):
+            await anext(tail.tail_lines(context, 7, None, got[0].cursor))
+
+    async def follow() -> None:
+        settings = tables.settings(wait_interval=0.05)
+        engine = create_engine(settings)
+        watcher = tail.Watcher(engine, settings)
+        watcher.start()
+        try:
+            await run(SimpleNamespace(engine=engine, settings=settings, watcher=watcher))
+        finally:
+            await watcher.stop()
+            await engine.dispose()
+
+    asyncio.run(follow())

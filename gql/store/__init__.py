@@ -11,6 +11,7 @@ from .connections import HeldConnection, one_connection
 from .cursors import (
     MAX_CURSOR_CHARS,
     RECENT_LINES,
+    START,
     Cursor,
     CursorError,
     PageCursors,
@@ -83,6 +84,7 @@ __all__ = [
     "READ_LIMIT_DEFAULT",
     "READ_LIMIT_MAX",
     "RECENT_LINES",
+    "START",
     "Cursor",
     "CursorError",
     "Filters",

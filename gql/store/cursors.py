@@ -98,6 +98,11 @@ class Cursor:
     window: Window | None = None
 
 
+# Before every line, whatever its `at` (the position of a line with no time,
+# id 0): a `before` read from it reads a run's log from its oldest line.
+START = Cursor(at="", id=0)
+
+
 @dataclass(frozen=True, slots=True)
 class Window:
     """What a cursor of a recent line has behind it, besides its position.
@@ -328,6 +333,8 @@ class _Reader:
             line_id = self.varint()
         except ValueError:
             line_id = -1
+        if at == "":
+            lowest_id = 0  # START: before every line
         if not lowest_id <= line_id <= LINE_ID_MAX:
             raise _Wrong(f"its line id is not an integer from {lowest_id} to {LINE_ID_MAX}")
         return Cursor(at=at, id=line_id)

@@ -19,6 +19,7 @@ from sqlalchemy import (
     cast,
     func,
     literal_column,
+    not_,
     null,
     or_,
     select,
@@ -337,7 +338,8 @@ def _newer_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool, name: s
     line_id = bindparam(f"{name}_id", type_=Integer())
     if cursor == "null":
         # Every line with a time is newer than one with a NULL `at` (see _older_than).
-        return or_(~_l.c.at.op("<=>")(null()), and_(_l.c.at.op("<=>")(null()), _l.c.id > line_id))
+        is_null = _l.c.at.op("<=>", is_comparison=True)(null())
+        return or_(not_(is_null), and_(is_null, _l.c.id > line_id))
     if cursor == "text" or sqlite:
         value: Any = bindparam(f"{name}_at", type_=String())
     else:
