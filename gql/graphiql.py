@@ -56,6 +56,9 @@ TABS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("RunLogPage.graphql", {"runId": str(demo_runs.TREASURE_HUNT), "limit": 5, "after": None}),
+    # Finding a line: the same operation with a filter (phase, stepId, since,
+    # until and around are its other variables).
+    ("RunLog.graphql", {"runId": str(demo_runs.INVASION), "search": "Yew", "limit": 20}),
     (
         "WriteNote.graphql",
         {

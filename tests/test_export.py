@@ -1,4 +1,4 @@
-"""`GET /runs/{runId}/log.ndjson` and `python -m gql export`: a run's log oldest first, as GraphQL gives its lines.
+"""`GET /runs/{runId}/log.ndjson` and `python -m gql export`: a run's log, oldest first, as GraphQL reads.
 
 Against each backend: the lines and their order, the filters as query
 parameters, refusals naming the parameter, the caller's authorization, a
