@@ -8,8 +8,10 @@ made under one set of filters is refused under another.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime
 import json
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -146,11 +148,29 @@ def test_a_cursor_is_refused_under_other_filters(api: Api, tables: Backend) -> N
         assert "under other filters" in message, message
 
 
-def test_long_poll_under_a_filter_waits_past_lines_it_does_not_keep(api: Api, tables: Backend) -> None:
+def test_long_poll_under_a_filter_waits_past_lines_it_does_not_keep(make_api: Any, tables: Backend) -> None:
+    api = make_api(wait_interval=0.05)
     start = _page(api, phase=[4], limit=5)["pageInfo"]["startCursor"]
-    api.write(7, "note", {"text": "not this phase"}, phase=3)
-    api.write(7, "note", {"text": "this one"}, phase=4)
-    page = _page(api, phase=[4], before=start, wait=20)
+    watcher = api.client.app.state.watcher
+
+    def probed(times: int) -> None:
+        """Wait until the watcher has probed `times` more times (each wakes a waiting poll that has news)."""
+        probes = watcher.probes
+        while watcher.probes < probes + times and not polled.done():
+            time.sleep(0.01)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        polled: concurrent.futures.Future[dict[str, Any]] = pool.submit(
+            _page, api, phase=[4], before=start, wait=20
+        )
+        while 7 not in watcher._watches and not polled.done():  # the poll is waiting
+            time.sleep(0.01)
+        probed(2)
+        api.write(7, "note", {"text": "not this phase"}, phase=3)
+        probed(3)  # woken, read nothing it keeps, waiting again
+        assert not polled.done()
+        api.write(7, "note", {"text": "this one"}, phase=4)
+        page = polled.result(timeout=60)
     assert [node["phase"] for node in page["nodes"]] == [4]
 
 
