@@ -54,8 +54,8 @@ def read_filters(
     until_utc = None if until is None else _millis(until, "until")
     if since_utc is not None and until_utc is not None and since_utc > until_utc:
         raise FilterError(
-            f"since={since.isoformat()} is after until={until.isoformat()}: since is the earliest "  # type: ignore[union-attr]
-            "`at` kept (inclusive), until the first left out"
+            f"since={since_utc.isoformat()}Z is after until={until_utc.isoformat()}Z (in UTC): since is "
+            "the earliest `at` kept (inclusive), until the first left out"
         )
     if search is not None:
         if not search:
