@@ -46,6 +46,7 @@ from graphql import (
 from graphql.language import ListTypeNode, NonNullTypeNode
 
 from gql.kinds import Kind
+from gql.page import RUN_STATE_FIELDS
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
 
@@ -53,6 +54,7 @@ HOT_RUN = 2  # the run every read reads
 WRITE_RUN = 9999  # the run every write writes to: the reads' run stays as filled
 RARE_KIND = Kind.CLEANUP_RETRY  # one line in a hundred
 NOTE_TEXT = "checked the spawn points by hand"
+HOLDS_OPERATIONS = ("RunHolds", "RunsInFlight")  # see Workload.holds
 
 
 @dataclass(frozen=True)
@@ -285,6 +287,8 @@ def _all_fields(tp: GraphQLObjectType, depth: int) -> str:
         _select(name, f.type, depth)
         for name, f in tp.fields.items()
         if not any(isinstance(a.type, GraphQLNonNull) for a in f.args.values())
+        # What holds a linked run is bench/holds.py's case: the floors serve a run's row only.
+        and not (tp.name == "Run" and name in RUN_STATE_FIELDS)
     )
     return " ".join(p for p in parts if p)
 
@@ -301,6 +305,9 @@ class Workload:
     # throughput to compare with the floor's; what they cost is what they
     # hold while idle (bench/idle_tails.py).
     live: list[Operation] = field(default_factory=list)
+    # What holds a run (RunHolds, RunsInFlight): the floors serve no holds, so
+    # these are timed by `--only holds` (bench/holds.py), beside a page.
+    holds: list[Operation] = field(default_factory=list)
 
     @classmethod
     def build(cls, port: int) -> Workload:
@@ -308,6 +315,8 @@ class Workload:
         for operation in [*shipped(), every_detail_field(port)]:
             if operation.live:
                 workload.live.append(operation)
+            elif operation.name in HOLDS_OPERATIONS:
+                workload.holds.append(operation)
             elif operation.skip is not None:
                 workload.skipped.append(operation)
             elif operation.kind == "mutation":

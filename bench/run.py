@@ -3,6 +3,7 @@
     .venv/bin/python -m bench            # the full run: a few minutes
     .venv/bin/python -m bench --quick    # a small version: about a minute
     .venv/bin/python -m bench --big      # also a second database of 10,000,000 lines, read side by side
+    .venv/bin/python -m bench --only holds   # a run's holds beside a 50-line page (bench/holds.py)
     .venv/bin/python -m bench --against main~1   # also an older revision, served beside this tree
 
 Method. A database of its own is created on the MariaDB at RUNLOG_BENCH_MARIADB_URL
@@ -961,6 +962,8 @@ def _measure(
                 report.failed.append(f"{op.name} ({op.origin}) is NOT benchmarked: {op.skip}")
             for op in workload.live:
                 say(f"{op.name} ({op.origin}) waits for lines by design: see bench/idle_tails.py, not here")
+            for op in workload.holds:
+                say(f"{op.name} ({op.origin}) reads what holds runs, which no floor serves: see --only holds")
             if args.only == "writes":
                 workload.reads = []
             elif args.only == "reads":
@@ -1022,7 +1025,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
     parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
     parser.add_argument(
-        "--only", choices=("reads", "writes"), help="only the read cases, or only the write cases"
+        "--only",
+        choices=("reads", "writes", "holds"),
+        help="only the read cases, only the write cases, or only a run's holds beside a page",
     )
     parser.add_argument(
         "--against",
@@ -1063,7 +1068,14 @@ def main(argv: list[str] | None = None) -> int:
             report = Report(
                 targets=TARGETS if revision is None else ("service", BEFORE, *FLOORS), against=revision
             )
-            plans_small, plans_big = _measure(report, args, plan)
+            if args.only == "holds":
+                from .holds import measure  # bench/holds.py imports this module
+
+                measure(report, args, plan)
+                plans_small: dict[str, list[dict[str, Any]]] = {}
+                plans_big: dict[str, list[dict[str, Any]]] = {}
+            else:
+                plans_small, plans_big = _measure(report, args, plan)
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)

@@ -10,7 +10,7 @@ from cross_web import HTTPException, StarletteRequestAdapter
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
 from strawberry.asgi import ASGIWebSocketAdapter
-from strawberry.http.exceptions import NonJsonMessageReceived, WebSocketDisconnected
+from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
 
 from .answers import (
     json_content_type,
@@ -27,25 +27,29 @@ class RequestAdapter(StarletteRequestAdapter):
 
 
 class WebSocketAdapter(ASGIWebSocketAdapter):
-    """Strawberry's websocket adapter, sending text frames and refusing what is not a JSON object.
+    """Strawberry's websocket adapter, sending text frames and closing on a message that is not a JSON object.
 
     The view encodes JSON to bytes (orjson), which Strawberry would send as
     binary frames: browsers hand a binary frame over as a Blob, which the
-    `graphql-ws` client cannot parse. A message that is JSON but not an
-    object (`[]`, `"x"`) would otherwise fail inside Strawberry's handler
-    with a stack in the log; it closes the socket with 4400 like any other
-    unreadable message.
+    `graphql-ws` client cannot parse. A binary frame, or a text frame that is
+    not a JSON object (`{not json`, `[]`, `"x"`), closes the socket with 4400
+    here, on both protocols alike: the older handler skipped a text that does
+    not parse (`ignore_parsing_errors`), leaving the socket open, failed on
+    one that was JSON but not an object with a stack in the log, and closed
+    on a binary frame with 1002.
     """
 
     async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
-        messages = super().iter_json(ignore_parsing_errors=ignore_parsing_errors)
+        messages = super().iter_json()  # never skipping what does not parse: see above
         try:
             async for message in messages:
                 if not isinstance(message, dict):
                     raise NonJsonMessageReceived()
                 yield message
-        except HTTPException as exc:  # decode_json's refusals of a body
-            raise NonJsonMessageReceived() from exc
+        except (NonJsonMessageReceived, HTTPException):  # HTTPException: decode_json's refusals of a body
+            await self.close(code=4400, reason="WebSocket message must be a JSON object")
+        except NonTextMessageReceived:
+            await self.close(code=4400, reason="WebSocket message type must be text")
         finally:
             await messages.aclose()
 

@@ -464,22 +464,21 @@ def _add_demo_arguments(
         description="Load five demo runs, with lines of every kind, into the embedded "
         "database; loading again puts them back as they were.",
     )
-    demo.add_argument(
-        "--allow-non-embedded",
-        action="store_true",
-        help="load into RUNLOG_DATABASE_URL even though it is not the embedded database",
-    )
     serve.add_argument(
         "--demo", action="store_true", help="load the demo runs first (embedded database only)"
     )
     for parser in (demo, serve):
+        parser.add_argument(
+            "--allow-non-embedded",
+            action="store_true",
+            help="load into RUNLOG_DATABASE_URL even though it is not the embedded database",
+        )
         parser.add_argument(
             "--replace-demo-runs",
             action="store_true",
             help="replace runs with the demo's ids even if they did not come from the demo "
             "(deletes their lines; no other run is touched)",
         )
-    serve.set_defaults(allow_non_embedded=False)
     demo.set_defaults(demo=True)
 
 

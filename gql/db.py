@@ -246,7 +246,21 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
     )
     _watch_generations(engine)
     event.listen(engine.sync_engine, "connect", _galera_causal_reads)
+    event.listen(engine.sync_engine, "checkout", _refuse_closed)
     return engine
+
+
+def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Never hand out a connection its driver closed: the pool replaces it (DisconnectionError).
+
+    aiomysql closes a connection whose statement was cancelled (a deadline).
+    SQLAlchemy throws away such a connection after a statement it ran, but
+    not after the statements that set an isolation level
+    (`execution_options`, as `transaction` does): that one went back to the
+    pool, and the next caller failed on it ("Cancelled during execution").
+    """
+    if dbapi_connection.driver_connection.closed:
+        raise sa_exc.DisconnectionError("the driver closed this connection: a statement on it was cancelled")
 
 
 def _watch_generations(engine: AsyncEngine) -> None:

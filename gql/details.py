@@ -150,20 +150,6 @@ LOADED = "runlog.loaded"
 NAMES_A_RUN = "runlog.names_a_run"
 
 
-@strawberry.type(description="A run as the events system has it now (table `event_runs`).")
-class Run:
-    id: strawberry.ID = strawberry.field(description="The run's id; pass it to `runLog`.")
-    status: str = strawberry.field(description="The run's status now (`live`, `completed`, ...).")
-    terminal: bool = strawberry.field(
-        description="Whether the status is terminal (completed, cancelled, failed, missed): "
-        "only a terminal run's lines can be pruned."
-    )
-    ended_at: datetime.datetime | None = strawberry.field(description="When the run ended (UTC), if it has.")
-    updated_at: datetime.datetime | None = strawberry.field(
-        description="When the run's row last changed (UTC)."
-    )
-
-
 # ── one type per kind ────────────────────────────────────────────────────────
 #
 # Each kind's detail type is declared once, with `@detail_of` above its
@@ -269,7 +255,8 @@ class RunBlockedDetail:
     # resolver per line would keep the page off the compiled plan
     # (engine/compiler.py). An exception in its place is the lookup's failure, which
     # graphql-core raises at this field alone: the line stays on its page.
-    blocking_run: Run | None = strawberry.field(
+    # `Run` is gql/runs.py, which imports the modules that import this one: named lazily, never imported.
+    blocking_run: Annotated["Run", strawberry.lazy("gql.runs")] | None = strawberry.field(  # type: ignore[name-defined]  # noqa: F821, UP037
         default=None,
         description="The run that holds the key, as it is now; null if the events system "
         "no longer has it. Loaded once per request for all lines that name it.",

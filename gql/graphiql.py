@@ -48,6 +48,8 @@ ASSETS_PATH = "/graphiql/{digest}/{name}"
 # Tab order, and variables that show something on the demo runs.
 TABS: list[tuple[str, dict[str, Any]]] = [
     ("RunLog.graphql", {"runId": str(demo_runs.INVASION), "limit": 50}),
+    ("RunHolds.graphql", {"runId": str(demo_runs.BLOCKED)}),
+    ("RunsInFlight.graphql", {"limit": 20, "after": None}),
     (
         "RunLogByKinds.graphql",
         {

@@ -10,7 +10,9 @@ and the seed's reason for it. Its detail type is declared once, in
 `details.py` (`@detail_of(Kind.X, example=...)`). Everything else follows from
 those two: the GraphQL enum `RunLogKind` and its descriptions, the
 `RunLogDetail` union, the write path's check, the demo and the tests'
-examples. docs/development.md ("Adding a kind") walks through one.
+examples. docs/development.md ("Adding a kind") walks through one. What a
+line of a kind opens or ends of a run's holds is `RULES` in `holds.py`: a kind
+not there opens and ends nothing.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Annotated, Any, ClassVar, NamedTuple
 
 import strawberry
 from graphql import (
@@ -32,9 +32,9 @@ from strawberry.types import get_object_definition
 from . import retention, store, subscriptions, tail, writes
 from .auth import Action, Caller, Policy
 from .detail_codec import read_detail
-from .details import Run, RunBlockedDetail, RunLogDetail
+from .details import RunBlockedDetail, RunLogDetail
 from .ids import parse_id
-from .kinds import TERMINAL_STATUSES, Kind
+from .kinds import Kind
 from .limits import DetailBudget
 from .replica import Replica
 from .settings import Settings
@@ -141,6 +141,7 @@ class Asked(NamedTuple):
     ends: bool = False  # `startCursor` or `endCursor`: only the page's ends' are made
     run: bool = False  # the page's `run`
     pruned: bool = False  # the page's `pruned`
+    holds: bool = False  # a run's holds, headline, phases or latest phase, anywhere in the selection
     kind_counts: bool = False  # the page's `kindCounts`: one grouped query
 
 
@@ -153,6 +154,10 @@ class Asked(NamedTuple):
 # (140 MiB for texts of 2,000 tokens, past every cache's bound in bytes).
 _ASKED: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref[FieldNode], ...], Asked]] = OrderedDict()
 _ASKED_SIZE = 128  # fields remembered
+
+
+# The `Run` fields derived from its lines (gql/runs.py): read only when selected.
+RUN_STATE_FIELDS = frozenset({"holds", "headline", "phases", "latestPhase"})
 
 
 def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinitionNode]) -> Asked:
@@ -185,22 +190,13 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
         ends="startCursor" in names or "endCursor" in names,
         run="run" in names,
         pruned="pruned" in names,
+        holds=not names.isdisjoint(RUN_STATE_FIELDS),
         kind_counts="kindCounts" in names,
     )
     _ASKED[key] = (tuple(weakref.ref(node) for node in nodes), asked)  # while they live, their ids are theirs
     while len(_ASKED) > _ASKED_SIZE:
         _ASKED.popitem(last=False)
     return asked
-
-
-def as_run(row: store.Run) -> Run:
-    return Run(
-        id=strawberry.ID(str(row.id)),
-        status=row.status,
-        terminal=row.status in TERMINAL_STATUSES,
-        ended_at=row.ended_at,
-        updated_at=row.updated_at,
-    )
 
 
 # ── types ────────────────────────────────────────────────────────────────────
@@ -366,7 +362,8 @@ class RunLogPage:
         description="The lines, ordered by `at` then `id`, newest first.",
     )
     page_info: PageInfo = strawberry.field(description="Where the page ends.")
-    run: Run | None = strawberry.field(
+    # `Run` is gql/runs.py, which imports this module: named lazily, never imported.
+    run: Annotated["Run", strawberry.lazy("gql.runs")] | None = strawberry.field(  # type: ignore[name-defined]  # noqa: F821, UP037
         default=None,
         description="The run as the events system has it now (status, terminal, ended, "
         "updated); null when the events system has no such run, so an unknown run is told "
@@ -388,9 +385,9 @@ class RunLogPage:
     )
     lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
     line_cursors: strawberry.Private[Sequence[str | None]] = dataclasses.field(default_factory=list)
-    # The blocking runs found, by id; the lookup's failure in their place;
-    # None when the query selects neither `blockingRun` nor `run`.
-    runs: strawberry.Private[dict[int, store.Run] | Exception | None] = None
+    # The blocking runs found, as `runs.Run`s by id; the lookup's failure in
+    # their place; None when the query selects neither `blockingRun` nor `run`.
+    runs: strawberry.Private[dict[int, Any] | Exception | None] = None
     line_sources: ClassVar[dict[str, tuple[str, dict[str, Any]]]] = LINE_SOURCES
 
     def made_lines(self) -> list[RunLogLine]:
@@ -401,19 +398,18 @@ class RunLogPage:
                 if type(line.detail) is RunBlockedDetail:
                     # A failed lookup in the field's place: graphql-core raises it there.
                     line.detail.blocking_run = (
-                        self.runs  # type: ignore[assignment]  # see RunBlockedDetail
+                        self.runs  # see RunBlockedDetail
                         if isinstance(self.runs, Exception)
                         else self.blocking_run(line.detail.blocking_run_id)
                     )
         return lines
 
-    def blocking_run(self, blocking_run_id: object) -> Run | None:
+    def blocking_run(self, blocking_run_id: object) -> Any:
         """A line's `blockingRun`; the lookup's failure raised, for graphql-core to put at the field."""
         if isinstance(self.runs, Exception):
             raise self.runs
         number = parse_id(blocking_run_id)
-        row = None if number is None or self.runs is None else self.runs.get(number)
-        return None if row is None else as_run(row)
+        return None if number is None or self.runs is None else self.runs.get(number)
 
     def loaded(self, name: str, values: dict[str, Any]) -> Any:
         """The value of a detail's LOADED field (looked up, not stored), for the compiled plan."""

@@ -125,8 +125,7 @@ async def drain(
     deleted, slices = 0, 0
     runs: set[int] = set()
     while True:
-        async with asyncio.timeout(slice_timeout):
-            piece = await store.prune_slice(engine, before=before, limit=limit)
+        piece = await store.prune_slice(engine, before=before, limit=limit, deadline=_deadline(slice_timeout))
         # The mutation's rule: call again until it answers 0.
         if piece.deleted == 0:
             break
@@ -348,10 +347,16 @@ class Sweeper:
             clock = time.monotonic()
             outcome, deleted, runs, error = Outcome.SKIPPED, 0, 0, None
             try:
-                async with asyncio.timeout(self.slice_timeout):
+                deadline = _deadline(self.slice_timeout)
+                # The slice has its own deadline, past which a COMMIT it sent is
+                # still answered; this one bounds the lock's round trips too.
+                bound = None if deadline is None else deadline + store.ANSWER_GRACE_SECONDS
+                async with asyncio.timeout_at(bound):
                     async with sweep_lock(self.engine, self.lock) as taken:
                         if taken:
-                            piece = await store.prune_slice(self.engine, before=horizon, limit=self.limit)
+                            piece = await store.prune_slice(
+                                self.engine, before=horizon, limit=self.limit, deadline=deadline
+                            )
                             outcome, deleted = Outcome.SWEPT, piece.deleted
                             runs = len(piece.run_ids)
             except Exception as exc:
@@ -442,6 +447,11 @@ class Sweeper:
             )
             task.cancel()
             await asyncio.wait({task})
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """The event loop's time `timeout` seconds from now, or None for no deadline."""
+    return None if timeout is None else asyncio.get_running_loop().time() + timeout
 
 
 def describe_failure(exc: BaseException, timeout: float | None = None) -> str:

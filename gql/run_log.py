@@ -10,16 +10,16 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import metrics, store, tail
+from . import metrics, runs, store, tail
 from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
-from .details import Run
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
 from .kinds import Kind
-from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, as_run, kind_of
+from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
 from .request_id import note
+from .runs import Run, RunsPage, RunsPageInfo
 
 log = logging.getLogger("gql.runlog")
 
@@ -27,14 +27,15 @@ MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of p
 
 
 async def _find_runs(
-    context: Context, lines: list[store.Line], deadline: float, page_run: int | None
-) -> tuple[dict[int, store.Run] | Exception, Run | Exception | None]:
+    context: Context, lines: list[store.Line], deadline: float, page_run: int | None, holds: bool
+) -> tuple[dict[int, Run] | Exception, Run | Exception | None]:
     """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    The runs are plain data on the page, so it is completed by the compiled
-    plan like any other (`RunLogPage.blocking_run`). A failed lookup is put
-    in their place instead: graphql-core raises it at each `blockingRun` (and
-    at the page's `run`), and the lines stay on the page with that field null.
+    With `holds`, what holds each of them too (runs.read_runs). The runs are
+    plain data on the page, so it is completed by the compiled plan like any
+    other (`RunLogPage.blocking_run`). A failed lookup is put in their place
+    instead: graphql-core raises it at each `blockingRun` (and at the page's
+    `run`), and the lines stay on the page with that field null.
     """
     blocked = Kind.RUN_BLOCKED.value
     wanted: list[int] = []
@@ -49,18 +50,49 @@ async def _find_runs(
         wanted.append(page_run)
     if not wanted:
         return {}, None
-    found: dict[int, store.Run] | Exception
+    found: dict[int, Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
-            found = await store.find_runs(context.engine, wanted)
+            rows = await store.find_runs(context.engine, wanted)
+            if holds:
+                found = await runs.read_runs(context.engine, rows)
+            else:
+                found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
     if page_run is None:
         return found, None
     if isinstance(found, Exception):
         return found, found
-    row = found.get(page_run)
-    return found, None if row is None else as_run(row)
+    return found, found.get(page_run)
+
+
+async def read_runs_in_flight(
+    context: Context, holds: bool, limit: int | None, after: str | None
+) -> RunsPage:
+    """What `runsInFlight` answers: the runs not terminal, newest activity first (holds if asked)."""
+    context.require(Action.READ, "runsInFlight")
+    most = store.RUNS_IN_FLIGHT_DEFAULT if not limit else min(max(limit, 1), store.RUNS_IN_FLIGHT_MAX)
+    position = None if after is None else runs.decode_cursor(after)
+    if after is not None and position is None:
+        raise ClientError(
+            "after is not a runsInFlight cursor: pass a runsInFlight page's pageInfo.endCursor",
+            "BAD_USER_INPUT",
+        )
+    try:
+        async with asyncio.timeout(context.settings.read_timeout):
+            found, more = await store.runs_in_flight(context.engine, limit=most, after=position)
+            rows = {row.id: row for row, _ in found}
+            made = await runs.read_runs(context.engine, rows) if holds else {}
+    except Exception as exc:
+        if store.is_unavailable(exc):
+            raise unavailable(context, "runsInFlight", exc) from None
+        raise
+    end = None if not found else runs.encode_cursor(found[-1][1], found[-1][0].id)
+    return RunsPage(
+        nodes=[made.get(row.id) or runs.as_run(row) for row, _ in found],
+        page_info=RunsPageInfo(has_next_page=more, end_cursor=end),
+    )
 
 
 # ── operations ───────────────────────────────────────────────────────────────
@@ -294,21 +326,21 @@ async def _completed(
 ) -> RunLogPage:
     """The page of `lines`, with what else its field selects (runs, what was pruned, kindCounts)."""
     metrics.lines_read(len(lines))
-    runs: dict[int, store.Run] | Exception | None = None
+    found: dict[int, Run] | Exception | None = None
     run: Run | Exception | None = None
     if asked.blocking_run or asked.run:
-        runs, run = await _find_runs(context, lines, deadline, number if asked.run else None)
-    found: PrunedLines | Exception | None = None
+        found, run = await _find_runs(context, lines, deadline, number if asked.run else None, asked.holds)
+    pruned_lines: PrunedLines | Exception | None = None
     if asked.pruned and pruned:
-        found = await _pruned(context, number, deadline)
+        pruned_lines = await _pruned(context, number, deadline)
     return RunLogPage(
         page_info=info_,
-        run=run,  # type: ignore[arg-type]  # see _find_runs
-        pruned=found,  # type: ignore[arg-type]
+        run=run,  # an exception in its place: see _find_runs
+        pruned=pruned_lines,  # type: ignore[arg-type]
         kind_counts=await _kind_counts(context, number, filters, deadline) if asked.kind_counts else [],
         lines=lines,
         line_cursors=cursors if asked.cursor else [None] * len(lines),
-        runs=runs,
+        runs=found,
     )
 
 

@@ -6,45 +6,31 @@ import asyncio
 import datetime
 import enum
 import functools
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import strawberry
 from graphql import (
-    DocumentNode,
-    FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLError,
-    InlineFragmentNode,
-    IntValueNode,
-    ListValueNode,
-    ObjectValueNode,
-    OperationDefinitionNode,
     OperationType,
-    ValueNode,
-    VariableNode,
-    parse,
-    value_from_ast_untyped,
 )
 from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 
-from . import metrics, retention, store, subscriptions, tail, writes
+from . import metrics, retention, store, subscriptions, tail
 from .auth import Action
 from .compat.strawberry import graphql_schema, resolve_info
 from .details import (
     DETAIL_TYPES,
 )
-from .engine import PageExecutor
+from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
 from .limits import WARMING, detail_servings
 from .page import ClientError, Context, PageInfo, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
-from .run_log import read_run_log, unavailable, write_line
-from .settings import Settings
+from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
+from .runs import RunsPage
 
 log = logging.getLogger("gql.runlog")
 
@@ -307,6 +293,28 @@ class Query:
             around=around,
         )
 
+    @strawberry.field(
+        description="The runs that are not terminal (by `event_runs.status`, matched exactly), newest "
+        "activity first (the later of the run's `updatedAt` and its newest line's `at`), each with "
+        'what holds it: "which runs are stuck right now?" in one request. `limit` null or 0 means '
+        "50, otherwise it is clamped to 1..100; pass `pageInfo.endCursor` as `after` for the next page. "
+        "The holds of every run on the page, and of the runs blocking them, are read together."
+    )
+    async def runs_in_flight(
+        self,
+        info: strawberry.Info[Context, None],
+        limit: Annotated[
+            int | None, strawberry.argument(description="Runs per page: null or 0 means 50; 1..100.")
+        ] = None,
+        after: Annotated[
+            str | None,
+            strawberry.argument(description="A previous page's `pageInfo.endCursor`: read the next runs."),
+        ] = None,
+    ) -> RunsPage:
+        raw = resolve_info(info)
+        holds = asked_of(raw.field_nodes, raw.fragments).holds
+        return await read_runs_in_flight(info.context, holds, limit, after)
+
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,
         description="Admin only. Retention as this server process runs it: the settings, the "
@@ -401,6 +409,13 @@ class Mutation:
             deleted = await store.prune_terminal(
                 context.engine, before=before, limit=store.clamp_prune_limit(limit), deadline=deadline
             )
+        except store.OutcomeUnknown as exc:
+            log.error("pruneTerminal failed: request %s: %s", context.request_id, exc)
+            raise ClientError(
+                f"The outcome is unknown: {exc} (request id {context.request_id}).",
+                "DATABASE_UNAVAILABLE",
+                requestId=context.request_id,
+            ) from None
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
@@ -508,81 +523,6 @@ class Subscription:
         return subscriptions.Stream(slot, source, as_line, fail)
 
 
-# ── lines refused before they ran ────────────────────────────────────────────
-
-
-def log_unrun_writes(request_id: str, body: bytes, errors: list[GraphQLError], settings: Settings) -> None:
-    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran.
-
-    An argument GraphQL cannot coerce (`phase: 2147483648`, `phase: 3.5`,
-    `kind: null`), as a literal or as a variable, makes the whole request an
-    error before any resolver runs, as the spec has it: the writer gets that
-    error, which a typed client catches when it is generated. The line still
-    leaves its trace, as every other line that was not stored does, with the
-    arguments as sent (a variable's value as it came, a literal as written).
-    """
-    if b"writeRunLog" not in body:
-        return
-    reason = "the request was refused before it ran: " + "; ".join(
-        writes.short_text(error.message, 300) for error in errors[:3]
-    )
-    try:
-        request = json.loads(body)
-        query, variables = request.get("query"), request.get("variables") or {}
-        if len(query) > settings.max_query_bytes:
-            raise ValueError("a text this long is not parsed again")  # it costs the loop
-        document = parse(query, no_location=True, max_tokens=settings.max_tokens)
-    except Exception:  # not a request this can read: the body, bounded, is the trace
-        metrics.count_write(reason)
-        writes.log_refused(
-            reason, request_id, {"request": body.decode("utf-8", "replace")}, settings.max_detail_bytes
-        )
-        return
-    for arguments in _write_arguments(document, variables if isinstance(variables, dict) else {}):
-        metrics.count_write(reason)
-        writes.log_refused(reason, request_id, arguments, settings.max_detail_bytes)
-
-
-def _write_arguments(document: DocumentNode, variables: dict[str, Any]) -> list[dict[str, Any]]:
-    """The arguments of every `writeRunLog` field in `document`, as sent."""
-    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-    found: list[dict[str, Any]] = []
-    seen: set[str] = set()
-
-    def visit(selections: Any) -> None:
-        for selection in selections or ():
-            if isinstance(selection, FieldNode):
-                if selection.name.value == "writeRunLog":
-                    found.append(
-                        {a.name.value: _as_sent(a.value, variables) for a in selection.arguments or ()}
-                    )
-            elif isinstance(selection, InlineFragmentNode):
-                visit(selection.selection_set.selections)
-            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in seen:
-                seen.add(selection.name.value)
-                fragment = fragments.get(selection.name.value)
-                if fragment is not None:
-                    visit(fragment.selection_set.selections)
-
-    for definition in document.definitions:
-        if isinstance(definition, OperationDefinitionNode) and definition.operation == OperationType.MUTATION:
-            visit(definition.selection_set.selections)
-    return found
-
-
-def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
-    """A literal's value as written (an integer Python will not read stays its digits)."""
-    if isinstance(node, VariableNode):
-        return variables.get(node.name.value)
-    if isinstance(node, IntValueNode):
-        return int(node.value) if len(node.value) <= 1000 else node.value
-    if isinstance(node, ListValueNode):
-        return [_as_sent(value, variables) for value in node.values]
-    if isinstance(node, ObjectValueNode):
-        return {field.name.value: _as_sent(field.value, variables) for field in node.fields}
-    return value_from_ast_untyped(node, variables)
-
-
 # ── schema ───────────────────────────────────────────────────────────────────
 
 
@@ -623,7 +563,7 @@ def build_schema(
         # always has all of them in a stable order.
         types=list(DETAIL_TYPES.values()),
         extensions=extensions or [],
-        execution_context_class=PageExecutor.with_plans() if fast_path else None,
+        execution_context_class=PageExecutor.with_plans() if fast_path else VariablesExecutor,
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any
 
 import uvicorn
@@ -177,8 +178,51 @@ class _HeadDeadline:
 UNCAPPED_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
 
 
-class HTTPProtocol(_HeadDeadline, HTTPProtocolBase):  # type: ignore[valid-type,misc]
-    """uvicorn's HTTP protocol (httptools if installed, else h11), with a deadline for each head."""
+class _HeadRefused(Exception):
+    """Raised from httptools' callback to stop the parser; uvicorn then calls `send_400_response`."""
+
+
+class _HostRules:
+    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (h11 enforces the first two).
+
+    An HTTP/1.1 request without a Host, or any with more than one, is
+    answered 400 before the app (httptools took either, the first Host
+    winning). A request whose target is in absolute form
+    (`GET http://name/graphql`) names its host there: its Host is replaced
+    by the target's authority, as the RFC has a server use that and ignore
+    the header, so RUNLOG_ALLOWED_HOSTS judges the name the request names
+    (httptools kept the path only, and the Host header was judged).
+    Relies on httptools' protocol's `compat.uvicorn.HTTPTOOLS_HOOKS`.
+    """
+
+    url: bytes
+    headers: list[tuple[bytes, bytes]]
+    parser: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.refusal: str | None = None
+
+    def on_headers_complete(self) -> None:
+        hosts = [value for name, value in self.headers if name == b"host"]
+        if len(hosts) > 1:
+            self.refusal = "The request has more than one Host header."
+        elif not hosts and self.parser.get_http_version() == "1.1":
+            self.refusal = "An HTTP/1.1 request must have a Host header."
+        if self.refusal is not None:
+            raise _HeadRefused(self.refusal)
+        scheme, found, rest = self.url.partition(b"://")
+        if found and scheme.isalpha():  # the absolute form: a path begins with "/"
+            authority = re.split(rb"[/?#]", rest, maxsplit=1)[0].rpartition(b"@")[2]
+            self.headers[:] = [(n, v) for n, v in self.headers if n != b"host"] + [(b"host", authority)]
+        super().on_headers_complete()  # type: ignore[misc]
+
+    def send_400_response(self, msg: str) -> None:
+        super().send_400_response(self.refusal or msg)  # type: ignore[misc]
+
+
+class HTTPProtocol(_HostRules, _HeadDeadline, HTTPProtocolBase):  # type: ignore[valid-type,misc]
+    """uvicorn's HTTP protocol (httptools if installed, else h11): a deadline for each head, Host's rules."""
 
     def shutdown(self) -> None:
         # uvicorn waits for the requests in flight before the lifespan's end:

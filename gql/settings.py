@@ -9,11 +9,6 @@ prints it; tests/test_settings.py fails when the page differs). A bad value
 stops start-up with an error that names the key and says what would be
 accepted, rather than surfacing later as a confusing failure on the first
 request.
-
-Not pydantic-settings (docs/development.md, "Settings"): its errors name the
-field, not the variable, and say neither the unit nor the range; the rotating
-token pairs, `from_env(mapping)` and `dataclasses.replace`, which the tests
-use, each needed code around it.
 """
 
 from __future__ import annotations

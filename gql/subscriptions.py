@@ -52,6 +52,7 @@ from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as 
 from .auth import Caller, Policy, Role
 from .limits import query_text_refusal
 from .trusted import REFUSED
+from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.subscriptions")
 
@@ -246,15 +247,21 @@ def _untrusted(view: Any, context: Any, payload: Any) -> Any:
 def unreadable(message: Mapping[str, Any]) -> str | None:
     """Why a message cannot be served as the protocols define it, or None.
 
-    An operation's `id` is a string, and a subscribe/start `payload` an object
-    with a string `query`, an object of `variables` and a string
-    `operationName` when given. Strawberry's handlers index into what they
-    receive: a list as an `id` or a number as a `query` failed inside them,
-    with a stack in the log (or a masked INTERNAL_SERVER_ERROR), on any
-    caller's say.
+    A message has a string `type`. A `connection_init` payload is an object
+    (or absent, or null; graphql-ws answered another with connection_error
+    and a close with 1000). An operation's `id` is a string, and a
+    subscribe/start `payload` an object with a string `query`, an object of
+    `variables` and a string `operationName` when given. Strawberry's
+    handlers index into what they receive: a list as an `id` or a number as
+    a `query` failed inside them, with a stack in the log (or a masked
+    INTERNAL_SERVER_ERROR), on any caller's say.
     """
+    if not isinstance(message.get("type"), str):  # graphql-ws's handler raised KeyError out of the app
+        return "a message needs a type (a string)"
     if "id" in message and not isinstance(message["id"], str):
         return "an operation's id must be a string"
+    if message.get("type") == "connection_init" and not isinstance(message.get("payload") or {}, dict):
+        return "the connection_init payload must be an object"
     if message.get("type") not in ("subscribe", "start"):
         return None
     if not isinstance(message.get("id"), str):
@@ -299,15 +306,26 @@ class OperationSchema:
         root_value: Any = None,
         operation_name: str | None = None,
     ) -> Any:
-        return await self.schema.stream(
+        context = context_value.for_operation()
+        results = await self.schema.stream(
             query,
             variable_values=variable_values,
-            context_value=context_value.for_operation(),
+            context_value=context,
             root_value=root_value,
             operation_name=operation_name,
         )
+        return _unrun_writes_logged(results, {"query": query, "variables": variable_values}, context)
 
     subscribe = stream
+
+
+async def _unrun_writes_logged(results: Any, sent: dict[str, Any], context: Any) -> AsyncIterator[Any]:
+    """`results`, each line of a mutation refused before it ran logged as not stored, as over HTTP."""
+    async with contextlib.aclosing(results):
+        async for result in results:
+            if result.data is None and result.errors and all(e.path is None for e in result.errors):
+                log_unrun_writes(context.request_id, sent, result.errors, context.settings)
+            yield result
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
@@ -325,6 +343,9 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
         if reason is not None:
             await self.handle_invalid_message(f"Invalid message: {reason}")
             return
+        if message.get("type") == "connection_init" and message.get("payload", {}) is None:
+            # The protocol allows a null payload, which Strawberry closed with 4400 (graphql-ws takes it).
+            message = {"type": "connection_init"}
         await super().handle_message(message)
 
     async def handle_subscribe(self, message: Any) -> None:

@@ -6,7 +6,8 @@ document text it prints): `operations/persisted-documents.json` is that
 preset's own manifest, which `clients/ts` generates and `clients/check.sh`
 keeps current. An operator may add more with RUNLOG_TRUSTED_DOCUMENTS_FILE,
 a manifest of the same shape. A client may send `{"documentId":
-"sha256:<hex>"}` (or the bare hex) in place of the query text. With
+"sha256:<hex>"}` (or the bare hex; the prefix and the hex in either case) in
+place of the query text. With
 RUNLOG_TRUSTED_DOCUMENTS=on, a caller other than an admin may run only these
 documents, by id or by their exact text.
 """
@@ -47,9 +48,8 @@ class TrustedDocuments:
         return cls(by_hash=known, texts=frozenset(known.values()), enforced=settings.trusted_documents)
 
     def text(self, document_id: str) -> str | None:
-        """The text of the document `document_id` names (`sha256:<hex>` or `<hex>`), None if unknown."""
-        digest = document_id[len(PREFIX) :] if document_id.startswith(PREFIX) else document_id
-        return self.by_hash.get(digest.lower())
+        """The text of the document `document_id` names (`sha256:<hex>` or `<hex>`, in any case), or None."""
+        return self.by_hash.get(document_id.lower().removeprefix(PREFIX))
 
     def check(self, schema: GraphQLSchema) -> None:
         """Parse and validate every known document: one this schema refuses stops start-up."""

@@ -54,13 +54,12 @@ from .prepared import (
 )
 from .replica import Replica
 from .retention import Sweeper
-from .schema import RunLogSchema, log_unrun_writes
+from .schema import RunLogSchema
 from .settings import Settings
 from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
 from .tail import Watcher
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
-
-log = logging.getLogger("gql.app")
+from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.app")
 
@@ -488,7 +487,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         The payload's `Authorization` ({"Authorization": "Bearer <token>"})
         replaces the upgrade request's header, which browsers cannot set. A
         token that grants nothing is not refused here, as HTTP does not refuse
-        it: each operation is, with the same error as over HTTP.
+        it: each operation is, with the same error as over HTTP. A payload
+        this server cannot read closes the socket with 4403, saying why.
         """
         try:
             context.caller = connection_caller(
@@ -498,6 +498,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
             )
         except BadConnectionInit as exc:
             log.info("websocket %s refused: %s", context.request_id, exc)
+            # Closed here, so that both protocols close alike: on this refusal
+            # the older graphql-ws handler closes with 1011, after a
+            # connection_error, which is then not sent (the socket is closed).
+            await context.request.close(code=4403, reason=f"Forbidden: {exc}")
             raise ConnectionRejectionError() from None
         return await super().on_ws_connect(context)
 

@@ -317,7 +317,7 @@ class Writer:
         # Every line a resolver or the write plan (gql/engine/write_plan.py) hands over
         # ends here, stored or not and why: the one place to count outcomes. A
         # line refused before it ran (a variable GraphQL cannot coerce) never
-        # comes here: schema.log_unrun_writes logs it.
+        # comes here: unrun_writes.log_unrun_writes logs it.
         metrics.count_write(problem)  # runlog_writes_total{outcome, reason}
         if problem is None:
             return True

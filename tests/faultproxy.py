@@ -43,6 +43,8 @@ class FaultProxy:
     - `deafen()`: carry the service's bytes to the server, but lose every
       answer, as a path that fails after a statement was sent does: the server
       runs (and commits) what it gets, and the service never hears.
+    - `deafen_at(text, nth)`: as `deafen()`, from the `nth` command from now
+      whose text is `text` on (that command's answer is lost too).
     - `reset_open()`: reset every open connection and keep accepting new ones,
       as a server that dropped its connections does.
     """
@@ -54,6 +56,7 @@ class FaultProxy:
         self.hanging = False
         self.commands: list[tuple[str, str]] = []
         self.deaf = False
+        self.deaf_at: tuple[str, int] | None = None  # the text, and how many more to let by
         self._server: asyncio.Server | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -80,6 +83,9 @@ class FaultProxy:
 
     def deafen(self) -> None:
         self._call(self._deafen())
+
+    def deafen_at(self, text: str, nth: int = 1) -> None:
+        self.deaf_at = (text, nth - 1)
 
     def reset_open(self) -> None:
         self._call(self._reset_open())
@@ -111,6 +117,7 @@ class FaultProxy:
     async def _recover(self) -> None:
         self.hanging = False
         self.deaf = False
+        self.deaf_at = None
         for link in list(self.links):
             if link.broken:
                 self._reset(link)
@@ -177,6 +184,10 @@ class FaultProxy:
             if sequence == 0 and payload:
                 name = _COMMANDS.get(payload[0], f"command {payload[0]}")
                 self.commands.append((name, payload[1:].decode("utf-8", "replace")))
+                if self.deaf_at is not None and self.commands[-1][1] == self.deaf_at[0]:
+                    text, more = self.deaf_at
+                    self.deaf_at = (text, more - 1) if more else None
+                    self.deaf = self.deaf or not more
 
     def _reset(self, link: _Link) -> None:
         """Close both sides at once; the client's side with a TCP reset."""

@@ -8,7 +8,9 @@ the whole cluster, writes through every node stored exactly once.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import random
 import subprocess
 import threading
 import uuid
@@ -22,7 +24,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from gql import retention
+from gql import retention, store
 from gql.db import create_engine, metadata
 from gql.settings import Settings
 
@@ -221,6 +223,64 @@ def test_prunes_sent_through_every_node_at_once_all_answer_and_keep_live_runs(
         tables[2], "SELECT run_id, COUNT(*) FROM event_run_log WHERE run_id > 1000 GROUP BY run_id"
     )
     assert counts == [(1099, 60)]
+
+
+def test_prunes_through_every_node_cut_off_anywhere_by_their_deadlines_answer_and_add_up(
+    tables: list[sa.URL],
+) -> None:
+    """Concurrent prunes through all three nodes, each with a deadline that may fall in any statement.
+
+    Each call answers a count, or fails as the service answers DATABASE_UNAVAILABLE
+    (`store.is_unavailable`; anything else is "Unexpected error"), and the counts
+    add up to the lines that went. Before, a connection cancelled while it set a
+    transaction's isolation level went back to the pool closed, and the next call
+    on it failed with "Cancelled during execution"; and a COMMIT cut off by the
+    deadline deleted lines its call never reported.
+    """
+    ended, live = range(3001, 3041), 3099
+    _fill(tables[0], ended, lines_each=30, live_run=live)
+    before = datetime.datetime(2021, 1, 1, tzinfo=datetime.UTC)
+
+    async def main() -> tuple[int, list[str]]:
+        engines = [
+            create_engine(Settings(database_url=url.render_as_string(hide_password=False))) for url in tables
+        ]
+        unexpected: list[str] = []
+        answered = 0
+
+        async def prune(engine: AsyncEngine, seed: int) -> None:
+            nonlocal answered
+            rng = random.Random(seed)
+            loop = asyncio.get_running_loop()
+            for _ in range(2000):  # a bound on the calls, not a wait: the last answers 0, nothing left
+                try:
+                    deleted = await store.prune_terminal(
+                        engine, before=before, limit=7, deadline=loop.time() + rng.uniform(0, 0.25)
+                    )
+                except Exception as exc:
+                    if isinstance(exc, store.OutcomeUnknown) or not store.is_unavailable(exc):
+                        unexpected.append(repr(exc))
+                        return
+                    continue
+                answered += deleted
+                if deleted == 0:
+                    return
+            unexpected.append("still pruning after 2000 calls")
+
+        try:
+            await asyncio.gather(*(prune(engines[i % 3], i) for i in range(9)))
+        finally:
+            for engine in engines:
+                await engine.dispose()
+        return answered, unexpected
+
+    answered, unexpected = asyncio.run(main())
+    assert unexpected == []
+    counts = _rows(
+        tables[1], "SELECT run_id, COUNT(*) FROM event_run_log WHERE run_id > 3000 GROUP BY run_id"
+    )
+    assert counts == [(live, 30)]
+    assert answered == 40 * 30
 
 
 BIG_PRUNE = "mutation($before: DateTime!) { pruneTerminal(before: $before, limit: 10000) }"

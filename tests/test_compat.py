@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import graphql
 import greenlet
+import pytest
 import sqlalchemy as sa
 import strawberry
 import uvicorn
@@ -84,6 +85,7 @@ def test_the_reaches_are_these() -> None:
         ],
         "uvicorn": [
             "HTTPProtocolBase",
+            "HTTPTOOLS_HOOKS",
             "HTTP_HOOKS",
             "SUPERVISOR_HOOKS",
             "WEBSOCKET_HOOKS",
@@ -546,6 +548,25 @@ def test_uvicorns_http_protocols_have_what_server_py_overrides_and_reads() -> No
         assert list(inspect.signature(protocol.send_400_response).parameters) == ["self", "msg"]
         methods = ("on_response_complete", "shutdown", "connection_made", "data_received", "connection_lost")
         assert all(callable(getattr(protocol, name)) for name in methods)
+
+
+def test_uvicorns_httptools_protocol_has_what_the_host_rules_override_and_read() -> None:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    missing = [name for name in uvicorn_compat.HTTPTOOLS_HOOKS if not _has(HttpToolsProtocol, name)]
+    assert missing == []
+    # The scope's headers are the protocol's own list, so a Host replaced there is the app's.
+    assert '"headers": self.headers' in inspect.getsource(HttpToolsProtocol.on_message_begin)
+    # An exception from the callback reaches uvicorn as an HttpParserError, answered by send_400_response.
+    assert "except httptools.HttpParserError" in inspect.getsource(HttpToolsProtocol.data_received)
+
+
+def test_h11_refuses_a_missing_or_second_host_itself() -> None:
+    import h11
+
+    for headers in ([], [("Host", "a.example"), ("Host", "b.example")]):
+        with pytest.raises(h11.LocalProtocolError, match="Host"):
+            h11.Request(method="GET", target="/", headers=headers)
 
 
 def test_uvicorns_http_protocol_reads_limit_concurrency_from_the_instance() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from gql import demo, demo_runs
@@ -276,6 +277,31 @@ def test_demo_refuses_a_database_that_is_not_embedded_unless_allowed(
         assert cur.fetchone() == (len(demo_runs.RUN_IDS),)
         cur.execute("DROP TABLE event_run_log, event_runs")
     conn.close()
+
+
+@pytest.mark.mariadb
+def test_serve_demo_loads_a_database_that_is_not_embedded_when_allowed(tmp_path: Path) -> None:
+    from . import serving
+    from .conftest import MARIADB_URL, _mariadb_connect
+
+    name = f"runlog_test_demo_{os.getpid()}"
+    conn = _mariadb_connect()
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    url = MARIADB_URL.set(database=name).render_as_string(hide_password=False)
+    server = serving.start(tmp_path, url, "serve", "--demo", "--allow-non-embedded")
+    try:
+        serving.wait_until_healthy(server)
+        answer = httpx.post(
+            f"{server.base}/graphql",
+            json={"query": "{ runLog(runId: 38, limit: 1) { run { status } } }"},
+        ).json()
+    finally:
+        serving.stop(server)
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{name}`")
+        conn.close()
+    assert answer == {"data": {"runLog": {"run": {"status": "scheduled"}}}}, server.output()
 
 
 def test_serve_demo_refuses_a_database_that_is_not_embedded() -> None:

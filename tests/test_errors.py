@@ -45,7 +45,8 @@ def test_a_request_the_caller_got_wrong_says_what_is_wrong(
     body = api.post(query, variables, token=ADMIN)
     (error,) = body["errors"]
     assert says in error["message"]
-    assert "code" not in error.get("extensions", {}), "a mistake of the caller's is not masked"
+    # Not masked; a variable that does not coerce is BAD_USER_INPUT, as a resolver's refusal.
+    assert error.get("extensions", {}).get("code", "BAD_USER_INPUT") == "BAD_USER_INPUT"
     assert_clean_errors(body)
 
 

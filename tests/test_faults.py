@@ -246,3 +246,73 @@ def test_a_locked_sqlite_database_answers_false_and_unavailable_then_recovers(tm
             holder.close()
         assert api.write(1, "note", {"text": "after"})
         assert texts(api) == ["after", "before"]
+
+
+@pytest.mark.mariadb
+def test_a_prune_whose_commit_goes_unanswered_says_its_outcome_is_unknown(mariadb: Backend) -> None:
+    """The server gets the COMMIT and commits; its answer is lost. The call cannot know, and says so.
+
+    Before, a COMMIT cut off by the deadline was answered as a database that
+    did not answer (or left out of the count), though its lines were gone.
+    """
+    mariadb.create_tables()
+    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
+    mariadb.execute(
+        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
+    )
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+    with (
+        FaultProxy(*upstream) as proxy,
+        TestClient(create_app(through(proxy, mariadb, prune_timeout=1))) as client,
+    ):
+        # The first COMMIT is SQLAlchemy's, after it sets the slice's isolation level.
+        proxy.deafen_at("COMMIT", nth=2)
+        body = Api(client).post(PRUNE, token=ADMIN)
+    assert_clean_errors(body)
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "DATABASE_UNAVAILABLE"
+    assert error["message"].startswith(
+        "The outcome is unknown: the database did not answer a prune's COMMIT: 0 lines were deleted "
+        "before it, and up to 3 more may have been by it; call again to prune what is left (request id "
+    )
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 0  # it had committed
+
+
+@pytest.mark.mariadb
+def test_a_drained_slice_whose_commit_goes_unanswered_is_not_a_plain_timeout(mariadb: Backend) -> None:
+    """The sweeper's and the prune command's slices follow pruneTerminal's rule at their COMMIT.
+
+    Before, their own timeout cut the COMMIT's answer off, and the slice was
+    reported as one the database did not finish, though its lines were gone.
+    """
+    import asyncio
+    import datetime
+
+    from gql import retention, store
+    from gql.db import create_engine
+
+    mariadb.create_tables()
+    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
+    mariadb.execute(
+        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
+    )
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+
+    async def drain() -> BaseException | None:
+        engine = create_engine(through(proxy, mariadb))
+        try:
+            await retention.drain(engine, before=datetime.datetime(2026, 1, 1), limit=10, slice_timeout=1)
+        except Exception as exc:
+            return exc
+        finally:
+            await engine.dispose()
+        return None
+
+    with FaultProxy(*upstream) as proxy:
+        # The first COMMIT is the new connection's, the second SQLAlchemy's
+        # after it sets the slice's isolation level; the third is the slice's.
+        proxy.deafen_at("COMMIT", nth=3)
+        failure = asyncio.run(drain())
+    assert isinstance(failure, store.OutcomeUnknown), repr(failure)
+    assert "up to 3 more may have been by it" in str(failure)
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 0  # it had committed

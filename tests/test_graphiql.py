@@ -63,6 +63,8 @@ def test_graphiql_opens_on_one_tab_per_example_operation_in_the_repo(demo_api: A
     tabs = served_tabs(demo_api)
     assert [operation_name(tab) for tab in tabs] == [
         "RunLog",
+        "RunHolds",
+        "RunsInFlight",
         "RunLogByKinds",
         "RunLogPage",
         "RunLog",
@@ -100,6 +102,11 @@ def test_every_example_tab_runs_as_it_opens(demo_api: Api) -> None:
     page = results["RunLogPage"]["runLog"]
     assert len(page["nodes"]) == 5 and page["pageInfo"]["hasNextPage"]
     assert results["WriteNote"] == {"writeRunLog": True}
+    # The holds tab opens on run 38: blocked by run 37, and what holds 37 in turn.
+    held = results["RunHolds"]["runLog"]["run"]
+    assert held["headline"] == "Blocked by run 37, which holds invasion:Yew and is still live."
+    assert held["holds"][0]["blockingRun"]["holds"][0]["reason"] == "STEP_PARKED"
+    assert [run["id"] for run in results["RunsInFlight"]["runsInFlight"]["nodes"]] == ["38", "37"]
 
 
 def test_the_paging_tab_reads_the_whole_log_by_passing_end_cursor_as_after(

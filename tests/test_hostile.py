@@ -280,7 +280,16 @@ def _keyed_line_waits_for_its_key(api: Api, mariadb: Backend) -> None:
             )
         waiting = threading.Thread(target=lambda: keyed.update(api.data(write, {"k": "k", "t": "keyed"})))
         waiting.start()
-        time.sleep(0.3)  # the keyed write is waiting for the key's row lock
+        # Until the keyed write waits for the key's row lock (MariaDB shows the wait).
+        deadline = time.monotonic() + 30
+        while not mariadb.scalar(
+            "SELECT COUNT(*) FROM information_schema.INNODB_TRX t"
+            " JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id"
+            " WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()"
+        ):
+            assert waiting.is_alive(), keyed
+            assert time.monotonic() < deadline, "the keyed write never waited for the key's row lock"
+            time.sleep(0.2)  # InnoDB refreshes INNODB_TRX only when it was not read in the last 0.1 s
         assert api.data(write, {"t": "plain"})["writeRunLog"] is True
         # A reader reads the newest page now: "plain", then "old".
         first = api.data("{ runLog(runId: 1, limit: 2) { nodes { detail { ... on NoteDetail { text } } } } }")

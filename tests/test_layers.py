@@ -34,6 +34,7 @@ LAYERS: dict[str, set[str]] = {
     "graphql": {
         "gql.schema",
         "gql.page",
+        "gql.runs",
         "gql.run_log",
         "gql.engine",
         "gql.engine.*",
@@ -42,6 +43,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.subscriptions",
         "gql.trusted",
         "gql.schema_check",
+        "gql.unrun_writes",
     },
     "rules": {
         "gql.writes",
@@ -50,6 +52,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.replica",
         "gql.details",
         "gql.detail_codec",
+        "gql.holds",
         "gql.auth",
         "gql.demo",
         "gql.demo_runs",

@@ -1,7 +1,8 @@
-"""Benchmark figures live in docs/performance.md, dated, with how they were made; the code says why.
+"""Benchmark figures live in docs/performance.md's dated results, with how they were made; the code says why.
 
-A speed figure in a docstring or comment goes stale silently as the code
-around it changes. This looks for the shapes such figures took in gql/.
+A speed figure in a docstring, a comment or a page of reference goes stale
+silently as the code around it changes. This looks for the shapes such
+figures took in gql/, pyproject.toml and docs/.
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ FIGURE = re.compile(
     r"|\d+(\.\d+)? ms (of CPU|against|with|without)\b",
     re.IGNORECASE,
 )
+# In prose, the numbers alone: "alternating rounds" also names how a result was made.
+MEASURED = re.compile(
+    r"\d+(\.\d+)?(x| times) (less|more|the|faster|slower|as long)\b"
+    r"|\d+(\.\d+)? ?(us|µs|ns) (a|of|per|less|for)\b"
+    r"|\d+(\.\d+)? ms (of CPU|against|with|without)\b",
+    re.IGNORECASE,
+)
+# The sections of docs/ that are dated results, where figures belong.
+RESULTS = ("## What each piece bought", "## Latest results")
 
 
 def test_no_benchmark_figures_in_the_code() -> None:
@@ -27,6 +37,18 @@ def test_no_benchmark_figures_in_the_code() -> None:
         if FIGURE.search(line)
     ]
     assert found == [], "move these to docs/performance.md, dated, with the command:\n" + "\n".join(found)
+
+
+def test_no_benchmark_figures_in_pyproject_or_the_docs_reference() -> None:
+    found = []
+    for path in [ROOT / "pyproject.toml", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        heading = ""
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("## "):
+                heading = line
+            if not heading.startswith(RESULTS) and MEASURED.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == [], "move these to docs/performance.md's dated results:\n" + "\n".join(found)
 
 
 def test_the_figures_in_docs_performance_are_dated() -> None:

@@ -515,6 +515,49 @@ def test_the_images_healthcheck_asks_liveness_and_passes_on_a_running_server(
         assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.mariadb
+def test_compose_runs_init_db_then_serve_on_mariadb_as_its_commands_say(tmp_path: Path) -> None:
+    """compose.yaml's init-db and serve, run as it runs them, on a fresh MariaDB database."""
+    import re
+
+    from .conftest import MARIADB_URL, _mariadb_connect
+
+    compose = (ROOT / "compose.yaml").read_text(encoding="utf-8")
+    (url,) = re.findall(r"RUNLOG_DATABASE_URL: (mysql\+aiomysql://\S+)", compose)
+    (init_db,) = re.findall(r"^\s+command: (\[.*\])$", compose, re.MULTILINE)
+    assert "service_completed_successfully" in compose.split("\n  runlog:", 1)[1]
+    assert json.loads(init_db)[:3] == ["python", "-m", "gql"]
+    name = f"runlog_test_compose_{os.getpid()}"
+    admin = _mariadb_connect()
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    # The compose file's URL, pointed at the test server: same driver, same shape.
+    assert sa.engine.make_url(url).drivername == MARIADB_URL.drivername
+    here = MARIADB_URL.set(database=name).render_as_string(hide_password=False)
+    try:
+        done = subprocess.run(
+            [sys.executable, *json.loads(init_db)[1:]],
+            env={**os.environ, "RUNLOG_DATABASE_URL": here},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        server = start(tmp_path, here)
+        try:
+            wait_for_health(server)
+            answer = httpx.post(
+                f"{server.base}/graphql", json={"query": "{ runLog(runId: 1) { nodes { id } } }"}
+            )
+        finally:
+            stop(server)
+        assert answer.json() == {"data": {"runLog": {"nodes": []}}}
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE `{name}`")
+        admin.close()
+
+
 def test_the_image_installs_what_the_lock_file_pins_with_hashes_checked() -> None:
     text = "\n".join(_dockerfile())
     assert "COPY requirements.lock" in text

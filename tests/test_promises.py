@@ -324,7 +324,12 @@ def test_sigterm_lets_a_request_in_flight_finish(tables: Backend, tmp_path: Path
                 json={"query": 'mutation { writeRunLog(runId: 9, kind: "note", detail: {text: "late"}) }'},
                 timeout=30,
             )
-            time.sleep(0.5)  # the write is at the locked table
+            # Until the write is at the locked table: its INSERT holds a pooled connection.
+            deadline = time.monotonic() + 30
+            while "runlog_pool_connections_in_use 1.0" not in httpx.get(f"{base}/metrics").text.splitlines():
+                assert not answer.done(), answer.result()
+                assert time.monotonic() < deadline, "the write never reached the locked table"
+                time.sleep(0.02)
             server.send_signal(signal.SIGTERM)
             response = answer.result(timeout=30)
         assert response.json() == {"data": {"writeRunLog": True}}

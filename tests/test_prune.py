@@ -106,6 +106,29 @@ def test_a_horizon_outside_the_calendar_in_utc_is_refused_with_what_is_wrong(
     assert sum(lines_per_run(runs).values()) == 24
 
 
+TERMINAL = "query($runId: ID!) { runLog(runId: $runId) { run { terminal } } }"
+
+
+def test_a_prune_keeps_the_lines_of_every_run_the_service_calls_not_terminal_byte_for_byte(
+    tables: Backend, api: Api
+) -> None:
+    """A status that differs from a terminal one only in case or a trailing space is not terminal.
+
+    Before, MariaDB compared the statuses under its collation (utf8mb4_general_ci:
+    case and trailing spaces ignored) and pruned these runs' lines; SQLite kept them.
+    """
+    statuses = {1: "COMPLETED", 2: "completed ", 3: "Failed", 4: "completed", 5: "failed", 6: "cancelled"}
+    for run_id, status in statuses.items():
+        tables.add_run(run_id, status, "2020-01-01 00:00:00", "2020-01-01 00:00:00")
+        assert api.write(run_id, "note", {"text": "kept?"})
+    terminal = {
+        run_id: api.data(TERMINAL, {"runId": str(run_id)})["runLog"]["run"]["terminal"] for run_id in statuses
+    }
+    assert terminal == {1: False, 2: False, 3: False, 4: True, 5: True, 6: True}
+    assert prune(api, "2021-01-01T00:00:00Z") == {"data": {"pruneTerminal": 3}}
+    assert lines_per_run(tables) == {run_id: 1 for run_id, is_terminal in terminal.items() if not is_terminal}
+
+
 @pytest.mark.mariadb
 def test_a_prune_held_up_past_its_deadline_answers_what_it_deleted_until_then(mariadb: Backend) -> None:
     """The lines go in pieces, each committed: a call that meets a line another

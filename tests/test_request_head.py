@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gql.server import MAX_HEAD_BYTES
 
+from .serving import start, stop, wait_until_healthy
 from .test_slow_clients import QUERY, connect, server, until_closed  # noqa: F401  (server: a fixture)
 
 
@@ -78,3 +79,47 @@ def test_bytes_that_are_not_a_request_get_a_json_400_with_a_request_id_that_is_l
         assert error["extensions"] == {"code": "BAD_REQUEST", "requestId": request_id.decode()}
         logged = (tmp_path / "serve.log").read_text()
         assert f"request {request_id.decode()} answered 400" in logged
+
+
+def _answer(port: int, head: bytes) -> tuple[bytes, dict[str, object]]:
+    """The status line and the JSON body the server answers `head` (a GET, no body) with."""
+    with connect(port) as conn:
+        conn.sendall(head + b"Connection: close\r\n\r\n")
+        answer = until_closed(conn)
+    status, _, rest = answer.partition(b"\r\n")
+    return status, json.loads(rest.partition(b"\r\n\r\n")[2])
+
+
+def test_host_is_read_as_http_1_1_has_it(tmp_path: Path) -> None:
+    # RFC 9112 §3.2: one Host, and a target in absolute form names the host
+    # instead of it. httptools took a second Host (the first winning) and
+    # dropped the target's authority, so the Host header alone was judged.
+    env = {"RUNLOG_ALLOWED_HOSTS": "api.example.com"}
+    served = start(tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}", **env)
+    try:
+        wait_until_healthy(served)
+        port = int(served.base.rsplit(":", 1)[1])
+        query = b"/graphql?query=%7B__typename%7D"
+        status, body = _answer(port, b"GET " + query + b" HTTP/1.1\r\nHost: api.example.com\r\n")
+        assert status == b"HTTP/1.1 200 OK" and body == {"data": {"__typename": "Query"}}, (status, body)
+        refused = {
+            b"Host: api.example.com\r\nHost: evil.example\r\n": "more than one Host header",
+            b"Host: evil.example\r\nHost: api.example.com\r\n": "more than one Host header",
+            b"": "must have a Host header",
+        }
+        for headers, words in refused.items():
+            status, body = _answer(port, b"GET " + query + b" HTTP/1.1\r\n" + headers)
+            assert status == b"HTTP/1.1 400 Bad Request", (headers, status)
+            assert words in body["errors"][0]["message"], (headers, body)  # type: ignore[index]
+        absolute = b"GET http://evil.example" + query + b" HTTP/1.1\r\nHost: api.example.com\r\n"
+        status, body = _answer(port, absolute)
+        assert status == b"HTTP/1.1 400 Bad Request", status
+        message = body["errors"][0]["message"]  # type: ignore[index]
+        assert "'evil.example'" in message and "RUNLOG_ALLOWED_HOSTS" in message, body
+        # The target's authority is the host, whatever the Host header says.
+        absolute = b"GET http://api.example.com:8000" + query + b" HTTP/1.1\r\nHost: evil.example\r\n"
+        status, body = _answer(port, absolute)
+        assert status == b"HTTP/1.1 200 OK" and body == {"data": {"__typename": "Query"}}, (status, body)
+    finally:
+        stop(served)
+    assert "Traceback" not in served.output()

@@ -73,7 +73,9 @@ def test_an_output_made_nullable_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Earlier, stepId was always there; now it may be null, which a typed client does not expect.
-    earlier = _earlier(tmp_path, "  stepId: ID\n", "  stepId: ID!\n")
+    line_type = SDL[SDL.index("type RunLogLine {") :]
+    step_id = line_type[: line_type.index("  stepId: ID\n") + len("  stepId: ID\n")]
+    earlier = _earlier(tmp_path, step_id, step_id.replace("  stepId: ID\n", "  stepId: ID!\n"))
     assert _check(tmp_path, monkeypatch, earlier) == 1
     out = capsys.readouterr().out
     assert "FIELD_CHANGED_KIND: Field RunLogLine.stepId changed type from ID! to ID." in out

@@ -68,11 +68,14 @@ def server(tmp_path: Path) -> Iterator[int]:
     assert "Traceback" not in log.read_text()
 
 
-def until_closed(conn: socket.socket, trickle: bytes = b"") -> bytes:
+def until_closed(conn: socket.socket, trickle: bytes = b"", sent: threading.Event | None = None) -> bytes:
     """Read until the server closes `conn`, sending `trickle` a byte every 0.2 s meanwhile.
 
-    Fails if the connection is still open after BOUND seconds.
+    Fails if the connection is still open after BOUND seconds. `sent` is set
+    first: what the caller sent before is on its way.
     """
+    if sent is not None:
+        sent.set()
     received = b""
     deadline = time.monotonic() + BOUND
     position = 0
@@ -99,30 +102,30 @@ def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=BOUND)
 
 
-def sends_nothing(port: int) -> bytes:
+def sends_nothing(port: int, sent: threading.Event) -> bytes:
     with connect(port) as conn:
-        return until_closed(conn)
+        return until_closed(conn, sent=sent)
 
 
-def trickles_its_head(port: int) -> bytes:
+def trickles_its_head(port: int, sent: threading.Event) -> bytes:
     with connect(port) as conn:
         conn.sendall(HEAD)
-        return until_closed(conn, trickle=b"X-Padding: " + b"a" * 500)
+        return until_closed(conn, trickle=b"X-Padding: " + b"a" * 500, sent=sent)
 
 
-def trickles_its_body(port: int) -> bytes:
+def trickles_its_body(port: int, sent: threading.Event) -> bytes:
     with connect(port) as conn:
         conn.sendall(HEAD + f"Content-Length: {len(QUERY) + 500}\r\n\r\n".encode())
-        return until_closed(conn, trickle=QUERY + b" " * 500)
+        return until_closed(conn, trickle=QUERY + b" " * 500, sent=sent)
 
 
-def idles_after_a_request(port: int) -> bytes:
+def idles_after_a_request(port: int, sent: threading.Event) -> bytes:
     with connect(port) as conn:
         conn.sendall(HEAD + f"Content-Length: {len(QUERY)}\r\n\r\n".encode() + QUERY)
-        return until_closed(conn)
+        return until_closed(conn, sent=sent)
 
 
-SLOW: dict[str, Callable[[int], bytes]] = {
+SLOW: dict[str, Callable[[int, threading.Event], bytes]] = {
     "sends nothing": sends_nothing,
     "trickles its head": trickles_its_head,
     "trickles its body": trickles_its_body,
@@ -133,16 +136,20 @@ SLOW: dict[str, Callable[[int], bytes]] = {
 def test_slow_and_idle_clients_are_closed_while_others_are_answered(server: int) -> None:
     answers: dict[str, bytes | BaseException] = {}
 
-    def run(name: str, client: Callable[[int], bytes]) -> None:
+    sent = {name: threading.Event() for name in SLOW}
+
+    def run(name: str, client: Callable[[int, threading.Event], bytes]) -> None:
         try:
-            answers[name] = client(server)
+            answers[name] = client(server, sent[name])
         except BaseException as exc:  # reported below, in the test's thread
             answers[name] = exc
+            sent[name].set()
 
     threads = [threading.Thread(target=run, args=item) for item in SLOW.items()]
     for thread in threads:
         thread.start()
-    time.sleep(0.3)  # the slow clients are connected and sending
+    for name, event in sent.items():  # the slow clients are connected and sending
+        assert event.wait(BOUND), f"{name}: never connected"
     answered = httpx.post(
         f"http://127.0.0.1:{server}/graphql", content=QUERY, headers={"content-type": "application/json"}
     )

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -141,36 +143,56 @@ def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(tables: Bac
     env = {"RUNLOG_WS_PING_INTERVAL": "1", "RUNLOG_HEADER_TIMEOUT": "1"}
     with serving(tmp_path, tables.url, **env) as (base, _):
         port = int(base.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as raw:
-            raw.sendall(
-                b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-                b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
-            )
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += raw.recv(1)
-            assert head.startswith(b"HTTP/1.1 101 "), head
-            raw.sendall(masked(0x1, b'{"type":"connection_init"}'))
-            assert _frame(raw) == (0x1, b'{"type":"connection_ack"}')
+        with _initialised(port) as raw:
             started = time.monotonic()
             # Idle from here: the server pings (opcode 9) every second; each
             # ping answered keeps the connection past RUNLOG_HEADER_TIMEOUT.
-            for _ in range(3):
-                opcode, payload = _frame(raw)
-                assert opcode == 0x9, (opcode, payload)
-                raw.sendall(masked(0xA, payload))  # pong
+            _answer_pings(raw, 3)
             assert time.monotonic() - started > 1
             # A peer that stops answering is closed once the ping's timeout passes.
-            assert _frame(raw)[0] == 0x9
-            opcode, payload = _frame(raw)
+            assert read_frame(raw)[0] == 0x9
+            opcode, payload = read_frame(raw)
             assert opcode == 0x8 and int.from_bytes(payload[:2], "big") == 1011, (opcode, payload)
         # And a tail that stays idle through several pings still gets its line.
         write(base, 4, "start")
-        with open_tail(base, 4, newest_cursor(base, 4)) as ws:
-            time.sleep(3)  # idle through several pings
+        variables = {"runId": 4, "since": newest_cursor(base, 4)}
+        subscribe = {"type": "subscribe", "id": "t", "payload": {"query": TAIL, "variables": variables}}
+        with _initialised(port) as raw:
+            raw.sendall(frame(0x1, json.dumps(subscribe).encode()))
+            _answer_pings(raw, 3)  # idle through several pings
             write(base, 4, "after a quiet while")
-            assert next_line(ws)["detail"]["text"] == "after a quiet while"
+            while (got := read_frame(raw))[0] == 0x9:  # the next ping may come first
+                raw.sendall(frame(0xA, got[1]))
+            assert got[0] == 0x1, got
+            message = json.loads(got[1])
+            assert message["type"] == "next", message
+            assert message["payload"]["data"]["runLogTail"]["detail"]["text"] == "after a quiet while"
+
+
+@contextmanager
+def _initialised(port: int) -> Iterator[socket.socket]:
+    """A raw graphql-transport-ws connection, acknowledged: its pings are the test's to answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as raw:
+        raw.sendall(
+            b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += raw.recv(1)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        raw.sendall(frame(0x1, b'{"type":"connection_init"}'))
+        assert read_frame(raw) == (0x1, b'{"type":"connection_ack"}')
+        yield raw
+
+
+def _answer_pings(raw: socket.socket, count: int) -> None:
+    """Receive `count` pings, nothing else, and answer each with its pong."""
+    for _ in range(count):
+        opcode, payload = read_frame(raw)
+        assert opcode == 0x9, (opcode, payload)
+        raw.sendall(frame(0xA, payload))
 
 
 def test_shutdown_closes_every_tail_with_1012_and_exits_cleanly(tables: Backend, tmp_path: Path) -> None:
@@ -196,21 +218,28 @@ def test_shutdown_closes_every_tail_with_1012_and_exits_cleanly(tables: Backend,
     assert "Traceback" not in log and " ERROR " not in log, log
 
 
-def masked(opcode: int, payload: bytes) -> bytes:
-    """One client frame (clients must mask), of fewer than 126 bytes."""
-    mask = b"\x01\x02\x03\x04"
-    return (
-        bytes([0x80 | opcode, 0x80 | len(payload)])
-        + mask
-        + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    )
+def frame(opcode: int, payload: bytes) -> bytes:
+    """One masked client frame."""
+    mask = os.urandom(4)
+    size = len(payload)
+    head = bytes([0x80 | opcode])
+    head += bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
-def _frame(raw: socket.socket) -> tuple[int, bytes]:
-    """One server frame (unmasked, fewer than 126 bytes): its opcode and payload."""
-    first, size = raw.recv(1)[0], raw.recv(1)[0]
-    assert size < 126, size
-    payload = b""
-    while len(payload) < size:
-        payload += raw.recv(size - len(payload))
-    return first & 0x0F, payload
+def read_frame(raw: socket.socket) -> tuple[int, bytes]:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = raw.recv(n - len(data))
+            assert chunk, "closed"
+            data += chunk
+        return data
+
+    first, size = exactly(2)
+    size &= 0x7F
+    if size == 126:
+        (size,) = struct.unpack("!H", exactly(2))
+    elif size == 127:
+        (size,) = struct.unpack("!Q", exactly(8))
+    return first & 0x0F, exactly(size)

@@ -8,7 +8,6 @@ another process of the service would, and holds one commit open on purpose.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import json
 from types import SimpleNamespace
@@ -26,14 +25,15 @@ LATE = "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (7, 'note', 
 PATIENCE = 60
 
 
-def _insert(backend: Backend, text: str, at: datetime.datetime | None = None) -> int:
-    """Write a line as another process would; answer its id."""
+def _insert(backend: Backend, text: str, at: datetime.datetime | None = None, kind: str = "note") -> int:
+    """Write a line as another process would (a note with `text`, or a run.created); answer its id."""
     at = at or datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     value: Any = at.isoformat(sep=" ", timespec="milliseconds") if backend.name == "sqlite" else at
+    detail = {"text": text} if kind == "note" else {"eventId": text}
     with backend.sync.begin() as conn:
         result = conn.execute(
-            sa.text("INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (7, 'note', :d, :at)"),
-            {"d": json.dumps({"text": text}), "at": value},
+            sa.text("INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (7, :k, :d, :at)"),
+            {"k": kind, "d": json.dumps(detail), "at": value},
         )
         return int(result.lastrowid)
 
@@ -120,12 +120,11 @@ def test_a_tail_delivers_new_lines_and_a_late_commit_once_and_a_reconnect_misses
         await again.aclose()
         # With kinds: only those lines (from now: a cursor is tied to its kinds filter).
         only = tail.tail_lines(context, 7, ["run.created"], None)
-        waiting = asyncio.ensure_future(_next(only))
-        await asyncio.sleep(0.2)
-        assert not waiting.done()
-        waiting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiting
+        created = asyncio.ensure_future(_next(only))
+        await _started(context.watcher)
+        await asyncio.to_thread(_insert, tables, "passed over")
+        kept = await asyncio.to_thread(_insert, tables, "12", kind="run.created")
+        assert (await created).id == kept  # oldest first: the note before it was passed over
         await only.aclose()
         assert before_tail < a
 
@@ -136,7 +135,7 @@ def test_a_tail_ends_when_the_watcher_stops(tables: Backend) -> None:
     async def run(context: Any) -> None:
         lines = tail.tail_lines(context, 7, None, None)
         waiting = asyncio.ensure_future(anext(lines, None))
-        await asyncio.sleep(0.2)
+        await _started(context.watcher)  # the tail waits for a line
         context.watcher.close()
         async with asyncio.timeout(PATIENCE):
             assert await waiting is None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import os
 import signal
 import socket
 import struct
@@ -30,7 +29,7 @@ from gql.server import GRACEFUL_SHUTDOWN
 
 from .conftest import Backend
 from .serving import Server, start, stop, wait_until_healthy
-from .test_subscription_live import PATIENCE, TAIL, next_line, open_tail
+from .test_subscription_live import PATIENCE, TAIL, frame, next_line, open_tail, read_frame
 
 RUN = 11
 PAGE = (
@@ -115,33 +114,6 @@ def cursor_of_first(server: Server) -> str:
 
 
 # ── websocket frames, for clients that do not read ──────────────────────────
-
-
-def frame(opcode: int, payload: bytes) -> bytes:
-    """One masked client frame."""
-    mask = os.urandom(4)
-    size = len(payload)
-    head = bytes([0x80 | opcode])
-    head += bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size)
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-
-
-def read_frame(raw: socket.socket) -> tuple[int, bytes]:
-    def exactly(n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = raw.recv(n - len(data))
-            assert chunk, "closed"
-            data += chunk
-        return data
-
-    first, size = exactly(2)
-    size &= 0x7F
-    if size == 126:
-        (size,) = struct.unpack("!H", exactly(2))
-    elif size == 127:
-        (size,) = struct.unpack("!Q", exactly(8))
-    return first & 0x0F, exactly(size)
 
 
 def subscriber_that_never_reads(server: Server, since: str) -> socket.socket:
@@ -319,6 +291,51 @@ def test_routine_websocket_events_are_answered_without_an_error_in_the_log(
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 4408
     log = logged_cleanly(server)
     assert "RUNLOG_CORS_ORIGINS" in log and "allowed_origins" not in log
+
+
+def closed_after(url: str, protocol: str, sent: str | bytes, initialise: bool = True) -> tuple[int, str]:
+    """The code and reason the server closes a socket with once `sent` (after an init, with `initialise`).
+
+    A query follows `sent`: a socket left open answers it, which fails here
+    at once (nothing is waited for but the close or that answer).
+    """
+    start = "subscribe" if protocol == "graphql-transport-ws" else "start"
+    with connect(url, subprotocols=[protocol], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+        if initialise:
+            ws.send(json.dumps({"type": "connection_init", "payload": {}}))
+            assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.send(sent)
+            ws.send(json.dumps({"type": start, "id": "after", "payload": {"query": "{ __typename }"}}))
+            while (answer := json.loads(ws.recv(timeout=PATIENCE)))["type"] == "ka":
+                pass
+            raise AssertionError(f"{protocol}: the socket was not closed, it answered {answer}")
+    assert closed.value.rcvd is not None, f"{protocol}: no close frame"
+    return closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+@pytest.mark.parametrize("protocol", ["graphql-transport-ws", "graphql-ws"])
+def test_both_protocols_close_a_connection_alike(tables: Backend, tmp_path: Path, protocol: str) -> None:
+    # graphql-ws answered a non-string Authorization with connection_error and
+    # 1011, skipped a text that is not JSON (the socket stayed open), failed
+    # on `[]` with a stack in the log, and closed on a binary frame with 1002.
+    token = "reader-token-0123456789"
+    with served(tmp_path, tables, RUNLOG_READER_TOKENS=token) as server:
+        url = ws_url(server)
+        init = {"type": "connection_init", "payload": {"Authorization": ["Bearer", token]}}
+        code, reason = closed_after(url, protocol, json.dumps(init), initialise=False)
+        assert code == 4403 and "Authorization must be a string" in reason, (code, reason)
+        init = {"type": "connection_init", "payload": ["not", "an", "object"]}
+        code, reason = closed_after(url, protocol, json.dumps(init), initialise=False)
+        assert code == 4400 and "payload must be an object" in reason, (code, reason)
+        for sent in ("{not json", "[]", '"connection_init"'):
+            assert closed_after(url, protocol, sent) == (4400, "WebSocket message must be a JSON object")
+        assert closed_after(url, protocol, b"binary") == (4400, "WebSocket message type must be text")
+        # A null payload is the protocols' own (graphql-transport-ws's too): taken.
+        with connect(url, subprotocols=[protocol], open_timeout=PATIENCE) as ws:  # type: ignore[list-item]
+            ws.send(json.dumps({"type": "connection_init", "payload": None}))
+            assert json.loads(ws.recv(timeout=PATIENCE)) == {"type": "connection_ack"}
+    logged_cleanly(server)
 
 
 # ── item 8: long polls ──────────────────────────────────────────────────────

@@ -129,6 +129,22 @@ UNREADABLE = [
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("message", [{"id": "1"}, {"type": 5, "id": "1"}, {"type": None, "payload": {}}])
+def test_a_message_without_a_type_closes_the_socket_with_4400_saying_so(
+    api: Api, protocol: str, message: dict[str, Any]
+) -> None:
+    # Strawberry's graphql-ws handler read message["type"]: a KeyError raised
+    # out of the app (uvicorn's ERROR with a stack), on any caller's say.
+    start = "subscribe" if protocol == "graphql-transport-ws" else "start"
+    with initialised(api, protocol) as ws:
+        ws.send_json(message)
+        # An operation behind it: answered (a failure here) if the socket stayed open.
+        ws.send_json({"type": start, "id": "2", "payload": {"query": "{ __typename }"}})
+        code, reason = closing(ws)
+    assert (code, reason) == (4400, "Invalid message: a message needs a type (a string)")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize(("message", "words"), UNREADABLE)
 def test_a_message_the_protocol_cannot_read_closes_the_socket_with_4400_saying_why(
     api: Api, protocol: str, message: dict[str, Any], words: str

@@ -17,6 +17,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 __all__ = [
+    "HTTPTOOLS_HOOKS",
     "HTTP_HOOKS",
     "SUPERVISOR_HOOKS",
     "WEBSOCKET_HOOKS",
@@ -47,6 +48,15 @@ HTTP_HOOKS = (
     "scope",  # the request's, its path read for limit_concurrency
     "server_state",  # its default headers, for the 400
     "transport",
+)
+
+# What gql/server.py's `_HostRules` overrides or reads on uvicorn's httptools
+# protocol only (h11's itself refuses a missing or second Host).
+HTTPTOOLS_HOOKS = (
+    "on_headers_complete",  # httptools' callback once the head is parsed, before the scope is read
+    "url",  # the request's target as sent, its authority with it in the absolute form
+    "headers",  # the head's headers, the scope's own list
+    "parser",  # for the request's HTTP version
 )
 
 # uvicorn's websocket protocol on the websockets library's sans-I/O API

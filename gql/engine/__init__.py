@@ -12,16 +12,26 @@ None for Strawberry's ordinary path. Inside:
   one `runLog` field, answered without graphql-core's executor;
 - page_plan.py, compiler.py: the executor Strawberry runs (`PageExecutor`,
   the schema's `execution_context_class`), which completes a `RunLogPage`
-  with a function compiled once per selection.
+  with a function compiled once per selection; it is a `VariablesExecutor`
+  (coercion.py), which refuses a null variable where a value is needed.
 
-The schema plugs in `PageExecutor` and the app `DocumentCaches.extension`
-(a `DocumentCacheExtension`), through Strawberry's documented seams;
+The schema plugs in `PageExecutor` (or, pages unplanned, `VariablesExecutor`)
+and the app `DocumentCaches.extension` (a `DocumentCacheExtension`), through
+Strawberry's documented seams;
 everything else goes through `Engine`. Modules outside the package import
 only what this module exports (tests/test_layers.py checks it).
 """
 
+from .coercion import VariablesExecutor
 from .documents import DocumentCacheExtension, DocumentCaches
 from .engine import Engine, Planned
 from .page_plan import PageExecutor
 
-__all__ = ["DocumentCacheExtension", "DocumentCaches", "Engine", "PageExecutor", "Planned"]
+__all__ = [
+    "DocumentCacheExtension",
+    "DocumentCaches",
+    "Engine",
+    "PageExecutor",
+    "Planned",
+    "VariablesExecutor",
+]

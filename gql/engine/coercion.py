@@ -19,10 +19,16 @@ executor would hand the resolver, with graphql-core's public functions:
 Either way, a value that does not coerce is not answered by a plan: the
 request goes to the executor, whose error and log it then gets
 (tests/test_write_plan.py checks the two ways agree on generated values).
+
+That executor is `VariablesExecutor` (or `PageExecutor`, which is one), on
+every path that runs graphql-core: it refuses, as the request's error, a
+variable that is null where the document needs a value.
 """
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +43,13 @@ from graphql import (
     GraphQLScalarType,
     GraphQLSchema,
     ListValueNode,
+    NonNullTypeNode,
+    NullValueNode,
     ObjectValueNode,
     OperationDefinitionNode,
+    TypeInfo,
     Undefined,
+    ValidationContext,
     ValueNode,
     VariableDefinitionNode,
     VariableNode,
@@ -48,10 +58,14 @@ from graphql import (
     get_argument_values,
     get_nullable_type,
     get_variable_values,
+    is_non_null_type,
     is_required_argument,
+    print_ast,
     type_from_ast,
     value_from_ast_untyped,
 )
+
+from ..compat.strawberry import DefaultExecutionContext
 
 _IMMUTABLE = (type(None), bool, int, float, str)
 # What a request's values come to: the coerced variables, and each field's
@@ -274,3 +288,87 @@ def _untyped(node: ValueNode) -> Callable[[dict[str, Any]], Any]:
         return lambda variables: variables.get(name, Undefined)
     constant = value_from_ast_untyped(node)  # a scalar literal: an immutable value
     return lambda _variables: constant
+
+
+class VariablesExecutor(DefaultExecutionContext):
+    """Strawberry's executor, refusing before anything runs a variable that is null where a value is needed.
+
+    The spec lets `$r: ID = 5` stand at `runId: ID!` (its default fills it),
+    and an explicit null for it then fails at the field: graphql-core raised
+    it there, where it was masked as a fault of ours, and a write it held
+    left no trace. It is the caller's mistake, in the request: a request error
+    (BAD_USER_INPUT, naming the variable), as any variable that does not
+    coerce, whether or not the field it reaches would run. The schema plugs
+    it in (`execution_context_class`), so every path that runs graphql-core
+    has it: Strawberry's, the engine's fall-back, both websocket protocols.
+    """
+
+    @classmethod
+    def build(cls, schema: GraphQLSchema, document: Any, *args: Any, **kwargs: Any) -> Any:
+        built = super().build(schema, document, *args, **kwargs)
+        if isinstance(built, list):  # a variable that does not coerce, an unknown operation
+            return [_bad_user_input(error) for error in built]
+        refused = [
+            _null_where_needed(usage, built.variable_values.coerced)
+            for usage in _nullable_in_non_null(schema, document, built.operation)
+        ]
+        return [error for error in refused if error is not None] or built
+
+
+def _bad_user_input(error: GraphQLError) -> GraphQLError:
+    error.extensions = {**(error.extensions or {}), "code": "BAD_USER_INPUT"}
+    return error
+
+
+def _null_where_needed(
+    usage: tuple[VariableDefinitionNode, Any], values: dict[str, Any]
+) -> GraphQLError | None:
+    definition, found = usage
+    name = definition.variable.name.value
+    if values.get(name, Undefined) is not None:
+        return None
+    default = definition.default_value
+    if default is not None and not isinstance(default, NullValueNode):
+        fix = f"send a value, or leave it out for its default {print_ast(default)}"
+    else:
+        fix = "send a value"
+    return GraphQLError(
+        f"Variable '${name}' is null, but it is used where a non-null {found.type} is expected: {fix}.",
+        [found.node, definition],
+        extensions={"code": "BAD_USER_INPUT"},
+    )
+
+
+# Per operation (a text seen before hands back the same nodes), the usages of
+# its nullable variables in non-null positions: almost always none, so a
+# request costs a lookup, not a walk. Held weakly, as limits._SERVINGS.
+_USAGES: OrderedDict[int, tuple[weakref.ref[OperationDefinitionNode], tuple[Any, ...]]] = OrderedDict()
+_USAGES_SIZE = 256
+
+
+def _nullable_in_non_null(
+    schema: GraphQLSchema, document: Any, operation: OperationDefinitionNode
+) -> tuple[tuple[VariableDefinitionNode, Any], ...]:
+    found = _USAGES.get(id(operation))
+    if found is not None and found[0]() is operation:
+        return found[1]
+    nullable = {
+        d.variable.name.value: d
+        for d in operation.variable_definitions or ()
+        if not isinstance(d.type, NonNullTypeNode)
+    }
+    usages: dict[str, tuple[VariableDefinitionNode, Any]] = {}
+    if nullable:
+        context = ValidationContext(schema, document, TypeInfo(schema), lambda _error: None)
+        for usage in context.get_recursive_variable_usages(operation):
+            name = usage.node.name.value
+            if (
+                name in nullable
+                and usage.fragment_variable_definition is None
+                and is_non_null_type(usage.type)
+            ):
+                usages.setdefault(name, (nullable[name], usage))  # the first, in document order
+    _USAGES[id(operation)] = (weakref.ref(operation), tuple(usages.values()))
+    while len(_USAGES) > _USAGES_SIZE:
+        _USAGES.popitem(last=False)
+    return tuple(usages.values())

@@ -67,8 +67,8 @@ from ..compat.graphql import (
     deferred_or_fragment_arguments,
     has_middleware,
 )
-from ..compat.strawberry import DefaultExecutionContext
 from ..store import one_line_reason
+from .coercion import VariablesExecutor
 from .compiler import PAGE_TYPE_NAME, Compiler, NotCompilable, Unplanned
 from .documents import TOKEN_BYTES
 
@@ -243,7 +243,7 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 # ── the executor ─────────────────────────────────────────────────────────────
 
 
-class PageExecutor(CompletesObjects, DefaultExecutionContext):
+class PageExecutor(CompletesObjects, VariablesExecutor):
     """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
 
     Plugged in through the schema's public `execution_context_class`; it

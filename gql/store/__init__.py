@@ -35,6 +35,7 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
+from .newest import read_newest
 from .pruning import (
     Pruned,
     PruneSlice,
@@ -45,7 +46,7 @@ from .pruning import (
     prune_terminal,
 )
 from .reads import count_kinds, count_recent, cursor_now, find_line, ping, read_page, run_of_line
-from .runs import find_runs
+from .runs import RUNS_IN_FLIGHT_DEFAULT, RUNS_IN_FLIGHT_MAX, find_runs, runs_in_flight, terminal_sql
 from .statements import page_query, page_statement
 from .values import (
     LINE_ID_MAX,
@@ -84,6 +85,8 @@ __all__ = [
     "READ_LIMIT_DEFAULT",
     "READ_LIMIT_MAX",
     "RECENT_LINES",
+    "RUNS_IN_FLIGHT_DEFAULT",
+    "RUNS_IN_FLIGHT_MAX",
     "START",
     "Cursor",
     "CursorError",
@@ -133,8 +136,11 @@ __all__ = [
     "position_of",
     "prune_slice",
     "prune_terminal",
+    "read_newest",
     "read_page",
     "run_of_line",
+    "runs_in_flight",
     "settled_before",
+    "terminal_sql",
     "utc_now_millis",
 ]

@@ -33,12 +33,13 @@ from ..db import (
     event_runs,
     transaction,
 )
-from ..kinds import TERMINAL_STATUSES
 from .connections import read_rows
-from .errors import is_conflict
+from .errors import OutcomeUnknown, answered_by_database
 from .rows import stored_time
+from .runs import terminal_sql
 from .statements import sqlite_at
 from .values import as_naive_utc, utc_now_millis
+from .writes import ANSWER_GRACE_SECONDS
 
 _l = event_run_log
 
@@ -47,7 +48,7 @@ def _eligible_runs(before: datetime.datetime) -> Select[Any]:
     """The ids of the runs whose lines a prune with this horizon deletes."""
     r = event_runs
     return select(r.c.id).where(
-        r.c.status.in_(TERMINAL_STATUSES),
+        terminal_sql(r.c.status),
         func.coalesce(r.c.ended_at, r.c.updated_at) < as_naive_utc(before),
     )
 
@@ -105,70 +106,114 @@ async def prune_terminal(
 ) -> int:
     """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many.
 
-    The lines go in slices of at most `PRUNE_SLICE_LINES` (`_prune_slice_once`),
-    each committed before the next is chosen. A slice refused for a conflict, a
-    lock wait or its size (`_SLICE_RETRIED`) is chosen again half as big, after
-    a short random pause that doubles each time, at most
-    `PRUNE_CONFLICT_RETRIES` times in a row; the call's later slices keep the
-    smaller size. At `deadline` (the event loop's clock) the slice in flight is
-    abandoned, and rolled back.
-
-    The answer is what the committed slices deleted, whatever stopped them:
-    a busy database answers fewer than `limit` rather than an error, and the
-    caller calls again. It fails only when it deleted nothing: the deadline
-    or the last refusal is then raised as it came.
+    The lines go in slices of at most `PRUNE_SLICE_LINES`, each committed
+    before the next is chosen, under `_prune`'s rules. The answer is what the
+    committed slices deleted, whatever stopped them: a busy database answers
+    fewer than `limit` rather than an error, and the caller calls again.
     """
-    deleted, size, refusals = 0, min(limit, PRUNE_SLICE_LINES), 0
-    while deleted < limit:
+    piece = await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=PRUNE_SLICE_LINES)
+    return piece.deleted
+
+
+async def prune_slice(
+    engine: AsyncEngine, *, before: datetime.datetime, limit: int, deadline: float | None = None
+) -> PruneSlice:
+    """Delete one slice of at most `limit` lines of terminal runs that ended before `before`.
+
+    What the retention sweeper and the `prune` command take, slice by slice,
+    under the same rules as `prune_terminal`'s slices (`_prune`).
+    """
+    return await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=limit, slices=1)
+
+
+async def _prune(
+    engine: AsyncEngine,
+    *,
+    before: datetime.datetime,
+    limit: int,
+    deadline: float | None,
+    slice_lines: int,
+    slices: int | None = None,
+) -> PruneSlice:
+    """Delete slices of at most `slice_lines` (at most `slices` of them) until `limit` lines or none are left.
+
+    A slice refused for a conflict, a lock wait or its size (`_SLICE_RETRIED`)
+    is chosen again half as big, after a short random pause that doubles each
+    time, at most `PRUNE_CONFLICT_RETRIES` times in a row; later slices keep
+    the smaller size. At `deadline` (the event loop's clock) the slice in
+    flight is abandoned, and rolled back; a slice whose COMMIT was sent is
+    not: its answer is awaited up to ANSWER_GRACE_SECONDS past then.
+
+    It fails only when it deleted nothing: the deadline or the last refusal
+    is then raised as it came. A COMMIT that got no answer raises
+    OutcomeUnknown, with what was deleted before it.
+    """
+    deleted, runs, taken = 0, set[int](), 0
+    size, refusals = min(limit, slice_lines), 0
+    while deleted < limit and (slices is None or taken < slices):
+        commit = _Commit()
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout_at(deadline) as commit.bound:
                 if refusals:
                     await asyncio.sleep(random.uniform(0.005, 0.02) * 2**refusals)  # noqa: S311 (not a secret)
-                piece = await _prune_slice_once(engine, before=before, limit=min(size, limit - deleted))
-        except TimeoutError:
-            if deleted:
-                # A COMMIT cut off by the deadline may have taken its lines
-                # all the same: they are missing from this answer, though
-                # `event_run_log_pruned` counts them (same transaction).
-                return deleted
-            raise
-        except sa_exc.DBAPIError as exc:
-            code = getattr(exc.orig, "args", (None,))[:1]
-            if not (code and code[0] in _SLICE_RETRIED) or refusals == PRUNE_CONFLICT_RETRIES:
+                piece = await _prune_slice_once(
+                    engine, before=before, limit=min(size, limit - deleted), commit=commit
+                )
+        except Exception as exc:
+            if commit.sent and not answered_by_database(exc, engine.dialect.name):
+                raise OutcomeUnknown(
+                    f"the database did not answer a prune's COMMIT: {deleted} lines were deleted before it, "
+                    f"and up to {commit.lines} more may have been by it; call again to prune what is left"
+                ) from exc
+            code = getattr(getattr(exc, "orig", None), "args", (None,))[:1]
+            retried = isinstance(exc, sa_exc.DBAPIError) and bool(code) and code[0] in _SLICE_RETRIED
+            if not retried or refusals == PRUNE_CONFLICT_RETRIES:
                 if deleted:
-                    return deleted
+                    break
                 raise
             refusals += 1
             size = max(1, size // 2)
             continue
-        refusals = 0
+        refusals, taken = 0, taken + 1
         deleted += piece.deleted
+        runs |= piece.run_ids
         # No run named: nothing eligible was left to choose (or only runs
         # that left their terminal status meanwhile).
         if not piece.run_ids:
             break
-    return deleted
+    return PruneSlice(deleted=deleted, run_ids=frozenset(runs))
 
 
-async def prune_slice(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
-    """Delete at most `limit` lines of terminal runs that ended before `before`.
+@dataclass(slots=True)
+class _Commit:
+    """A prune call's slice at its COMMIT: past there, the call's deadline gives way to the answer."""
 
-    A slice that loses a conflict with another pruner (see
-    `PRUNE_CONFLICT_RETRIES`) is chosen again rather than failing.
-    """
-    retries = 0
-    while True:
-        try:
-            return await _prune_slice_once(engine, before=before, limit=limit)
-        except sa_exc.DBAPIError as exc:
-            if not is_conflict(exc) or retries == PRUNE_CONFLICT_RETRIES:
-                raise
-        await asyncio.sleep(random.uniform(0.005, 0.02) * 2**retries)  # noqa: S311 (not a secret)
-        retries += 1
+    bound: asyncio.Timeout | None = None  # the call's deadline, moved on when the COMMIT is sent
+    sent: bool = False
+    lines: int = 0  # what the COMMIT, once sent, may delete
+
+    async def send(self, lines: int) -> None:
+        """Say the COMMIT goes now; past the deadline already, roll the slice back instead."""
+        if self.bound is None or lines == 0:
+            return  # a COMMIT of nothing deleted has no outcome to wait for
+        if self.bound.expired():
+            # The deadline's cancellation is pending, and would reach the task
+            # only once the COMMIT was written: it is taken here instead.
+            await asyncio.sleep(0)
+            # Or something below swallowed it (Python 3.11's asyncio.wait_for
+            # can, which aiomysql's connect uses): the slice rolls back all the same.
+            raise TimeoutError
+        self.sent, self.lines = True, lines
+        when = self.bound.when()
+        if when is not None:
+            # Cut off by the deadline, the COMMIT's outcome would be unknown.
+            self.bound.reschedule(max(when, asyncio.get_running_loop().time() + ANSWER_GRACE_SECONDS))
 
 
-async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, limit: int) -> PruneSlice:
-    """One try at a slice.
+async def _prune_slice_once(
+    engine: AsyncEngine, *, before: datetime.datetime, limit: int, commit: _Commit | None = None
+) -> PruneSlice:
+    """One try at a slice; `commit` is told when its COMMIT is sent.
 
     Three statements, none of which locks a row of `event_runs`: the ids of at
     most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
@@ -218,6 +263,8 @@ async def _prune_slice_once(engine: AsyncEngine, *, before: datetime.datetime, l
             taken = (await conn.execute(select(_l.c.run_id, at).where(_l.c.id.in_(ids)))).all()
             deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
         await _record_pruned(conn, [(run_id, at) for run_id, at in taken])
+        if commit is not None:
+            await commit.send(deleted)
     # Fewer deleted than chosen only when another pruner (a pruneTerminal
     # call, the prune command) took some of the same lines first; the runs
     # named are then those whose lines this slice saw go.

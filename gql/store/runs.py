@@ -2,26 +2,49 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     LargeBinary,
     Select,
+    String,
+    and_,
     bindparam,
+    case,
     cast,
+    func,
+    literal,
+    or_,
     select,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..db import (
+    event_run_log,
     event_runs,
 )
+from ..kinds import TERMINAL_STATUSES
 from .connections import read_rows
 from .rows import stored_status, stored_time
+from .statements import sqlite_at
 from .values import LINE_ID_MAX, Run
+
+RUNS_IN_FLIGHT_DEFAULT, RUNS_IN_FLIGHT_MAX = 50, 100
+
+
+def terminal_sql(status: ColumnElement[Any]) -> ColumnElement[bool]:
+    """SQL for "this status is terminal", matched byte for byte, as a run's `terminal` is (gql/page.py).
+
+    Compared as bytes on every database: MariaDB's collations (utf8mb4_bin
+    too, PAD SPACE) would take 'COMPLETED' or 'completed '. The statuses are
+    cast in SQL: aiomysql cannot send a bytes parameter with pymysql 2.2.
+    """
+    return cast(status, LargeBinary).in_([cast(literal(value), LargeBinary) for value in TERMINAL_STATUSES])
 
 
 @functools.cache
@@ -56,3 +79,92 @@ async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
         )
         for run_id, status, ended, updated in rows
     }
+
+
+@functools.cache
+def _in_flight_statement(sqlite: bool, after: str | None) -> Select[Any]:
+    """The runs not terminal, newest activity first (the later of `updated_at` and the newest line's `at`)."""
+    r, log = event_runs, event_run_log
+    if sqlite:
+        # Compared as SQLite's normalised text (db.SQLITE_AT_ORDER), as a line's `at` is.
+        updated: ColumnElement[Any] = func.strftime("%Y-%m-%d %H:%M:%f", r.c.updated_at)
+        newest_at: ColumnElement[Any] = sqlite_at
+    else:
+        updated, newest_at = r.c.updated_at, log.c.at
+    # One index dive per run, on (run_id, at): the newest line, never a scan of the log.
+    newest = (
+        select(newest_at)
+        .where(log.c.run_id == r.c.id)
+        .order_by(newest_at.desc(), log.c.id.desc())
+        .limit(1)
+        .correlate(r)
+        .scalar_subquery()
+    )
+    activity = case(
+        (newest.is_(None), updated),
+        (updated.is_(None), newest),
+        (updated > newest, updated),
+        else_=newest,
+    )
+    columns: list[ColumnElement[Any]] = [r.c.status, r.c.ended_at, r.c.updated_at]
+    if sqlite:
+        columns = [cast(column, LargeBinary) for column in columns]
+    inner = (
+        select(
+            r.c.id.label("id"),
+            *(c.label(n) for c, n in zip(columns, ("status", "ended", "updated"), strict=True)),
+            activity.label("activity"),
+        )
+        .where(or_(r.c.status.is_(None), ~terminal_sql(r.c.status)))
+        .subquery()
+    )
+    query = (
+        select(inner)
+        .order_by(inner.c.activity.desc(), inner.c.id.desc())
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    after_id = bindparam("after_id", type_=Integer())
+    if after == "null":
+        query = query.where(inner.c.activity.is_(None), inner.c.id < after_id)
+    elif after == "time":
+        value = bindparam("after_at", type_=String() if sqlite else r.c.updated_at.type)
+        query = query.where(
+            or_(
+                inner.c.activity < value,
+                and_(inner.c.activity == value, inner.c.id < after_id),
+                inner.c.activity.is_(None),
+            )
+        )
+    return query
+
+
+async def runs_in_flight(
+    engine: AsyncEngine, *, limit: int, after: tuple[str | None, int] | None
+) -> tuple[list[tuple[Run, str | None]], bool]:
+    """The runs not terminal, newest activity first, after `after` (activity, id); and whether more follow.
+
+    Each comes with its activity as the position a next page starts after.
+    Only `event_runs`' four columns the service may read are read.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    values: dict[str, Any] = {"limit": limit + 1}
+    shape = None
+    if after is not None:
+        shape = "null" if after[0] is None else "time"
+        values["after_id"] = after[1]
+        if after[0] is not None:
+            values["after_at"] = after[0] if sqlite else datetime.datetime.fromisoformat(after[0])
+    rows = await read_rows(engine, _in_flight_statement(sqlite, shape), values)
+    found = []
+    for run_id, status, ended, updated, activity in rows[:limit]:
+        position = activity.decode() if type(activity) is bytes else activity
+        if isinstance(position, datetime.datetime):
+            position = position.isoformat(sep=" ", timespec="microseconds")
+        run = Run(
+            id=run_id,
+            status=stored_status(status),
+            ended_at=stored_time(ended),
+            updated_at=stored_time(updated),
+        )
+        found.append((run, None if position is None else str(position)))
+    return found, len(rows) > limit

@@ -199,24 +199,9 @@ def _page_shape(
         raise ValueError(f"read={read!r} is not one of {PAGE_READS}")
     # NULL in the place of a detail not asked for: the row keeps its shape, so
     # it is read into a line as any other, and the column is never sent.
-    detail: ColumnElement[Any] = null().label("detail") if read == "lines without detail" else _l.c.detail
-    if sqlite:
-        order = sqlite_at
-        if read != "lines without detail":
-            detail = sqlite_text(_l.c.detail).label("detail")
-        columns = [
-            _l.c.id,
-            _l.c.run_id,
-            _sqlite_number(_l.c.step_id).label("step_id"),
-            sqlite_text(_l.c.kind).label("kind"),
-            _sqlite_number(_l.c.phase).label("phase"),
-            detail,
-            order.label("at_utc"),  # not `at`: the expression names the column `at`
-            sqlite_text(_l.c.at).label("stored_at"),
-        ]
-    else:
-        order = _l.c.at
-        columns = [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, detail, _l.c.at]
+    columns = line_columns(sqlite, detail=read != "lines without detail")
+    detail = columns[5]
+    order = sqlite_at if sqlite else _l.c.at
     if read == "lines with sizes":
         # Bytes as stored: LENGTH of a BLOB on SQLite, of text on MariaDB (its
         # LENGTH counts bytes, CHAR_LENGTH characters); NULL for no detail.
@@ -238,6 +223,27 @@ def _page_shape(
     if cursor is not None:
         query = query.where(_older_than(cursor, order, sqlite=sqlite))
     return _narrow(query, order, sqlite, narrowed)
+
+
+def line_columns(sqlite: bool, *, detail: bool = True) -> list[ColumnElement[Any]]:
+    """What a statement reading lines selects, in the order rows.sqlite_lines and mariadb_lines read.
+
+    Without `detail`, NULL in its place: the row keeps its shape, so it is
+    read into a line as any other, and the column is never sent.
+    """
+    if not sqlite:
+        stored: ColumnElement[Any] = _l.c.detail if detail else null().label("detail")
+        return [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, stored, _l.c.at]
+    return [
+        _l.c.id,
+        _l.c.run_id,
+        _sqlite_number(_l.c.step_id).label("step_id"),
+        sqlite_text(_l.c.kind).label("kind"),
+        _sqlite_number(_l.c.phase).label("phase"),
+        sqlite_text(_l.c.detail).label("detail") if detail else null().label("detail"),
+        sqlite_at.label("at_utc"),  # not `at`: the expression names the column `at`
+        sqlite_text(_l.c.at).label("stored_at"),
+    ]
 
 
 def _older_than(

@@ -10,6 +10,15 @@ class GateOpening(str, Enum):
     FORCED = "FORCED"
 
 
+class HoldReason(str, Enum):
+    BLOCKED_BY_RUN = "BLOCKED_BY_RUN"
+    WAITING_AT_GATE = "WAITING_AT_GATE"
+    STEP_PARKED = "STEP_PARKED"
+    STEP_RETRYING = "STEP_RETRYING"
+    STEP_REFUSED = "STEP_REFUSED"
+    CLEANUP_FAILED = "CLEANUP_FAILED"
+
+
 class Ownership(str, Enum):
     CREATED = "CREATED"
     BORROWED = "BORROWED"

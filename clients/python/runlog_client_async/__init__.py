@@ -3,7 +3,7 @@
 from .async_base_client import AsyncBaseClient
 from .base_model import BaseModel, Upload
 from .client import AsyncRunLogClient
-from .enums import GateOpening, Ownership, Refusal, RunLogKind, SweepOutcome
+from .enums import GateOpening, HoldReason, Ownership, Refusal, RunLogKind, SweepOutcome
 from .exceptions import (
     GraphQLClientError,
     GraphQLClientGraphQLError,
@@ -31,6 +31,9 @@ from .fragments import (
     RunBudgetFieldsCaps,
     RunCreatedFields,
     RunHealthFields,
+    RunHoldsFields,
+    RunHoldsFieldsHolds,
+    RunHoldsFieldsHoldsEvidence,
     RunLogLineFields,
     RunLogLineFieldsDetailCleanupFailedDetail,
     RunLogLineFieldsDetailCleanupRetryDetail,
@@ -63,6 +66,15 @@ from .fragments import (
     UnreadableFields,
     VersionVerifiedFields,
 )
+from .run_holds import (
+    RunHolds,
+    RunHoldsRunLog,
+    RunHoldsRunLogRun,
+    RunHoldsRunLogRunHolds,
+    RunHoldsRunLogRunHoldsBlockingRun,
+    RunHoldsRunLogRunPhases,
+    RunHoldsRunLogRunPhasesSteps,
+)
 from .run_log import RunLog, RunLogRunLog, RunLogRunLogNodes, RunLogRunLogPageInfo
 from .run_log_by_kinds import (
     RunLogByKinds,
@@ -83,6 +95,13 @@ from .run_log_wait import (
     RunLogWaitRunLogNodes,
     RunLogWaitRunLogPageInfo,
 )
+from .runs_in_flight import (
+    RunsInFlight,
+    RunsInFlightRunsInFlight,
+    RunsInFlightRunsInFlightNodes,
+    RunsInFlightRunsInFlightNodesHolds,
+    RunsInFlightRunsInFlightPageInfo,
+)
 from .write_note import WriteNote
 
 __all__ = [
@@ -100,6 +119,7 @@ __all__ = [
     "GraphQLClientGraphQLMultiError",
     "GraphQLClientHttpError",
     "GraphQLClientInvalidResponseError",
+    "HoldReason",
     "NoteFields",
     "Ownership",
     "PhaseAdvancedFields",
@@ -116,6 +136,16 @@ __all__ = [
     "RunBudgetFieldsCaps",
     "RunCreatedFields",
     "RunHealthFields",
+    "RunHolds",
+    "RunHoldsFields",
+    "RunHoldsFieldsHolds",
+    "RunHoldsFieldsHoldsEvidence",
+    "RunHoldsRunLog",
+    "RunHoldsRunLogRun",
+    "RunHoldsRunLogRunHolds",
+    "RunHoldsRunLogRunHoldsBlockingRun",
+    "RunHoldsRunLogRunPhases",
+    "RunHoldsRunLogRunPhasesSteps",
     "RunLog",
     "RunLogByKinds",
     "RunLogByKindsRunLog",
@@ -160,6 +190,11 @@ __all__ = [
     "RunLogWaitRunLogNodes",
     "RunLogWaitRunLogPageInfo",
     "RunStatusFields",
+    "RunsInFlight",
+    "RunsInFlightRunsInFlight",
+    "RunsInFlightRunsInFlightNodes",
+    "RunsInFlightRunsInFlightNodesHolds",
+    "RunsInFlightRunsInFlightPageInfo",
     "StepParkedFields",
     "StepRefusedFields",
     "StepRetryFields",

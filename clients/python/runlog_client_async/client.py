@@ -8,11 +8,13 @@ from typing import Any, Optional, Union
 from .async_base_client import AsyncBaseClient
 from .base_model import UNSET, UnsetType
 from .enums import RunLogKind
+from .run_holds import RunHolds
 from .run_log import RunLog
 from .run_log_by_kinds import RunLogByKinds
 from .run_log_page import RunLogPage
 from .run_log_tail import RunLogTail
 from .run_log_wait import RunLogWait
+from .runs_in_flight import RunsInFlight
 from .write_note import WriteNote
 
 
@@ -21,6 +23,264 @@ def gql(q: str) -> str:
 
 
 class AsyncRunLogClient(AsyncBaseClient):
+    async def run_holds(self, run_id: str, **kwargs: Any) -> RunHolds:
+        query = gql("""
+            query RunHolds($runId: ID!) {
+              runLog(runId: $runId, kinds: []) {
+                run {
+                  ...RunHoldsFields
+                  holds {
+                    blockingRun {
+                      ...RunHoldsFields
+                    }
+                  }
+                  phases {
+                    phase
+                    enteredAt
+                    gatedAt
+                    advancedAt
+                    completedAt
+                    steps {
+                      stepId
+                      status
+                      attempts
+                      at
+                    }
+                  }
+                }
+              }
+            }
+
+            fragment CleanupFailedFields on CleanupFailedDetail {
+              group
+              resourceIds
+              error
+              leftAs
+              attempt
+            }
+
+            fragment CleanupRetryFields on CleanupRetryDetail {
+              group
+              previousAttempts
+              actor
+            }
+
+            fragment CleanupRevertedFields on CleanupRevertedDetail {
+              group
+              resourceIds
+            }
+
+            fragment CleanupSweptFields on CleanupSweptDetail {
+              checked
+              reverted
+              failed
+              orphaned
+              remaining
+            }
+
+            fragment ConditionEvaluatedFields on ConditionEvaluatedDetail {
+              matched
+              condition
+              firing
+              facts
+              mismatch
+            }
+
+            fragment NoteFields on NoteDetail {
+              text
+              actor
+            }
+
+            fragment PhaseAdvancedFields on PhaseAdvancedDetail {
+              via
+              firing
+              deadline
+              actor
+            }
+
+            fragment PhaseCompletedFields on PhaseCompletedDetail {
+              stepCount
+              byStatus {
+                status
+                count
+              }
+            }
+
+            fragment PhaseEnteredFields on PhaseEnteredDetail {
+              stepIds
+            }
+
+            fragment PhaseGateFields on PhaseGateDetail {
+              condition
+              parameters
+              deadline
+            }
+
+            fragment ResourceOrphanedFields on ResourceOrphanedDetail {
+              resourceId
+              resourceType
+              externalId
+              reason
+            }
+
+            fragment ResourceRecordedFields on ResourceRecordedDetail {
+              resourceId
+              resourceType
+              externalId
+              ownership
+            }
+
+            fragment RunBlockedFields on RunBlockedDetail {
+              blockingRunId
+              concurrencyKey
+              blockingRun {
+                id
+                status
+                terminal
+              }
+            }
+
+            fragment RunBudgetFields on RunBudgetDetail {
+              caps {
+                cap
+                limit
+                switch
+              }
+            }
+
+            fragment RunCreatedFields on RunCreatedDetail {
+              eventId
+              eventVersion
+              scheduledFor
+            }
+
+            fragment RunHealthFields on RunHealthDetail {
+              from
+              to
+              reason
+            }
+
+            fragment RunHoldsFields on Run {
+              id
+              status
+              terminal
+              headline
+              latestPhase
+              holds {
+                reason
+                since
+                sentence
+                certain
+                phase
+                stepId
+                blockingRunId
+                concurrencyKey
+                condition
+                deadline
+                evaluations
+                matched
+                latestMismatch
+                attempt
+                maxAttempts
+                retryAt
+                waitingFor
+                refusal
+                group
+                error
+                evidence {
+                  cursor
+                  ...RunLogLineFields
+                }
+              }
+            }
+
+            fragment RunLogLineFields on RunLogLine {
+              id
+              runId
+              stepId
+              kind
+              kindName
+              phase
+              at
+              problem
+              detail {
+                __typename
+                ...RunCreatedFields
+                ...RunStatusFields
+                ...PhaseEnteredFields
+                ...StepStatusFields
+                ...NoteFields
+                ...RunBlockedFields
+                ...RunHealthFields
+                ...StepRetryFields
+                ...StepParkedFields
+                ...PhaseCompletedFields
+                ...PhaseGateFields
+                ...ConditionEvaluatedFields
+                ...PhaseAdvancedFields
+                ...RunBudgetFields
+                ...StepRefusedFields
+                ...VersionVerifiedFields
+                ...ResourceRecordedFields
+                ...ResourceOrphanedFields
+                ...CleanupRevertedFields
+                ...CleanupFailedFields
+                ...CleanupSweptFields
+                ...CleanupRetryFields
+                ...UnreadableFields
+              }
+            }
+
+            fragment RunStatusFields on RunStatusDetail {
+              from
+              to
+              reason
+            }
+
+            fragment StepParkedFields on StepParkedDetail {
+              waitingFor
+              reason
+            }
+
+            fragment StepRefusedFields on StepRefusedDetail {
+              refusal
+              switch
+              cap
+              limit
+              used
+            }
+
+            fragment StepRetryFields on StepRetryDetail {
+              attempt
+              maxAttempts
+              error
+              retryAt
+            }
+
+            fragment StepStatusFields on StepStatusDetail {
+              from
+              to
+              module
+              answer
+            }
+
+            fragment UnreadableFields on UnreadableDetail {
+              text
+              problem
+            }
+
+            fragment VersionVerifiedFields on VersionVerifiedDetail {
+              version
+              dryRunId
+            }
+            """)
+        variables: dict[str, object] = {"runId": run_id}
+        response = await self.execute(
+            query=query, operation_name="RunHolds", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunHolds.model_validate(data)
+
     async def run_log(
         self,
         run_id: str,
@@ -949,6 +1209,43 @@ class AsyncRunLogClient(AsyncBaseClient):
         )
         data = self.get_data(response)
         return RunLogWait.model_validate(data)
+
+    async def runs_in_flight(
+        self,
+        limit: Union[Optional[int], UnsetType] = UNSET,
+        after: Union[Optional[str], UnsetType] = UNSET,
+        **kwargs: Any,
+    ) -> RunsInFlight:
+        query = gql("""
+            query RunsInFlight($limit: Int, $after: String) {
+              runsInFlight(limit: $limit, after: $after) {
+                nodes {
+                  id
+                  status
+                  updatedAt
+                  headline
+                  latestPhase
+                  holds {
+                    reason
+                    since
+                    sentence
+                    certain
+                    blockingRunId
+                  }
+                }
+                pageInfo {
+                  hasNextPage
+                  endCursor
+                }
+              }
+            }
+            """)
+        variables: dict[str, object] = {"limit": limit, "after": after}
+        response = await self.execute(
+            query=query, operation_name="RunsInFlight", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunsInFlight.model_validate(data)
 
     async def write_note(
         self,

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field
 
 from .base_model import BaseModel
-from .enums import GateOpening, Ownership, Refusal, RunLogKind
+from .enums import GateOpening, HoldReason, Ownership, Refusal, RunLogKind
 
 
 class CleanupFailedFields(BaseModel):
@@ -301,6 +301,43 @@ class RunLogLineFieldsDetailUnreadableDetail(UnreadableFields):
     typename__: Literal["UnreadableDetail"] = Field(alias="__typename")
 
 
+class RunHoldsFields(BaseModel):
+    id: str
+    status: str
+    terminal: bool
+    headline: str
+    latest_phase: Optional[int] = Field(alias="latestPhase")
+    holds: list["RunHoldsFieldsHolds"]
+
+
+class RunHoldsFieldsHolds(BaseModel):
+    reason: HoldReason
+    since: datetime
+    sentence: str
+    certain: bool
+    phase: Optional[int]
+    step_id: Optional[str] = Field(alias="stepId")
+    blocking_run_id: Optional[str] = Field(alias="blockingRunId")
+    concurrency_key: Optional[str] = Field(alias="concurrencyKey")
+    condition: Optional[str]
+    deadline: Optional[datetime]
+    evaluations: Optional[int]
+    matched: Optional[int]
+    latest_mismatch: Optional[str] = Field(alias="latestMismatch")
+    attempt: Optional[int]
+    max_attempts: Optional[int] = Field(alias="maxAttempts")
+    retry_at: Optional[datetime] = Field(alias="retryAt")
+    waiting_for: Optional[str] = Field(alias="waitingFor")
+    refusal: Optional[str]
+    group: Optional[str]
+    error: Optional[str]
+    evidence: list["RunHoldsFieldsHoldsEvidence"]
+
+
+class RunHoldsFieldsHoldsEvidence(RunLogLineFields):
+    cursor: str
+
+
 CleanupFailedFields.model_rebuild()
 CleanupRetryFields.model_rebuild()
 CleanupRevertedFields.model_rebuild()
@@ -325,3 +362,4 @@ StepStatusFields.model_rebuild()
 UnreadableFields.model_rebuild()
 VersionVerifiedFields.model_rebuild()
 RunLogLineFields.model_rebuild()
+RunHoldsFields.model_rebuild()

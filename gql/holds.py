@@ -1,0 +1,467 @@
+"""What holds a run: per kind, what opens a hold and what ends it; and the pure derivation from lines.
+
+`RULES` is the one place the rules are written: each kind that opens or ends
+a hold, on what (the run, a phase, a step, a cleanup group), and how many of
+its newest lines a run's holds read (`reach`). A kind not in it opens and
+ends nothing, and is not read. docs/operating.md ("What holds a run") is
+checked against this table by tests/test_holds.py.
+
+`derive` is a pure function of the run's row, its lines (in any order) and
+the runs its lines name: nothing here reads a database or knows GraphQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .detail_codec import read_values
+from .kinds import TERMINAL_STATUSES, Kind
+from .store import Line, Run
+
+
+class HoldReason(enum.Enum):
+    """Why a run is not moving, most pressing first; its value is how the docs name it."""
+
+    BLOCKED_BY_RUN = "another run holds the run's concurrency key"
+    WAITING_AT_GATE = "a phase waits at its advance gate"
+    STEP_PARKED = "a step waits on a human"
+    STEP_RETRYING = "a step failed transiently and waits for its next attempt"
+    STEP_REFUSED = "a step was not permitted (disabled, or over a cap)"
+    CLEANUP_FAILED = "a cleanup group did not come back"
+
+
+# What outlives its run: a finished run is held by nothing else.
+OUTLIVES_THE_RUN = frozenset({HoldReason.CLEANUP_FAILED})
+STEP_HOLDS = frozenset({HoldReason.STEP_PARKED, HoldReason.STEP_RETRYING, HoldReason.STEP_REFUSED})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a line of one kind does to a run's holds."""
+
+    on: str  # what it concerns: "run", "phase" (the line's phase), "step" (its step), "group" (its detail's)
+    reach: int  # how many of the kind's newest lines a run's holds read
+    opens: HoldReason | None = None
+    ends: frozenset[HoldReason] = frozenset()
+    facts: bool = False  # read for the facts of another kind's hold (a gate's evaluations)
+
+
+_S = STEP_HOLDS
+RULES: dict[Kind, Rule] = {
+    Kind.RUN_BLOCKED: Rule("run", 10, opens=HoldReason.BLOCKED_BY_RUN),
+    # A later status: the run started, or ended; either way the block and the gate are over.
+    Kind.RUN_STATUS: Rule("run", 1, ends=frozenset({HoldReason.BLOCKED_BY_RUN, HoldReason.WAITING_AT_GATE})),
+    Kind.PHASE_GATE: Rule("phase", 10, opens=HoldReason.WAITING_AT_GATE),
+    Kind.CONDITION_EVALUATED: Rule("phase", 20, facts=True),
+    Kind.PHASE_ADVANCED: Rule("phase", 10, ends=frozenset({HoldReason.WAITING_AT_GATE})),
+    Kind.PHASE_ENTERED: Rule("phase", 10, ends=frozenset({HoldReason.WAITING_AT_GATE})),
+    # A newer line about a step replaces what an older one said of it.
+    Kind.STEP_PARKED: Rule("step", 10, opens=HoldReason.STEP_PARKED, ends=_S - {HoldReason.STEP_PARKED}),
+    Kind.STEP_RETRY: Rule("step", 10, opens=HoldReason.STEP_RETRYING, ends=_S - {HoldReason.STEP_RETRYING}),
+    Kind.STEP_REFUSED: Rule("step", 10, opens=HoldReason.STEP_REFUSED, ends=_S - {HoldReason.STEP_REFUSED}),
+    Kind.STEP_STATUS: Rule("step", 50, ends=_S),
+    # Every step of the phase reached a terminal status: none of them holds it.
+    Kind.PHASE_COMPLETED: Rule("phase", 10, ends=_S),
+    Kind.CLEANUP_FAILED: Rule("group", 10, opens=HoldReason.CLEANUP_FAILED),
+    Kind.CLEANUP_REVERTED: Rule("group", 10, ends=frozenset({HoldReason.CLEANUP_FAILED})),
+}
+REACH: dict[str, int] = {kind.value: rule.reach for kind, rule in RULES.items()}
+_BY_WIRE: dict[str, Rule] = {kind.value: rule for kind, rule in RULES.items()}
+# The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
+_ORDER = list(HoldReason)
+
+
+def is_terminal(status: str) -> bool:
+    """Whether a run's status is terminal: matched exactly, byte for byte (`Completed` is not)."""
+    return status in TERMINAL_STATUSES
+
+
+# ── what derivation answers ─────────────────────────────────────────────────
+
+
+@dataclass
+class Hold:
+    """One thing holding a run, with the lines it rests on (oldest first)."""
+
+    reason: HoldReason
+    since: datetime.datetime
+    sentence: str
+    evidence: list[Line]
+    phase: int | None = None
+    step_id: str | None = None
+    certain: bool = True  # False: the log cannot tell whether it still holds
+    blocking_run_id: int | None = None
+    concurrency_key: str | None = None
+    condition: str | None = None
+    deadline: datetime.datetime | None = None
+    evaluations: int | None = None
+    matched: int | None = None
+    mismatch: str | None = None
+    attempt: int | None = None
+    max_attempts: int | None = None
+    retry_at: datetime.datetime | None = None
+    waiting_for: str | None = None
+    refusal: str | None = None
+    group: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Step:
+    step_id: str
+    status: str | None = None  # null: no line about the step was read
+    attempts: int = 0
+    at: datetime.datetime | None = None
+
+
+@dataclass
+class Phase:
+    phase: int
+    entered_at: datetime.datetime | None = None
+    gated_at: datetime.datetime | None = None
+    advanced_at: datetime.datetime | None = None
+    completed_at: datetime.datetime | None = None
+    steps: dict[str, Step] = field(default_factory=dict)
+
+
+@dataclass
+class State:
+    """A run's holds, headline and phases, as its lines tell them."""
+
+    holds: list[Hold]
+    headline: str
+    phases: list[Phase]
+
+    @property
+    def latest_phase(self) -> int | None:
+        entered = [phase.phase for phase in self.phases if phase.entered_at is not None]
+        return max(entered) if entered else None
+
+
+# ── derivation ───────────────────────────────────────────────────────────────
+
+
+def _values(line: Line) -> dict[str, Any] | None:
+    """A line's detail values by Python field name; None when it has none or it cannot be read."""
+    values = read_values(line.kind, line.detail)
+    return values if type(values) is dict else None
+
+
+def _subject(rule: Rule, line: Line, values: dict[str, Any] | None) -> Any:
+    if rule.on == "phase":
+        return line.phase
+    if rule.on == "step":
+        return None if line.step_id is None else str(line.step_id)
+    if rule.on == "group":
+        return None if values is None else values.get("group")
+    return "run"
+
+
+def _concerns(rule: Rule, subject: Any, hold: Hold) -> bool:
+    """Whether a line of `rule`, about `subject`, is about what `hold` holds."""
+    if rule.on == "phase":
+        return bool(hold.phase == subject)
+    if rule.on == "step":
+        return bool(hold.step_id == subject)
+    if rule.on == "group":
+        return bool(hold.group == subject)
+    return True
+
+
+def blocking_ids(lines: Iterable[Line]) -> set[int]:
+    """The runs the run.blocked lines among `lines` name: what `derive` needs looked up."""
+    found = set()
+    for line in lines:
+        if line.kind == Kind.RUN_BLOCKED.value:
+            values = _values(line)
+            if values is not None:
+                with contextlib.suppress(TypeError, ValueError):
+                    found.add(int(values["blocking_run_id"]))
+    return found
+
+
+def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[int, Run]) -> State:
+    """What holds run `run_id`, from its row (None: the events system has none) and its lines.
+
+    `lines` are the newest of each kind in RULES, at most its reach, in any
+    order; `runs` the runs their run.blocked lines name, as looked up (one
+    missing from it no longer exists).
+    """
+    ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
+    details = {line.id: _values(line) for line in ordered}  # each line's detail, read once
+    reached = {
+        kind: sum(1 for line in ordered if line.kind == kind) >= reach for kind, reach in REACH.items()
+    }
+    # Of each kind read to its reach, its oldest line read: older lines of it were not read.
+    oldest_read: dict[str, datetime.datetime] = {}
+    for line in ordered:
+        if reached[line.kind]:
+            oldest_read.setdefault(line.kind, line.at)
+    open_: dict[tuple[HoldReason, Any], Hold] = {}
+    unsure: list[tuple[frozenset[HoldReason], Line]] = []  # enders whose subject cannot be read
+    evaluations: list[Line] = []
+    for line in ordered:
+        rule = _BY_WIRE[line.kind]
+        values = details[line.id]
+        subject = _subject(rule, line, values)
+        if rule.facts:
+            evaluations.append(line)
+            continue
+        if rule.ends:
+            if subject is None and rule.on != "run":
+                unsure.append((rule.ends, line))
+            for key, hold in list(open_.items()):
+                if hold.reason in rule.ends and _concerns(rule, subject, hold):
+                    del open_[key]
+        if rule.opens is not None:
+            key = (rule.opens, subject)
+            held = open_.get(key)
+            if held is None:
+                open_[key] = _opened(rule.opens, line, values, subject)
+            else:  # the same hold again: it stands since its first line, told by its newest
+                newer = _opened(rule.opens, line, values, subject)
+                newer.since, newer.evidence = held.since, [*held.evidence, line]
+                open_[key] = newer
+    holds = []
+    terminal = run is not None and is_terminal(run.status)
+    for hold in open_.values():
+        if terminal and hold.reason not in OUTLIVES_THE_RUN:
+            continue
+        if any(hold.reason in ends and line.at >= hold.since for ends, line in unsure):
+            hold.certain = False
+        if any(
+            hold.reason in RULES[kind].ends and oldest_read.get(kind.value, hold.since) > hold.since
+            for kind in RULES
+        ):
+            hold.certain = False  # a line that ends it may lie between it and the oldest read
+        finished = _finish(hold, runs, evaluations, reached, details)
+        if finished is not None:
+            holds.append(finished)
+    holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
+    phases = _phases(ordered, details)
+    return State(holds=holds, headline=_headline(run_id, run, ordered, holds, phases), phases=phases)
+
+
+def _opened(reason: HoldReason, line: Line, values: dict[str, Any] | None, subject: Any) -> Hold:
+    hold = Hold(reason=reason, since=line.at, sentence="", evidence=[line], phase=line.phase)
+    hold.step_id = None if line.step_id is None else str(line.step_id)
+    v = values or {}
+    hold.certain = values is not None or line.detail is None
+    if reason is HoldReason.BLOCKED_BY_RUN:
+        try:
+            hold.blocking_run_id = int(v["blocking_run_id"])
+        except (KeyError, TypeError, ValueError):
+            hold.certain = False
+        hold.concurrency_key = v.get("concurrency_key")
+    elif reason is HoldReason.WAITING_AT_GATE:
+        hold.condition, hold.deadline = v.get("condition"), _time(v.get("deadline"))
+    elif reason is HoldReason.STEP_RETRYING:
+        hold.attempt, hold.max_attempts = v.get("attempt"), v.get("max_attempts")
+        hold.retry_at, hold.error = _time(v.get("retry_at")), v.get("error")
+    elif reason is HoldReason.STEP_PARKED:
+        hold.waiting_for = v.get("waiting_for")
+    elif reason is HoldReason.STEP_REFUSED:
+        refusal = v.get("refusal")
+        hold.refusal = getattr(refusal, "value", refusal)
+        hold.condition = _cap_words(v) if hold.refusal == "OVER_CAP" else v.get("switch")
+    elif reason is HoldReason.CLEANUP_FAILED:
+        hold.group, hold.error = subject, v.get("error")
+        hold.attempt = v.get("attempt")
+    return hold
+
+
+def _cap_words(v: dict[str, Any]) -> str:
+    cap, limit, used = v.get("cap"), v.get("limit"), v.get("used")
+    used_words = f", {used} of {limit} used" if used is not None and limit is not None else ""
+    return f"the {cap} cap{used_words}" if cap else "a cap"
+
+
+def _time(value: Any) -> datetime.datetime | None:
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+    if isinstance(value, str):
+        try:
+            return _time(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            return None
+    return None
+
+
+def _finish(
+    hold: Hold,
+    runs: Mapping[int, Run],
+    evaluations: list[Line],
+    reached: dict[str, bool],
+    details: Mapping[int, dict[str, Any] | None],
+) -> Hold | None:
+    """The hold with its sentence and the facts other lines give; None when it no longer holds."""
+    unreadable = "" if hold.certain else "; a line it rests on cannot be read, so the log cannot tell more"
+    step = f"Step {hold.step_id}" if hold.step_id is not None else "A step"
+    if hold.reason is HoldReason.BLOCKED_BY_RUN:
+        key = f" holds {hold.concurrency_key}" if hold.concurrency_key else " holds the run's concurrency key"
+        if hold.blocking_run_id is None:
+            hold.sentence = "Blocked by another run, but the line cannot be read: the log cannot tell which."
+            return hold
+        blocker = runs.get(hold.blocking_run_id)
+        if blocker is None:
+            hold.certain = False
+            hold.sentence = (
+                f"Blocked by run {hold.blocking_run_id}, which{key}; the events system no longer has "
+                f"run {hold.blocking_run_id}, so the log cannot tell whether it still holds."
+            )
+        elif is_terminal(blocker.status):
+            return None  # the blocking run ended: its key is free
+        else:
+            hold.sentence = (
+                f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}."
+            )
+    elif hold.reason is HoldReason.WAITING_AT_GATE:
+        since = [line for line in evaluations if line.phase == hold.phase and line.at >= hold.since]
+        read = [details[line.id] for line in since]
+        whole = not (reached[Kind.CONDITION_EVALUATED.value] and since and since[0] is evaluations[0])
+        if whole:
+            hold.evaluations = len(since)
+            if all(v is not None for v in read):
+                hold.matched = sum(1 for v in read if v and v.get("matched"))
+        for values in reversed(read):
+            if values is not None and not values.get("matched") and values.get("mismatch"):
+                hold.mismatch = values["mismatch"]
+                break
+        hold.evidence += since[-3:]
+        waits = f"for {hold.condition}" if hold.condition else "at its gate"
+        deadline = f" (deadline {_iso(hold.deadline)})" if hold.deadline else ""
+        counted = (
+            f"{hold.evaluations} evaluation{'s' * (hold.evaluations != 1)} since it opened"
+            if hold.evaluations is not None
+            else f"more than {REACH[Kind.CONDITION_EVALUATED.value]} evaluations since it opened"
+        )
+        latest = f"; the latest: {hold.mismatch}" if hold.mismatch else ""
+        hold.sentence = f"Phase {hold.phase} waits {waits}{deadline}: {counted}{latest}{unreadable}."
+    elif hold.reason is HoldReason.STEP_PARKED:
+        hold.sentence = f"{step} waits on a human: {hold.waiting_for or 'the line does not say for what'}."
+    elif hold.reason is HoldReason.STEP_RETRYING:
+        of = f" of {hold.max_attempts}" if hold.max_attempts else ""
+        when = f", next attempt at {_iso(hold.retry_at)}" if hold.retry_at else ""
+        failed = f"attempt {hold.attempt}{of} failed" if hold.attempt else "an attempt failed"
+        hold.sentence = f"{step} is retrying: {failed}{when}{unreadable}."
+    elif hold.reason is HoldReason.STEP_REFUSED:
+        why = {"OVER_CAP": f"over {hold.condition}", "DISABLED": f"disabled by {hold.condition}"}
+        words = why.get(hold.refusal or "", "not permitted") if hold.condition else "not permitted"
+        hold.sentence = f"{step} was refused: {words}{unreadable}."
+    elif hold.reason is HoldReason.CLEANUP_FAILED:
+        group = f"Cleanup group {hold.group}" if hold.group else "A cleanup group"
+        failures = len(hold.evidence)
+        times = f" ({failures} failures)" if failures > 1 else ""
+        hold.sentence = f"{group} did not come back{times}: {hold.error or 'the line does not say why'}."
+    else:  # a reason declared since: said as the docs name it
+        hold.sentence = f"{hold.reason.value.capitalize()}{unreadable}."
+    return hold
+
+
+def _iso(value: datetime.datetime | None) -> str:
+    return (
+        ""
+        if value is None
+        else value.astimezone(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
+def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None]) -> list[Phase]:
+    """Each phase the lines name: when it was entered, gated, advanced, completed; its steps."""
+    phases: dict[int, Phase] = {}
+    marks = {
+        Kind.PHASE_ENTERED.value: "entered_at",
+        Kind.PHASE_GATE.value: "gated_at",
+        Kind.PHASE_ADVANCED.value: "advanced_at",
+        Kind.PHASE_COMPLETED.value: "completed_at",
+    }
+    step_words = {
+        Kind.STEP_RETRY.value: "retrying",
+        Kind.STEP_PARKED.value: "parked",
+        Kind.STEP_REFUSED.value: "refused",
+    }
+    for line in ordered:
+        if line.phase is None:
+            continue
+        phase = phases.setdefault(line.phase, Phase(line.phase))
+        mark = marks.get(line.kind)
+        if mark is not None:
+            setattr(phase, mark, line.at)
+            if line.kind == Kind.PHASE_ENTERED.value:
+                for step_id in (details[line.id] or {}).get("step_ids", []):
+                    phase.steps.setdefault(str(step_id), Step(str(step_id)))
+            continue
+        if line.step_id is None or not line.kind.startswith("step."):
+            continue
+        step = phase.steps.setdefault(str(line.step_id), Step(str(line.step_id)))
+        step.at = line.at
+        values = details[line.id] or {}
+        if line.kind == Kind.STEP_STATUS.value:
+            step.status = values.get("to", "unreadable")
+            step.attempts = (
+                step.attempts + 1 if step.status not in ("pending", "unreadable") else step.attempts
+            )
+        else:
+            step.status = step_words[line.kind]
+            if line.kind == Kind.STEP_RETRY.value:
+                step.attempts = max(step.attempts, int(values.get("attempt") or 0))
+    return [phases[number] for number in sorted(phases)]
+
+
+def _headline(
+    run_id: int, run: Run | None, ordered: Sequence[Line], holds: list[Hold], phases: list[Phase]
+) -> str:
+    """The one sentence that answers "why isn't it moving?"; it never guesses."""
+    if run is not None and is_terminal(run.status):
+        ended = f"Run {run_id} ended: {run.status}"
+        if run.ended_at is not None:
+            ended += f" at {_iso(run.ended_at)}"
+        if not holds:
+            return f"{ended}; nothing it left holds it."
+        return f"{ended}; still open: {_told(holds)}"
+    if not ordered:
+        if run is None:
+            return f"The events system has no run {run_id}, and its log has no line that says what holds it."
+        status = run.status or "without a status"
+        return f"Run {run_id} is {status}, and its log has no line: the log cannot tell what holds it."
+    if holds:
+        told = _told(holds)
+        entered = [phase for phase in phases if phase.entered_at is not None]
+        if entered and entered[-1].completed_at is None and any(h.reason in STEP_HOLDS for h in holds[:1]):
+            latest = entered[-1]
+            silent = [step.step_id for step in latest.steps.values() if step.status is None]
+            quiet = ""
+            if len(silent) == 1:
+                quiet = f" Step {silent[0]} has no line."
+            elif silent:
+                quiet = f" Steps {', '.join(silent)} have no line."
+            return f"Phase {latest.phase} has not completed. {told}{quiet}"
+        return told
+    status = "unknown to the events system" if run is None else (run.status or "without a status")
+    latest_phase = max((phase.phase for phase in phases if phase.entered_at is not None), default=None)
+    where = "" if latest_phase is None else f"; phase {latest_phase} is the latest entered"
+    return f"Nothing in the log holds run {run_id} (status {status}{where})."
+
+
+def _told(holds: list[Hold]) -> str:
+    more = len(holds) - 1
+    tail = "" if not more else f" And {more} more hold{'s' * (more > 1)}."
+    return holds[0].sentence + tail
+
+
+def rules_table() -> str:
+    """RULES as the Markdown table docs/operating.md shows (tests/test_holds.py checks it is there)."""
+    rows = [
+        "| kind | concerns | opens | ends | newest lines read |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for kind, rule in RULES.items():
+        opens = f"`{rule.opens.name}`" if rule.opens else ("facts of the gate" if rule.facts else "")
+        ends = ", ".join(f"`{reason.name}`" for reason in _ORDER if reason in rule.ends)
+        rows.append(f"| `{kind.value}` | the {rule.on} | {opens} | {ends} | {rule.reach} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,308 @@
+"""A run as GraphQL serves it: its row in `event_runs`, what holds it, its phases; and `runsInFlight`.
+
+What holds a run is derived by gql/holds.py from lines read by
+store.read_newest. `read_runs` reads them for every run a field answers
+with, together, and for the runs their blocks name, however far the chain
+goes: the runs are plain data when served, so a page that selects them is
+still completed by the compiled plan (gql/engine/compiler.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import enum
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import strawberry
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from . import holds, store
+from .holds import HoldReason as _Reason
+from .page import RunLogLine, as_line
+
+# The reasons, as declared in holds.py (mypy cannot type the functional Enum API, hence `Any`).
+HoldReason: Any = strawberry.enum(  # type: ignore[call-overload]
+    enum.Enum(
+        "HoldReason",
+        {
+            reason.name: strawberry.enum_value(reason.name, description=reason.value.capitalize() + ".")
+            for reason in _Reason
+        },
+    ),
+    description="Why a run is not moving. What opens and ends each, per kind, is in docs/operating.md "
+    '("What holds a run"). More may be added.',
+)
+
+
+@strawberry.type(description="One step of a phase, as its newest lines tell it.")
+class RunStep:
+    step_id: strawberry.ID = strawberry.field(description="The step's id.")
+    status: str | None = strawberry.field(
+        description="Its latest status: a `step.status` line's `to`, or `retrying`, `parked`, "
+        "`refused` after a line of that kind; null when no line about the step was read."
+    )
+    attempts: int = strawberry.field(
+        description="How many times the step was tried, as its lines tell: its `step.retry` "
+        "lines' attempts, and one more for a status after them; 0 for a step refused or never run."
+    )
+    at: datetime.datetime | None = strawberry.field(description="When its latest line was written (UTC).")
+
+
+@strawberry.type(description="One phase of a run: when it was entered, gated, advanced and completed.")
+class RunPhase:
+    phase: int = strawberry.field(description="The phase's number.")
+    entered_at: datetime.datetime | None = strawberry.field(
+        description="Its `phase.entered` line's time (UTC)."
+    )
+    gated_at: datetime.datetime | None = strawberry.field(
+        description="When its advance gate opened (`phase.gate`), if it has one (UTC)."
+    )
+    advanced_at: datetime.datetime | None = strawberry.field(
+        description="When its gate let it through (`phase.advanced`, UTC)."
+    )
+    completed_at: datetime.datetime | None = strawberry.field(
+        description="When every step of it reached a terminal status (`phase.completed`, UTC)."
+    )
+    steps: list[RunStep] = strawberry.field(
+        description="Its steps: those its `phase.entered` named, and any other its lines name."
+    )
+
+
+@strawberry.type(
+    description="One thing holding a run, with the lines it rests on. Facts a reason does not have are null."
+)
+class RunHold:
+    reason: HoldReason = strawberry.field(description="Why the run is held.")
+    since: datetime.datetime = strawberry.field(
+        description="When the hold began: its first line's time (UTC)."
+    )
+    sentence: str = strawberry.field(
+        description="One plain sentence an operator can read aloud (`Blocked by run 37, which holds "
+        "invasion:Yew and is still live.`)."
+    )
+    certain: bool = strawberry.field(
+        description="False when the log cannot tell whether the hold still stands: a line it rests on "
+        "cannot be read, the blocking run no longer exists, or a line that would end it may lie among "
+        "older lines than were read. The sentence then says so."
+    )
+    phase: int | None = strawberry.field(
+        description="The phase it concerns (a gate's: the phase its `phase.gate` names)."
+    )
+    step_id: strawberry.ID | None = strawberry.field(description="The step it concerns.")
+    evidence: list[RunLogLine] = strawberry.field(
+        description="The lines it rests on, oldest first; each `cursor` (read with every kind) opens "
+        "`runLog` there."
+    )
+    blocking_run_id: strawberry.ID | None = strawberry.field(
+        description="`BLOCKED_BY_RUN`: the run that holds the key."
+    )
+    blocking_run: Run | None = strawberry.field(
+        description="`BLOCKED_BY_RUN`: that run as it is now, with its own holds (the chain); null when "
+        "the events system no longer has it."
+    )
+    concurrency_key: str | None = strawberry.field(description="`BLOCKED_BY_RUN`: the key both runs need.")
+    condition: str | None = strawberry.field(
+        description="`WAITING_AT_GATE`: what the gate waits for. `STEP_REFUSED`: the cap or the switch."
+    )
+    deadline: datetime.datetime | None = strawberry.field(
+        description="`WAITING_AT_GATE`: when the gate opens by itself."
+    )
+    evaluations: int | None = strawberry.field(
+        description="`WAITING_AT_GATE`: firings tested against the gate since it opened; null when more "
+        "came than a hold reads."
+    )
+    matched: int | None = strawberry.field(
+        description="`WAITING_AT_GATE`: how many of them matched; null when it cannot be told."
+    )
+    latest_mismatch: str | None = strawberry.field(
+        description="`WAITING_AT_GATE`: what the latest firing that did not match was told."
+    )
+    attempt: int | None = strawberry.field(
+        description="`STEP_RETRYING`: the attempt that failed. `CLEANUP_FAILED`: the newest "
+        "failure's attempt."
+    )
+    max_attempts: int | None = strawberry.field(
+        description="`STEP_RETRYING`: how many attempts the step gets."
+    )
+    retry_at: datetime.datetime | None = strawberry.field(
+        description="`STEP_RETRYING`: when the next attempt is due."
+    )
+    waiting_for: str | None = strawberry.field(
+        description="`STEP_PARKED`: what the step needs a human to do."
+    )
+    refusal: str | None = strawberry.field(description="`STEP_REFUSED`: `DISABLED` or `OVER_CAP`.")
+    group: str | None = strawberry.field(description="`CLEANUP_FAILED`: the group that did not come back.")
+    error: str | None = strawberry.field(description="`STEP_RETRYING`, `CLEANUP_FAILED`: the error reported.")
+
+
+@strawberry.type(description="A run as the events system has it now (table `event_runs`), and what holds it.")
+class Run:
+    id: strawberry.ID = strawberry.field(description="The run's id; pass it to `runLog`.")
+    status: str = strawberry.field(description="The run's status now (`live`, `completed`, ...).")
+    terminal: bool = strawberry.field(
+        description="Whether the status is terminal (completed, cancelled, failed, missed, matched "
+        "exactly): only a terminal run's lines can be pruned."
+    )
+    ended_at: datetime.datetime | None = strawberry.field(description="When the run ended (UTC), if it has.")
+    updated_at: datetime.datetime | None = strawberry.field(
+        description="When the run's row last changed (UTC)."
+    )
+    holds: list[RunHold] = strawberry.field(
+        default_factory=list,
+        description='What holds the run now, derived from its own lines (docs/operating.md, "What '
+        'holds a run"); empty when nothing in the log holds it. A finished run is held only by what '
+        "outlives it (a cleanup that failed).",
+    )
+    headline: str = strawberry.field(
+        default="",
+        description="The one sentence that answers \"why isn't it moving?\": the first hold's, or that "
+        "nothing in the log holds it, or that the log cannot tell. It never guesses.",
+    )
+    phases: list[RunPhase] = strawberry.field(
+        default_factory=list,
+        description="The run's phases, oldest first, as its newest lines of each phase kind tell them: "
+        "a timeline without its whole log.",
+    )
+    latest_phase: int | None = strawberry.field(
+        default=None, description="The latest phase entered (`phase.entered`); null before the first."
+    )
+
+
+@strawberry.type(description="Where a page of runs ends, and whether more follow.")
+class RunsPageInfo:
+    has_next_page: bool = strawberry.field(description="Whether more runs follow this page.")
+    end_cursor: str | None = strawberry.field(
+        description="Pass as `after` for the next page; null on an empty page."
+    )
+
+
+@strawberry.type(description="A page of runs, newest activity first.")
+class RunsPage:
+    nodes: list[Run] = strawberry.field(description="The runs.")
+    page_info: RunsPageInfo = strawberry.field(description="Where the page ends.")
+
+
+def as_run(row: store.Run) -> Run:
+    """A run's row as the `Run` GraphQL serves."""
+    return Run(
+        id=strawberry.ID(str(row.id)),
+        status=row.status,
+        terminal=holds.is_terminal(row.status),
+        ended_at=row.ended_at,
+        updated_at=row.updated_at,
+    )
+
+
+# ── reading ──────────────────────────────────────────────────────────────────
+
+# How many runs deep a chain of blocks is followed; a run past it says so.
+MAX_CHAIN = 8
+
+
+async def read_runs(engine: AsyncEngine, rows: Mapping[int, store.Run]) -> dict[int, Run]:
+    """`rows` as `Run`s with what holds each, and the runs their blocks name, by id, all read together.
+
+    One read of the newest lines per round for the runs found in the
+    previous one (store.read_newest), and one lookup of the runs they name:
+    a `blockingRun`'s holds come with its blocked run's, and a chain of
+    blocks costs two statements per link, never one per run.
+    """
+    found = dict(rows)
+    read: dict[int, list[store.Line]] = {}
+    looked_up = set(found)
+    todo = sorted(found)
+    for _ in range(MAX_CHAIN):
+        if not todo:
+            break
+        read.update(await store.read_newest(engine, todo, holds.REACH))
+        named = set().union(*(holds.blocking_ids(read[run_id]) for run_id in todo)) - looked_up
+        more = await store.find_runs(engine, named) if named else {}
+        found.update(more)
+        looked_up |= named
+        todo = sorted(more)
+    runs = {run_id: as_run(row) for run_id, row in found.items()}
+    for run_id, run in runs.items():
+        if run_id not in read:
+            run.headline = (
+                f"Run {run_id} ends a chain of blocks longer than {MAX_CHAIN} runs: its log was not read."
+            )
+            continue
+        state = holds.derive(run_id, found[run_id], read[run_id], found)
+        run.holds = [_as_hold(run_id, hold, runs) for hold in state.holds]
+        run.headline = state.headline
+        run.phases = [_as_phase(phase) for phase in state.phases]
+        run.latest_phase = state.latest_phase
+    return runs
+
+
+def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
+    scope = store.cursor_scope(run_id, None)
+    return RunHold(
+        reason=HoldReason[hold.reason.name],
+        since=hold.since,
+        sentence=hold.sentence,
+        certain=hold.certain,
+        phase=hold.phase,
+        step_id=None if hold.step_id is None else strawberry.ID(hold.step_id),
+        evidence=[as_line(line, store.encode_cursor(line, scope)) for line in hold.evidence],
+        blocking_run_id=None if hold.blocking_run_id is None else strawberry.ID(str(hold.blocking_run_id)),
+        blocking_run=None if hold.blocking_run_id is None else runs.get(hold.blocking_run_id),
+        concurrency_key=hold.concurrency_key,
+        condition=hold.condition,
+        deadline=hold.deadline,
+        evaluations=hold.evaluations,
+        matched=hold.matched,
+        latest_mismatch=hold.mismatch,
+        attempt=hold.attempt,
+        max_attempts=hold.max_attempts,
+        retry_at=hold.retry_at,
+        waiting_for=hold.waiting_for,
+        refusal=hold.refusal,
+        group=hold.group,
+        error=hold.error,
+    )
+
+
+def _as_phase(phase: holds.Phase) -> RunPhase:
+    return RunPhase(
+        phase=phase.phase,
+        entered_at=phase.entered_at,
+        gated_at=phase.gated_at,
+        advanced_at=phase.advanced_at,
+        completed_at=phase.completed_at,
+        steps=[
+            RunStep(
+                step_id=strawberry.ID(step.step_id), status=step.status, attempts=step.attempts, at=step.at
+            )
+            for step in phase.steps.values()
+        ],
+    )
+
+
+# ── runsInFlight ─────────────────────────────────────────────────────────────
+
+_CURSOR_PREFIX = "runs:"  # a runsInFlight cursor: (activity, run id), opaque
+
+
+def encode_cursor(activity: str | None, run_id: int) -> str:
+    text = json.dumps([activity, run_id], separators=(",", ":"))
+    return _CURSOR_PREFIX + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str | None, int] | None:
+    if not cursor.startswith(_CURSOR_PREFIX) or len(cursor) > 200:
+        return None
+    raw = cursor[len(_CURSOR_PREFIX) :]
+    try:
+        activity, run_id = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+        if activity is not None:
+            datetime.datetime.fromisoformat(activity)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    if type(run_id) is not int or not (activity is None or type(activity) is str):
+        return None
+    return activity, run_id

@@ -1,0 +1,107 @@
+"""The `writeRunLog` lines of a request refused before it ran, logged as not stored (HTTP and websockets)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    InlineFragmentNode,
+    IntValueNode,
+    ListValueNode,
+    ObjectValueNode,
+    OperationDefinitionNode,
+    OperationType,
+    ValueNode,
+    VariableNode,
+    parse,
+    value_from_ast_untyped,
+)
+
+from . import metrics, writes
+from .settings import Settings
+
+
+def log_unrun_writes(
+    request_id: str, sent: bytes | Mapping[str, Any], errors: list[GraphQLError], settings: Settings
+) -> None:
+    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran.
+
+    `sent` is the request as it came: an HTTP request's JSON body, or the
+    payload of an operation sent over a websocket (`query`, `variables`).
+
+    An argument GraphQL cannot coerce (`phase: 2147483648`, `phase: 3.5`,
+    `kind: null`), as a literal or as a variable, makes the whole request an
+    error before any resolver runs, as the spec has it: the writer gets that
+    error, which a typed client catches when it is generated. The line still
+    leaves its trace, as every other line that was not stored does, with the
+    arguments as sent (a variable's value as it came, a literal as written).
+    """
+    if b"writeRunLog" not in sent if isinstance(sent, bytes) else "writeRunLog" not in str(sent.get("query")):
+        return
+    reason = "the request was refused before it ran: " + "; ".join(
+        writes.short_text(error.message, 300) for error in errors[:3]
+    )
+    try:
+        request: Any = json.loads(sent) if isinstance(sent, bytes) else sent
+        query, variables = request.get("query"), request.get("variables") or {}
+        if len(query) > settings.max_query_bytes:
+            raise ValueError("a text this long is not parsed again")  # it costs the loop
+        document = parse(query, no_location=True, max_tokens=settings.max_tokens)
+    except Exception:  # not a request this can read: the body, bounded, is the trace
+        metrics.count_write(reason)
+        writes.log_refused(reason, request_id, {"request": _as_text(sent)}, settings.max_detail_bytes)
+        return
+    for arguments in _write_arguments(document, variables if isinstance(variables, dict) else {}):
+        metrics.count_write(reason)
+        writes.log_refused(reason, request_id, arguments, settings.max_detail_bytes)
+
+
+def _write_arguments(document: DocumentNode, variables: dict[str, Any]) -> list[dict[str, Any]]:
+    """The arguments of every `writeRunLog` field in `document`, as sent."""
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    found: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def visit(selections: Any) -> None:
+        for selection in selections or ():
+            if isinstance(selection, FieldNode):
+                if selection.name.value == "writeRunLog":
+                    found.append(
+                        {a.name.value: _as_sent(a.value, variables) for a in selection.arguments or ()}
+                    )
+            elif isinstance(selection, InlineFragmentNode):
+                visit(selection.selection_set.selections)
+            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in seen:
+                seen.add(selection.name.value)
+                fragment = fragments.get(selection.name.value)
+                if fragment is not None:
+                    visit(fragment.selection_set.selections)
+
+    for definition in document.definitions:
+        if isinstance(definition, OperationDefinitionNode) and definition.operation == OperationType.MUTATION:
+            visit(definition.selection_set.selections)
+    return found
+
+
+def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
+    """A literal's value as written (an integer Python will not read stays its digits)."""
+    if isinstance(node, VariableNode):
+        return variables.get(node.name.value)
+    if isinstance(node, IntValueNode):
+        return int(node.value) if len(node.value) <= 1000 else node.value
+    if isinstance(node, ListValueNode):
+        return [_as_sent(value, variables) for value in node.values]
+    if isinstance(node, ObjectValueNode):
+        return {field.name.value: _as_sent(field.value, variables) for field in node.fields}
+    return value_from_ast_untyped(node, variables)
+
+
+def _as_text(sent: bytes | Mapping[str, Any]) -> str:
+    return sent.decode("utf-8", "replace") if isinstance(sent, bytes) else repr(sent)

@@ -1,0 +1,106 @@
+"""A statement cancelled mid-flight (its deadline) never leaves its connection to the next caller."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gql.db import create_engine, pool_generation, transaction
+from gql.store.connections import read_rows
+
+from .conftest import Backend
+from .faultproxy import FaultProxy
+
+# Each runs well past the 0.05 s deadline the tests give it.
+SLOW = {
+    "mariadb": "SELECT SLEEP(5)",
+    "sqlite": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+    "SELECT COUNT(*) FROM c",
+}
+
+
+async def _read(engine: AsyncEngine, sql: str) -> None:
+    await read_rows(engine, text(sql))  # on MariaDB, on the driver's own connection
+
+
+async def _in_transaction(engine: AsyncEngine, sql: str) -> None:
+    async with transaction(engine, "READ COMMITTED") as conn:
+        await conn.execute(text(sql))
+
+
+def _checked_out(engine: AsyncEngine) -> list[Any]:
+    """The driver connection of each checkout from now on, in order."""
+    seen: list[Any] = []
+    event.listen(
+        engine.sync_engine, "checkout", lambda dbapi, _record, _proxy: seen.append(dbapi.driver_connection)
+    )
+    return seen
+
+
+async def _next_checkouts_are_fresh(engine: AsyncEngine, cancelled: Any, seen: list[Any]) -> None:
+    for _ in range(3):
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SELECT 1"))).scalar() == 1
+        assert seen[-1] is not cancelled
+
+
+@pytest.mark.parametrize("run", [_read, _in_transaction], ids=["read", "transaction"])
+def test_a_statement_cancelled_at_its_deadline_leaves_its_connection_to_no_one(
+    tables: Backend, run: Callable[[AsyncEngine, str], Awaitable[None]]
+) -> None:
+    async def main() -> None:
+        engine = create_engine(tables.settings(pool_size=1))
+        seen = _checked_out(engine)
+        try:
+            generation = pool_generation(engine)
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await run(engine, SLOW[tables.name])
+            cancelled = seen[-1]
+            await _next_checkouts_are_fresh(engine, cancelled, seen)
+            assert pool_generation(engine) > generation  # the pool threw it away
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.mariadb
+def test_a_connection_cancelled_while_it_set_its_isolation_level_is_not_handed_out_again(
+    mariadb: Backend,
+) -> None:
+    """The first round trip of `db.transaction` (SET autocommit, isolation) hangs, and the deadline cuts it.
+
+    Before, that connection went back to the pool closed, and the next caller
+    failed on it: "InterfaceError: Cancelled during execution".
+    """
+    mariadb.create_tables()
+    with FaultProxy("127.0.0.1", sa.make_url(mariadb.url).port or 3306) as proxy:
+        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
+
+        async def main() -> None:
+            engine = create_engine(
+                mariadb.settings(database_url=url.render_as_string(hide_password=False), pool_size=1)
+            )
+            seen = _checked_out(engine)
+            try:
+                async with engine.connect() as conn:  # the pool's one connection, open
+                    await conn.execute(text("SELECT 1"))
+                generation = pool_generation(engine)
+                proxy.hang()
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.3), transaction(engine, "READ COMMITTED"):
+                        pass
+                proxy.recover()
+                await _next_checkouts_are_fresh(engine, seen[-1], seen)
+                assert pool_generation(engine) > generation
+            finally:
+                await engine.dispose()
+
+        asyncio.run(main())

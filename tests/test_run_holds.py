@@ -1,0 +1,222 @@
+"""`Run.holds`, `headline`, `phases` and `runsInFlight` over HTTP, on the demo's runs, on both databases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gql import demo, demo_runs
+from gql.engine import page_plan as fastpath
+from gql.graphiql import example_tabs
+
+from .conftest import Api, Backend
+from .test_fastpath import ANYONE, OPEN, Stored, _both
+from .test_page_bytes import recorded_statements
+
+DOCUMENTS = {tab.name: tab.query for tab in example_tabs()}
+
+
+@pytest.fixture
+def demo_api(make_api: Callable[..., Api], tables: Backend) -> Api:
+    asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True))
+    return make_api()
+
+
+def add_run(tables: Backend, run_id: int, status: str = "scheduled") -> None:
+    tables.execute(
+        "INSERT INTO event_runs (id, status, updated_at) "
+        f"VALUES ({run_id}, '{status}', '2026-06-01 18:00:00')"
+    )
+
+
+def run_of(api: Api, run_id: int) -> dict[str, Any]:
+    run: dict[str, Any] = api.data(DOCUMENTS["RunHolds"], {"runId": str(run_id)})["runLog"]["run"]
+    return run
+
+
+def test_each_demo_run_is_held_as_its_story_says_in_one_query(demo_api: Api) -> None:
+    blocked = run_of(demo_api, demo_runs.BLOCKED)
+    assert blocked["headline"] == "Blocked by run 37, which holds invasion:Yew and is still live."
+    [hold] = blocked["holds"]
+    assert (hold["reason"], hold["blockingRunId"], hold["concurrencyKey"]) == (
+        "BLOCKED_BY_RUN",
+        "37",
+        "invasion:Yew",
+    )
+    assert [line["kindName"] for line in hold["evidence"]] == ["run.blocked", "run.blocked"]
+    assert hold["since"] == hold["evidence"][0]["at"]
+    # The chain: what holds the run that blocks it.
+    chained = hold["blockingRun"]
+    assert (chained["id"], chained["status"]) == ("37", "live")
+    assert [(h["reason"], h["stepId"]) for h in chained["holds"]] == [
+        ("STEP_PARKED", "3705"),
+        ("STEP_REFUSED", "3704"),
+    ]
+    # Each evidence line's cursor opens runLog there: the line just older than it comes next.
+    evidence = hold["evidence"][-1]
+    page = demo_api.data(
+        "query($r: ID!, $a: String) { runLog(runId: $r, after: $a, limit: 1) { nodes { kindName } } }",
+        {"r": "38", "a": evidence["cursor"]},
+    )
+    assert [n["kindName"] for n in page["runLog"]["nodes"]] == ["run.blocked"]
+
+    invasion = run_of(demo_api, demo_runs.INVASION)
+    assert invasion["headline"] == (
+        "Phase 2 has not completed. Step 3705 waits on a human: a GM to hand the Lich Lord's "
+        "crown to the winning guild. And 1 more hold. Step 3706 has no line."
+    )
+    assert invasion["latestPhase"] == 2
+    refused = invasion["holds"][1]
+    assert (refused["refusal"], refused["condition"]) == ("OVER_CAP", "the spawns cap, 40 of 40 used")
+    assert refused["evidence"][0]["detail"]["__typename"] == "StepRefusedDetail"
+    phase_2 = invasion["phases"][1]
+    assert phase_2["gatedAt"] and phase_2["advancedAt"] and phase_2["completedAt"] is None
+    assert [(s["stepId"], s["status"], s["attempts"]) for s in phase_2["steps"]] == [
+        ("3704", "refused", 0),
+        ("3705", "parked", 0),
+        ("3706", None, 0),
+    ]
+
+    hunt = run_of(demo_api, demo_runs.TREASURE_HUNT)
+    assert hunt["terminal"]
+    assert [(h["reason"], h["group"], h["attempt"]) for h in hunt["holds"]] == [
+        ("CLEANUP_FAILED", "moongate", 1)
+    ]
+    assert hunt["headline"].startswith("Run 39 ended: cancelled at ")
+
+    for finished in (demo_runs.DRY_RUN, demo_runs.RELAY):
+        run = run_of(demo_api, finished)
+        assert run["holds"] == [] and "nothing it left holds it" in run["headline"]
+    relay = run_of(demo_api, demo_runs.RELAY)
+    assert relay["phases"][0]["steps"] == [
+        {"stepId": "4001", "status": "failed", "attempts": 3, "at": relay["phases"][0]["steps"][0]["at"]}
+    ]
+
+
+def test_a_blocking_run_that_no_longer_exists_and_one_that_ended(demo_api: Api, tables: Backend) -> None:
+    tables.execute(f"DELETE FROM event_runs WHERE id = {demo_runs.INVASION}")
+    [hold] = run_of(demo_api, demo_runs.BLOCKED)["holds"]
+    assert hold["blockingRun"] is None and not hold["certain"]
+    assert "no longer has run 37, so the log cannot tell whether it still holds" in hold["sentence"]
+
+
+def test_a_blocked_run_whose_blocker_ends_is_held_by_nothing(demo_api: Api, tables: Backend) -> None:
+    tables.execute(f"UPDATE event_runs SET status = 'Completed' WHERE id = {demo_runs.INVASION}")
+    assert [h["reason"] for h in run_of(demo_api, demo_runs.BLOCKED)["holds"]] == [
+        "BLOCKED_BY_RUN"
+    ]  # exactly
+    tables.execute(f"UPDATE event_runs SET status = 'completed' WHERE id = {demo_runs.INVASION}")
+    run = run_of(demo_api, demo_runs.BLOCKED)
+    assert run["holds"] == [] and run["headline"].startswith("Nothing in the log holds run 38")
+
+
+def test_an_unreadable_detail_among_the_evidence_is_served_and_the_hold_says_it_cannot_tell(
+    demo_api: Api, tables: Backend
+) -> None:
+    tables.execute("UPDATE event_run_log SET detail = '{not json' WHERE run_id = 38 AND kind = 'run.blocked'")
+    run = run_of(demo_api, demo_runs.BLOCKED)
+    [hold] = run["holds"]
+    assert hold["certain"] is False and "cannot tell which" in hold["sentence"]
+    assert {line["detail"]["__typename"] for line in hold["evidence"]} == {"UnreadableDetail"}
+
+
+def test_a_run_with_no_lines_and_a_run_unknown(api: Api, tables: Backend) -> None:
+    tables.execute(
+        "INSERT INTO event_runs (id, status, updated_at) VALUES (5, 'scheduled', '2026-06-01 18:00:00')"
+    )
+    assert (
+        run_of(api, 5)["headline"]
+        == "Run 5 is scheduled, and its log has no line: the log cannot tell what holds it."
+    )
+    assert run_of(api, 6) is None  # no such run: RunLogPage.run is null, as before
+
+
+def test_a_chain_of_blocks_is_followed_and_read_in_one_batch(api: Api, tables: Backend) -> None:
+    for run_id in (1, 2, 3):
+        add_run(tables, run_id)
+    assert api.write(1, "run.blocked", {"blockingRunId": 2, "concurrencyKey": "k"})
+    assert api.write(2, "run.blocked", {"blockingRunId": 3, "concurrencyKey": "k"})
+    data = api.data(
+        "{ runLog(runId: 1, kinds: []) { run { headline holds { blockingRun { id headline holds {"
+        " blockingRun { id headline } } } } } } }"
+    )
+    one = data["runLog"]["run"]
+    assert one["headline"] == "Blocked by run 2, which holds k and is still scheduled."
+    two = one["holds"][0]["blockingRun"]
+    assert two["headline"] == "Blocked by run 3, which holds k and is still scheduled."
+    assert two["holds"][0]["blockingRun"]["id"] == "3"
+
+
+def test_runs_in_flight_are_the_runs_not_terminal_newest_activity_first_paged(
+    demo_api: Api, tables: Backend
+) -> None:
+    query = DOCUMENTS["RunsInFlight"]
+    page = demo_api.data(query, {"limit": 1})["runsInFlight"]
+    # 38's newest line (6 minutes ago) is newer than 37's (its note, 8 minutes ago).
+    assert [(n["id"], n["status"]) for n in page["nodes"]] == [("38", "scheduled")]
+    assert page["pageInfo"]["hasNextPage"]
+    rest = demo_api.data(query, {"limit": 5, "after": page["pageInfo"]["endCursor"]})["runsInFlight"]
+    assert [n["id"] for n in rest["nodes"]] == ["37"] and not rest["pageInfo"]["hasNextPage"]
+    assert rest["nodes"][0]["headline"].startswith("Phase 2 has not completed.")
+    assert page["nodes"][0]["headline"] == "Blocked by run 37, which holds invasion:Yew and is still live."
+    # Terminal is matched exactly: a status spelt otherwise is in flight.
+    tables.execute(f"UPDATE event_runs SET status = 'Completed' WHERE id = {demo_runs.DRY_RUN}")
+    ids = [n["id"] for n in demo_api.data(query, {"limit": 100})["runsInFlight"]["nodes"]]
+    assert ids == ["38", "37", "35"]
+    # Newer activity on a run's row moves it up.
+    tables.execute(f"UPDATE event_runs SET updated_at = '2099-01-01 00:00:00' WHERE id = {demo_runs.DRY_RUN}")
+    ids = [n["id"] for n in demo_api.data(query, {"limit": 100})["runsInFlight"]["nodes"]]
+    assert ids == ["35", "38", "37"]
+
+
+def test_runs_in_flight_refuses_a_cursor_that_is_not_its_own(api: Api) -> None:
+    body = api.post('{ runsInFlight(after: "nope") { nodes { id } } }')
+    assert body["errors"][0]["extensions"]["code"] == "BAD_USER_INPUT"
+    assert "after is not a runsInFlight cursor" in body["errors"][0]["message"]
+
+
+def test_a_hundred_runs_in_flight_cost_a_few_statements_not_a_hundred(tables: Backend) -> None:
+    for run_id in range(1, 101):
+        add_run(tables, run_id)
+    with recorded_statements(tables) as (api, taken):
+        for run_id in range(1, 101, 10):
+            assert api.write(run_id, "run.blocked", {"blockingRunId": run_id + 1, "concurrencyKey": "k"})
+        taken()
+        page = api.data(
+            "{ runsInFlight(limit: 100) { nodes { id headline holds { blockingRun { headline } } } } }"
+        )
+        statements = taken()
+    assert len(page["runsInFlight"]["nodes"]) == 100
+    blocked = [n for n in page["runsInFlight"]["nodes"] if n["holds"]]
+    assert len(blocked) == 10
+    told = {n["holds"][0]["blockingRun"]["headline"] for n in blocked}
+    assert all(headline.endswith("the log cannot tell what holds it.") for headline in told)
+    # The page (1); the holds of 100 runs (4 statements of 30), the runs they name (1) and their holds (1).
+    assert len(statements) <= 7, len(statements)
+
+
+def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables: Backend) -> None:
+    asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True))
+    for run_id in demo_runs.RUN_IDS:
+        fastpath.STATS.reset()
+        fast, slow = _both(Stored(tables), DOCUMENTS["RunHolds"], {"runId": str(run_id)}, ANYONE, OPEN)
+        assert fast == slow
+        assert (fastpath.STATS.planned, fastpath.STATS.not_compilable) == (1, 0)
+        assert '"headline"' in fast and "errors" not in json.loads(fast)
+
+
+def test_the_readme_answers_run_38_in_one_query_as_it_says(demo_api: Api) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"<!-- demo: tests/test_run_holds.py [^\n]*\n```sh\n(.*?)\n```", readme, re.S)
+    assert block is not None, "the README's run 38 block is not marked"
+    sent = re.search(r"-d '(.*?)'\n", block[1], re.S)
+    said = re.search(r"^# (\{.*\})$", block[1], re.M)
+    assert sent is not None and said is not None
+    request = json.loads(sent[1])
+    assert demo_api.post(request["query"], request["variables"]) == json.loads(said[1])
