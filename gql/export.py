@@ -24,14 +24,14 @@ from starlette.types import Receive, Scope, Send
 from . import store
 from .answers import json_error
 from .filters import FilterError, read_filters
-from .graphiql import FRAGMENTS_FILE, OPERATIONS_DIR
+from .graphiql import with_fragments
 from .ids import id_problem, parse_id
 from .kinds import Kind
 
 log = logging.getLogger("gql.export")
 
 PAGE_LINES = 500  # lines read and sent at a time
-QUERY = (
+QUERY = with_fragments(
     "query RunLogExport($runId: ID!, $before: String, $limit: Int, $kinds: [RunLogKind!], $phase: [Int!], "
     "$stepId: [ID!], $since: DateTime, $until: DateTime, $search: String) {\n"
     "  runLog(runId: $runId, before: $before, limit: $limit, kinds: $kinds, phase: $phase, stepId: $stepId, "
@@ -39,7 +39,7 @@ QUERY = (
     "    nodes { cursor ...RunLogLineFields }\n"
     "    pageInfo { hasPreviousPage startCursor }\n"
     "  }\n"
-    "}\n" + (OPERATIONS_DIR / FRAGMENTS_FILE).read_text()
+    "}\n"
 )
 _KINDS = {kind.name: kind for kind in Kind} | {kind.value: kind for kind in Kind}
 

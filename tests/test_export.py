@@ -19,12 +19,13 @@ from starlette.testclient import TestClient
 
 from gql import export
 from gql.app import create_app
+from gql.graphiql import with_fragments
 
 from .conftest import Api, Backend
 
-NODES = """
-query N($runId: ID!) { runLog(runId: $runId, limit: 2000) { nodes { cursor ...RunLogLineFields } } }
-""" + (export.OPERATIONS_DIR / export.FRAGMENTS_FILE).read_text()
+NODES = with_fragments(
+    "query N($runId: ID!) { runLog(runId: $runId, limit: 2000) { nodes { cursor ...RunLogLineFields } } }\n"
+)
 
 
 def _lines(body: bytes) -> list[dict[str, Any]]:
