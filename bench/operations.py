@@ -122,8 +122,9 @@ VALUES: dict[str, Callable[[Case, TypeNode], Any]] = {
     "kind": _kind,
     "text": lambda c, _: NOTE_TEXT,
     "actor": lambda c, _: "gm.alice",
-    "stepId": lambda c, _: "4",
-    "phase": lambda c, _: 2,
+    # A write's step and phase; a read's filters (lists) are left out, so its page is the unfiltered one.
+    "stepId": lambda c, d: _OMIT if _is_list(d) else "4",
+    "phase": lambda c, d: _OMIT if _is_list(d) else 2,
     "detail": lambda c, _: {"text": NOTE_TEXT, "actor": "gm.alice"},
 }
 

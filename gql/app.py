@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from strawberry.extensions import DisableIntrospection
 
-from . import graphiql, health, metrics, request_id, run_page, tracing, writes
+from . import export, graphiql, health, metrics, request_id, run_page, tracing, writes
 from .answers import MaskUnexpected, route_error, shortened
 from .auth import Policy
 from .body_limit import BodyLimit
@@ -202,6 +202,8 @@ def create_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/livez", livez, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        # A run's whole log as NDJSON, oldest first, read as runLog reads it (gql/export.py).
+        Route("/runs/{runId}/log.ndjson", export.route(graphql_app), methods=["GET"]),
         # The run page (/runs, /runs/{runId}), on the public API at /graphql.
         *run_page.routes(settings.trusted_documents),
     ]

@@ -50,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
     _add_check_schema_parser(commands)
     _add_prune_parser(commands)
+    export = commands.add_parser(
+        "export",
+        help="write a run's log to standard output as NDJSON, oldest first (as GET /runs/{id}/log.ndjson)",
+    )
+    export.add_argument("run_id", metavar="RUN_ID")
+    for name in ("kinds", "phase", "stepId", "since", "until", "search"):
+        export.add_argument(f"--{name}", action="append", help=f"the export's `{name}` parameter")
     _add_demo_arguments(commands, serve)
 
     args = parser.parse_args(_negative_durations_as_values(argv))
@@ -73,6 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_init_db(settings, sql=args.sql))
     if args.command == "prune":
         return _prune(settings, args)
+    if args.command == "export":
+        from .export import export_to
+
+        names = ("kinds", "phase", "stepId", "since", "until", "search")
+        params = [(name, value) for name in names for value in getattr(args, name) or ()]
+        return asyncio.run(export_to(settings, args.run_id, params, sys.stdout.buffer, sys.stderr))
     if args.command == "serve":
         if settings.otel:
             from .tracing import TracingUnavailable, check_installed

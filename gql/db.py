@@ -108,6 +108,17 @@ _index(
     _log.id,
     dialects=("sqlite",),
 )
+# runLog's phase and step filters: an index range in the page's order each, and
+# the kind last, so a filtered page's kindCounts reads the index alone.
+_index("ix_event_run_log_run_phase_at", _log.run_id, _log.phase, _log.at, _log.id, _log.kind, dialects=_MYSQL)
+_index(
+    "ix_event_run_log_run_step_at", _log.run_id, _log.step_id, _log.at, _log.id, _log.kind, dialects=_MYSQL
+)
+for _name, _column in (
+    ("ix_event_run_log_run_phase_utc", _log.phase),
+    ("ix_event_run_log_run_step_utc", _log.step_id),
+):
+    _index(_name, _log.run_id, _column, text(SQLITE_AT_ORDER), _log.id, _log.kind, dialects=("sqlite",))
 
 # Ours: the idempotency keys of keyed writes (`writeRunLog(idempotencyKey:)`).
 # The contract fixes event_run_log's columns, so a key lives here, written in

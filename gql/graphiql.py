@@ -58,6 +58,9 @@ TABS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("RunLogPage.graphql", {"runId": str(demo_runs.TREASURE_HUNT), "limit": 5, "after": None}),
+    # Finding a line: the same operation with a filter (phase, stepId, since,
+    # until and around are its other variables).
+    ("RunLog.graphql", {"runId": str(demo_runs.INVASION), "search": "Yew", "limit": 20}),
     (
         "WriteNote.graphql",
         {
@@ -255,7 +258,12 @@ def _fragments() -> dict[str, tuple[str, set[str]]]:
 
 def _document(file: str, fragments: dict[str, tuple[str, set[str]]]) -> str:
     """The operation file as written, followed by every fragment it needs."""
-    source = (OPERATIONS_DIR / file).read_text(encoding="utf-8")
+    return with_fragments((OPERATIONS_DIR / file).read_text(encoding="utf-8"), fragments)
+
+
+def with_fragments(source: str, fragments: dict[str, tuple[str, set[str]]] | None = None) -> str:
+    """An operation's text followed by every shared fragment it needs (and no other)."""
+    fragments = _fragments() if fragments is None else fragments
     needed: set[str] = set()
     pending = [
         name

@@ -55,6 +55,11 @@ RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
 _ENUM_BY_WIRE_NAME: dict[str, Any] = {member.value: member for member in RunLogKind}
 
 
+def kind_of(wire_name: str) -> Any:
+    """The `RunLogKind` of a stored kind; None for one this server does not know."""
+    return _ENUM_BY_WIRE_NAME.get(wire_name)
+
+
 # ── context ──────────────────────────────────────────────────────────────────
 
 
@@ -137,6 +142,7 @@ class Asked(NamedTuple):
     run: bool = False  # the page's `run`
     pruned: bool = False  # the page's `pruned`
     holds: bool = False  # a run's holds, headline, phases or latest phase, anywhere in the selection
+    kind_counts: bool = False  # the page's `kindCounts`: one grouped query
 
 
 # What a runLog field selects, by its nodes: the answer does not depend on
@@ -185,6 +191,7 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
         run="run" in names,
         pruned="pruned" in names,
         holds=not names.isdisjoint(RUN_STATE_FIELDS),
+        kind_counts="kindCounts" in names,
     )
     _ASKED[key] = (tuple(weakref.ref(node) for node in nodes), asked)  # while they live, their ids are theirs
     while len(_ASKED) > _ASKED_SIZE:
@@ -296,6 +303,24 @@ class PageInfo:
         "read itself; on an empty `before` page, the `before` it was given; null on an empty "
         "`after` page.",
     )
+    scan_limit_reached: bool = strawberry.field(
+        default=False,
+        description="True when the page's `search` read the most stored lines one page may "
+        "(RUNLOG_MAX_SEARCH_LINES, 10000 by default) before it had `limit` matches: the page "
+        "ends early, with fewer lines (maybe none), and its `endCursor` (reading `before`, its "
+        "`startCursor`) goes on from the last line it read. False on every page without `search`.",
+    )
+
+
+@strawberry.type(
+    description="How many of a run's lines are of one kind, under a page's filters other than `kinds`."
+)
+class KindCount:
+    kind: RunLogKind | None = strawberry.field(
+        description="The kind; null for a kind this server does not know (`kindName` names it)."
+    )
+    kind_name: str = strawberry.field(description="The kind's wire name as stored (`run.status`).")
+    count: int = strawberry.field(description="How many lines of the run are of this kind.")
 
 
 @strawberry.type(description="Lines of a run that pruning deleted: older lines than a page's last.")
@@ -350,6 +375,13 @@ class RunLogPage:
         "false, read newest first), what pruning deleted of the run's log: how many lines, "
         "up to when, and when it last did. Null when no line of the run was pruned, and on "
         "every other page: older lines follow it, and the last page says.",
+    )
+    kind_counts: list[KindCount] = strawberry.field(
+        default_factory=list,
+        description="How many of the run's lines there are of each kind under the page's "
+        "filters other than `kinds` (so the counts beside a kind filter say what each kind "
+        "would give), by wire name; a kind with no line is left out. One grouped query over "
+        "an index, whatever the run's size; refused with `search`, which would read every line.",
     )
     lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
     line_cursors: strawberry.Private[Sequence[str | None]] = dataclasses.field(default_factory=list)

@@ -11,11 +11,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, runs, store, tail
+from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
+from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
 from .kinds import Kind
-from .page import Asked, ClientError, Context, PageInfo, PrunedLines, RunLogPage
+from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
 from .request_id import note
 from .runs import Run, RunsPage, RunsPageInfo
 
@@ -108,6 +110,12 @@ async def read_run_log(
     before: str | None,
     wait: int | None,
     fresh: bool | None,
+    phase: list[int] | None = None,
+    step_id: list[Any] | None = None,
+    since: datetime.datetime | None = None,
+    until: datetime.datetime | None = None,
+    search: str | None = None,
+    around: Any = None,
 ) -> RunLogPage:
     """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
 
@@ -138,8 +146,27 @@ async def read_run_log(
             "lines written after it",
             "BAD_USER_INPUT",
         )
+    try:
+        filters = read_filters(phase=phase, step_id=step_id, since=since, until=until, search=search)
+    except FilterError as exc:
+        raise ClientError(str(exc), "BAD_USER_INPUT") from None
+    if asked.kind_counts and filters.search is not None:
+        raise ClientError(
+            "kindCounts cannot be asked with search: counting the matches would read every line "
+            "of the run; ask kindCounts without search",
+            "BAD_USER_INPUT",
+        )
+    line_id = None
+    if around is not None:
+        line_id = _line_id(around)
+        if after is not None or before is not None or wait:
+            raise ClientError(
+                "around cannot be given with after, before or wait: around opens the page at a "
+                "line; go on from its endCursor (after) or startCursor (before)",
+                "BAD_USER_INPUT",
+            )
     wire_kinds = kinds
-    scope = store.cursor_scope(number, wire_kinds)
+    scope = store.cursor_scope(number, wire_kinds, filters)
     try:
         cursor = store.decode_cursor(after, "after", scope) if after is not None else None
         newer = store.decode_cursor(before, "before", scope) if before is not None else None
@@ -159,6 +186,8 @@ async def read_run_log(
             detail=asked.detail,
             max_detail_bytes=max_detail_bytes,
             largest_detail=context.settings.max_detail_bytes,
+            filters=filters,
+            most_searched=context.settings.max_search_lines,
         )
 
     # Pages read newest first may read a replica (gql/replica.py);
@@ -213,15 +242,27 @@ async def read_run_log(
     def cursors_of(page: store.Page, settled: datetime.datetime) -> store.PageCursors | None:
         if not (asked.cursor or asked.ends):
             return None
-        if newer is not None:
-            return store.newer_cursors(page.lines, before=newer, settled=settled, scope=scope)
-        return store.page_cursors(
-            page.lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=not asked.cursor
-        )
+        return store.cursors_of(page, before=newer, settled=settled, scope=scope, only_ends=not asked.cursor)
 
+    if line_id is not None:
+        lines, cursors, info_, deadline = await read_around(
+            context,
+            asked,
+            servings,
+            run_id=number,
+            line_id=line_id,
+            kinds=wire_kinds,
+            filters=filters,
+            scope=scope,
+            limit=limit,
+            unavailable=unavailable,
+        )
+        return await _completed(
+            context, asked, number, filters, deadline, info_, lines, cursors, pruned=False
+        )
     page, settled, deadline = await read_once()
     made = cursors_of(page, settled)
-    if wait and context.watcher is not None and not (page.lines if made is None else made.texts):
+    if wait and context.watcher is not None and not _delivers(page, made):
         polled = await _long_poll(
             context, number, wait, read_once, cursors_of, 0.0 if made is None else made.settles_in
         )
@@ -234,21 +275,18 @@ async def read_run_log(
     has_more = page.has_next
     if made is not None and len(cursors) < len(lines):
         lines, has_more = lines[: len(cursors)], True
+    stop = None if made is None else made.stop
     if newer is not None:
         # Read oldest first; shown newest first, as every page.
         lines = lines[::-1]
         cursors.reverse()
-    metrics.lines_read(len(lines))
-    found: dict[int, Run] | Exception | None = None
-    run: Run | Exception | None = None
-    if asked.blocking_run or asked.run:
-        found, run = await _find_runs(context, lines, deadline, number if asked.run else None, asked.holds)
     if newer is not None:
         info_ = PageInfo(
             has_next_page=True,
             end_cursor=cursors[-1] if cursors else None,
             has_previous_page=has_more,
-            start_cursor=cursors[0] if cursors else before,
+            start_cursor=stop or (cursors[0] if cursors else before),
+            scan_limit_reached=page.stop is not None,
         )
     else:
         start = cursors[0] if cursors else None
@@ -256,21 +294,90 @@ async def read_run_log(
             start = store.encode_cursor(store.Cursor(at=None, id=0), scope, store.Window(settled=settled))
         info_ = PageInfo(
             has_next_page=has_more,
-            end_cursor=cursors[-1] if cursors else None,
+            end_cursor=stop or (cursors[-1] if cursors else None),
             has_previous_page=cursor is not None and cursor.at is not None,
             start_cursor=start,
+            scan_limit_reached=page.stop is not None,
         )
-    pruned: PrunedLines | Exception | None = None
-    if asked.pruned and newer is None and not has_more:
-        pruned = await _pruned(context, number, deadline)
+    return await _completed(
+        context,
+        asked,
+        number,
+        filters,
+        deadline,
+        info_,
+        lines,
+        cursors,
+        pruned=newer is None and not has_more,
+    )
+
+
+async def _completed(
+    context: Context,
+    asked: Asked,
+    number: int,
+    filters: store.Filters,
+    deadline: float,
+    info_: PageInfo,
+    lines: list[store.Line],
+    cursors: list[str],
+    *,
+    pruned: bool,
+) -> RunLogPage:
+    """The page of `lines`, with what else its field selects (runs, what was pruned, kindCounts)."""
+    metrics.lines_read(len(lines))
+    found: dict[int, Run] | Exception | None = None
+    run: Run | Exception | None = None
+    if asked.blocking_run or asked.run:
+        found, run = await _find_runs(context, lines, deadline, number if asked.run else None, asked.holds)
+    pruned_lines: PrunedLines | Exception | None = None
+    if asked.pruned and pruned:
+        pruned_lines = await _pruned(context, number, deadline)
     return RunLogPage(
         page_info=info_,
         run=run,  # an exception in its place: see _find_runs
-        pruned=pruned,  # type: ignore[arg-type]
+        pruned=pruned_lines,  # type: ignore[arg-type]
+        kind_counts=await _kind_counts(context, number, filters, deadline) if asked.kind_counts else [],
         lines=lines,
         line_cursors=cursors if asked.cursor else [None] * len(lines),
         runs=found,
     )
+
+
+def _delivers(page: store.Page, made: store.PageCursors | None) -> bool:
+    """Whether a `before` page has something for its caller: lines, or a search's stop to go on from."""
+    if made is None:
+        return page.stop is not None or bool(page.lines)
+    return made.stop is not None or bool(made.texts)
+
+
+def _line_id(value: Any) -> int:
+    """`around` as a line id; refused (BAD_USER_INPUT) when it is not one."""
+    text = str(value)
+    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > 19:
+        raise ClientError(
+            f"around must be a line's id, a positive integer, got {value!r:.60}", "BAD_USER_INPUT"
+        )
+    number = int(text)
+    if not 1 <= number <= store.LINE_ID_MAX:
+        raise ClientError(
+            f"around must be a line's id, a positive integer, got {value!r:.60}", "BAD_USER_INPUT"
+        )
+    return number
+
+
+async def _kind_counts(
+    context: Context, run_id: int, filters: store.Filters, deadline: float
+) -> list[KindCount]:
+    """The page's kindCounts: one grouped query, by the page's deadline."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            counted = await store.count_kinds(context.engine, run_id=run_id, filters=filters)
+    except Exception as exc:
+        if not store.is_unavailable(exc):
+            raise
+        raise unavailable(context, f"kindCounts of run {run_id}", exc) from None
+    return [KindCount(kind=kind_of(kind), kind_name=kind, count=count) for kind, count in counted]
 
 
 async def _pruned(context: Context, run_id: int, deadline: float) -> PrunedLines | Exception | None:
@@ -324,7 +431,7 @@ async def _long_poll(
                             return None
                         page, settled, deadline = await read_once()
                         made = cursors_of(page, settled)
-                        if page.lines if made is None else made.texts:
+                        if _delivers(page, made):
                             return page, settled, deadline, made
                         settles_in = 0.0 if made is None else made.settles_in
                 finally:

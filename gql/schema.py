@@ -25,6 +25,7 @@ from .details import (
     DETAIL_TYPES,
 )
 from .engine import PageExecutor, VariablesExecutor
+from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
 from .limits import WARMING, detail_servings
 from .page import ClientError, Context, PageInfo, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
@@ -225,6 +226,45 @@ class Query:
                 "allows."
             ),
         ] = None,
+        phase: Annotated[
+            list[int] | None,
+            strawberry.argument(
+                description="Only lines of these phases (0 or more; at most 100); null for all."
+            ),
+        ] = None,
+        step_id: Annotated[
+            list[strawberry.ID] | None,
+            strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
+        ] = None,
+        since: Annotated[
+            datetime.datetime | None,
+            strawberry.argument(
+                description="Only lines whose `at` is at or after this (UTC when it has no offset)."
+            ),
+        ] = None,
+        until: Annotated[
+            datetime.datetime | None,
+            strawberry.argument(
+                description="Only lines whose `at` is before this (UTC when it has no offset)."
+            ),
+        ] = None,
+        search: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Only lines whose stored detail (its JSON text) or kind holds this text, "
+                "ignoring case; 1 to 256 characters. A page reads at most RUNLOG_MAX_SEARCH_LINES "
+                "stored lines: see `pageInfo.scanLimitReached`."
+            ),
+        ] = None,
+        around: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(
+                description="A line's `id`: the page holding that line, with lines newer and older "
+                "than it (`limit` in all). `endCursor` as `after` reads on to the older lines, "
+                "`startCursor` as `before` to the newer ones. Refused with `after` or `before`, and "
+                "for a line of another run or outside the page's filters."
+            ),
+        ] = None,
     ) -> RunLogPage:
         context = info.context
         if context is WARMING:
@@ -245,6 +285,12 @@ class Query:
             before=before,
             wait=wait,
             fresh=fresh,
+            phase=phase,
+            step_id=step_id,
+            since=since,
+            until=until,
+            search=search,
+            around=around,
         )
 
     @strawberry.field(
@@ -404,6 +450,23 @@ class Subscription:
                 description="A line's `cursor`: start with the lines newer than it. Null: from now on."
             ),
         ] = None,
+        phase: Annotated[
+            list[int] | None,
+            strawberry.argument(
+                description="Only lines of these phases (0 or more; at most 100); null for all."
+            ),
+        ] = None,
+        step_id: Annotated[
+            list[strawberry.ID] | None,
+            strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
+        ] = None,
+        search: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Only lines whose stored detail (its JSON text) or kind holds this text, "
+                "ignoring case; 1 to 256 characters."
+            ),
+        ] = None,
     ) -> AsyncIterator[RunLogLine]:
         # A coroutine that returns the stream, not a generator: its refusals
         # (the caller, the run id, the caps) are raised before the stream
@@ -416,16 +479,14 @@ class Subscription:
                 id_problem("runId", run_id),
                 "BAD_USER_INPUT",
             )
-        if since is not None:
-            try:
+        wire_kinds = None if kinds is None else [k.value for k in kinds]
+        try:
+            filters = read_filters(phase=phase, step_id=step_id, search=search)
+            if since is not None:
                 # Refused now, as the operation's error.
-                store.decode_cursor(
-                    since,
-                    "since",
-                    store.cursor_scope(number, None if kinds is None else [k.value for k in kinds]),
-                )
-            except store.CursorError as exc:
-                raise ClientError(str(exc), "BAD_USER_INPUT") from None
+                store.decode_cursor(since, "since", store.cursor_scope(number, wire_kinds, filters))
+        except (FilterError, store.CursorError) as exc:
+            raise ClientError(str(exc), "BAD_USER_INPUT") from None
         if context.tails is None:
             raise ClientError("runLogTail is served over a websocket at /graphql", "BAD_REQUEST")
         try:
@@ -435,9 +496,10 @@ class Subscription:
         source = tail.tail_lines(
             context,
             number,
-            None if kinds is None else [k.value for k in kinds],
+            wire_kinds,
             since,
             most_catch_up=context.settings.max_catch_up_lines,
+            filters=filters,
         )
 
         def fail(exc: Exception) -> Exception:

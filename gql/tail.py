@@ -244,12 +244,14 @@ async def tail_lines(
     kinds: list[str] | None,
     since: str | None,
     most_catch_up: int | None = None,
+    filters: store.Filters = store.NO_FILTERS,
 ) -> AsyncIterator[store.Line]:
     """Every line of `run_id` newer than `since` (a cursor), oldest first, then each new one as it is written.
 
     Without `since`, from now on. Each line once, late commits included,
     whichever process wrote it, until the caller stops iterating or the
-    server shuts down (then it simply ends). `kinds` None means every kind.
+    server shuts down (then it simply ends). `kinds` None means every kind;
+    `filters` (phase, step, search) keep only the lines that pass them.
     Each line carries its `cursor`: a tail started again with the last one
     delivered misses nothing and repeats nothing. A cursor this service did
     not issue raises store.CursorError. With `most_catch_up`, the lines
@@ -270,9 +272,13 @@ async def tail_lines(
             if since is None:
                 async with asyncio.timeout(settings.read_timeout):
                     since = await store.cursor_now(
-                        engine, run_id=run_id, kinds=kinds_read, settled=store.settled_before(window)
+                        engine,
+                        run_id=run_id,
+                        kinds=kinds_read,
+                        settled=store.settled_before(window),
+                        filters=filters,
                     )
-            scope = store.cursor_scope(run_id, kinds_read)
+            scope = store.cursor_scope(run_id, kinds_read, filters)
             cursor = store.decode_cursor(since, "since", scope)
             behind: int | None = 0  # lines delivered while catching up; None once caught up
             while True:
@@ -288,16 +294,19 @@ async def tail_lines(
                         before=cursor,
                         max_detail_bytes=CATCH_UP_BYTES,
                         largest_detail=settings.max_detail_bytes,
+                        filters=filters,
+                        most_searched=settings.max_search_lines,
                     )
-                made = store.newer_cursors(page.lines, before=cursor, settled=settled, scope=scope)
+                made = store.cursors_of(page, before=cursor, settled=settled, scope=scope)
                 if made.texts and behind is not None and most_catch_up is not None:
                     if behind + len(made.texts) > most_catch_up:
                         raise CatchUpTooLong(behind)
                     behind += len(made.texts)
                 for line, text in zip(page.lines, made.texts, strict=False):
                     yield line._replace(cursor=text)
-                if made.texts:
-                    cursor = store.decode_cursor(made.texts[-1], "since", scope)
+                if made.texts or made.stop:
+                    # A search's stop: the lines up to it were read, and none past it.
+                    cursor = store.decode_cursor(made.stop or made.texts[-1], "since", scope)
                     if page.has_next and not made.settles_in:
                         continue
                 if made.settles_in:

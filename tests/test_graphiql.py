@@ -67,6 +67,7 @@ def test_graphiql_opens_on_one_tab_per_example_operation_in_the_repo(demo_api: A
         "RunsInFlight",
         "RunLogByKinds",
         "RunLogPage",
+        "RunLog",
         "WriteNote",
         "RunLogTail",
     ]
@@ -83,7 +84,10 @@ def test_every_example_tab_runs_as_it_opens(demo_api: Api) -> None:
             continue  # over the websocket: test_the_tail_tab_sees_the_note_the_write_note_tab_writes
         body = demo_api.post(tab["query"], json.loads(tab["variables"]))
         assert "errors" not in body, (operation_name(tab), body)
-        results[operation_name(tab)] = body["data"]
+        if operation_name(tab) in results:  # the same operation again, with a filter: finding a line
+            found = body["data"]["runLog"]["nodes"]
+            assert found and all("yew" in json.dumps(line).lower() for line in found)
+        results.setdefault(operation_name(tab), body["data"])
 
     lines = results["RunLog"]["runLog"]["nodes"]
     typenames = {line["detail"]["__typename"] for line in lines}

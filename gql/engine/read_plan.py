@@ -105,6 +105,12 @@ class ReadPlan:
                     before=arguments.get("before"),
                     wait=wait,
                     fresh=arguments.get("fresh"),
+                    phase=arguments.get("phase"),
+                    step_id=arguments.get("stepId"),
+                    since=arguments.get("since"),
+                    until=arguments.get("until"),
+                    search=arguments.get("search"),
+                    around=arguments.get("around"),
                 )
         except Exception as exc:  # the executor's answer: located at the field, and data null
             return ExecutionResult(data=None, errors=[located_error(exc, [self.node], [self.key])])

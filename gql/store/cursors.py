@@ -10,8 +10,8 @@ Every cursor is bounded whatever was written: its window names at most
 `RECENT_LINES` lines. A page that would need more stops short (a newest-first
 page ends early with `hasNextPage`; a `before` page or the tail delivers the
 rest once the oldest line named has settled, at most the late window later).
-A cursor names the run and the kinds filter it was issued for, and is refused
-elsewhere. It is not signed: it holds nothing a reader could not read anyway,
+A cursor names the run and the filters (kinds, phase, step, time, search) it
+was issued for, and is refused elsewhere. It is not signed: it holds nothing a reader could not read anyway,
 and a forged one costs no more than one issued here (see `decode_cursor`).
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .values import LINE_ID_MAX, Line, utc_now_millis
+from .values import LINE_ID_MAX, NO_FILTERS, Filters, Line, Page, utc_now_millis
 
 # The most recent lines one cursor names. Past it a page stops short: a tail
 # that keeps up within the late window with more than this many lines of one
@@ -50,21 +50,35 @@ _POSITION = re.compile(r"[0-9 :.-]{0,40}")
 
 
 class CursorError(ValueError):
-    """A cursor this service did not issue, or issued for another run or kinds filter."""
+    """A cursor this service did not issue, or issued for another run or other filters."""
 
 
 class Scope(NamedTuple):
-    """What a cursor is for: its run, and a digest of its kinds filter (b'' for every kind)."""
+    """What a cursor is for: its run, and a digest of its filters (b'' for none: every line)."""
 
     run_id: int
     kinds: bytes
 
 
-def cursor_scope(run_id: int, kinds: Sequence[str] | None) -> Scope:
-    """The scope of a read of `run_id` with this kinds filter (None: every kind)."""
-    if kinds is None:
-        return Scope(run_id, b"")
-    return Scope(run_id, hashlib.sha256(",".join(sorted(set(kinds))).encode()).digest()[:8])
+def cursor_scope(run_id: int, kinds: Sequence[str] | None, filters: Filters = NO_FILTERS) -> Scope:
+    """The scope of a read of `run_id` with this kinds filter (None: every kind) and `filters`."""
+    if filters == NO_FILTERS:
+        # As before there were other filters: a kinds-only cursor issued then still reads.
+        if kinds is None:
+            return Scope(run_id, b"")
+        return Scope(run_id, hashlib.sha256(",".join(sorted(set(kinds))).encode()).digest()[:8])
+    phases, steps, since, until, search = filters
+    named = repr(
+        (
+            None if kinds is None else sorted(set(kinds)),
+            None if phases is None else sorted(set(phases)),
+            None if steps is None else sorted(set(steps)),
+            None if since is None else since.isoformat(),
+            None if until is None else until.isoformat(),
+            search,
+        )
+    )
+    return Scope(run_id, hashlib.sha256(named.encode()).digest()[:8])
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,11 @@ class Cursor:
     at: datetime.datetime | str | None
     id: int
     window: Window | None = None
+
+
+# Before every line, whatever its `at` (the position of a line with no time,
+# id 0): a `before` read from it reads a run's log from its oldest line.
+START = Cursor(at="", id=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +170,11 @@ def _line_at(line: Line | Cursor) -> datetime.datetime | str | None:
     if isinstance(line, Line):
         return line.position if line.position is not None else naive(line.at)
     return line.at
+
+
+def position_of(line: Line) -> Cursor:
+    """A line's position as a plain cursor (no window): what is older than it, or newer."""
+    return Cursor(at=_line_at(line), id=line.id)
 
 
 def _scope_bytes(scope: Scope) -> bytes:
@@ -309,6 +333,8 @@ class _Reader:
             line_id = self.varint()
         except ValueError:
             line_id = -1
+        if at == "":
+            lowest_id = 0  # START: before every line
         if not lowest_id <= line_id <= LINE_ID_MAX:
             raise _Wrong(f"its line id is not an integer from {lowest_id} to {LINE_ID_MAX}")
         return Cursor(at=at, id=line_id)
@@ -348,8 +374,8 @@ def decode_cursor(value: str, argument: str, scope: Scope) -> Cursor:
         )
     if kinds != scope.kinds:
         raise CursorError(
-            f"{argument} was issued for another kinds filter than this call's: "
-            "pass the same kinds as the page or tail it came from"
+            f"{argument} was issued under other filters than this call's (kinds, phase, stepId, "
+            "since, until, search): pass the same filters as the page or tail it came from"
         )
     return cursor
 
@@ -408,6 +434,38 @@ class PageCursors:
 
     texts: list[str]
     settles_in: float = 0.0
+    # A search page that stopped at its most lines read (Page.stop): the
+    # cursor of the last line it read, where the next page goes on from.
+    stop: str | None = None
+
+
+def cursors_of(
+    page: Page, *, before: Cursor | None, settled: datetime.datetime, scope: Scope, only_ends: bool = False
+) -> PageCursors:
+    """The cursors of a page read with `before` (`newer_cursors`) or without (`page_cursors`), and its stop's.
+
+    The stop line is read as the page's last line for its cursor: every line
+    up to it was read, those the search kept and those it did not.
+    """
+    stop = page.stop
+    if stop is not None and before is not None and page.scanned is not None:
+        # Every line read, as `before` delivered it: the recent ones the search
+        # left out are named too, so the next page does not read them again.
+        kept = {line.id: line for line in page.lines}
+        read = [kept.get(line.id, line) for line in page.scanned]
+        made = newer_cursors(read, before=before, settled=settled, scope=scope)
+        texts = [text for line, text in zip(read, made.texts, strict=False) if line.id in kept]
+        return PageCursors(texts, made.settles_in, stop=made.texts[-1] if made.texts else None)
+    lines = page.lines
+    if stop is not None and not (lines and lines[-1].id == stop.id):
+        lines = [*lines, stop]
+    if before is not None:
+        made = newer_cursors(lines, before=before, settled=settled, scope=scope)
+    else:
+        made = page_cursors(lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=only_ends)
+    if stop is None or len(made.texts) < len(lines):
+        return PageCursors(made.texts[: len(page.lines)], made.settles_in)
+    return PageCursors(made.texts[: len(page.lines)], made.settles_in, stop=made.texts[-1])
 
 
 def page_cursors(

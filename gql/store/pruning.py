@@ -111,7 +111,8 @@ async def prune_terminal(
     committed slices deleted, whatever stopped them: a busy database answers
     fewer than `limit` rather than an error, and the caller calls again.
     """
-    return (await _prune(engine, before=before, limit=limit, deadline=deadline)).deleted
+    piece = await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=PRUNE_SLICE_LINES)
+    return piece.deleted
 
 
 async def prune_slice(
@@ -122,7 +123,7 @@ async def prune_slice(
     What the retention sweeper and the `prune` command take, slice by slice,
     under the same rules as `prune_terminal`'s slices (`_prune`).
     """
-    return await _prune(engine, before=before, limit=limit, deadline=deadline, slices=1)
+    return await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=limit, slices=1)
 
 
 async def _prune(
@@ -131,9 +132,10 @@ async def _prune(
     before: datetime.datetime,
     limit: int,
     deadline: float | None,
+    slice_lines: int,
     slices: int | None = None,
 ) -> PruneSlice:
-    """Delete slice after slice (at most `slices` of them) until `limit` lines or none are left.
+    """Delete slices of at most `slice_lines` (at most `slices` of them) until `limit` lines or none are left.
 
     A slice refused for a conflict, a lock wait or its size (`_SLICE_RETRIED`)
     is chosen again half as big, after a short random pause that doubles each
@@ -147,7 +149,7 @@ async def _prune(
     OutcomeUnknown, with what was deleted before it.
     """
     deleted, runs, taken = 0, set[int](), 0
-    size, refusals = min(limit, PRUNE_SLICE_LINES), 0
+    size, refusals = min(limit, slice_lines), 0
     while deleted < limit and (slices is None or taken < slices):
         commit = _Commit()
         try:
@@ -192,8 +194,8 @@ class _Commit:
 
     async def send(self, lines: int) -> None:
         """Say the COMMIT goes now; past the deadline already, roll the slice back instead."""
-        if self.bound is None:
-            return
+        if self.bound is None or lines == 0:
+            return  # a COMMIT of nothing deleted has no outcome to wait for
         if self.bound.expired():
             # The deadline's cancellation is pending, and would reach the task
             # only once the COMMIT was written: it is taken here instead.

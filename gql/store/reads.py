@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Sequence
 from typing import Any
@@ -14,8 +15,21 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .connections import read_rows
 from .cursors import RECENT_LINES, Cursor, cursor_scope, encode_cursor, fresh_window, naive
 from .rows import mariadb_lines, sqlite_lines
-from .statements import as_compared, count_statement, details_statement, page_statement, recent_statement
-from .values import Page
+from .statements import (
+    as_compared,
+    bind_filters,
+    count_statement,
+    details_statement,
+    kind_counts_statement,
+    line_statement,
+    page_statement,
+    recent_statement,
+    stop_statement,
+)
+from .values import NO_FILTERS, Filters, Line, Page
+
+# The most stored lines a search page reads when none is given (RUNLOG_MAX_SEARCH_LINES).
+SEARCH_LINES_DEFAULT = 10_000
 
 
 async def read_page(
@@ -29,10 +43,17 @@ async def read_page(
     max_detail_bytes: int | None = None,
     largest_detail: int = 64 * 1024,
     before: Cursor | None = None,
+    filters: Filters = NO_FILTERS,
+    most_searched: int = SEARCH_LINES_DEFAULT,
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
     A `before` page's `has_next` says whether newer lines remain past it.
+    Only lines that pass `filters` are read. With a search, the page reads
+    at most `most_searched` stored lines: when it is not full by then it ends
+    there, with `has_next`, and `stop` the last line it read, which the next
+    page's cursor goes on from (one statement finds that line first, by the
+    index alone when only the run and time are filtered).
 
     `detail=False` leaves every line's detail out (None), unread. With
     `max_detail_bytes`, the page ends early, with `has_next`, once its lines'
@@ -53,16 +74,71 @@ async def read_page(
     piece bought"). The database still reads every detail of the page to
     size it, off the event loop.
     """
-    if kinds is not None and not kinds:
+    if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
-    if not detail or max_detail_bytes is None or (limit + 1) * largest_detail <= max_detail_bytes:
-        return await _read_lines(
-            engine, run_id, kinds, limit, after, before, sqlite, detail, max_detail_bytes
+    stop = None
+    scanned = None
+    if filters.search is not None:
+        statement, values = page_statement(
+            run_id=run_id,
+            kinds=kinds,
+            limit=most_searched - 1,
+            after=after,
+            sqlite=sqlite,
+            read="lines without detail",
+            before=before,
+            filters=filters.without_search(),
         )
+        if before is None:
+            # Newest first: only where the scan ends, one row off the index.
+            statement, values = stop_statement(statement, values, most_searched)
+        rows = await read_rows(engine, statement, values)
+        read = sqlite_lines(rows) if sqlite else mariadb_lines(rows)
+        if before is None:
+            stop = read[0] if read else None
+        elif len(read) >= most_searched:
+            stop, scanned = read[-1], read
+    page = await _read_any(
+        engine,
+        run_id,
+        kinds,
+        limit,
+        after,
+        before,
+        sqlite,
+        detail,
+        max_detail_bytes,
+        largest_detail,
+        filters,
+        stop,
+    )
+    if stop is None or page.has_next:
+        return page
+    return dataclasses.replace(page, has_next=True, stop=stop, scanned=scanned)
+
+
+async def _read_any(
+    engine: AsyncEngine,
+    run_id: int,
+    kinds: Sequence[str] | None,
+    limit: int,
+    after: Cursor | None,
+    before: Cursor | None,
+    sqlite: bool,
+    detail: bool,
+    max_detail_bytes: int | None,
+    largest_detail: int,
+    filters: Filters,
+    stop: Line | None,
+) -> Page:
+    """`read_page`'s page, read up to `stop` when it is set."""
+    shape = (after, before, sqlite, detail, max_detail_bytes, filters, stop)
+    if not detail or max_detail_bytes is None or (limit + 1) * largest_detail <= max_detail_bytes:
+        return await _read_lines(engine, run_id, kinds, limit, *shape)
     if max_detail_bytes <= 0:
         # The request's budget is spent: its first line is all a page returns.
-        return await _read_lines(engine, run_id, kinds, 1, after, before, sqlite, detail, max_detail_bytes)
+        return await _read_lines(engine, run_id, kinds, 1, *shape)
     fits = max_detail_bytes // (limit + 1)
     while True:
         statement, values = page_statement(
@@ -74,6 +150,8 @@ async def read_page(
             read="lines with sizes",
             fits=fits,
             before=before,
+            filters=filters,
+            stop=stop,
         )
         rows = await read_rows(engine, statement, values)
         sizes = [row[-1] or 0 for row in rows[:limit]]
@@ -100,11 +178,21 @@ async def _read_lines(
     sqlite: bool,
     detail: bool,
     max_detail_bytes: int | None,
+    filters: Filters,
+    stop: Line | None,
 ) -> Page:
     """A page read in one statement, cut on the sizes of the details it fetched."""
     read = "lines" if detail else "lines without detail"
     statement, values = page_statement(
-        run_id=run_id, kinds=kinds, limit=limit, after=after, sqlite=sqlite, read=read, before=before
+        run_id=run_id,
+        kinds=kinds,
+        limit=limit,
+        after=after,
+        sqlite=sqlite,
+        read=read,
+        before=before,
+        filters=filters,
+        stop=stop,
     )
     rows = await read_rows(engine, statement, values)
     lines = sqlite_lines(rows[:limit]) if sqlite else mariadb_lines(rows[:limit])
@@ -167,16 +255,22 @@ async def ping(engine: AsyncEngine) -> None:
 
 
 async def cursor_now(
-    engine: AsyncEngine, *, run_id: int, kinds: Sequence[str] | None, settled: datetime.datetime
+    engine: AsyncEngine,
+    *,
+    run_id: int,
+    kinds: Sequence[str] | None,
+    settled: datetime.datetime,
+    filters: Filters = NO_FILTERS,
 ) -> str:
     """A cursor with every line written so far behind it: a `before` read from it waits for new lines.
 
     It names the newest RECENT_LINES lines stamped since `settled` (see
     `fresh_window`): a read from it may begin with older recent lines, never
-    miss one.
+    miss one. A search is left out of that read, which stays an index range:
+    a line that does not match is only named, never read again.
     """
     seen: list[tuple[int, datetime.datetime]] = []
-    if kinds is None or kinds:
+    if (kinds is None or kinds) and filters.phases != () and filters.steps != ():
         sqlite = engine.dialect.name == "sqlite"
         values: dict[str, Any] = {
             "run_id": run_id,
@@ -185,8 +279,47 @@ async def cursor_now(
         }
         if kinds is not None:
             values["kinds"] = sorted(set(kinds))
-        for line_id, at in await read_rows(engine, recent_statement(sqlite, kinds is not None), values):
+        narrowed = bind_filters(values, filters.without_search(), sqlite)
+        statement = recent_statement(sqlite, kinds is not None, narrowed)
+        for line_id, at in await read_rows(engine, statement, values):
             if isinstance(at, str):
                 at = datetime.datetime.fromisoformat(at)
             seen.append((line_id, naive(at)))
-    return encode_cursor(Cursor(at=None, id=0), cursor_scope(run_id, kinds), fresh_window(settled, seen))
+    scope = cursor_scope(run_id, kinds, filters)
+    return encode_cursor(Cursor(at=None, id=0), scope, fresh_window(settled, seen))
+
+
+async def count_kinds(engine: AsyncEngine, *, run_id: int, filters: Filters) -> list[tuple[str, int]]:
+    """How many of the run's lines under `filters` (no search) are of each kind: one grouped query."""
+    if filters.phases == () or filters.steps == ():
+        return []
+    sqlite = engine.dialect.name == "sqlite"
+    values: dict[str, Any] = {"run_id": run_id}
+    statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
+    rows = await read_rows(engine, statement, values)
+    return [
+        (kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind, int(count))
+        for kind, count in rows
+    ]
+
+
+async def find_line(
+    engine: AsyncEngine, *, run_id: int, line_id: int, kinds: Sequence[str] | None, filters: Filters
+) -> Line | None:
+    """The line `line_id` of `run_id` if it passes `kinds` and `filters`; None when it does not."""
+    if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
+        return None
+    sqlite = engine.dialect.name == "sqlite"
+    values: dict[str, Any] = {"run_id": run_id, "around": line_id, "limit": 1}
+    if kinds is not None:
+        values["kinds"] = sorted(set(kinds))
+    statement = line_statement(sqlite, kinds is not None, bind_filters(values, filters, sqlite))
+    rows = await read_rows(engine, statement, values)
+    lines = sqlite_lines(rows) if sqlite else mariadb_lines(rows)
+    return lines[0] if lines else None
+
+
+async def run_of_line(engine: AsyncEngine, line_id: int) -> int | None:
+    """The run the line `line_id` is of; None when there is no such line."""
+    rows = await read_rows(engine, text("SELECT run_id FROM event_run_log WHERE id = :id"), {"id": line_id})
+    return int(rows[0][0]) if rows else None

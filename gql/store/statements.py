@@ -19,6 +19,7 @@ from sqlalchemy import (
     cast,
     func,
     literal_column,
+    not_,
     null,
     or_,
     select,
@@ -28,7 +29,8 @@ from ..db import (
     SQLITE_AT_ORDER,
     event_run_log,
 )
-from .cursors import Cursor
+from .cursors import Cursor, _line_at
+from .values import NO_FILTERS, Filters, Line
 
 _l = event_run_log
 # What SQLite orders a line by; spelt as the index spells it (db.SQLITE_AT_ORDER).
@@ -59,6 +61,8 @@ def page_query(
     read: str = "lines",
     fits: int = 0,
     before: Cursor | None = None,
+    filters: Filters = NO_FILTERS,
+    stop: Line | None = None,
 ) -> Select[Any]:
     """The one statement that reads a page, its values bound (kinds must not be empty).
 
@@ -78,6 +82,8 @@ def page_query(
         read=read,
         fits=fits,
         before=before,
+        filters=filters,
+        stop=stop,
     )
     return statement.params(values)
 
@@ -92,13 +98,16 @@ def page_statement(
     read: str = "lines",
     fits: int = 0,
     before: Cursor | None = None,
+    filters: Filters = NO_FILTERS,
+    stop: Line | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """`page_query` as a prebuilt statement and the values for its parameters.
 
     A page has a few shapes (with or without kinds, which kind of cursor, the
-    backend, what it reads), each built once: building a `Select` and its
-    cache key on every read was a tenth of a 50-line page's CPU
-    (docs/performance.md, "What each piece bought").
+    backend, what it reads, which filters), each built once: building a
+    `Select` and its cache key on every read was a tenth of a 50-line page's
+    CPU (docs/performance.md, "What each piece bought"). `stop` (a search
+    page's) bounds the lines read to those up to it, in the page's order.
     """
     # One more than asked: its presence is what makes hasNextPage exact.
     values: dict[str, Any] = {"run_id": run_id, "limit": limit + 1}
@@ -106,12 +115,76 @@ def page_statement(
         values["fits"] = fits
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
+    narrowed = bind_filters(values, filters, sqlite)
+    if stop is not None:
+        # The stop line itself is read too: inclusive, one id past it.
+        step = 1 if before is not None else -1
+        at = _line_at(stop)
+        side = "older" if before is not None else "newer"
+        narrowed += (f"{side}:" + _bind_position(values, Cursor(at=at, id=stop.id + step), "stop", sqlite),)
     if before is not None:
-        return _newer_statement(values, before, sqlite, kinds is not None, read)
+        return _newer_statement(values, before, sqlite, kinds is not None, read, narrowed)
     cursor = None
     if after is not None and after.at is not None:
         cursor = _bind_position(values, after, "after", sqlite)
-    return _page_shape(sqlite, kinds is not None, cursor, read), values
+    return _page_shape(sqlite, kinds is not None, cursor, read, narrowed), values
+
+
+def stop_statement(
+    statement: Select[Any], values: dict[str, Any], scan: int
+) -> tuple[Select[Any], dict[str, Any]]:
+    """The `scan`-th line a search page's statement (its search left out) reads: where that page stops."""
+    return statement.offset(bindparam("skip", type_=Integer())), {**values, "limit": 1, "skip": scan - 1}
+
+
+def bind_filters(values: dict[str, Any], filters: Filters, sqlite: bool) -> tuple[str, ...]:
+    """Bind the values of `filters`; answer which of them the statement has (its shape)."""
+    narrowed: list[str] = []
+    phases, steps, since, until, search = filters
+    if phases is not None:
+        values["phases"] = sorted(set(phases))
+        narrowed.append("phases")
+    if steps is not None:
+        values["steps"] = sorted(set(steps))
+        narrowed.append("steps")
+    if since is not None:
+        values["since"] = as_compared(since, sqlite)
+        narrowed.append("since")
+    if until is not None:
+        values["until"] = as_compared(until, sqlite)
+        narrowed.append("until")
+    if search is not None:
+        values["search"] = search
+        narrowed.append("search")
+    return tuple(narrowed)
+
+
+def _narrow(
+    query: Select[Any], order: ColumnElement[Any], sqlite: bool, narrowed: tuple[str, ...]
+) -> Select[Any]:
+    """`query` with the filters `narrowed` names (see _bind_filters)."""
+    at_type: Any = String() if sqlite else _l.c.at.type
+    for name in narrowed:
+        if name == "phases":
+            query = query.where(_l.c.phase.in_(bindparam("phases", expanding=True)))
+        elif name == "steps":
+            query = query.where(_l.c.step_id.in_(bindparam("steps", expanding=True)))
+        elif name == "since":
+            query = query.where(order >= bindparam("since", type_=at_type))
+        elif name == "until":
+            query = query.where(order < bindparam("until", type_=at_type))
+        elif name == "search":
+            needle = bindparam("search", type_=String())
+            # Case-insensitive: SQLite's lower() folds ASCII; MariaDB's text
+            # columns compare by their (case-insensitive) collation.
+            detail: Any = func.lower(cast(_l.c.detail, String())) if sqlite else _l.c.detail
+            kind: Any = func.lower(_l.c.kind) if sqlite else _l.c.kind
+            query = query.where(or_(func.instr(detail, needle) > 0, func.instr(kind, needle) > 0))
+        else:  # "newer:" or "older:" than the stop (one id past it): read up to it, in the page's order
+            side, cursor = name.split(":")
+            bound = _newer_than if side == "newer" else _older_than
+            query = query.where(bound(cursor, order, sqlite=sqlite, name="stop"))
+    return query
 
 
 # What a page statement reads of each line (see page_query).
@@ -119,7 +192,9 @@ PAGE_READS = ("lines", "lines without detail", "lines with sizes")
 
 
 @functools.cache
-def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None, read: str) -> Select[Any]:
+def _page_shape(
+    sqlite: bool, by_kinds: bool, cursor: str | None, read: str, narrowed: tuple[str, ...] = ()
+) -> Select[Any]:
     if read not in PAGE_READS:
         raise ValueError(f"read={read!r} is not one of {PAGE_READS}")
     # NULL in the place of a detail not asked for: the row keeps its shape, so
@@ -147,7 +222,7 @@ def _page_shape(sqlite: bool, by_kinds: bool, cursor: str | None, read: str) -> 
         query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
     if cursor is not None:
         query = query.where(_older_than(cursor, order, sqlite=sqlite))
-    return query
+    return _narrow(query, order, sqlite, narrowed)
 
 
 def line_columns(sqlite: bool, *, detail: bool = True) -> list[ColumnElement[Any]]:
@@ -215,12 +290,17 @@ def as_compared(at: datetime.datetime, sqlite: bool) -> Any:
 
 
 def _newer_statement(
-    values: dict[str, Any], before: Cursor, sqlite: bool, by_kinds: bool, read: str
+    values: dict[str, Any],
+    before: Cursor,
+    sqlite: bool,
+    by_kinds: bool,
+    read: str,
+    narrowed: tuple[str, ...] = (),
 ) -> tuple[Select[Any], dict[str, Any]]:
     window = before.window
     if window is None:
         position = _bind_position(values, before, "before", sqlite)
-        return _newer_shape(sqlite, by_kinds, position, None, False, read), values
+        return _newer_shape(sqlite, by_kinds, position, None, False, read, narrowed), values
     floor = None if window.floor is None else _bind_position(values, window.floor, "floor", sqlite)
     settled = window.settled
     values["settled"] = (
@@ -230,16 +310,23 @@ def _newer_statement(
     )
     if window.seen:
         values["seen"] = sorted(line_id for line_id, _ in window.seen)
-    return _newer_shape(sqlite, by_kinds, None, floor, bool(window.seen), read), values
+    return _newer_shape(sqlite, by_kinds, None, floor, bool(window.seen), read, narrowed), values
 
 
 @functools.cache
 def _newer_shape(
-    sqlite: bool, by_kinds: bool, position: str | None, floor: str | None, seen: bool, read: str
+    sqlite: bool,
+    by_kinds: bool,
+    position: str | None,
+    floor: str | None,
+    seen: bool,
+    read: str,
+    narrowed: tuple[str, ...] = (),
 ) -> Select[Any]:
     """The lines newer than a cursor, oldest first (see `Window` for what a window leaves out)."""
     order = sqlite_at if sqlite else _l.c.at
-    query = _page_shape(sqlite, by_kinds, None, read).order_by(None).order_by(order.asc(), _l.c.id.asc())
+    query = _page_shape(sqlite, by_kinds, None, read, narrowed)
+    query = query.order_by(None).order_by(order.asc(), _l.c.id.asc())
     if position is not None:
         query = query.where(_newer_than(position, order, sqlite=sqlite, name="before"))
     if floor is not None:
@@ -257,7 +344,8 @@ def _newer_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool, name: s
     line_id = bindparam(f"{name}_id", type_=Integer())
     if cursor == "null":
         # Every line with a time is newer than one with a NULL `at` (see _older_than).
-        return or_(~_l.c.at.op("<=>")(null()), and_(_l.c.at.op("<=>")(null()), _l.c.id > line_id))
+        is_null = _l.c.at.op("<=>", is_comparison=True)(null())
+        return or_(not_(is_null), and_(is_null, _l.c.id > line_id))
     if cursor == "text" or sqlite:
         value: Any = bindparam(f"{name}_at", type_=String())
     else:
@@ -286,7 +374,27 @@ def count_statement(sqlite: bool) -> Select[Any]:
 
 
 @functools.cache
-def recent_statement(sqlite: bool, by_kinds: bool) -> Select[Any]:
+def kind_counts_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any]:
+    """How many of a run's lines (under the filters `narrowed`) are of each kind: one grouped query."""
+    order = sqlite_at if sqlite else _l.c.at
+    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
+    query = (
+        select(kind.label("kind"), func.count())
+        .where(_l.c.run_id == bindparam("run_id"))
+        .group_by(_l.c.kind)
+        .order_by(_l.c.kind)
+    )
+    return _narrow(query, order, sqlite, narrowed)
+
+
+@functools.cache
+def line_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...]) -> Select[Any]:
+    """The line `around` of a run, if it passes the filters: a page of one line, by id."""
+    return _page_shape(sqlite, by_kinds, None, "lines", narrowed).where(_l.c.id == bindparam("around"))
+
+
+@functools.cache
+def recent_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...] = ()) -> Select[Any]:
     """The ids and times of a run's newest `limit` lines stamped at or after `settled`, newest first."""
     order = sqlite_at if sqlite else _l.c.at
     settled: Any = bindparam("settled", type_=String() if sqlite else _l.c.at.type)
@@ -298,4 +406,4 @@ def recent_statement(sqlite: bool, by_kinds: bool) -> Select[Any]:
     )
     if by_kinds:
         query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
-    return query
+    return _narrow(query, order, sqlite, narrowed)

@@ -53,11 +53,38 @@ class NewLine:
     detail: str | None = None
 
 
+class Filters(NamedTuple):
+    """What a read keeps of a run's lines besides its kinds; each None for no filter, () for none at all.
+
+    `since` and `until` are naive UTC to the millisecond (`since` inclusive,
+    `until` exclusive); `search` is lower case, a substring of the stored
+    detail or kind.
+    """
+
+    phases: tuple[int, ...] | None = None
+    steps: tuple[int, ...] | None = None
+    since: datetime.datetime | None = None
+    until: datetime.datetime | None = None
+    search: str | None = None
+
+    def without_search(self) -> Filters:
+        return self._replace(search=None)
+
+
+NO_FILTERS = Filters()
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     lines: list[Line]
     has_next: bool
     detail_bytes: int = 0  # the stored bytes of the lines' details
+    # A search page that read its most lines before it was full: the last
+    # line it read (matching or not), where the next page goes on from.
+    stop: Line | None = None
+    # A `before` search page's lines read up to its stop, matching or not
+    # (no detail): its cursor names the recent ones, so the next page goes on.
+    scanned: list[Line] | None = None
 
 
 @dataclass(frozen=True, slots=True)

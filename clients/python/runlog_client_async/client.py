@@ -2,6 +2,7 @@
 # Source: ../../gql/operations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any, Optional, Union
 
 from .async_base_client import AsyncBaseClient
@@ -521,11 +522,28 @@ class AsyncRunLogClient(AsyncBaseClient):
         limit: Union[Optional[int], UnsetType] = UNSET,
         after: Union[Optional[str], UnsetType] = UNSET,
         before: Union[Optional[str], UnsetType] = UNSET,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        since: Union[Optional[datetime], UnsetType] = UNSET,
+        until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
+        around: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunLog:
         query = gql("""
-            query RunLog($runId: ID!, $limit: Int, $after: String, $before: String) {
-              runLog(runId: $runId, limit: $limit, after: $after, before: $before) {
+            query RunLog($runId: ID!, $limit: Int, $after: String, $before: String, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String, $around: ID) {
+              runLog(
+                runId: $runId
+                limit: $limit
+                after: $after
+                before: $before
+                phase: $phase
+                stepId: $stepId
+                since: $since
+                until: $until
+                search: $search
+                around: $around
+              ) {
                 nodes {
                   cursor
                   ...RunLogLineFields
@@ -535,6 +553,7 @@ class AsyncRunLogClient(AsyncBaseClient):
                   hasPreviousPage
                   startCursor
                   endCursor
+                  scanLimitReached
                 }
               }
             }
@@ -733,6 +752,12 @@ class AsyncRunLogClient(AsyncBaseClient):
             "limit": limit,
             "after": after,
             "before": before,
+            "phase": phase,
+            "stepId": step_id,
+            "since": since,
+            "until": until,
+            "search": search,
+            "around": around,
         }
         response = await self.execute(
             query=query, operation_name="RunLog", variables=variables, **kwargs

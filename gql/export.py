@@ -1,0 +1,280 @@
+"""`GET /runs/{runId}/log.ndjson`: a run's whole log, oldest first, one JSON line each, read page by page.
+
+Each page is the shipped `RunLog` selection's lines (gql/operations/
+fragments.graphql), answered by the engine as any client's request is, with
+the caller's own authorization: a line reads here as GraphQL gives it. The
+pages are `before` reads from the run's start, so the body is never held:
+one page at a time, each sent before the next is read. A client that takes
+nothing of a page within RUNLOG_WS_PING_INTERVAL is dropped, as a tail's is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import logging
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping, MutableMapping
+from typing import Any, BinaryIO, TextIO
+
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from . import store
+from .answers import json_error
+from .filters import FilterError, read_filters
+from .graphiql import with_fragments
+from .ids import id_problem, parse_id
+from .kinds import Kind
+
+log = logging.getLogger("gql.export")
+
+PAGE_LINES = 500  # lines read and sent at a time
+QUERY = with_fragments(
+    "query RunLogExport($runId: ID!, $before: String, $limit: Int, $kinds: [RunLogKind!], $phase: [Int!], "
+    "$stepId: [ID!], $since: DateTime, $until: DateTime, $search: String) {\n"
+    "  runLog(runId: $runId, before: $before, limit: $limit, kinds: $kinds, phase: $phase, stepId: $stepId, "
+    "since: $since, until: $until, search: $search) {\n"
+    "    nodes { cursor ...RunLogLineFields }\n"
+    "    pageInfo { hasPreviousPage startCursor }\n"
+    "  }\n"
+    "}\n"
+)
+_KINDS = {kind.name: kind for kind in Kind} | {kind.value: kind for kind in Kind}
+
+
+class ExportError(ValueError):
+    """A query parameter of the export that does not parse: the message names it."""
+
+
+def variables_of(run_id: str, params: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The `RunLogExport` variables for these query parameters, and the cursor of the run's start.
+
+    Lists repeat their parameter (`?phase=1&phase=2`) or separate values by
+    commas; `kinds` takes either spelling (`NOTE` or `note`).
+    """
+    number = parse_id(run_id)
+    if number is None:
+        raise ExportError(id_problem("runId", run_id))
+    known = {"kinds", "phase", "stepId", "since", "until", "search"}
+    for name in params:
+        if name not in known:
+            raise ExportError(f"{name} is not a parameter of the export; it takes {', '.join(sorted(known))}")
+
+    def listed(name: str) -> list[str] | None:
+        values = params.getlist(name) if hasattr(params, "getlist") else params.get(name)
+        if values is None or values == []:
+            return None
+        if isinstance(values, str):
+            values = [values]
+        return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+    kinds = listed("kinds")
+    wire_kinds = names = None
+    if kinds is not None:
+        unknown = [k for k in kinds if k not in _KINDS]
+        if unknown:
+            raise ExportError(f"kinds: {unknown[0]!r:.60} is not a kind")
+        wire_kinds = sorted({_KINDS[k].value for k in kinds})
+        names = sorted({_KINDS[k].name for k in kinds})
+    phases = listed("phase")
+    phase = None
+    if phases is not None:
+        try:
+            phase = [int(value) for value in phases]
+        except ValueError:
+            raise ExportError(f"phase must be integers, got {','.join(phases)!r:.60}") from None
+    times: dict[str, datetime.datetime | None] = {}
+    for name in ("since", "until"):
+        text = params.get(name)
+        try:
+            times[name] = None if text is None else datetime.datetime.fromisoformat(text)
+        except ValueError:
+            raise ExportError(f"{name} must be a date and time (ISO 8601), got {text!r:.60}") from None
+    try:
+        filters = read_filters(
+            phase=phase,
+            step_id=listed("stepId"),
+            since=times["since"],
+            until=times["until"],
+            search=params.get("search"),
+        )
+    except FilterError as exc:
+        raise ExportError(str(exc)) from None
+    start = store.encode_cursor(store.START, store.cursor_scope(number, wire_kinds, filters))
+    values = {
+        "runId": str(number),
+        "kinds": None if wire_kinds is None else names,
+        "phase": phase,
+        "stepId": listed("stepId"),
+        "since": None if times["since"] is None else times["since"].isoformat(),
+        "until": None if times["until"] is None else times["until"].isoformat(),
+        "search": params.get("search"),
+        "limit": PAGE_LINES,
+    }
+    return values, start
+
+
+class _Refused(Exception):
+    """A page the engine refused: its status and message, for the answer (or the log, past the first)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# A refusal's status by its code; any other error is a fault of ours (500).
+_STATUS = {
+    "BAD_USER_INPUT": 400,
+    "UNAUTHENTICATED": 401,
+    "FORBIDDEN": 403,
+    "DATABASE_UNAVAILABLE": 503,
+}
+
+
+async def _pages(
+    graphql_app: Any, context: Any, variables: dict[str, Any], start: str
+) -> AsyncIterator[bytes]:
+    """Each page's lines, oldest first, as NDJSON: `before` pages from the run's start until none is newer."""
+    before: str | None = start
+    while before is not None:
+        context.detail_budget = None  # each page has the whole budget: one page is held at a time
+        asked = {**variables, "before": before}
+        planned = graphql_app.engine.plan(QUERY, "RunLogExport", asked)
+        if planned is not None:
+            result = await planned.execute(context)
+        else:
+            result = await graphql_app.schema.execute(
+                QUERY, variable_values=asked, context_value=context, operation_name="RunLogExport"
+            )
+        if result.errors:
+            error = result.errors[0]
+            code = (error.extensions or {}).get("code")
+            if code is None and error.path is None:
+                code = "BAD_USER_INPUT"  # a variable that does not coerce: refused before it ran
+            if code not in _STATUS:
+                graphql_app.schema.process_errors(result.errors)  # logged with its stack, as any fault
+                raise _Refused(500, f"the export failed (request id {context.request_id})")
+            raise _Refused(_STATUS[code], error.message)
+        page = result.data["runLog"]
+        nodes = page["nodes"]
+        if nodes:
+            yield b"".join(graphql_app.encode_json(node) + b"\n" for node in reversed(nodes))
+        info = page["pageInfo"]
+        before = info["startCursor"] if info["hasPreviousPage"] else None
+
+
+def route(graphql_app: Any) -> Any:
+    """The export's endpoint, answering through `graphql_app`'s engine and context."""
+
+    async def export(request: Request) -> Any:
+        try:
+            variables, start = variables_of(request.path_params["runId"], request.query_params)
+        except ExportError as exc:
+            return json_error(request, 400, str(exc))
+        context = await graphql_app.get_context(request, response=None)
+        pages = _pages(graphql_app, context, variables, start)
+        try:
+            # Read before the head is sent: a refusal of the first page is the answer's status.
+            first = await anext(pages, b"")
+        except _Refused as exc:
+            return json_error(request, exc.status, exc.message)
+        return Stream(first, pages, context.settings.ws_ping_interval, variables["runId"])
+
+    return export
+
+
+class Stream:
+    """The export's answer: the first page, then each next one once the client has taken the one before."""
+
+    def __init__(self, first: bytes, pages: AsyncIterator[bytes], patience: float, run_id: str) -> None:
+        self.first = first
+        self.pages = pages
+        self.patience = patience
+        self.run_id = run_id
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        head = [(b"content-type", b"application/x-ndjson; charset=utf-8")]
+        await send({"type": "http.response.start", "status": 200, "headers": head})
+        chunk: bytes | None = self.first
+        try:
+            while chunk is not None:
+                if chunk:
+                    # The server's send waits while the client's socket is full.
+                    async with asyncio.timeout(self.patience):
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                chunk = await anext(self.pages, None)
+        except TimeoutError:
+            log.warning(
+                "export of run %s: dropped, its client took nothing of a page in %s s "
+                "(RUNLOG_WS_PING_INTERVAL)",
+                self.run_id,
+                self.patience,
+            )
+            return
+        except _Refused as exc:
+            log.error("export of run %s ended early: %s", self.run_id, exc.message)
+            return
+        except OSError:
+            return  # the client went away
+        finally:
+            await self.pages.aclose()  # type: ignore[attr-defined]
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def export_to(
+    settings: Any, run_id: str, params: list[tuple[str, str]], out: BinaryIO, errors: TextIO
+) -> int:
+    """`python -m gql export`: the route's answer, from an app run in this process, written to `out`.
+
+    With the first of RUNLOG_READER_TOKEN as the caller's token, so that the
+    shell reads what a reader may. Answers the exit status: 0, or 1 with the
+    refusal on `errors`.
+    """
+    from .app import create_app
+
+    app = create_app(settings)
+    token = settings.reader_tokens[0] if settings.reader_tokens else None
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": f"/runs/{urllib.parse.quote(run_id, safe='')}/log.ndjson",
+        "raw_path": b"",
+        "root_path": "",
+        "query_string": urllib.parse.urlencode(params).encode(),
+        "headers": [(b"host", b"localhost")]
+        + ([(b"authorization", f"Bearer {token}".encode())] if token else []),
+        "client": ("127.0.0.1", 0),
+        "server": ("localhost", 80),
+    }
+    status = 0
+    body = bytearray()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif status == 200:
+            out.write(message.get("body", b""))
+        else:
+            body.extend(message.get("body", b""))
+
+    async with app.router.lifespan_context(app):
+        await app(scope, receive, send)
+    out.flush()
+    if status != 200:
+        try:
+            message = json.loads(body)["errors"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            message = body.decode(errors="replace")
+        errors.write(f"error: {message}\n")
+        return 1
+    return 0
