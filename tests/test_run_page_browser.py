@@ -148,6 +148,12 @@ def test_a_holds_evidence_opens_the_table_on_its_line(seen: dict[str, Any]) -> N
     assert "step.parked" in evidence["highlighted"]
 
 
+def test_a_step_in_the_timeline_filters_the_table_by_it(seen: dict[str, Any]) -> None:
+    step = seen["stepFilter"]
+    assert step["search"] == "?step=3704" and step["pressed"] == "true"
+    assert step["rows"] and all("3704" in row for row in step["rows"])
+
+
 def test_a_kind_filter_shows_only_that_kind_and_lives_in_the_url(seen: dict[str, Any]) -> None:
     kind = seen["kindFilter"]
     assert kind["search"] == "?kind=STEP_REFUSED" and kind["rows"] >= 1

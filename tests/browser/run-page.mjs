@@ -193,6 +193,20 @@ try {
     search: new URL(page.url()).search,
   };
 
+  report.step = "filter by a step (its button in the timeline)";
+  await page.locator(".timeline button", { hasText: "step 3704" }).click();
+  await page.waitForFunction(() => {
+    const steps = [...document.querySelectorAll("[data-line] .step")].map((element) => element.textContent);
+    return steps.length > 0 && steps.every((step) => step === "3704");
+  }, null, TIMEOUT);
+  report.stepFilter = {
+    search: new URL(page.url()).search,
+    rows: await page.locator("[data-line]").allInnerTexts(),
+    pressed: await page.locator(".timeline button", { hasText: "step 3704" }).getAttribute("aria-pressed"),
+  };
+  await page.locator(".timeline button", { hasText: "step 3704" }).click();
+  await page.waitForFunction(() => !new URL(window.location.href).searchParams.has("step"), null, TIMEOUT);
+
   report.step = "filter by a kind";
   await page.getByLabel("step.refused", { exact: false }).check();
   await page.waitForFunction(() => {

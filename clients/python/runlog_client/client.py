@@ -8,6 +8,7 @@ from .base_client import BaseClient
 from .base_model import UNSET, UnsetType
 from .enums import RunLogKind
 from .run_holds import RunHolds
+from .run_kind_counts import RunKindCounts
 from .run_lines import RunLines
 from .run_log import RunLog
 from .run_log_by_kinds import RunLogByKinds
@@ -280,20 +281,72 @@ class RunLogClient(BaseClient):
         data = self.get_data(response)
         return RunHolds.model_validate(data)
 
+    def run_kind_counts(
+        self,
+        run_id: str,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        since: Union[Optional[datetime], UnsetType] = UNSET,
+        until: Union[Optional[datetime], UnsetType] = UNSET,
+        **kwargs: Any,
+    ) -> RunKindCounts:
+        query = gql("""
+            query RunKindCounts($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime) {
+              runLog(
+                runId: $runId
+                kinds: []
+                phase: $phase
+                stepId: $stepId
+                since: $since
+                until: $until
+              ) {
+                kindCounts {
+                  kind
+                  kindName
+                  count
+                }
+              }
+            }
+            """)
+        variables: dict[str, object] = {
+            "runId": run_id,
+            "phase": phase,
+            "stepId": step_id,
+            "since": since,
+            "until": until,
+        }
+        response = self.execute(
+            query=query, operation_name="RunKindCounts", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunKindCounts.model_validate(data)
+
     def run_lines(
         self,
         run_id: str,
         kinds: Union[Optional[list[RunLogKind]], UnsetType] = UNSET,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        since: Union[Optional[datetime], UnsetType] = UNSET,
+        until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
+        around: Union[Optional[str], UnsetType] = UNSET,
         limit: Union[Optional[int], UnsetType] = UNSET,
         after: Union[Optional[str], UnsetType] = UNSET,
         before: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunLines:
         query = gql("""
-            query RunLines($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String, $before: String) {
+            query RunLines($runId: ID!, $kinds: [RunLogKind!], $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String, $around: ID, $limit: Int, $after: String, $before: String) {
               runLog(
                 runId: $runId
                 kinds: $kinds
+                phase: $phase
+                stepId: $stepId
+                since: $since
+                until: $until
+                search: $search
+                around: $around
                 limit: $limit
                 after: $after
                 before: $before
@@ -307,6 +360,7 @@ class RunLogClient(BaseClient):
                   hasPreviousPage
                   startCursor
                   endCursor
+                  scanLimitReached
                 }
               }
             }
@@ -503,6 +557,12 @@ class RunLogClient(BaseClient):
         variables: dict[str, object] = {
             "runId": run_id,
             "kinds": kinds,
+            "phase": phase,
+            "stepId": step_id,
+            "since": since,
+            "until": until,
+            "search": search,
+            "around": around,
             "limit": limit,
             "after": after,
             "before": before,

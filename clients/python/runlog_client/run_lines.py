@@ -52,6 +52,7 @@ class RunLinesRunLogPageInfo(BaseModel):
     has_previous_page: bool = Field(alias="hasPreviousPage")
     start_cursor: Optional[str] = Field(alias="startCursor")
     end_cursor: Optional[str] = Field(alias="endCursor")
+    scan_limit_reached: bool = Field(alias="scanLimitReached")
 
 
 RunLines.model_rebuild()

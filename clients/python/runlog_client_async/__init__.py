@@ -75,6 +75,11 @@ from .run_holds import (
     RunHoldsRunLogRunPhases,
     RunHoldsRunLogRunPhasesSteps,
 )
+from .run_kind_counts import (
+    RunKindCounts,
+    RunKindCountsRunLog,
+    RunKindCountsRunLogKindCounts,
+)
 from .run_lines import (
     RunLines,
     RunLinesRunLog,
@@ -153,6 +158,9 @@ __all__ = [
     "RunHoldsRunLogRunHoldsBlockingRun",
     "RunHoldsRunLogRunPhases",
     "RunHoldsRunLogRunPhasesSteps",
+    "RunKindCounts",
+    "RunKindCountsRunLog",
+    "RunKindCountsRunLogKindCounts",
     "RunLines",
     "RunLinesRunLog",
     "RunLinesRunLogNodes",

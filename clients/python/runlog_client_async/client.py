@@ -9,6 +9,7 @@ from .async_base_client import AsyncBaseClient
 from .base_model import UNSET, UnsetType
 from .enums import RunLogKind
 from .run_holds import RunHolds
+from .run_kind_counts import RunKindCounts
 from .run_lines import RunLines
 from .run_log import RunLog
 from .run_log_by_kinds import RunLogByKinds
@@ -283,20 +284,72 @@ class AsyncRunLogClient(AsyncBaseClient):
         data = self.get_data(response)
         return RunHolds.model_validate(data)
 
+    async def run_kind_counts(
+        self,
+        run_id: str,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        since: Union[Optional[datetime], UnsetType] = UNSET,
+        until: Union[Optional[datetime], UnsetType] = UNSET,
+        **kwargs: Any,
+    ) -> RunKindCounts:
+        query = gql("""
+            query RunKindCounts($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime) {
+              runLog(
+                runId: $runId
+                kinds: []
+                phase: $phase
+                stepId: $stepId
+                since: $since
+                until: $until
+              ) {
+                kindCounts {
+                  kind
+                  kindName
+                  count
+                }
+              }
+            }
+            """)
+        variables: dict[str, object] = {
+            "runId": run_id,
+            "phase": phase,
+            "stepId": step_id,
+            "since": since,
+            "until": until,
+        }
+        response = await self.execute(
+            query=query, operation_name="RunKindCounts", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunKindCounts.model_validate(data)
+
     async def run_lines(
         self,
         run_id: str,
         kinds: Union[Optional[list[RunLogKind]], UnsetType] = UNSET,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        since: Union[Optional[datetime], UnsetType] = UNSET,
+        until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
+        around: Union[Optional[str], UnsetType] = UNSET,
         limit: Union[Optional[int], UnsetType] = UNSET,
         after: Union[Optional[str], UnsetType] = UNSET,
         before: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunLines:
         query = gql("""
-            query RunLines($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String, $before: String) {
+            query RunLines($runId: ID!, $kinds: [RunLogKind!], $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String, $around: ID, $limit: Int, $after: String, $before: String) {
               runLog(
                 runId: $runId
                 kinds: $kinds
+                phase: $phase
+                stepId: $stepId
+                since: $since
+                until: $until
+                search: $search
+                around: $around
                 limit: $limit
                 after: $after
                 before: $before
@@ -310,6 +363,7 @@ class AsyncRunLogClient(AsyncBaseClient):
                   hasPreviousPage
                   startCursor
                   endCursor
+                  scanLimitReached
                 }
               }
             }
@@ -506,6 +560,12 @@ class AsyncRunLogClient(AsyncBaseClient):
         variables: dict[str, object] = {
             "runId": run_id,
             "kinds": kinds,
+            "phase": phase,
+            "stepId": step_id,
+            "since": since,
+            "until": until,
+            "search": search,
+            "around": around,
             "limit": limit,
             "after": after,
             "before": before,
@@ -1449,12 +1509,22 @@ class AsyncRunLogClient(AsyncBaseClient):
         self,
         run_id: str,
         kinds: Union[Optional[list[RunLogKind]], UnsetType] = UNSET,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
         since: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> AsyncIterator[RunTail]:
         query = gql("""
-            subscription RunTail($runId: ID!, $kinds: [RunLogKind!], $since: String) {
-              runLogTail(runId: $runId, kinds: $kinds, since: $since) {
+            subscription RunTail($runId: ID!, $kinds: [RunLogKind!], $phase: [Int!], $stepId: [ID!], $search: String, $since: String) {
+              runLogTail(
+                runId: $runId
+                kinds: $kinds
+                phase: $phase
+                stepId: $stepId
+                search: $search
+                since: $since
+              ) {
                 cursor
                 ...RunLogLineFields
               }
@@ -1649,7 +1719,14 @@ class AsyncRunLogClient(AsyncBaseClient):
               dryRunId
             }
             """)
-        variables: dict[str, object] = {"runId": run_id, "kinds": kinds, "since": since}
+        variables: dict[str, object] = {
+            "runId": run_id,
+            "kinds": kinds,
+            "phase": phase,
+            "stepId": step_id,
+            "search": search,
+            "since": since,
+        }
         async for data in self.execute_ws(
             query=query, operation_name="RunTail", variables=variables, **kwargs
         ):
