@@ -75,6 +75,9 @@ def test_every_persisted_document_of_the_typescript_client_runs_by_its_id(on: Ap
         "WriteNote": {"runId": "7", "text": "by its id"},
         "RunHolds": {"runId": "7"},
         "RunsInFlight": {},
+        # The run page's (gql/run_page.py).
+        "RunLines": {"runId": "7", "kinds": ["NOTE"]},
+        "RunKindCounts": {"runId": "7"},
     }
     ran = set()
     for key, (kind, name) in persisted().items():
