@@ -54,7 +54,8 @@ HOT_RUN = 2  # the run every read reads
 WRITE_RUN = 9999  # the run every write writes to: the reads' run stays as filled
 RARE_KIND = Kind.CLEANUP_RETRY  # one line in a hundred
 NOTE_TEXT = "checked the spawn points by hand"
-HOLDS_OPERATIONS = ("RunHolds", "RunsInFlight")  # see Workload.holds
+# What no floor serves (see Workload.holds): what holds a run, and counts by kind.
+HOLDS_OPERATIONS = ("RunHolds", "RunsInFlight", "RunKindCounts")
 
 
 @dataclass(frozen=True)

@@ -224,7 +224,10 @@ def every_detail_fragment() -> str:
             name = f.graphql_name or _camel(f.python_name)
             inner = getattr(f.type, "of_type", f.type)
             inner = getattr(inner, "of_type", inner)
-            names.append(f"{name} {{ {selection(inner)} }}" if get_object_definition(inner) else name)
+            if name == "blockingRun":  # a Run (named lazily); its holds would recurse
+                names.append("blockingRun { id status terminal headline }")
+            else:
+                names.append(f"{name} {{ {selection(inner)} }}" if get_object_definition(inner) else name)
         return " ".join(names)
 
     fragments = " ".join(f"... on {tp.__name__} {{ {selection(tp)} }}" for tp in DETAIL_TYPES.values())

@@ -24,12 +24,13 @@ import sqlalchemy as sa
 from starlette.testclient import TestClient
 
 from gql.app import create_app
+from gql.graphiql import with_fragments
 
 from .conftest import MARIADB_URL, Api, Backend
 from .faultproxy import FaultProxy
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
-RUN_LOG = (OPERATIONS / "RunLog.graphql").read_text() + (OPERATIONS / "fragments.graphql").read_text()
+RUN_LOG = with_fragments((OPERATIONS / "RunLog.graphql").read_text())
 BUDGET = 32 * 1024
 START = datetime.datetime(2026, 3, 1, 12, 0, 0)
 

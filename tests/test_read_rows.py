@@ -21,11 +21,12 @@ from starlette.testclient import TestClient
 from gql import store
 from gql.app import create_app
 from gql.db import metadata
+from gql.graphiql import with_fragments
 
 from .conftest import Api, Backend
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
-RUN_LOG = (OPERATIONS / "RunLog.graphql").read_text() + (OPERATIONS / "fragments.graphql").read_text()
+RUN_LOG = with_fragments((OPERATIONS / "RunLog.graphql").read_text())
 STAND_IN = "0001-01-01T00:00:00+00:00"
 
 

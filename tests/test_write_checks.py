@@ -12,12 +12,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from gql.app import create_app
+from gql.graphiql import with_fragments
 
 from .conftest import Api, Backend
 
 OPERATIONS = Path(__file__).parent.parent / "gql" / "operations"
 # The query the clients ship, fragments included (it selects `blockingRun`).
-RUN_LOG = (OPERATIONS / "RunLog.graphql").read_text() + (OPERATIONS / "fragments.graphql").read_text()
+RUN_LOG = with_fragments((OPERATIONS / "RunLog.graphql").read_text())
 
 FIVE_THOUSAND_DIGITS = "9" * 5000
 
