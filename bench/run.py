@@ -969,6 +969,8 @@ def _measure(
                 say(f"{op.name} ({op.origin}) waits for lines by design: see bench/idle_tails.py, not here")
             for op in workload.holds:
                 say(f"{op.name} ({op.origin}) reads what holds runs, which no floor serves: see --only holds")
+            for op in workload.counts:
+                say(f"{op.name} ({op.origin}) counts lines by kind, which no floor serves: see --only find")
             if args.only == "writes":
                 workload.reads = []
             elif args.only == "reads":
