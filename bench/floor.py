@@ -496,8 +496,7 @@ class Plan:
                     # `before` pages and no empty first page, whose ends differ.)
                     "hasPreviousPage": after is not None,
                     "startCursor": _cursor(page[0], wire) if page else None,
-                    # The bench sends no `search`: no page stops at its bound.
-                    "scanLimitReached": False,
+                    "scanLimitReached": False,  # the bench's floor pages have no `search`
                     "__typename": "PageInfo",
                 }
                 result[key] = {k: ends[n] for k, n in info}

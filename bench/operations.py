@@ -54,8 +54,8 @@ HOT_RUN = 2  # the run every read reads
 WRITE_RUN = 9999  # the run every write writes to: the reads' run stays as filled
 RARE_KIND = Kind.CLEANUP_RETRY  # one line in a hundred
 NOTE_TEXT = "checked the spawn points by hand"
-# What no floor serves (see Workload.holds): what holds a run, and counts by kind.
-HOLDS_OPERATIONS = ("RunHolds", "RunsInFlight", "RunKindCounts")
+HOLDS_OPERATIONS = ("RunHolds", "RunsInFlight")  # see Workload.holds
+COUNTS_OPERATIONS = ("RunKindCounts",)  # see Workload.counts
 
 
 @dataclass(frozen=True)
@@ -309,6 +309,9 @@ class Workload:
     # What holds a run (RunHolds, RunsInFlight): the floors serve no holds, so
     # these are timed by `--only holds` (bench/holds.py), beside a page.
     holds: list[Operation] = field(default_factory=list)
+    # Counts by kind (RunKindCounts): no page, which is all the floors serve, so
+    # `--only find` (bench/find.py) times them, beside a page.
+    counts: list[Operation] = field(default_factory=list)
 
     @classmethod
     def build(cls, port: int) -> Workload:
@@ -318,6 +321,8 @@ class Workload:
                 workload.live.append(operation)
             elif operation.name in HOLDS_OPERATIONS:
                 workload.holds.append(operation)
+            elif operation.name in COUNTS_OPERATIONS:
+                workload.counts.append(operation)
             elif operation.skip is not None:
                 workload.skipped.append(operation)
             elif operation.kind == "mutation":

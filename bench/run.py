@@ -4,6 +4,7 @@
     .venv/bin/python -m bench --quick    # a small version: about a minute
     .venv/bin/python -m bench --big      # also a second database of 10,000,000 lines, read side by side
     .venv/bin/python -m bench --only holds   # a run's holds beside a 50-line page (bench/holds.py)
+    .venv/bin/python -m bench --only find    # runLog's filters beside a 50-line page (bench/find.py)
     .venv/bin/python -m bench --against main~1   # also an older revision, served beside this tree
 
 Method. A database of its own is created on the MariaDB at RUNLOG_BENCH_MARIADB_URL
@@ -445,7 +446,10 @@ class Report:
 
         `before` is the same ratio for the revision given to --against, when it was measured.
         """
-        verdict = "(shown)" if not goal else f"{goal} {'met' if _meets(ratio, goal) else 'NOT met'}"
+        if not goal or goal.startswith("("):  # shown, not judged: "(shown)", or what it is, "(per line)"
+            verdict = goal or "(shown)"
+        else:
+            verdict = f"{goal} {'met' if _meets(ratio, goal) else 'NOT met'}"
         cells = [f"{figures[t]:,.1f}" if t in figures else "-" for t in self.targets]
         self.rows.append((case, unit, *cells, f"{ratio:.3f}", verdict, note))
         if self.against is None:
@@ -842,14 +846,15 @@ def table_size(
 ) -> dict[str, float]:
     """Median latency of each case's request, per server and table size ("case|name|size").
 
-    `sizes` maps a table size ("small", "big") to its servers. Each case is
-    read in `rounds` alternating rounds, every server of every size in turn,
-    so the sizes are compared at the same moments of a noisy machine.
+    `sizes` maps a table size ("small", "big") to its servers. Each of
+    `rounds` alternating rounds reads every case, each on every server of
+    every size in turn, so cases and sizes are compared at the same moments
+    of a noisy machine.
     """
     latencies: dict[str, list[float]] = {}
-    for label, body in cases.items():
-        jobs, keys = [], []
-        for _ in range(rounds):
+    jobs, keys = [], []
+    for _ in range(rounds):
+        for label, body in cases.items():
             for size, servers in sizes.items():
                 for name, server in servers.items():
                     jobs.append(
@@ -862,10 +867,10 @@ def table_size(
                         }
                     )
                     keys.append(f"{label}|{name}|{size}")
-        for key, result in zip(keys, load(jobs), strict=True):
-            if result["errors"]:
-                raise RuntimeError(f"{key}: {result['errors']} error(s)")
-            latencies.setdefault(key, []).extend(result["latencies_ms"])
+    for key, result in zip(keys, load(jobs), strict=True):
+        if result["errors"]:
+            raise RuntimeError(f"{key}: {result['errors']} error(s)")
+        latencies.setdefault(key, []).extend(result["latencies_ms"])
     return {key: median(values) for key, values in latencies.items()}
 
 
@@ -964,6 +969,8 @@ def _measure(
                 say(f"{op.name} ({op.origin}) waits for lines by design: see bench/idle_tails.py, not here")
             for op in workload.holds:
                 say(f"{op.name} ({op.origin}) reads what holds runs, which no floor serves: see --only holds")
+            for op in workload.counts:
+                say(f"{op.name} ({op.origin}) counts lines by kind, which no floor serves: see --only find")
             if args.only == "writes":
                 workload.reads = []
             elif args.only == "reads":
@@ -1026,8 +1033,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
     parser.add_argument(
         "--only",
-        choices=("reads", "writes", "holds"),
-        help="only the read cases, only the write cases, or only a run's holds beside a page",
+        choices=("reads", "writes", "holds", "find"),
+        help="only the read cases, only the write cases, only a run's holds beside a page, or only "
+        "runLog's filters beside a page",
     )
     parser.add_argument(
         "--against",
@@ -1068,12 +1076,16 @@ def main(argv: list[str] | None = None) -> int:
             report = Report(
                 targets=TARGETS if revision is None else ("service", BEFORE, *FLOORS), against=revision
             )
+            plans_small: dict[str, list[dict[str, Any]]] = {}
+            plans_big: dict[str, list[dict[str, Any]]] = {}
             if args.only == "holds":
                 from .holds import measure  # bench/holds.py imports this module
 
                 measure(report, args, plan)
-                plans_small: dict[str, list[dict[str, Any]]] = {}
-                plans_big: dict[str, list[dict[str, Any]]] = {}
+            elif args.only == "find":
+                from .find import measure as measure_find  # bench/find.py imports this module
+
+                measure_find(report, args, plan)
             else:
                 plans_small, plans_big = _measure(report, args, plan)
     finally:
