@@ -81,11 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "prune":
         return _prune(settings, args)
     if args.command == "export":
+        from .app import create_app
         from .export import export_to
 
         names = ("kinds", "phase", "stepId", "since", "until", "search")
         params = [(name, value) for name in names for value in getattr(args, name) or ()]
-        return asyncio.run(export_to(settings, args.run_id, params, sys.stdout.buffer, sys.stderr))
+        app = create_app(settings)
+        return asyncio.run(export_to(app, settings, args.run_id, params, sys.stdout.buffer, sys.stderr))
     if args.command == "serve":
         if settings.otel:
             from .tracing import TracingUnavailable, check_installed

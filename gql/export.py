@@ -225,17 +225,14 @@ class Stream:
 
 
 async def export_to(
-    settings: Any, run_id: str, params: list[tuple[str, str]], out: BinaryIO, errors: TextIO
+    app: Any, settings: Any, run_id: str, params: list[tuple[str, str]], out: BinaryIO, errors: TextIO
 ) -> int:
-    """`python -m gql export`: the route's answer, from an app run in this process, written to `out`.
+    """`python -m gql export`: the route's answer, from `app` run in this process, written to `out`.
 
     With the first of RUNLOG_READER_TOKEN as the caller's token, so that the
     shell reads what a reader may. Answers the exit status: 0, or 1 with the
     refusal on `errors`.
     """
-    from .app import create_app
-
-    app = create_app(settings)
     token = settings.reader_tokens[0] if settings.reader_tokens else None
     scope: dict[str, Any] = {
         "type": "http",

@@ -241,12 +241,13 @@ def test_prunes_through_every_node_cut_off_anywhere_by_their_deadlines_answer_an
     _fill(tables[0], ended, lines_each=30, live_run=live)
     before = datetime.datetime(2021, 1, 1, tzinfo=datetime.UTC)
 
-    async def main() -> tuple[int, list[str]]:
+    async def main() -> tuple[int, list[str], list[int]]:
         engines = [
             create_engine(Settings(database_url=url.render_as_string(hide_password=False))) for url in tables
         ]
         unexpected: list[str] = []
         answered = 0
+        unknown: list[int] = []  # what each OutcomeUnknown said it may have deleted
 
         async def prune(engine: AsyncEngine, seed: int) -> None:
             nonlocal answered
@@ -257,8 +258,13 @@ def test_prunes_through_every_node_cut_off_anywhere_by_their_deadlines_answer_an
                     deleted = await store.prune_terminal(
                         engine, before=before, limit=7, deadline=loop.time() + rng.uniform(0, 0.25)
                     )
+                except store.OutcomeUnknown as exc:
+                    # A COMMIT unanswered past its grace (a loaded machine): it says
+                    # how many lines it may have deleted, and the sum allows for them.
+                    unknown.append(int(str(exc).split("up to ")[1].split()[0]))
+                    continue
                 except Exception as exc:
-                    if isinstance(exc, store.OutcomeUnknown) or not store.is_unavailable(exc):
+                    if not store.is_unavailable(exc):
                         unexpected.append(repr(exc))
                         return
                     continue
@@ -272,15 +278,15 @@ def test_prunes_through_every_node_cut_off_anywhere_by_their_deadlines_answer_an
         finally:
             for engine in engines:
                 await engine.dispose()
-        return answered, unexpected
+        return answered, unexpected, unknown
 
-    answered, unexpected = asyncio.run(main())
+    answered, unexpected, unknown = asyncio.run(main())
     assert unexpected == []
     counts = _rows(
         tables[1], "SELECT run_id, COUNT(*) FROM event_run_log WHERE run_id > 3000 GROUP BY run_id"
     )
     assert counts == [(live, 30)]
-    assert answered == 40 * 30
+    assert answered <= 40 * 30 <= answered + sum(unknown)
 
 
 BIG_PRUNE = "mutation($before: DateTime!) { pruneTerminal(before: $before, limit: 10000) }"

@@ -30,6 +30,8 @@ LAYERS: dict[str, set[str]] = {
         "gql.server",
         "gql.graphiql",
         "gql.health",
+        "gql.export",
+        "gql.run_page",
     },
     "graphql": {
         "gql.schema",
@@ -44,6 +46,8 @@ LAYERS: dict[str, set[str]] = {
         "gql.trusted",
         "gql.schema_check",
         "gql.unrun_writes",
+        "gql.around",
+        "gql.filters",
     },
     "rules": {
         "gql.writes",

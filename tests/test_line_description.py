@@ -66,15 +66,16 @@ def test_a_field_added_in_one_place_is_served_by_the_plan_and_by_graphql_core(tm
     (copy / "static").symlink_to(ROOT / "gql" / "static")  # GraphiQL's files, read at start-up
     source = copy / "page.py"
     text = source.read_text()
+    # RunLogLine's own kind_name, the first of the module's (KindCount has one too).
     anchor = "    kind_name: str = strawberry.field("
-    assert text.count(anchor) == 1
+    assert text.count(anchor) >= 1
     added = textwrap.indent(
         "run_number: int = strawberry.field(\n"
         '    description="The run, as a number.", metadata=_read("r.run_id")\n'
         ")\n",
         "    ",
     )
-    source.write_text(text.replace(anchor, added + anchor))
+    source.write_text(text.replace(anchor, added + anchor, 1))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     for name in [n for n in env if n.startswith("RUNLOG_")]:
         del env[name]
