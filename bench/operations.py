@@ -16,6 +16,7 @@ is read by the benchmark too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,8 @@ class Operation:
     variables: tuple[VariableDefinitionNode, ...]
     origin: str  # the file it came from, or "introspection"
     skip: str | None = None  # why the bench cannot send it, when it cannot
+    # With --against: what the revision is sent in its place (`as_at_revision`); None, this same text.
+    at_revision: Operation | None = None
 
     @property
     def live(self) -> bool:
@@ -162,8 +165,17 @@ def _unfillable(definitions: tuple[VariableDefinitionNode, ...]) -> str | None:
 
 def shipped(folder: Path = OPERATIONS) -> list[Operation]:
     """Every operation in `folder`, each with the fragments it uses, as the TypeScript client prints it."""
-    files = sorted(folder.glob("*.graphql"))
-    definitions = [(path.name, d) for path in files for d in parse(path.read_text()).definitions]
+    return shipped_in({path.name: path.read_text() for path in sorted(folder.glob("*.graphql"))})
+
+
+def shipped_in(files: dict[str, str], where: str = "") -> list[Operation]:
+    """Every operation in `files` (a `.graphql` file's name: its text), as `shipped` builds them.
+
+    `where` goes before each operation's origin: a revision's (`cb6a918:RunLog.graphql`).
+    """
+    definitions = [
+        (f"{where}{name}", d) for name, text in sorted(files.items()) for d in parse(text).definitions
+    ]
     fragments = {d.name.value: d for _, d in definitions if isinstance(d, FragmentDefinitionNode)}
     operations = []
     for origin, definition in definitions:
@@ -207,6 +219,24 @@ def _collect(
                     used.append(fragment)
         else:
             _collect(getattr(selection, "selection_set", None), fragments, used)
+
+
+def as_at_revision(ours: Operation, theirs: list[Operation], label: str) -> Operation:
+    """What to send the revision (`--against`) for `ours`: its own operation of that name.
+
+    A revision serves its own schema, so it is sent the operation it shipped
+    under that name, its variables filled from `VALUES` as this tree's are
+    (the same run, limit and cursor; the filters left out). When it shipped
+    none, or one the bench cannot fill, the result's `skip` says why.
+    """
+    found = next((op for op in theirs if op.name == ours.name), None)
+    if found is None:
+        why = f"{label} ships no operation {ours.name}"
+        return Operation(ours.name, ours.kind, "", (), label, skip=why)
+    if found.kind != ours.kind:
+        why = f"{label}'s {ours.name} is a {found.kind}, this tree's a {ours.kind}"
+        return dataclasses.replace(found, skip=why)
+    return found
 
 
 # ── every field of every detail type, from the running service ──────────────
@@ -334,6 +364,15 @@ class Workload:
                     Operation(**{**operation.__dict__, "skip": f"a {operation.kind} is not benchmarked"})
                 )
         return workload
+
+    def against(self, theirs: list[Operation], label: str) -> None:
+        """Give each read and write the operation of its name in `theirs`, a revision's, to send it."""
+        self.reads = [
+            dataclasses.replace(op, at_revision=as_at_revision(op, theirs, label)) for op in self.reads
+        ]
+        self.writes = [
+            dataclasses.replace(op, at_revision=as_at_revision(op, theirs, label)) for op in self.writes
+        ]
 
     def read(self, name: str) -> Operation | None:
         return next((op for op in self.reads if op.name == name), None)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = "requirements.lock"
+OPERATIONS = "gql/operations"  # where a revision ships its operations
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._\-\[\],]*)==(\S+)", re.MULTILINE)
 
 
@@ -44,6 +45,10 @@ class Revision:
         short = self.commit[:7]
         return short if self.spec.lower() in self.commit else f"{self.spec} = {short}"
 
+    def operation_files(self) -> dict[str, str]:
+        """The revision's `gql/operations/*.graphql`, by file name: the operations it shipped."""
+        return operation_files(self.commit)
+
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """`base` with the revision's files first on PYTHONPATH."""
         path = [str(self.tree), *filter(None, base.get("PYTHONPATH", "").split(os.pathsep))]
@@ -61,6 +66,16 @@ def _git(*args: str, stdin: bytes | None = None) -> bytes:
     if done.returncode != 0:
         raise Refused(f"git {' '.join(args)} failed in {ROOT}: {done.stderr.decode().strip()}")
     return done.stdout
+
+
+def operation_files(commit: str) -> dict[str, str]:
+    """The `.graphql` files of `gql/operations/` at `commit`, by file name, read with `git show`."""
+    names = _git("ls-tree", "--name-only", f"{commit}:{OPERATIONS}").decode().split()
+    return {
+        name: _git("show", f"{commit}:{OPERATIONS}/{name}").decode()
+        for name in names
+        if name.endswith(".graphql")
+    }
 
 
 def pins(lock: str) -> dict[str, str]:

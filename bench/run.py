@@ -35,8 +35,11 @@ of the service to the floor in the same run.
 
 With `--against REV` a fourth server runs beside them: the service as it is at
 git revision REV (bench/revision.py), on the same database, in the same
-alternating rounds (service, before, floor, SQLAlchemy floor, ...). Its answers
-must equal this tree's before a case is timed; the operations are this tree's.
+alternating rounds (service, before, floor, SQLAlchemy floor, ...). It is sent
+its own shipped operation of each name (`operations.as_at_revision`), with the
+same variables filled; on every field that operation selects its answers must
+equal this tree's before a case is timed, and an operation it did not ship is
+timed without it.
 A second table gives, for each case, the revision's ratio to the floor, this
 tree's, and this tree's over the revision's: a change's effect measured in one
 run on one machine.
@@ -51,6 +54,7 @@ import datetime
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -61,11 +65,11 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -78,7 +82,7 @@ from gql.detail_codec import dump_detail
 from gql.kinds import Kind
 
 from .mariadb import MARIADB_URL, connect
-from .operations import HOT_RUN, RARE_KIND, WRITE_RUN, Operation, Workload
+from .operations import HOT_RUN, RARE_KIND, WRITE_RUN, Operation, Workload, every_detail_field, shipped_in
 from .revision import Refused, Revision, checkout
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -441,10 +445,12 @@ class Report:
         goal: str,
         note: str = "",
         before: float | None = None,
+        why_not_before: str | None = None,
     ) -> None:
         """A row: the figure of each server, the service's ratio to the floor, and the goal's verdict.
 
-        `before` is the same ratio for the revision given to --against, when it was measured.
+        `before` is the same ratio for the revision given to --against, when it was measured;
+        `why_not_before` says why it was not, when it is known.
         """
         if not goal or goal.startswith("("):  # shown, not judged: "(shown)", or what it is, "(per line)"
             verdict = goal or "(shown)"
@@ -455,7 +461,8 @@ class Report:
         if self.against is None:
             return
         if before is None:
-            self.changes.append((case, "-", f"{ratio:.3f}", "-", "not measured at the revision"))
+            why = f": {why_not_before}" if why_not_before else ""
+            self.changes.append((case, "-", f"{ratio:.3f}", "-", f"not measured at the revision{why}"))
             return
         now_over = ratio / before
         # Ratios of requests a second are better higher; of times and memory, lower.
@@ -532,10 +539,41 @@ def _shape(value: Any) -> Any:
     return None
 
 
+_S = TypeVar("_S")  # a server, or what stands for one
+
+
+def sent(op: Operation, name: str) -> Operation:
+    """The operation server `name` is sent for `op`: `before` gets the revision's own of that name."""
+    if name == BEFORE and op.at_revision is not None:
+        return op.at_revision
+    return op
+
+
+def serving(servers: dict[str, _S], op: Operation) -> dict[str, _S]:
+    """The servers `op` is timed on: without `before` when the revision has no operation to send it."""
+    theirs = op.at_revision
+    if theirs is not None and theirs.skip is not None:
+        return {name: server for name, server in servers.items() if name != BEFORE}
+    return servers
+
+
+def why_not_before(servers: dict[str, Server], op: Operation) -> str | None:
+    """Why `before` is not sent `op` when it is served, or None."""
+    theirs = op.at_revision
+    return theirs.skip if BEFORE in servers and theirs is not None else None
+
+
+def requests_for(
+    names: Iterable[str], op: Operation, limit: int, after: str | None = None
+) -> dict[str, list[str]]:
+    """Each named server's request for `op`: the same variables, in the operation that server is sent."""
+    return {name: ["/graphql", sent(op, name).body(limit, after)] for name in names}
+
+
 def compare_reads(servers: dict[str, Server], op: Operation, limit: int, after: str | None = None) -> str:
     """Ask each server once; raise Mismatch unless the floors answer the service's lines."""
-    body = op.body(limit, after)
-    return compare_answers({name: server.post(body) for name, server in servers.items()})
+    bodies = requests_for(servers, op, limit, after)
+    return compare_answers({name: server.post(bodies[name][1]) for name, server in servers.items()})
 
 
 def compare_answers(answers: dict[str, Any]) -> str:
@@ -546,14 +584,16 @@ def compare_answers(answers: dict[str, Any]) -> str:
     not check (an unreadable detail's `problem`): how many lines are
     byte-identical is said, not required.
 
-    The service at the revision given to --against (`BEFORE`) must answer
-    exactly what this tree answers: two versions of one service that answer
-    differently are not doing the same work.
+    The service at the revision given to --against (`BEFORE`), sent its own
+    operation, must answer what this tree answers on every field that
+    operation selects (`same_as_before`): two versions of one service that
+    answer differently are not doing the same work.
     """
     answers = dict(answers)
     before = answers.pop(BEFORE, None)
+    only_here: list[str] = []
     if before is not None:
-        same_as_before(answers["service"], before)
+        only_here = same_as_before(answers["service"], before)
     for name, answer in answers.items():
         if "errors" in answer or "data" not in answer:
             raise Mismatch(f"{name} answered {str(answer)[:300]}")
@@ -586,19 +626,31 @@ def compare_answers(answers: dict[str, Any]) -> str:
             alike.append(f"{name} {same}/{len(ids)} lines byte-identical")
     lines = sum(len(p["nodes"]) for p in service.values())
     if before is not None:
-        alike.insert(0, f"{BEFORE} the same answer")
+        alike.insert(
+            0,
+            f"{BEFORE} the same answer on the fields both select (this tree's alone: {', '.join(only_here)})"
+            if only_here
+            else f"{BEFORE} the same answer",
+        )
     return f"{lines} lines, same ids and fields; " + ", ".join(alike)
 
 
-def same_as_before(now: Any, before: Any) -> None:
-    """Raise Mismatch, saying where, unless the revision's answer is this tree's."""
+def same_as_before(now: Any, before: Any) -> list[str]:
+    """Raise Mismatch, saying where, unless the revision's answer is this tree's on the fields it has.
+
+    The revision is sent its own operation, which may select fewer fields
+    than this tree's (none it added since): every field of its answer must be
+    in this tree's, with the same value; the fields only this tree's answer
+    has are returned (`data.runLog.pageInfo.scanLimitReached`), not compared.
+    """
     if "errors" in before and "errors" not in now:
         messages = "; ".join(str(e.get("message")) for e in before["errors"])[:300]
         raise Mismatch(
             f"{BEFORE} (the revision given to --against) answered with errors where this tree did not: "
             f"{messages} (is the operation, or a field it selects, newer than that revision?)"
         )
-    found = _difference(now, before, "")
+    only_here: set[str] = set()
+    found = _difference(now, before, "", only_here)
     if found is not None:
         where, ours, theirs = found
         raise Mismatch(
@@ -606,6 +658,7 @@ def same_as_before(now: Any, before: Any) -> None:
             f"{where or 'the top'}: {str(theirs)[:200]} there, {str(ours)[:200]} here; "
             "revisions that answer differently are not compared"
         )
+    return sorted(only_here)
 
 
 # Fields whose value is opaque: two revisions may encode a cursor differently
@@ -613,15 +666,22 @@ def same_as_before(now: Any, before: Any) -> None:
 OPAQUE = frozenset({"cursor", "startCursor", "endCursor"})
 
 
-def _difference(a: Any, b: Any, where: str) -> tuple[str, Any, Any] | None:
-    """The first place where two JSON values differ (its path, and each value there), or None."""
+def _difference(a: Any, b: Any, where: str, only_in_a: set[str]) -> tuple[str, Any, Any] | None:
+    """The first place where `b` differs from `a` (its path, and each value there), or None.
+
+    An object of `b` may leave out keys `a`'s has: their paths (list indices
+    as `[]`) go into `only_in_a`. A key `b` has and `a` lacks is a difference.
+    """
     if isinstance(a, dict) and isinstance(b, dict):
-        if list(a) != list(b):
+        if any(key not in a for key in b):
             return where, list(a), list(b)
-        for key in a:
+        only_in_a.update(
+            re.sub(r"\[\d+\]", "[]", f"{where}.{key}" if where else key) for key in a if key not in b
+        )
+        for key in b:
             if key in OPAQUE and type(a[key]) is type(b[key]):
                 continue  # a cursor's text is each revision's own; that both give one is what counts
-            found = _difference(a[key], b[key], f"{where}.{key}" if where else key)
+            found = _difference(a[key], b[key], f"{where}.{key}" if where else key, only_in_a)
             if found is not None:
                 return found
         return None
@@ -629,7 +689,7 @@ def _difference(a: Any, b: Any, where: str) -> tuple[str, Any, Any] | None:
         if len(a) != len(b):
             return f"{where} (length)", len(a), len(b)
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = _difference(x, y, f"{where}[{i}]")
+            found = _difference(x, y, f"{where}[{i}]", only_in_a)
             if found is not None:
                 return found
         return None
@@ -640,7 +700,7 @@ def compare_writes(servers: dict[str, Server], op: Operation, database: str) -> 
     """Each server stores one line for one request, and says so."""
     for name, server in servers.items():
         before = count_lines(database, WRITE_RUN)
-        answer = server.post(op.body(SMALL_PAGE))
+        answer = server.post(sent(op, name).body(SMALL_PAGE))
         stored = count_lines(database, WRITE_RUN) - before
         values = list((answer.get("data") or {}).values())
         if "errors" in answer or values != [True] or stored != 1:
@@ -669,21 +729,29 @@ def big_page(report: Report, servers: dict[str, Server], op: Operation, plan: Pl
     """Time `op` on 2,000-line pages, one client; False when the floors do not answer what it answers."""
     label = f"{op.name}, {BIG_PAGE:,}-line page, 1 client"
     say(f"{label} ({op.origin})")
+    why = why_not_before(servers, op)
+    servers = serving(servers, op)
     try:
         report.notes.append(f"   {op.name}, limit {BIG_PAGE:,}: {compare_reads(servers, op, BIG_PAGE)}")
     except Mismatch as exc:
         report.unmeasured(label, goal or "(shown)", "answers differ")
         report.failed.append(f"{label}: {exc}")
         return False
-    request = ["/graphql", op.body(BIG_PAGE)]
+    requests = requests_for(servers, op, BIG_PAGE)
     results = alternate(
         servers,
         plan.latency_rounds,
-        lambda _name: {"mode": "latency", "requests": [request], "count": plan.latency_count, "warmup": 2},
+        lambda name: {
+            "mode": "latency",
+            "requests": [requests[name]],
+            "count": plan.latency_count,
+            "warmup": 2,
+        },
     )
     figures = {name: median([ms for r in rs for ms in r["latencies_ms"]]) for name, rs in results.items()}
     sizes = ", ".join(f"{name} {rs[-1]['bytes']:,}" for name, rs in results.items())
-    report.add(label, "ms", figures, _to_floor(figures), goal, f"bytes: {sizes}", _before_to_floor(figures))
+    note = f"bytes: {sizes}"
+    report.add(label, "ms", figures, _to_floor(figures), goal, note, _before_to_floor(figures), why)
     return True
 
 
@@ -691,19 +759,23 @@ def rate(
     report: Report,
     servers: dict[str, Server],
     label: str,
-    request: list[str],
+    requests: dict[str, list[str]],
     plan: Plan,
     goal: str,
     expect_true: bool = False,
     pin: int | None = 1,
+    why_not_before: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Requests a second with 8 clients, in alternating rounds; a row in the report."""
+    """Requests a second with 8 clients, in alternating rounds; a row in the report.
+
+    `requests` is each server's request, by its name.
+    """
     results = alternate(
         servers,
         plan.rate_rounds,
-        lambda _name: {
+        lambda name: {
             "mode": "throughput",
-            "requests": [request],
+            "requests": [requests[name]],
             "clients": 8,
             "seconds": plan.rate_seconds,
             "expect_true": expect_true,
@@ -717,7 +789,14 @@ def rate(
         f"{name} {median([ms for r in rs for ms in r['latencies_ms']]):.1f}" for name, rs in results.items()
     )
     report.add(
-        label, "req/s", figures, _to_floor(figures), goal, f"median ms: {p50}", _before_to_floor(figures)
+        label,
+        "req/s",
+        figures,
+        _to_floor(figures),
+        goal,
+        f"median ms: {p50}",
+        _before_to_floor(figures),
+        why_not_before,
     )
     return results
 
@@ -735,6 +814,8 @@ def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan:
     """Time `op` on 50-line pages, 8 clients; False when the floors do not answer what it answers."""
     label = f"{op.name}, {SMALL_PAGE}-line pages, 8 clients"
     say(f"{label} ({op.origin})")
+    why = why_not_before(servers, op)
+    servers = serving(servers, op)
     try:
         report.notes.append(f"   {op.name}, limit {SMALL_PAGE}: {compare_reads(servers, op, SMALL_PAGE)}")
         if op.has_variable("after"):
@@ -743,10 +824,11 @@ def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan:
             # may encode one otherwise).
             answers = {}
             for name, server in servers.items():
-                first = dict(_pages(server.post(op.body(SMALL_PAGE))["data"]))
+                theirs = sent(op, name)
+                first = dict(_pages(server.post(theirs.body(SMALL_PAGE))["data"]))
                 cursor = next(iter(first.values()), {}).get("pageInfo", {}).get("endCursor")
                 if cursor is not None:
-                    answers[name] = server.post(op.body(SMALL_PAGE, cursor))
+                    answers[name] = server.post(theirs.body(SMALL_PAGE, cursor))
             if answers:
                 found = compare_answers(answers)
                 report.notes.append(f"   {op.name}, limit {SMALL_PAGE}, the next page: {found}")
@@ -754,7 +836,7 @@ def small_pages(report: Report, servers: dict[str, Server], op: Operation, plan:
         report.unmeasured(label, goal or "(shown)", "answers differ")
         report.failed.append(f"{label}: {exc}")
         return False
-    rate(report, servers, label, ["/graphql", op.body(SMALL_PAGE)], plan, goal)
+    rate(report, servers, label, requests_for(servers, op, SMALL_PAGE), plan, goal, why_not_before=why)
     return True
 
 
@@ -763,6 +845,8 @@ def writes(
 ) -> None:
     label = f"{op.name}, 8 clients"
     say(f"{label} ({op.origin})")
+    why = why_not_before(servers, op)
+    servers = serving(servers, op)
     try:
         compare_writes(servers, op, database)
     except Mismatch as exc:
@@ -770,7 +854,8 @@ def writes(
         report.failed.append(f"{label}: {exc}")
         return
     before = count_lines(database, WRITE_RUN)
-    results = rate(report, servers, label, ["/graphql", op.body(SMALL_PAGE)], plan, goal, expect_true=True)
+    requests = requests_for(servers, op, SMALL_PAGE)
+    results = rate(report, servers, label, requests, plan, goal, expect_true=True, why_not_before=why)
     sent = sum(r["sent"] for rs in results.values() for r in rs)
     stored = count_lines(database, WRITE_RUN) - before
     if stored != sent:
@@ -780,23 +865,32 @@ def writes(
 def memory(report: Report, servers: dict[str, Server], workload: Workload, first: int, total: int) -> None:
     """Resident memory of the service (and of the revision's, with --against) after mixed requests."""
     say(f"service RSS after {first:,} and {total:,} mixed requests")
-    mixed = []
-    for i in range(100):
-        if i % 10 in (1, 2, 3) and workload.writes:
-            mixed.append(["/graphql", workload.writes[i % len(workload.writes)].body(SMALL_PAGE)])
-        else:
-            op = workload.reads[i % len(workload.reads)]
-            mixed.append(["/graphql", op.body(BIG_PAGE if i % 20 == 0 else SMALL_PAGE)])
+    # The revision takes the same mix in its own operations, or none: a mix of fewer would not compare.
+    unsent = [why for op in [*workload.reads, *workload.writes] if (why := why_not_before(servers, op))]
+    if unsent:
+        servers = {name: server for name, server in servers.items() if name != BEFORE}
+
+    def mixed(name: str) -> list[list[str]]:
+        requests = []
+        for i in range(100):
+            if i % 10 in (1, 2, 3) and workload.writes:
+                op = workload.writes[i % len(workload.writes)]
+                requests.append(["/graphql", sent(op, name).body(SMALL_PAGE)])
+            else:
+                op = workload.reads[i % len(workload.reads)]
+                requests.append(["/graphql", sent(op, name).body(BIG_PAGE if i % 20 == 0 else SMALL_PAGE)])
+        return requests
 
     def batch(server: Server, begin: int, n: int) -> int:
         requests = []
+        mix = mixed(server.name)
         for j in range(begin, begin + n):
             if j % 10 == 9:
                 # A query text never seen before: the caches must stay bounded.
                 text = f"query Unique{j} {{ runLog(runId: {HOT_RUN}, limit: 5) {{ nodes {{ id }} }} }}"
                 requests.append(["/graphql", json.dumps({"query": text})])
             else:
-                requests.append(mixed[j % len(mixed)])
+                requests.append(mix[j % len(mix)])
         (result,) = load([{"port": server.port, "mode": "latency", "requests": requests, "count": n}])
         errors: int = result["errors"]
         return errors
@@ -823,30 +917,37 @@ def memory(report: Report, servers: dict[str, Server], workload: Workload, first
         "<= 1.1",
         f"ratio: growth since {after_first / 1024:.1f} MiB after the first {first:,}",
         rss[BEFORE][1] / rss[BEFORE][0] if BEFORE in rss else None,
+        "; ".join(unsent) or None,
     )
 
 
 def workers(report: Report, database: str, op: Operation, plan: Plan) -> None:
     say(f"1 and 2 uvicorn workers, {op.name} {SMALL_PAGE}-line pages, 8 clients, nothing pinned")
-    names = ["service", BEFORE, "floor"] if report.against else ["service", "floor"]
+    why = op.at_revision.skip if report.against and op.at_revision is not None else None
+    names = ["service", BEFORE, "floor"] if report.against and why is None else ["service", "floor"]
     for count in (1, 2):
         servers = start_many(names, database, workers=count, pin=None, revision=report.against)
         try:
             for server in servers.values():
                 server.workers = max(server.workers, 2)  # RSS of the children; unpinned load generator
             label = f"{op.name}, {count} worker{'s' if count > 1 else ''}, 8 clients"
-            rate(report, servers, label, ["/graphql", op.body(SMALL_PAGE)], plan, "", pin=None)
+            requests = requests_for(servers, op, SMALL_PAGE)
+            rate(report, servers, label, requests, plan, "", pin=None, why_not_before=why)
         finally:
             for server in servers.values():
                 server.stop()
 
 
 def table_size(
-    sizes: dict[str, dict[str, Server]], cases: dict[str, str], count: int, rounds: int = 5
+    sizes: dict[str, dict[str, Server]],
+    cases: dict[str, str] | dict[str, dict[str, str]],
+    count: int,
+    rounds: int = 5,
 ) -> dict[str, float]:
     """Median latency of each case's request, per server and table size ("case|name|size").
 
-    `sizes` maps a table size ("small", "big") to its servers. Each of
+    `sizes` maps a table size ("small", "big") to its servers; `cases` a
+    label to its request body, or to each server's by name. Each of
     `rounds` alternating rounds reads every case, each on every server of
     every size in turn, so cases and sizes are compared at the same moments
     of a noisy machine.
@@ -861,7 +962,7 @@ def table_size(
                         {
                             "port": server.port,
                             "mode": "latency",
-                            "requests": [["/graphql", body]],
+                            "requests": [["/graphql", body if isinstance(body, str) else body[name]]],
                             "count": max(1, count // rounds),
                             "warmup": 3,
                         }
@@ -874,8 +975,15 @@ def table_size(
     return {key: median(values) for key, values in latencies.items()}
 
 
-def size_cases(workload: Workload) -> dict[str, tuple[str, list[str] | None, store.Cursor | None]]:
-    """The three reads that must not slow down as the table grows: body, and the statement to EXPLAIN."""
+SizeCase = tuple[Operation, str | None, list[str] | None, store.Cursor | None]
+
+
+def size_cases(workload: Workload) -> dict[str, SizeCase]:
+    """The three reads that must not slow down as the table grows.
+
+    Each is its operation and the cursor it reads after (or None), and the
+    kinds and cursor of the statement to EXPLAIN.
+    """
     newest = workload.read("RunLog") or workload.reads[0]
     by_kind = next((op for op in workload.reads if op.has_variable("kinds")), None)
     paged = next((op for op in workload.reads if op.has_variable("after")), newest)
@@ -885,16 +993,10 @@ def size_cases(workload: Workload) -> dict[str, tuple[str, list[str] | None, sto
         ),
         store.cursor_scope(HOT_RUN, None),
     )
-    cases: dict[str, tuple[str, list[str] | None, store.Cursor | None]] = {
-        f"newest {SMALL_PAGE} ({newest.name})": (newest.body(SMALL_PAGE), None, None)
-    }
+    cases: dict[str, SizeCase] = {f"newest {SMALL_PAGE} ({newest.name})": (newest, None, None, None)}
     if by_kind is not None:
-        cases[f"rare kind {RARE_KIND.name} ({by_kind.name})"] = (
-            by_kind.body(SMALL_PAGE),
-            [RARE_KIND.value],
-            None,
-        )
-    cases[f"{SMALL_PAGE} after a cursor ({paged.name})"] = (paged.body(SMALL_PAGE, after), None, MIDDLE)
+        cases[f"rare kind {RARE_KIND.name} ({by_kind.name})"] = (by_kind, None, [RARE_KIND.value], None)
+    cases[f"{SMALL_PAGE} after a cursor ({paged.name})"] = (paged, after, None, MIDDLE)
     return cases
 
 
@@ -904,8 +1006,14 @@ def big_table(
     """The same reads on a second database of `lines` lines, side by side with the first."""
     say(f"filling {lines:,} lines in a second database")
     cases = size_cases(workload)
-    bodies = {label: body for label, (body, _, _) in cases.items()}
     pair = {name: server for name, server in small.items() if name in ("service", BEFORE, "floor")}
+    unsent = [why for op, _, _, _ in cases.values() if (why := why_not_before(pair, op))]
+    if unsent:
+        pair.pop(BEFORE)
+    bodies = {
+        label: {name: body for name, (_, body) in requests_for(pair, op, SMALL_PAGE, after).items()}
+        for label, (op, after, _, _) in cases.items()
+    }
     with bench_database() as database:
         fill_base(database)
         fill_started = time.monotonic()
@@ -915,13 +1023,13 @@ def big_table(
         big = start_many(list(pair), database, revision=report.against)
         try:
             for label, body in bodies.items():
-                agreed = compare_answers({name: server.post(body) for name, server in big.items()})
+                agreed = compare_answers({name: server.post(body[name]) for name, server in big.items()})
                 report.notes.append(f"   {label}, {filled:,} lines: {agreed}")
             found = table_size({"small": pair, "big": big}, bodies, count)
         finally:
             for server in big.values():
                 server.stop()
-        plans = {label: explain(database, kinds, after) for label, (_, kinds, after) in cases.items()}
+        plans = {label: explain(database, kinds, after) for label, (_, _, kinds, after) in cases.items()}
     for key, value in found.items():
         label, name, size = key.split("|")
         if size != "big":
@@ -942,6 +1050,7 @@ def big_table(
                 f"ratio: to the service at 10,000 lines ({base:.2f} ms); "
                 f"the floor's is {floor_big / floor_small:.3f}",
                 None if before_big is None else before_big / found[f"{label}|{BEFORE}|small"],
+                "; ".join(unsent) or None,
             )
     return plans
 
@@ -963,6 +1072,14 @@ def _measure(
         servers = start_many(list(report.targets), database, revision=report.against)
         try:
             workload = Workload.build(servers["service"].port)
+            if report.against is not None:
+                # The revision is sent what it shipped, and its own page of every detail field.
+                label = report.against.label
+                theirs = shipped_in(report.against.operation_files(), f"{label}:")
+                workload.against([*theirs, every_detail_field(servers[BEFORE].port)], label)
+                for op in [*workload.reads, *workload.writes]:
+                    if op.at_revision is not None and op.at_revision.skip is not None:
+                        say(f"{op.name}: NOT measured for {BEFORE}: {op.at_revision.skip}")
             for op in workload.skipped:
                 report.failed.append(f"{op.name} ({op.origin}) is NOT benchmarked: {op.skip}")
             for op in workload.live:
@@ -999,7 +1116,7 @@ def _measure(
             if workload.reads:
                 cases = size_cases(workload)
                 plans_small = {
-                    label: explain(database, kinds, after) for label, (_, kinds, after) in cases.items()
+                    label: explain(database, kinds, after) for label, (_, _, kinds, after) in cases.items()
                 }
                 if args.big:
                     plans_big = big_table(report, servers, workload, args.big_lines, 10 if quick else 200)

@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphql import ListValueNode, Node, OperationType, build_client_schema, get_introspection_query, parse
+from graphql import (
+    ListValueNode,
+    Node,
+    OperationType,
+    build_client_schema,
+    get_introspection_query,
+    parse,
+    print_ast,
+)
 from starlette.testclient import TestClient
 
 from bench import floor, revision, run
@@ -17,8 +25,10 @@ from bench.operations import (
     HOLDS_OPERATIONS,
     HOT_RUN,
     OPERATIONS,
+    Workload,
     every_detail_field_of,
     shipped,
+    shipped_in,
 )
 from gql.app import create_app
 from gql.details import DETAIL_TYPES
@@ -206,6 +216,54 @@ def test_against_an_older_revision_the_bench_serves_it_beside_this_tree_and_comp
     assert not Path(served.group(1)).exists(), "the revision's files were left behind"
 
 
+def test_against_a_revision_before_is_sent_the_operation_of_that_name_the_revision_shipped() -> None:
+    """cb6a918's RunLog declares none of the filters since added, nor selects `scanLimitReached`."""
+    workload = Workload(reads=[op for op in shipped() if op.name in ("RunLog", "RunLines")])
+    workload.against(shipped_in(revision.operation_files("cb6a918"), "cb6a918:"), "cb6a918")
+    runlog, lines = workload.read("RunLog"), workload.read("RunLines")
+    assert runlog is not None and lines is not None
+    servers = {name: object() for name in ("service", "before", "floor")}
+
+    for limit in (2000, 50):
+        sent = {
+            name: json.loads(body) for name, (_, body) in run.requests_for(servers, runlog, limit).items()
+        }
+        assert sent["floor"] == sent["service"]
+        assert "$phase" in sent["service"]["query"] and "scanLimitReached" in sent["service"]["query"]
+        # The revision's own text: the operation in its file, and the fragments it spreads.
+        ours = parse(revision._git("show", "cb6a918:gql/operations/RunLog.graphql").decode())
+        assert sent["before"]["query"].startswith(print_ast(ours.definitions[0]) + "\n\n")
+        assert "fragment RunLogLineFields on RunLogLine" in sent["before"]["query"]
+        assert "$phase" not in sent["before"]["query"] and "scanLimitReached" not in sent["before"]["query"]
+        # The same request: the same run and limit, no filter and no cursor at either.
+        assert (
+            sent["before"]["variables"]
+            == sent["service"]["variables"]
+            == {"runId": str(HOT_RUN), "limit": limit}
+        )
+
+    # An operation the revision did not ship is timed without it, and says why.
+    assert lines.at_revision is not None and lines.at_revision.skip == "cb6a918 ships no operation RunLines"
+    assert list(run.serving(servers, lines)) == ["service", "floor"]
+    assert list(run.serving(servers, runlog)) == ["service", "before", "floor"]
+    assert run.why_not_before(servers, lines) == "cb6a918 ships no operation RunLines"
+    report = run.Report(
+        targets=("service", "before", "floor"),
+        against=revision.Revision("cb6a918", "cb6a918" + "0" * 33, ROOT),
+    )
+    report.add(
+        "RunLines, 50-line pages, 8 clients",
+        "req/s",
+        {"service": 8.0, "floor": 10.0},
+        0.8,
+        "",
+        "",
+        None,
+        run.why_not_before(servers, lines),
+    )
+    assert report.changes[-1][-1] == "not measured at the revision: cb6a918 ships no operation RunLines"
+
+
 def test_a_revision_whose_answer_differs_from_this_tree_s_is_not_compared() -> None:
     page = {"nodes": [{"id": "1", "kind": "NOTE", "detail": {"text": "a"}}], "pageInfo": {"endCursor": "x"}}
     now = {"data": {"runLog": page}}
@@ -216,6 +274,21 @@ def test_a_revision_whose_answer_differs_from_this_tree_s_is_not_compared() -> N
     with pytest.raises(
         run.Mismatch, match=r"otherwise than this tree at data\.runLog\.nodes\[0\]\.detail\.text"
     ):
+        run.compare_answers(answers)
+
+    # Its own operation selects fewer fields: compared on those it selects, the others named.
+    answers["before"] = json.loads(json.dumps(now))
+    now["data"]["runLog"]["pageInfo"]["scanLimitReached"] = False
+    found = run.compare_answers(answers)
+    assert "before the same answer on the fields both select" in found
+    assert "this tree's alone: data.runLog.pageInfo.scanLimitReached" in found
+    answers["before"]["data"]["runLog"]["pageInfo"]["endCursor"] = None
+    with pytest.raises(run.Mismatch, match=r"at data\.runLog\.pageInfo\.endCursor"):
+        run.compare_answers(answers)
+    # A field the revision answers and this tree does not: not the same work.
+    answers["before"] = json.loads(json.dumps(now))
+    answers["before"]["data"]["runLog"]["nodes"][0]["gone"] = 1
+    with pytest.raises(run.Mismatch, match=r"otherwise than this tree at data\.runLog\.nodes\[0\]"):
         run.compare_answers(answers)
 
     # An operation (or a field) newer than the revision: it answers with errors.
