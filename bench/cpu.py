@@ -14,8 +14,8 @@ answered. With `--profile PREFIX`, py-spy (`pip install py-spy`; not a
 dependency) records each server's first round as raw stacks, in
 PREFIX-service.raw and PREFIX-floor.raw, for a flame graph or a count of
 where the time goes. With `--against REV`, the service at that revision
-(bench/revision.py) takes its turn too, so the two trees' CPU a request are
-measured in the same rounds.
+(bench/revision.py) takes its turn too, sent the operation of that name REV
+shipped, so the two trees' CPU a request are measured in the same rounds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import statistics
 import subprocess
 from contextlib import ExitStack
 
-from bench.operations import shipped
+from bench.operations import as_at_revision, shipped, shipped_in
 from bench.revision import Refused, checkout
 from bench.run import BEFORE, SMALL_PAGE, bench_database, fill_base, load, start
 
@@ -50,7 +50,7 @@ def main() -> int:
     parser.add_argument("--against", metavar="REV", help="also the service at this git revision")
     args = parser.parse_args()
     operation = {op.name: op for op in shipped()}[args.operation]
-    body = operation.body(args.limit)
+    bodies = dict.fromkeys(("service", "floor"), operation.body(args.limit))
     spy = shutil.which("py-spy") if args.profile else None
     if args.profile and spy is None:
         parser.error("--profile needs py-spy on PATH")
@@ -63,6 +63,12 @@ def main() -> int:
             except Refused as exc:
                 parser.error(str(exc))
             per_request = {"service": [], BEFORE: [], "floor": []}
+            # The revision is sent its own operation of that name (as `python -m bench --against` does).
+            theirs = shipped_in(revision.operation_files(), f"{revision.label}:")
+            at_revision = as_at_revision(operation, theirs, revision.label)
+            if at_revision.skip is not None:
+                parser.error(f"--against {args.against}: {at_revision.skip}")
+            bodies[BEFORE] = at_revision.body(args.limit)
             print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
         database = stack.enter_context(bench_database())
         fill_base(database)
@@ -92,7 +98,7 @@ def main() -> int:
                         [
                             {
                                 "mode": "throughput",
-                                "requests": [["/graphql", body]],
+                                "requests": [["/graphql", bodies[name]]],
                                 "clients": 8,
                                 "seconds": args.seconds,
                                 "port": server.port,
