@@ -244,7 +244,7 @@ _threshold = gc.get_threshold()
 
 
 class AllowedHosts:
-    """ASGI middleware: refuse with a JSON 400 a request whose Host names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
+    """ASGI middleware: a JSON 400 for a request whose Host names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
 
     Closes DNS rebinding. The probes and /metrics are answered whatever the Host.
     """

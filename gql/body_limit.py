@@ -19,7 +19,7 @@ COLLECT_AFTER_BYTES = 256 * 1024
 
 
 class BodyLimit:
-    """ASGI middleware: refuse a request body over `max_bytes` with 413, or not all in within `timeout` s with 408.
+    """ASGI middleware: refuse a body over `max_bytes` with 413, or one not in within `timeout` s with 408.
 
     `shortcut(scope, body, receive, send)`, when given, is offered the whole body first: it
     answers (True) or sends nothing and leaves it to `app` (False).

@@ -170,7 +170,7 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
             return 0
         from .app import create_app
 
-        # What uvicorn.run does for one process (SIGTERM drains, then the lifespan's shutdown), with our Config.
+        # What uvicorn.run does for one process (SIGTERM drains, then lifespan shutdown), with our Config.
         served = uvicorn.Server(server.config(create_app(settings), settings, host=host, port=port))
         served.run()
         return 0 if served.started else 3  # uvicorn's own exit status for a failed start
@@ -180,7 +180,7 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
 
 
 def _metrics_dir(workers: int) -> str | None:
-    """Prepare PROMETHEUS_MULTIPROC_DIR for several workers (emptied at start); the folder to remove at exit, if made here."""
+    """Prepare PROMETHEUS_MULTIPROC_DIR for several workers (emptied); the folder to remove, if made."""
     from .metrics import MULTIPROC_ENV
 
     given = os.environ.get(MULTIPROC_ENV)

@@ -109,7 +109,7 @@ async def load(
 
 
 async def _demo_runs_present(conn: AsyncConnection, *, embedded: bool, replace_any: bool) -> list[int]:
-    """The demo's run ids already present; raise DemoRefused if one holds another run, unless `replace_any`."""
+    """The demo's run ids already present; DemoRefused if one holds another run, unless `replace_any`."""
     with_lines = set(
         (
             await conn.execute(

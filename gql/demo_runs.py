@@ -104,7 +104,7 @@ def build_runs(now: datetime.datetime) -> list[DemoRun]:
 
 
 def _with_lines_of(kinds: list[Kind], run: DemoRun) -> DemoRun:
-    """`run` and, after its last line, a line of each of `kinds` (those no story tells) with its declared example."""
+    """`run` and, after its last line, a line of each of `kinds` (no story tells them) with its example."""
     if not kinds:
         return run
     last = run.lines[-1].at

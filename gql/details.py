@@ -138,7 +138,7 @@ _DECLARED: dict[Kind, tuple[type, dict[str, Any]]] = {}
 
 
 def detail_of(kind: Kind, *, example: dict[str, Any]) -> Callable[[_T], _T]:
-    """Declare the decorated Strawberry type as `kind`'s detail; `example` is one a writer could send (the demo and tests use it)."""
+    """Declare the decorated Strawberry type as `kind`'s detail; `example` is one a writer could send."""
 
     def declare(cls: _T) -> _T:
         named = _detail_type_name(kind)

@@ -2,7 +2,7 @@
 
 Its files are `gql/static/graphiql/` (from `scripts/graphiql-assets`, checked against
 `assets.json`), served at `/graphiql/<digest>/<name>` under a same-origin CSP. The example
-tabs are gql/operations/ with demo-run variables. `with_fragments(text)` appends the shared fragments an operation needs.
+tabs are gql/operations/ with demo-run variables. `with_fragments(text)` appends the fragments it needs.
 """
 
 from __future__ import annotations

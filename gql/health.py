@@ -104,7 +104,7 @@ def _missing_table(message: str) -> str:
 
 
 class Readiness:
-    """Whether this process can serve now: a connection to spare, and a database that answers (one check at a time)."""
+    """Whether this process can serve now: a spare connection, and a database that answers (checked once)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

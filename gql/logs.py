@@ -107,7 +107,7 @@ def dumps(entry: dict[str, Any]) -> str:
 
 
 def logging_config(log_format: str, level: str) -> dict[str, Any]:
-    """The `logging.config.dictConfig` of a server process (and each worker): the service's loggers and uvicorn's."""
+    """The `logging.config.dictConfig` of a server process and its workers: ours and uvicorn's loggers."""
     json_format = log_format == "json"
     plain = {"()": "gql.logs.JsonFormatter"} if json_format else {"()": "gql.logs.TextFormatter"}
     access = {"()": "gql.logs.JsonFormatter"} if json_format else {"()": "gql.logs.AccessTextFormatter"}

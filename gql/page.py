@@ -189,7 +189,7 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
 
 
 def _read(expression: str, **names: Any) -> dict[str, Any]:
-    """A `RunLogLine` field's metadata: `expression` reads it from the stored line `r` and cursor `c`, using `names`.
+    """A `RunLogLine` field's metadata: `expression` reads it from stored line `r` and cursor `c`, by `names`.
 
     Both `as_line` and the compiled page plan are made from it, so they cannot disagree.
     """

@@ -1,4 +1,4 @@
-"""Validation rules for a document's shape: `shape_rules(max_depth, max_aliases, most)` (used by gql/limits.py).
+"""Validation rules for a document's shape: `shape_rules(max_depth, max_aliases, most)`, for gql/limits.py.
 
 Depth, aliases, selections with fragments spread out, and the budget of graphql-core's overlap check.
 """
@@ -41,7 +41,7 @@ def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTVal
 
 
 class _DepthLimiter(QueryDepthLimiter):
-    """Strawberry's depth limit, leaving `{ ...Missing }` (its KeyError) to graphql-core's "Unknown fragment"."""
+    """Strawberry's depth limit, leaving `{ ...Missing }` (a KeyError there) to graphql-core's own rule."""
 
     def __init__(self, max_depth: int) -> None:
         super().__init__(max_depth=max_depth)
@@ -58,7 +58,7 @@ class _DepthLimiter(QueryDepthLimiter):
 
 
 def _expansion_limit(most: int) -> type[ASTValidationRule]:
-    """A rule refusing a document whose fragments, spread out, hold more than `most` selections (as tokens would)."""
+    """A rule refusing a document whose fragments, spread out, hold more than `most` selections."""
 
     class ExpansionLimit(ValidationRule):
         def __init__(self, context: ValidationContext) -> None:
@@ -93,7 +93,7 @@ def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidat
 
 
 def expanded_selections(document: DocumentNode, most: int) -> int | None:
-    """The selections of `document`'s operations with every fragment spread out, up to `most` + 1; None for a cycle."""
+    """The selections of `document`'s operations, fragments spread out, up to `most` + 1; None for a cycle."""
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     own = {name: _own_selections(f.selection_set) for name, f in fragments.items()}
     order = TopologicalSorter({name: {s for s in spreads if s in own} for name, (_, spreads) in own.items()})
@@ -160,6 +160,6 @@ def _too_complex() -> GraphQLError:
 
 
 def explain_aborted_overlap_check(errors: list[GraphQLError]) -> None:
-    """Put an error that says what to change in place of the overlap check's "Validation aborted." (in place)."""
+    """Put, in place, an error saying what to change for the overlap check's "Validation aborted."."""
     if any(overlap_check_aborted(e) for e in errors):
         errors[:] = [_too_complex() if overlap_check_aborted(e) else e for e in errors]

@@ -45,7 +45,7 @@ class Replica:
 
     @property
     def allowance(self) -> float:
-        """How far behind the primary a page read on the replica may be, in seconds (the lag and one interval)."""
+        """How far behind the primary a page read on the replica may be: the lag and one interval, seconds."""
         return self.settings.read_max_lag + self.settings.read_check_interval
 
     def start(self) -> None:

@@ -453,7 +453,7 @@ def _reason(exc: BaseException) -> str:
 
 
 async def write_line(context: Context, **arguments: Any) -> bool:
-    """What `writeRunLog` does with its arguments (the resolver's and the write plan's): writes.py's write path."""
+    """What `writeRunLog` does (for the resolver and the write plan): writes.py's write path."""
     return await context.writer.write_run_log(
         may_write=context.policy.allows(context.caller, Action.WRITE),
         request_id=context.request_id,

@@ -1,4 +1,4 @@
-"""How each setting's variable is read: a `Parser` per kind of value (`seconds(0.05, 4.5)`), and what it accepts.
+"""How each setting's variable is read: a `Parser` per kind of value (`seconds(0.05, 4.5)`).
 
 A parser returns the value or raises ValueError saying what would be accepted.
 """

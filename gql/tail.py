@@ -120,7 +120,7 @@ class Watcher:
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: int, *, counted: bool = False) -> AsyncIterator[Watch]:
-        """Watch `run_id` until the block ends; `counted` waits count against RUNLOG_MAX_WAITS (TooManyWaits)."""
+        """Watch `run_id` until the block ends; `counted` waits count against RUNLOG_MAX_WAITS."""
         if self._stopped:
             raise Closed
         if counted:

@@ -1,4 +1,4 @@
-"""Trusted documents: the operations known by hash (`TrustedDocuments.from_settings`), and who may run what else.
+"""Trusted documents: operations known by hash (`TrustedDocuments.from_settings`), and who may run others.
 
 The shipped manifest is operations/persisted-documents.json (made by clients/ts); an operator
 adds more with RUNLOG_TRUSTED_DOCUMENTS_FILE. A client may send `{"documentId": "sha256:<hex>"}`.

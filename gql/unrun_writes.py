@@ -31,7 +31,7 @@ from .settings import Settings
 def log_unrun_writes(
     request_id: str, sent: bytes | Mapping[str, Any], errors: list[GraphQLError], settings: Settings
 ) -> None:
-    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran (an argument that does not coerce).
+    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran (a value did not coerce).
 
     `sent` is an HTTP request's JSON body, or a websocket operation's payload (`query`, `variables`).
     """

@@ -129,7 +129,7 @@ class Compiler:
         return self.fields_function(gtype, field_details_list, "o", f"type(o) is not {cls}", read)
 
     def line_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
-        """A function completing a page's line from its stored row `r` and cursor `c`, as `line_sources` says."""
+        """A function completing a page's line from its stored row `r` and cursor `c` (`line_sources`)."""
         sources = getattr(self.page_origin, "line_sources", None)
         if sources is None:
             raise NotCompilable(f"{PAGE_TYPE_NAME} does not say how its lines are read")
@@ -270,7 +270,7 @@ class Compiler:
     def complete(self, value: str, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
         """Lines that set `target` to `value` completed as `gtype`, or raise Unplanned.
 
-        One test for a value of the exact expected type; anything else coerces as graphql-core would, or gives up.
+        One test for a value of the exact expected type; else it coerces as graphql-core would, or gives up.
         """
         nullable = not isinstance(gtype, GraphQLNonNull)
         inner = gtype if nullable else gtype.of_type

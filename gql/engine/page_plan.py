@@ -83,7 +83,7 @@ class _Selection:
 
 
 class _PlanCache:
-    """Plans by selection, bounded in count and in bytes (each selection's document, which its nodes keep alive)."""
+    """Plans by selection, bounded in count and in bytes (counting the document its nodes keep alive)."""
 
     def __init__(self, size: int, max_bytes: int = PLAN_CACHE_BYTES) -> None:
         self.size = size

@@ -1,4 +1,4 @@
-"""A query of one plain `runLog` field, answered without graphql-core's executor: the read side of write_plan.py.
+"""A query of one plain `runLog` field, answered without graphql-core's executor (write_plan.py's twin).
 
 `read_plan(schema, executor, operation, fragments)` makes one (or None); `await plan.answer(context,
 variables, text)` coerces, calls `run_log.read_run_log` and completes the page with its compiled
@@ -50,7 +50,7 @@ class ReadPlan:
     async def answer(
         self, context: Context, inputs: dict[str, Any] | None, text: str
     ) -> ExecutionResult | None:
-        """The executor's answer for this request, or None (counted, with why) when the executor must give it."""
+        """The executor's answer for this request, or None (counted) when the executor must give it."""
         coerced = self.coercion.coerce(inputs)
         if coerced is None:
             metrics.fell_back(

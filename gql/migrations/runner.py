@@ -93,7 +93,7 @@ def upgrade(conn: Connection, *, writable: bool = True) -> Migrated:
 
 
 def write_sql(conn: Connection, out: TextIO) -> None:
-    """Print to `out` the SQL that `upgrade` would run on this database (ending at head), running none of it."""
+    """Print to `out` the SQL that `upgrade` would run on this database (to head), running none of it."""
     start = version(conn)
     adopted = detect(conn) if start is None else None
     if start == head():

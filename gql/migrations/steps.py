@@ -41,7 +41,7 @@ def add_index(name: str, table: str, columns: Sequence[str]) -> None:
 
 
 def index_is_there(conn: Connection, table: str, name: str, columns: Sequence[str]) -> bool:
-    """Whether `table` has the index `name`, or (MySQL) one on the same columns under another name (a DBA's)."""
+    """Whether `table` has the index `name`, or (MySQL) one on the same columns under another name."""
     if conn.dialect.name == "sqlite":
         # SQLAlchemy does not reflect an index on an expression on SQLite: the name says.
         rows = conn.exec_driver_sql(

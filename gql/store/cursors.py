@@ -69,7 +69,7 @@ def cursor_scope(run_id: int, kinds: Sequence[str] | None, filters: Filters = NO
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """A position in a run's log, (at, id), and for a recent line the `Window` a `before` read has delivered."""
+    """A position in a run's log, (at, id); for a recent line, the `Window` a `before` read delivered."""
 
     # Naive UTC; or a line's `position` when its stored `at` is not a time.
     # None only on a cursor of a read that found no line (`cursor_now`).
@@ -314,7 +314,7 @@ class _Reader:
 def decode_cursor(value: str, argument: str, scope: Scope) -> Cursor:
     """The cursor `value`, checked to be for `scope`; CursorError says what was wrong.
 
-    Bounded before decoding (MAX_CURSOR_CHARS, RECENT_LINES): a forged cursor costs no more than an issued one.
+    Bounded before decoding (MAX_CURSOR_CHARS, RECENT_LINES): a forged one costs no more than an issued one.
     """
     shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
     issued = (
@@ -408,7 +408,7 @@ class PageCursors:
 def cursors_of(
     page: Page, *, before: Cursor | None, settled: datetime.datetime, scope: Scope, only_ends: bool = False
 ) -> PageCursors:
-    """The cursors of a page read with `before` (`newer_cursors`) or without (`page_cursors`), and its stop's."""
+    """The cursors of a page read with `before` (`newer_cursors`) or not (`page_cursors`), and its stop's."""
     stop = page.stop
     if stop is not None and before is not None and page.scanned is not None:
         # Recent lines the search left out are named too, so the next page skips them.

@@ -186,7 +186,7 @@ async def _read_lines(
 async def count_recent(
     engine: AsyncEngine, *, run_ids: Sequence[int], earlier: datetime.datetime, since: datetime.datetime
 ) -> dict[int, tuple[int, int]]:
-    """Per run, how many lines are stamped at or after `earlier`, and at or after `since` (one query; none: left out)."""
+    """Per run (none: left out), how many lines are stamped at or after `earlier`, and at or after `since`."""
     if not run_ids:
         return {}
     sqlite = engine.dialect.name == "sqlite"
@@ -219,7 +219,7 @@ def _stored_bytes(detail: str | bytes | None) -> int:
 
 
 async def ping(engine: AsyncEngine) -> None:
-    """Raise unless the database answers, with `event_run_log` in place (not `event_runs`: writes work without it)."""
+    """Raise unless the database answers, with `event_run_log` in place (writes work without `event_runs`)."""
     await read_rows(engine, text("SELECT 1 FROM event_run_log LIMIT 0"))
 
 

@@ -17,7 +17,7 @@ STAND_IN_AT = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 class Line(NamedTuple):
     """One stored line, as stored: `kind` and `detail` are not interpreted here.
 
-    A row holding what no line can (`at` not a time, a NULL kind) has a stand-in there and `problem` says what.
+    A row holding what no line can (`at` not a time, a NULL kind) has a stand-in, and `problem` says what.
     """
 
     id: int
@@ -46,7 +46,7 @@ class NewLine:
 class Filters(NamedTuple):
     """What a read keeps of a run's lines besides its kinds; each None for no filter, () for none at all.
 
-    `since` (inclusive) and `until` (exclusive) naive UTC ms; `search` lower case, a substring of detail or kind.
+    `since` (inclusive), `until` (exclusive): naive UTC ms; `search`: lower case, in detail or kind.
     """
 
     phases: tuple[int, ...] | None = None
