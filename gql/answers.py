@@ -32,12 +32,7 @@ log = logging.getLogger("gql.app")
 
 
 class MaskUnexpected(MaskErrors):
-    """Mask what the caller cannot act on; keep what they can.
-
-    Parse and validation errors ("Cannot query field 'x'") have no original
-    error and pass through, as do `ClientError`s. Anything else is replaced by a
-    message carrying the request id, and logged in full with the same id.
-    """
+    """Mask what the caller cannot act on (`should_mask`): replaced by the request id, and logged in full."""
 
     def __init__(self) -> None:
         super().__init__(should_mask_error=should_mask)
@@ -48,8 +43,7 @@ class MaskUnexpected(MaskErrors):
 
     def on_operation(self) -> Iterator[None]:
         yield from super().on_operation()
-        # What the request is counted and logged as, on Strawberry's path
-        # (run_prepared notes it on its own).
+        # What the request is counted as, on Strawberry's path (run_prepared notes its own).
         found = self.execution_context.graphql_document
         if found is not None:
             schema = self.execution_context.schema
@@ -78,14 +72,7 @@ def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
 def forget_tracebacks(errors: list[GraphQLError]) -> None:
     """Drop the tracebacks of answered errors, and of the exceptions they wrap.
 
-    An error raised while a request ran keeps, through its traceback, the
-    frames it passed; Strawberry's keep the execution context, which holds
-    the error again (its result), and the request's text and body: a cycle,
-    freed only when the collector runs, which it does every 10,000 new
-    containers here (`_start_up_frozen`): a big query text refused for its
-    size was kept, with its body, for every such request until then. Once
-    the answer is formatted and any fault logged with its stack, nothing
-    reads them.
+    Their frames hold the request's text and body in a cycle the collector frees only late.
     """
     pending: list[BaseException | None] = list(errors)
     seen: set[int] = set()
@@ -101,19 +88,13 @@ def forget_tracebacks(errors: list[GraphQLError]) -> None:
 def should_mask(error: GraphQLError) -> bool:
     """Whether `error` came from a surprise rather than from what the caller sent.
 
-    An error raised while resolving a field (it has a path) is shown only when
-    it is a `ClientError`. An error without a path comes from before execution:
-    parsing, validation, or coercing the request's variables. graphql-core
-    wraps a bad variable ("Int cannot represent non 32-bit signed integer
-    value") around another `GraphQLError`, so the caller must see it; anything
-    else without a path (an extension that failed) is a surprise.
+    Shown: `ClientError`s, and errors from before execution (parsing, validation, a bad
+    variable, which graphql-core wraps around a `GraphQLError`). Masked: anything else.
     """
     original = error.original_error
     if original is None or isinstance(original, ClientError):
         return False
-    # A literal Python will not read (an Int of 5,000 digits) fails validation
-    # around a ValueError, with the literal's node: the caller's, like any
-    # other error that points into the document.
+    # An error pointing into the document (an Int of 5,000 digits) is the caller's.
     return not (error.path is None and (isinstance(original, GraphQLError) or error.nodes))
 
 
@@ -122,10 +103,7 @@ def operation_label(
 ) -> str:
     """What a GraphQL request is counted as: its root fields' names, joined by `+`.
 
-    A label is a series in /metrics, so only the schema's own root fields
-    name one (the operation name is the caller's to choose, without bound):
-    `introspection` for `__schema` and `__type`, `invalid` for a field the
-    schema does not have or an operation that is not in the document.
+    Only the schema's own names, to bound the /metrics series: `introspection`, or `invalid`.
     """
     if operation is None:
         return "invalid"
@@ -172,8 +150,7 @@ def json_content_type(header: str | None) -> str | None:
 
 
 def shortened(reason: str, most: int = 1000) -> str:
-    # Strawberry quotes the caller's input in some reasons ("Unknown operation
-    # named ..."): an operationName of 4 MiB came back whole.
+    # Strawberry quotes the caller's input in some reasons ("Unknown operation named ...").
     if len(reason) <= most:
         return reason
     return f"{reason[:most]}... ({len(reason)} characters, shortened)"
@@ -193,11 +170,7 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 def response_media_type(accept: str | None) -> str:
     """The media type a GraphQL answer goes out as, for a request's `Accept` header.
 
-    application/graphql-response+json when the caller lists it at least as
-    high as application/json (Apollo Client and urql do), else
-    application/json: for no `Accept`, `*/*`, or a client that predates the
-    GraphQL over HTTP specification. Cached: a handful of clients send a
-    handful of distinct headers.
+    application/graphql-response+json when listed at least as high as application/json, else application/json.
     """
     if not accept or accept == JSON:
         return JSON

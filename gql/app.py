@@ -52,9 +52,8 @@ def create_app(
 ) -> Starlette:
     """Build the app for `settings` (read from the environment when omitted).
 
-    `prepared=False` answers every request through Strawberry's full pipeline
-    (tests compare the two). With RUNLOG_OTEL (or a `tracer_provider`, which
-    tests give), requests and SQL make OpenTelemetry spans (gql/tracing.py).
+    `prepared=False` answers every request through Strawberry's full pipeline. With
+    RUNLOG_OTEL or a `tracer_provider`, requests and SQL make OpenTelemetry spans.
     """
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
@@ -66,16 +65,10 @@ def create_app(
         app.state.engine = engine
         if traced is not None:
             pool_state(engine).spans = tracing.instrument_engine(engine, traced)
-        # Retention (off unless RUNLOG_RETENTION is set): stopped before the
-        # pool is disposed, so a slice in flight finishes or is rolled back.
-        sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)
-        # New lines for long polls and tails (gql/tail.py): one probe per interval.
+        sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
         watcher = app.state.watcher = Watcher(engine, settings)
         tails = app.state.tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
-        # The read replica, if one is set (gql/replica.py): looked at once
-        # before the first request, then every RUNLOG_READ_CHECK_INTERVAL.
         replica = app.state.replica = Replica.from_settings(engine, settings)
-        # Its write queue and what it knows of the detail column (gql/writes.py).
         writer = writes.Writer(engine, settings)
         app.state.services = Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
         if traced is not None and replica is not None:
@@ -118,8 +111,7 @@ def create_app(
     caches = DocumentCaches()
     extensions.append(caches.extension)
     schema = build_schema(extensions=extensions)
-    # Every trusted document is parsed and validated now: a manifest entry
-    # this schema refuses stops start-up, naming it.
+    # A manifest entry this schema refuses stops start-up, naming it.
     trusted = TrustedDocuments.from_settings(settings)
     trusted.check(graphql_schema(schema))
     graphql_app = RunLogGraphQL(
@@ -130,30 +122,18 @@ def create_app(
         policy=policy,
         prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
-        # Queries by GET (urql sends short ones so); a GET mutation is
-        # refused with 405 (`execute_single`). See docs/operating.md, "GraphQL
-        # over HTTP, GET, and cross-site requests".
-        allow_queries_via_get=True,
-        # The websocket at /graphql (runLogTail). Strawberry's own cap on a
-        # connection's operations is left above ours (which counts
-        # subscriptions, with an error that names its setting), so that it
-        # still bounds queries sent over the socket.
+        allow_queries_via_get=True,  # a GET mutation is refused with 405 (`execute_single`)
+        # Above ours (which names its setting), so it still bounds queries over the socket.
         max_subscriptions_per_connection=2 * settings.max_subscriptions_per_connection,
-        # The older graphql-ws protocol's keep-alive message ("ka"); both
-        # protocols also get websocket pings from uvicorn (gql/server.py).
-        keep_alive=True,
+        keep_alive=True,  # graphql-ws's "ka"; uvicorn also pings (gql/server.py)
         keep_alive_interval=settings.ws_ping_interval,
         connection_init_wait_timeout=timedelta(seconds=settings.header_timeout),
-        # Browsers apply no CORS to a websocket: Strawberry refuses the
-        # handshake (403, before accepting) of a page on another origin than
-        # these, the service's own pages (GraphiQL) and clients that send no
-        # Origin (not browsers) excepted.
+        # Browsers apply no CORS to a websocket: a page of another origin is refused (403).
         allowed_origins=settings.cors_origins,
     )
 
     def replica_state(request: Request) -> dict[str, Any]:
-        # A replica that is down or behind leaves the service ready: pages
-        # read from the primary meanwhile. It is reported, not judged.
+        # Reported, not judged: pages read from the primary while a replica is down.
         replica: Replica | None = request.app.state.replica
         return {} if replica is None else {"replica": replica.status()}
 
@@ -182,8 +162,7 @@ def create_app(
         )
 
     async def livez(request: Request) -> Response:
-        # The process answers: nothing else is asked, the database least of
-        # all (a database that is down is no reason to restart this process).
+        # Asks nothing: a database that is down is no reason to restart this process.
         return JSONResponse({"status": "alive"})
 
     async def metrics_page(request: Request) -> Response:
@@ -197,14 +176,11 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route("/graphql", graphql_app, methods=["GET", "POST"]),
-        # The subscription, at the same URL (GraphiQL's subscription URL too).
         WebSocketRoute("/graphql", graphql_app),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/livez", livez, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        # A run's whole log as NDJSON, oldest first, read as runLog reads it (gql/export.py).
         Route("/runs/{runId}/log.ndjson", export.route(graphql_app), methods=["GET"]),
-        # The run page (/runs, /runs/{runId}), on the public API at /graphql.
         *run_page.routes(settings.trusted_documents),
     ]
     if settings.graphiql:
@@ -216,19 +192,12 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[
-            # A span around everything, when tracing is on.
             *([] if traced is None else tracing.middleware(traced)),
-            # Outermost but for that, so that every response carries the request's id, the
-            # body limit's 413 and a CORS preflight's answer included, and
-            # nothing leaves as a bare 500.
+            # Outside the others, so every response (413, preflight) carries the request's id.
             Middleware(RequestId),
-            # Only the names the service answers to, when RUNLOG_ALLOWED_HOSTS is set.
             *([Middleware(AllowedHosts, hosts=settings.allowed_hosts)] if settings.allowed_hosts else []),
-            # Browser pages of these origins (the admin frontend) may call the
-            # API; with none configured, CORS is not answered at all.
             *_cors(settings),
-            # Then the body limit, so an oversized or too slow body is refused
-            # before anything reads it.
+            # Before anything reads the body.
             Middleware(
                 BodyLimit,
                 max_bytes=settings.max_body_bytes,
@@ -244,25 +213,15 @@ def create_app(
     return app
 
 
-# Python's youngest generation is collected every this many new containers
-# (its default: 700); see _start_up_frozen.
+# The youngest generation's threshold while serving (Python's default: 700).
 YOUNG_COLLECTION_EVERY = 10_000
 
 
 @contextlib.contextmanager
 def _start_up_frozen() -> Iterator[None]:
-    """While the app serves, keep the cyclic garbage collector off what start-up made, and run it less often.
+    """While apps serve, `gc.freeze` what start-up made and collect the youngest generation less often.
 
-    The schema, its types and resolvers, the modules and the pool are made once
-    and live as long as the app: most of the heap. Frozen (`gc.freeze`), they
-    are still freed by reference counting but never walked again by the
-    older generations' collections. A page makes thousands of short-lived
-    containers, nearly all freed by reference counting, and the youngest
-    generation was collected every 700 of them: every 10,000 instead, which
-    spends the collector's time on pages rather than on walking what never
-    dies (docs/performance.md, "What each piece bought"). Undone when the last
-    app of the process stops, so a process that starts many apps one after
-    another (the tests) collects each one's cycles once it has stopped.
+    Undone when the last app of the process stops.
     """
     global _serving, _threshold
     if _serving == 0:
@@ -279,24 +238,15 @@ def _start_up_frozen() -> Iterator[None]:
             gc.unfreeze()
 
 
-# Apps serving in this process (tests start several), and the collector's
-# thresholds before the first of them.
+# Apps serving in this process, and the collector's thresholds before the first.
 _serving = 0
 _threshold = gc.get_threshold()
 
 
 class AllowedHosts:
-    """ASGI middleware: refuse a request whose Host header names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
+    """ASGI middleware: a JSON 400 for a request whose Host names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
 
-    A page on a DNS name its author rebinds to this service's address is,
-    to the browser, of that name's origin, and its Host header names it: the
-    websocket's same-origin check lets it in, and a service reached only
-    through the user's network answers it. Naming the hosts the service
-    answers to closes that. Starlette's TrustedHostMiddleware does the same
-    check, but answers in plain text: here a request (a websocket's
-    handshake too) is refused with JSON and its request id. Liveness,
-    readiness and metrics are answered whatever the Host: probes call them
-    by address, and they serve no page.
+    Closes DNS rebinding. The probes and /metrics are answered whatever the Host.
     """
 
     def __init__(self, app: Any, hosts: tuple[str, ...]) -> None:
@@ -337,9 +287,7 @@ class AllowedHosts:
 UNCHECKED_HOST_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/metrics"})
 
 
-# How long a browser may keep a preflight's answer: ten minutes, so the
-# frontend does not preflight every call, while a change of the allowed
-# origins still reaches open pages soon.
+# Seconds a browser keeps a preflight's answer.
 CORS_MAX_AGE = 600
 
 
@@ -352,11 +300,8 @@ def _cors(settings: Settings) -> list[Middleware]:
             allow_origins=list(settings.cors_origins),
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "X-Request-Id", "traceparent"],
-            # So the page can show a failed call's id next to its error.
             expose_headers=["X-Request-Id"],
-            # A bearer token is a header the page sets, not a credential in
-            # CORS' sense (cookies, HTTP authentication): none is allowed.
-            allow_credentials=False,
+            allow_credentials=False,  # a bearer token is a header, not a CORS credential
             max_age=CORS_MAX_AGE,
         )
     ]

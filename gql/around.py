@@ -27,11 +27,7 @@ async def read_around(
 ) -> tuple[list[store.Line], list[str], PageInfo, float]:
     """The lines (newest first), their cursors and the page's info around `line_id`; and the read's deadline.
 
-    Of the page's `limit` lines, the line itself, up to half the rest newer
-    than it, and the others older. Its lines' cursors are those of a `before`
-    page from the line (the newer ones) and of a page read newest first from
-    it (the line and the older ones), so `startCursor` as `before` and
-    `endCursor` as `after` go on without a line repeated or skipped.
+    The line, up to half the rest newer, the others older; `startCursor` and `endCursor` go on both ways.
     """
     size = store.clamp_read_limit(limit)
     loop = asyncio.get_running_loop()

@@ -1,10 +1,6 @@
-"""Who the caller is, and what they may do.
+"""Who the caller is, and what they may do: `Policy.from_settings(s).identify(header)`, then `allows`.
 
-Three roles: a reader may read (`runLog`), a writer may write (`writeRunLog`),
-an admin may do everything, `pruneTerminal` included. Each role has up to two
-tokens at once, so a token can be rotated without downtime. Where no reader
-(or writer) token is configured, reading (or writing) is open to anyone: the
-local default. Admin is never open: with no admin token, no one is an admin.
+Reader, writer, admin (everything). Reads or writes with no token configured are open; admin never is.
 """
 
 from __future__ import annotations
@@ -68,8 +64,7 @@ class Policy:
         given = _digest(token)
         roles = set()
         for role, tokens in self.tokens.items():
-            # Compare against every configured token, whatever matches first,
-            # so the time taken says nothing about which token (if any) is right.
+            # Every token compared, so the time taken says nothing of which matched.
             matched = False
             for expected in tokens:
                 matched |= hmac.compare_digest(given, expected)
@@ -88,9 +83,7 @@ class Policy:
 
 
 def _digest(token: str) -> bytes:
-    # Tokens are compared as digests of one length: compare_digest takes the
-    # same time for any two values of one length, but may return early when
-    # the lengths differ, which would tell a guesser the token's length.
+    # Digests of one length: compare_digest may return early on lengths that differ.
     return hashlib.sha256(token.encode()).digest()
 
 

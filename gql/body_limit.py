@@ -14,27 +14,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .request_id import error_body, request_id
 
-# A request whose body is at least this big is followed by a collection of
-# the youngest generations (see BodyLimit): the size from which the prepared
-# path leaves a body to Strawberry (prepared.PREPARED_MAX_BODY), where a body is
-# no longer one of the many small requests.
+# A body at least this big is followed by a young-generation collection (prepared.PREPARED_MAX_BODY).
 COLLECT_AFTER_BYTES = 256 * 1024
 
 
 class BodyLimit:
-    """ASGI middleware: refuse a request body over `max_bytes` with 413, or one too slow with 408.
+    """ASGI middleware: refuse a body over `max_bytes` with 413, or one not in within `timeout` s with 408.
 
-    A declared Content-Length over the limit is refused without reading a
-    byte; a chunked body is counted as it streams in and refused as soon as it
-    passes the limit. The whole body must arrive within `timeout` seconds of
-    the request's head, however it trickles in: a client that sends a byte
-    every few seconds would otherwise hold its connection and this task for
-    ever. A body within both limits is handed on unchanged.
-
-    `shortcut`, when given, is offered the request first, with its whole
-    body: it answers (True) or sends nothing and leaves it to `app` (False).
-    The app offers it the POSTs to /graphql that `run_prepared` answers,
-    which need neither the router nor Strawberry's view (gql/view.py).
+    `shortcut(scope, body, receive, send)`, when given, is offered the whole body first: it
+    answers (True) or sends nothing and leaves it to `app` (False).
     """
 
     def __init__(
@@ -62,13 +50,8 @@ class BodyLimit:
             await self._serve(scope, receive, send, read)
         finally:
             if read[0] >= COLLECT_AFTER_BYTES:
-                # What a request leaves in reference cycles lives until the
-                # collector runs: graphql-core's executor is one (it holds
-                # bound methods of itself), and holds the request's variables
-                # and context. For a big body that is megabytes per request,
-                # kept for the hundred or so requests between two collections
-                # of the youngest generation (app._start_up_frozen): collected
-                # now, the cost of a collection against that of the body read.
+                # graphql-core's executor is a reference cycle holding the request's variables:
+                # for a big body, megabytes kept until the next collection.
                 gc.collect(1)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, read: list[int]) -> None:

@@ -117,10 +117,6 @@ def _refuse_workers(settings: Settings, workers: int) -> str | None:
     if workers < 1:
         return f"--workers {workers} is not accepted: give a number of processes of at least 1"
     if workers > 1 and settings.is_embedded:
-        # Every worker builds its own app: each would create the tables at
-        # start and run a retention sweeper of its own, and the embedded
-        # database has no GET_LOCK to keep two sweepers from pruning at once.
-        # One process serves what one SQLite file can take (one writer at a time).
         return (
             f"--workers {workers} is refused on the embedded SQLite database "
             f"({settings.safe_database_url}): each worker would create the tables and run its "
@@ -174,9 +170,7 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
             return 0
         from .app import create_app
 
-        # uvicorn handles SIGTERM and SIGINT: it stops accepting, lets requests in
-        # flight finish, then runs the lifespan's shutdown (which disposes the pool).
-        # This is what uvicorn.run does for one process, with our Config.
+        # What uvicorn.run does for one process (SIGTERM drains, then lifespan shutdown), with our Config.
         served = uvicorn.Server(server.config(create_app(settings), settings, host=host, port=port))
         served.run()
         return 0 if served.started else 3  # uvicorn's own exit status for a failed start
@@ -186,13 +180,7 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
 
 
 def _metrics_dir(workers: int) -> str | None:
-    """Prepare prometheus_client's multiprocess folder; the folder to remove at exit, if made here.
-
-    One process keeps its metrics in memory. Several write them to files
-    in PROMETHEUS_MULTIPROC_DIR, which every scrape adds up: a folder of our
-    own unless the operator named one, emptied at start either way, since
-    files left by an earlier run would be counted again.
-    """
+    """Prepare PROMETHEUS_MULTIPROC_DIR for several workers (emptied); the folder to remove, if made."""
     from .metrics import MULTIPROC_ENV
 
     given = os.environ.get(MULTIPROC_ENV)
@@ -336,9 +324,7 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
     engine = create_engine(settings)
     when = horizon.isoformat(timespec="seconds")
     progress = ProgressBar(sys.stderr)
-    # Each call to the database by RUNLOG_PRUNE_TIMEOUT, as pruneTerminal's:
-    # aiomysql reads without a timeout, and a database that stopped answering
-    # held the command (a cron job, say) for ever.
+    # Each call bounded by RUNLOG_PRUNE_TIMEOUT: aiomysql reads without a timeout.
     bound = settings.prune_timeout
     try:
         async with asyncio.timeout(bound):
@@ -362,8 +348,7 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
                 file=sys.stderr,
             )
 
-        # The sweepers' lock, held for the whole drain: their ticks skip
-        # meanwhile, rather than prune the same lines beside it.
+        # The sweepers' lock, for the whole drain: their ticks skip meanwhile.
         async with retention.sweep_lock(engine, lock, wait=retention.SLICE_TIMEOUT, on_wait=waiting) as taken:
             if not taken:
                 print(
@@ -501,14 +486,9 @@ def _demo(settings: Settings, allow_non_embedded: bool, replace_any: bool, then_
 
 
 def _serve_workers(config: uvicorn.Config) -> None:
-    """What `uvicorn.run` does for several workers, with Nagle's algorithm off.
+    """What `uvicorn.run` does for several workers, with TCP_NODELAY on the shared socket.
 
-    uvicorn binds the socket it shares between workers without naming TCP as
-    its protocol, so asyncio does not set TCP_NODELAY on the connections it
-    accepts; uvicorn writes a response's head and body separately, and the
-    body then waits for the client's delayed ACK: about 40 ms on every
-    keep-alive request (a third of the throughput of one worker, measured).
-    Accepted connections inherit TCP_NODELAY from the listening socket.
+    (asyncio does not set it on that socket's connections, and the body would wait for a delayed ACK.)
     """
     from . import metrics
     from .compat.uvicorn import supervisor_class

@@ -1,21 +1,8 @@
-"""Loading the demo runs: `python -m gql demo`, or `python -m gql serve --demo`.
+"""Loading the demo runs (gql/demo_runs.py): `python -m gql demo`, or `python -m gql serve --demo`.
 
-The runs themselves, their lines and their stories, are in gql/demo_runs.py;
-here they are checked, written, and described for the terminal.
-
-Loading is idempotent: the runs have fixed ids, and loading again replaces
-them (their `event_runs` rows and all their lines) in one transaction. A run
-id the demo uses that already holds someone else's run is not touched: the
-load refuses, names it, and names the flag (`--replace-demo-runs`) that
-replaces it anyway, since on a scratch database (a README example written
-before the demo was loaded) that is what the user wants. The demo's runs are recognised by their first line,
-a note from `DEMO_ACTOR` saying they are demo data.
-
-The lines are inserted here rather than through `store.write_line`, because a
-believable log needs the times a real evening would have (the store stamps
-every line with now) and `event_runs` rows, which the service otherwise only
-reads. Every detail is still checked with `check_detail`, the check
-`writeRunLog` applies, before anything is written.
+Idempotent: loading again replaces the demo's runs in one transaction. A run id holding
+someone else's run is refused unless `--replace-demo-runs`. Lines are inserted directly
+(with a real evening's times), each detail checked as `writeRunLog` checks it.
 """
 
 from __future__ import annotations
@@ -122,10 +109,7 @@ async def load(
 
 
 async def _demo_runs_present(conn: AsyncConnection, *, embedded: bool, replace_any: bool) -> list[int]:
-    """The demo's run ids already present; raise DemoRefused if one holds another run.
-
-    Unless `replace_any`: then those runs are listed too, to be replaced.
-    """
+    """The demo's run ids already present; DemoRefused if one holds another run, unless `replace_any`."""
     with_lines = set(
         (
             await conn.execute(

@@ -1,16 +1,7 @@
-"""The demo's five runs: what each holds and when, told as the seed's comments tell it.
+"""The demo's five runs, in five statuses, telling the seed's stories: `build_runs(now)`.
 
-Five runs, in five statuses, whose lines tell the stories the seed's comments
-tell: a run that did not start because run 37 holds `invasion:Yew`, a gate
-waiting for the boss in Yew while the boss spawns in Britain, a step refused
-over a cap, a cleanup that brought some resources back and not others. Every
-kind appears at least once: the 22 of the seed in the stories, and a kind
-declared since, until a story tells it, at the end of the live run with the
-example its detail type declares.
-
-Each run's first line is a note from `DEMO_ACTOR` saying it is demo data:
-that is how loading it again (gql/demo.py) tells the demo's runs from
-someone else's. Nothing here touches a database.
+Every kind appears at least once (a kind no story tells, with its declared example). Each
+run's first line is a note from `DEMO_ACTOR`, which is how gql/demo.py knows its runs.
 """
 
 from __future__ import annotations
@@ -113,12 +104,7 @@ def build_runs(now: datetime.datetime) -> list[DemoRun]:
 
 
 def _with_lines_of(kinds: list[Kind], run: DemoRun) -> DemoRun:
-    """`run` and, after its last line, a line of each of `kinds` with its declared example.
-
-    For the kinds no story tells (one declared since the stories were
-    written): every kind is in the demo from the day it is declared, until a
-    story tells it.
-    """
+    """`run` and, after its last line, a line of each of `kinds` (no story tells them) with its example."""
     if not kinds:
         return run
     last = run.lines[-1].at

@@ -1,23 +1,9 @@
-"""One typed detail per kind (how a stored detail is checked and read: gql/detail_codec.py).
+"""One typed detail per kind, declared with `@detail_of(Kind.X, example=...)` above its `@strawberry.type`.
 
-The Strawberry types below are the single source of truth: the pydantic models
-that check a detail on write and read it back are derived from them, so a field
-added here is checked, stored and served without a second definition. Each is
-declared as its kind's with `@detail_of`, and the `RunLogDetail` union and the
-lookups by kind are derived from those declarations (docs/development.md,
-"Adding a kind").
-
-A detail is stored as JSON whose keys are the GraphQL field names
-(`blockingRunId`), so what a writer sends is what a reader selects. A field name
-used by several types has the same GraphQL type in each of them (`from` is
-`String` everywhere): the frontend selects every fragment in one query, and
-GraphQL refuses fragments that give one name two types.
-
-Extra keys: **refused on write, ignored on read.** A key the kind's type does
-not have is almost always a typo (`blockingRunID`), and storing it would lose
-the fact silently, so the write answers `false` and logs the line, the same
-posture the seed takes for an unknown kind. A stored row with extra keys
-(written by hand, or by a newer server) still reads as its typed detail.
+The types are the one source: gql/detail_codec.py derives the checks and reads from them,
+and `RunLogDetail` and `DETAIL_TYPES` follow. Stored as JSON keyed by GraphQL field names;
+one field name has one GraphQL type in every detail. Unknown keys are refused on write,
+ignored on read.
 """
 
 from __future__ import annotations
@@ -36,9 +22,7 @@ from strawberry.types.base import (
 # pydantic reads a TypedDict only from typing_extensions before Python 3.12.
 from .kinds import Kind
 
-# ── enums used inside details ────────────────────────────────────────────────
-# Stored as their GraphQL names, like every other value: what a writer sends
-# is what a reader selects.
+# ── enums used inside details (stored as their GraphQL names) ───────────────
 
 
 @strawberry.enum(description="How a phase's advance gate opened.")
@@ -141,32 +125,20 @@ def _external_id() -> Any:
 
 # ── what a detail links to ───────────────────────────────────────────────────
 
-# Marks a detail field that is looked up when read, never stored: the codecs
-# leave it out, so a writer that sends it is refused as for any unknown key.
+# Marks a detail field looked up when read, never stored (a writer sending it is refused).
 LOADED = "runlog.loaded"
-# Marks a detail field that names a run (event_runs.id, an INT): what a reader
-# selects through it (`blockingRun`) is looked up by that id, so a write is
-# refused unless it is one (1..2147483647).
+# Marks a detail field that names a run (event_runs.id): a write must give 1..2147483647.
 NAMES_A_RUN = "runlog.names_a_run"
 
 
 # ── one type per kind ────────────────────────────────────────────────────────
-#
-# Each kind's detail type is declared once, with `@detail_of` above its
-# `@strawberry.type`; the union, `DETAIL_TYPES` and the write path's checks are
-# derived from these declarations (see the end of this section).
 
 _T = TypeVar("_T", bound=type)
 _DECLARED: dict[Kind, tuple[type, dict[str, Any]]] = {}
 
 
 def detail_of(kind: Kind, *, example: dict[str, Any]) -> Callable[[_T], _T]:
-    """Declare the decorated Strawberry type as `kind`'s detail.
-
-    `example` is a detail a writer could send, in GraphQL field names: the
-    demo shows it for a kind no story of its tells yet, and the tests write,
-    read and record it (tests/details_examples.py).
-    """
+    """Declare the decorated Strawberry type as `kind`'s detail; `example` is one a writer could send."""
 
     def declare(cls: _T) -> _T:
         named = _detail_type_name(kind)
@@ -250,12 +222,9 @@ class RunBlockedDetail:
         metadata={NAMES_A_RUN: True},
     )
     concurrency_key: str = strawberry.field(description="The key both runs need (`invasion:Yew`).")
-    # Plain data, filled in by the page's resolver with one batched lookup
-    # (schema.RunLogPage.blocking_run) when the query selects it: an async
-    # resolver per line would keep the page off the compiled plan
-    # (engine/compiler.py). An exception in its place is the lookup's failure, which
-    # graphql-core raises at this field alone: the line stays on its page.
-    # `Run` is gql/runs.py, which imports the modules that import this one: named lazily, never imported.
+    # Plain data, set by the page's one batched lookup (a resolver would keep the page off
+    # the compiled plan); an exception in its place is raised at this field alone.
+    # `Run` is gql/runs.py, which imports the modules that import this one: named lazily.
     blocking_run: Annotated["Run", strawberry.lazy("gql.runs")] | None = strawberry.field(  # type: ignore[name-defined]  # noqa: F821, UP037
         default=None,
         description="The run that holds the key, as it is now; null if the events system "
@@ -516,9 +485,7 @@ DETAIL_TYPES: dict[Kind, type] = _detail_types()
 # One detail a writer could send, per kind (see `detail_of`).
 EXAMPLES: dict[Kind, dict[str, Any]] = {kind: _DECLARED[kind][1] for kind in Kind}
 
-# The type of a line's `detail`: every kind's detail type, in the kinds'
-# order, then the fallback. Built from DETAIL_TYPES, so it is typed `Any`:
-# mypy cannot read a union made at run time.
+# Every kind's detail type in the kinds' order, then the fallback (`Any`: made at run time).
 RunLogDetail: Any = Annotated[
     Union[(*DETAIL_TYPES.values(), UnreadableDetail)],
     strawberry.union(

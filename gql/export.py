@@ -1,11 +1,7 @@
-"""`GET /runs/{runId}/log.ndjson`: a run's whole log, oldest first, one JSON line each, read page by page.
+"""`GET /runs/{runId}/log.ndjson` (`route(graphql_app)`): a run's whole log, oldest first, one JSON line each.
 
-Each page is the shipped `RunLog` selection's lines (gql/operations/
-fragments.graphql), answered by the engine as any client's request is, with
-the caller's own authorization: a line reads here as GraphQL gives it. The
-pages are `before` reads from the run's start, so the body is never held:
-one page at a time, each sent before the next is read. A client that takes
-nothing of a page within RUNLOG_WS_PING_INTERVAL is dropped, as a tail's is.
+Pages of the shipped line fragment, read through the engine with the caller's authorization,
+one at a time; a client taking nothing within RUNLOG_WS_PING_INTERVAL is dropped.
 """
 
 from __future__ import annotations
@@ -227,11 +223,9 @@ class Stream:
 async def export_to(
     app: Any, settings: Any, run_id: str, params: list[tuple[str, str]], out: BinaryIO, errors: TextIO
 ) -> int:
-    """`python -m gql export`: the route's answer, from `app` run in this process, written to `out`.
+    """`python -m gql export`: the route's answer from `app`, as the first reader token, written to `out`.
 
-    With the first of RUNLOG_READER_TOKEN as the caller's token, so that the
-    shell reads what a reader may. Answers the exit status: 0, or 1 with the
-    refusal on `errors`.
+    Answers the exit status: 0, or 1 with the refusal on `errors`.
     """
     token = settings.reader_tokens[0] if settings.reader_tokens else None
     scope: dict[str, Any] = {

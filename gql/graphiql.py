@@ -1,19 +1,8 @@
-"""GraphiQL at /graphql, served entirely by the service, opening on the example operations.
+"""GraphiQL at /graphql, served entirely by the service (no CDN), opening on the example operations.
 
-The page loads React, GraphiQL 3 and its explorer plugin from the files in
-`gql/static/graphiql/` (taken from the npm registry at pinned versions by
-`scripts/graphiql-assets`, listed with their sha256 in its `assets.json`) and
-its own script from `gql/static/`, all at `/graphiql/<digest>/<name>` on this
-service, never from a CDN: it works on a machine without internet, and no
-third-party origin runs code in the API's. Its Content-Security-Policy lets it
-load and connect to this origin only.
-
-GraphiQL gets `defaultTabs`, one tab per example operation with variables that
-work on the demo runs. The examples are the very files the generated clients
-are built from, so what someone tries here is what a client sends. GraphiQL
-shows `defaultTabs` when the browser has no tabs stored for this address; once
-someone has edited, their own tabs come back instead (GraphiQL's settings
-dialog has "Clear storage" to see the examples again).
+Its files are `gql/static/graphiql/` (from `scripts/graphiql-assets`, checked against
+`assets.json`), served at `/graphiql/<digest>/<name>` under a same-origin CSP. The example
+tabs are gql/operations/ with demo-run variables. `with_fragments(text)` appends the fragments it needs.
 """
 
 from __future__ import annotations
@@ -41,8 +30,7 @@ VENDOR_DIR = STATIC_DIR / "graphiql"
 # The page's own script and style, written here (not from npm).
 OWN_FILES = ("runlog-graphiql.js", "runlog-graphiql.css")
 
-# Where the assets are served, relative to the page at /graphql, so that a
-# proxy serving the API under a prefix serves GraphiQL under it too.
+# Relative to the page, so a proxy serving the API under a prefix serves these under it too.
 ASSETS_PATH = "/graphiql/{digest}/{name}"
 
 # Tab order, and variables that show something on the demo runs.
@@ -58,8 +46,7 @@ TABS: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("RunLogPage.graphql", {"runId": str(demo_runs.TREASURE_HUNT), "limit": 5, "after": None}),
-    # Finding a line: the same operation with a filter (phase, stepId, since,
-    # until and around are its other variables).
+    # Finding a line: the same operation with a filter.
     ("RunLog.graphql", {"runId": str(demo_runs.INVASION), "search": "Yew", "limit": 20}),
     (
         "WriteNote.graphql",
@@ -69,17 +56,13 @@ TABS: list[tuple[str, dict[str, Any]]] = [
             "actor": "you, in GraphiQL",
         },
     ),
-    # The run WriteNote writes to: start the tail, run WriteNote in another
-    # tab, and the note arrives here.
+    # The run WriteNote writes to: the note arrives here.
     ("RunLogTail.graphql", {"runId": str(demo_runs.BLOCKED), "since": None}),
 ]
 
 _TABS_ELEMENT_ID = "runlog-example-tabs"
 
-# Only this origin: scripts and styles from the files below, requests (HTTP
-# and the subscriptions' websocket: CSP 3's 'self' covers ws: and wss: on the
-# same host) to the API. GraphiQL's fonts and icons are data: URLs inside its
-# CSS. The page's own data (the example tabs) is JSON that no script runs.
+# Only this origin (CSP 3's 'self' covers ws: and wss:); fonts and icons are data: URLs.
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'none'",
@@ -94,8 +77,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
     ]
 )
 
-# A URL names one file's bytes for good (its digest is in the path), so a
-# browser may keep it a year without asking again.
+# A URL names one file's bytes for good (its digest is in the path).
 _IMMUTABLE = "public, max-age=31536000, immutable"
 _MEDIA_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
@@ -113,7 +95,7 @@ class Asset:
 
     @functools.cached_property
     def gzipped(self) -> bytes:
-        # Once per process: GraphiQL's script is 3.5 MB, about 0.8 MB gzipped.
+        # Once per process.
         return gzip.compress(self.body, compresslevel=6, mtime=0)
 
 

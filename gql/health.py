@@ -1,13 +1,6 @@
-"""What `GET /healthz` and `GET /readyz` check, and how they word what is wrong.
+"""What `GET /healthz` (`problem`) and `GET /readyz` (`Readiness`) check, and how they word what is wrong.
 
-A load balancer or an operator reads the reason: it says what happened
-(refused, timed out, denied, missing, read-only, deleted, the pool is full)
-and, where there is one, what to do about it, and never holds SQL or the
-connection string.
-
-`/livez` checks nothing (app.py): the process answers. `/healthz` asks the
-database. `/readyz` asks the pool first (is there a connection to spare?),
-then the database, one check at a time however many callers ask at once.
+The reason says what happened and what to do, never SQL or the connection string.
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ async def problem(engine: AsyncEngine, settings: Settings) -> str | None:
     """What is wrong with the database, worded for a person; None when nothing is."""
     path = sqlite_file(settings.url)
     if path is not None:
-        # Checked on the path first: a deleted or read-only file still
-        # answers reads through the connections that have it open.
+        # A deleted or read-only file still answers reads through open connections.
         if not path.exists():
             return str(MissingDatabaseFile(path))
         if not os.access(path, os.W_OK):
@@ -58,8 +50,7 @@ async def problem(engine: AsyncEngine, settings: Settings) -> str | None:
 
 def describe(exc: BaseException, settings: Settings) -> str:
     """`exc`, raised by a check of the database, as a reason a person can act on."""
-    # A pool with no free connection is a database that has not answered the
-    # ones it has, not one that refused them.
+    # A full pool is a database that has not answered, not one that refused.
     if isinstance(exc, TimeoutError | sa_exc.TimeoutError):
         return TIMED_OUT
     original = exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc
@@ -113,11 +104,7 @@ def _missing_table(message: str) -> str:
 
 
 class Readiness:
-    """Whether this process can serve now: a connection to spare, and a database that answers.
-
-    Concurrent callers share the check in flight, so a flood of `/readyz`
-    runs one query at a time, never one per call.
-    """
+    """Whether this process can serve now: a spare connection, and a database that answers (checked once)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -1,17 +1,7 @@
-"""Run and step ids as callers send them: the one rule every operation reads them by.
+"""Run and step ids as callers send them: `parse_id(value)`, the one rule every operation reads them by.
 
-An id is a positive whole number that fits the INT columns (1 to
-2,147,483,647). GraphQL's `ID` arrives as a string (or a JSON number, which
-GraphQL turns into one), so the rule is about spellings:
-
-- decimal digits, leading zeros allowed: `"7"`, `"007"` and `"00000000007"`
-  are run 7, as zero-padded ids in file names and logs are;
-- nothing else: no sign (`"+7"`, `"-1"`), no space (`" 7"`), no decimal point
-  or exponent (`"7.0"`, `"1e3"`), no digits of other scripts (Arabic-Indic 7), not empty.
-
-`runLog` (its pages and long polls), `runLogTail`, `writeRunLog` (its
-`runId` and `stepId`) and a detail's run ids (`blockingRunId`) all read ids
-through `parse_id`, so an id one of them accepts names the same run in all.
+An id is 1 to 2,147,483,647 (INT), in ASCII decimal digits, leading zeros allowed (`"007"`
+is 7); no sign, space, point, exponent or other script's digits.
 """
 
 from __future__ import annotations
@@ -29,8 +19,7 @@ def parse_id(value: Any) -> int | None:
     if isinstance(value, int):
         number = value
     elif isinstance(value, str) and value.isascii() and value.isdigit():
-        # Leading zeros cost nothing to strip; int() of what is left is
-        # bounded (Python refuses past 4,300 digits, and thousands cost time).
+        # int() of what is left is bounded: thousands of digits cost time.
         digits = value.lstrip("0")
         if len(digits) > _MAX_DIGITS:
             return None
@@ -46,8 +35,7 @@ def id_problem(name: str, value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    # A caller's value as they sent it, but never long: an integer of
-    # thousands of digits would cost its repr's time and the log's room.
+    # As sent, but never long (a huge integer's repr costs time).
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     shown = repr(value)

@@ -1,26 +1,15 @@
-"""The closed, append-only set of kinds a run-log line can have.
+"""The closed, append-only set of kinds a run-log line can have: `Kind`, and `BY_WIRE_NAME`.
 
-A kind is a constant in code rather than an ENUM in the DDL: the set grows with
-almost every phase of the events system, and an ENUM change is a table alter.
-**Append only.** A kind is never renamed or removed, because a stored row would
-then name a kind no reader knows; `tests/test_kinds.py` holds the frozen list.
-
-Each kind is declared once, here: its wire name, what a line of it records,
-and the seed's reason for it. Its detail type is declared once, in
-`details.py` (`@detail_of(Kind.X, example=...)`). Everything else follows from
-those two: the GraphQL enum `RunLogKind` and its descriptions, the
-`RunLogDetail` union, the write path's check, the demo and the tests'
-examples. docs/development.md ("Adding a kind") walks through one. What a
-line of a kind opens or ends of a run's holds is `RULES` in `holds.py`: a kind
-not there opens and ends nothing.
+Append only: a stored row must never name a kind no reader knows (tests/test_kinds.py).
+A kind is declared here with its wire name, what it records and why; its detail type in
+details.py. docs/development.md, "Adding a kind", walks through one.
 """
 
 from __future__ import annotations
 
 import enum
 
-# The seed's reasons, one per phase that added kinds (the seed's comments
-# above each group of its KINDS list; Phase 1 has the file's own header).
+# The seed's reasons, one per phase that added kinds.
 _PHASE_1 = (
     "Phase 1, a run's own history: \"why didn't phase 3 start?\" must be a query, "
     "and activity_log's TEXT detail cannot answer it; the audit of who published "

@@ -1,22 +1,8 @@
-"""What a log line looks like: text for a person at a terminal, or one JSON object per line.
+"""What a log line looks like: text (the default), or one JSON object per line (RUNLOG_LOG_FORMAT=json).
 
-`RUNLOG_LOG_FORMAT=json` writes every record, the service's and uvicorn's
-(its access and error logs), as one JSON object on one line: `time`,
-`level`, `logger`, `message`, and, while a request is served, `request_id`,
-`trace_id` (from the caller's `traceparent`), `operation` and `run_id` (as
-far as they are known), taken from the request's log context
-(`request_id.context()`). uvicorn's access line adds `client`, `method`,
-`path`, `status` and `duration_ms` (from the request's arrival to its
-response's start). A record logged with `extra={"fields": {...}}` adds those
-fields (a refused write's `reason` and `line`, as JSON, not as a string
-inside a string).
-
-`text` (the default) is what the service always wrote, with the request id
-added to a line about a request that does not already say it.
-
-Every character that is not printable ASCII is escaped in a JSON line, so
-nothing a caller sends (a newline, U+2028, NEL in a detail) can start a
-forged line, and a lone surrogate can still be written.
+`logging_config(format, level)` is the dictConfig. A JSON line holds `time`, `level`, `logger`,
+`message`, the request's log context (`request_id.context()`), and `extra={"fields": {...}}`;
+everything past printable ASCII is escaped, so no input can forge a line.
 """
 
 from __future__ import annotations
@@ -82,8 +68,7 @@ class JsonFormatter(logging.Formatter):
             ),
             "level": record.levelname.lower(),
             "logger": record.name,
-            # A record may say in a few words here what its text form says
-            # with its fields inline (a refused write: the fields follow).
+            # A short message when the fields follow (a refused write).
             "message": getattr(record, "json_message", None) or record.getMessage(),
         }
         entry.update(_context_fields())
@@ -98,9 +83,7 @@ class JsonFormatter(logging.Formatter):
             entry.update(fields)
         line = getattr(record, "line_json", None)
         if line is not None:
-            # A refused write's line, logged bounded as JSON text: read back
-            # here, so it is an object of the JSON line; a line cut to its
-            # prefix (too long to log whole) stays text.
+            # A refused write's line, as an object; cut to its prefix, it stays text.
             try:
                 entry["line"] = json.loads(line)
             except ValueError:
@@ -124,11 +107,7 @@ def dumps(entry: dict[str, Any]) -> str:
 
 
 def logging_config(log_format: str, level: str) -> dict[str, Any]:
-    """The `logging.config.dictConfig` of a server process: the service's loggers and uvicorn's.
-
-    uvicorn applies it in each worker process too (it is part of the Config
-    each worker receives), so every process logs alike.
-    """
+    """The `logging.config.dictConfig` of a server process and its workers: ours and uvicorn's loggers."""
     json_format = log_format == "json"
     plain = {"()": "gql.logs.JsonFormatter"} if json_format else {"()": "gql.logs.TextFormatter"}
     access = {"()": "gql.logs.JsonFormatter"} if json_format else {"()": "gql.logs.AccessTextFormatter"}
@@ -144,12 +123,9 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
             "uvicorn": {"handlers": ["default"], "level": level, "propagate": False},
             "uvicorn.error": {"level": level},
             "uvicorn.access": {"handlers": ["access"], "level": level, "propagate": False},
-            # aiosqlite's DEBUG records hold each statement's parameters, a
-            # stored line's detail among them; the contents of writes are
-            # never logged.
+            # Its DEBUG records hold statements' parameters: the contents of writes are never logged.
             "aiosqlite": {"level": max(logging.INFO, logging.getLevelName(level))},
-            # Alembic's INFO records say how it set itself up; init-db prints
-            # what it applied, and the app logs it (app.lifespan).
+            # init-db and the app say what Alembic applied.
             "alembic": {"level": max(logging.WARNING, logging.getLevelName(level))},
         },
         "root": {"handlers": ["default"], "level": level},

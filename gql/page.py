@@ -1,8 +1,6 @@
-"""What runLog answers with, as GraphQL serves it: a line, a page, its page info; and the context.
+"""What runLog answers with, as GraphQL serves it: a line, a page, its page info; and the `Context`.
 
-Per-line fields are plain attributes, filled in by the one async root resolver
-that reads the page: an async resolver per line would double the cost of a
-2,000-line page.
+Per-line fields are plain attributes set by the page's one root resolver, not resolvers of their own.
 """
 
 from __future__ import annotations
@@ -41,8 +39,7 @@ from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
 
-# Built from `Kind`, so the set is defined once (mypy cannot type the
-# functional Enum API, hence `Any`).
+# Built from `Kind`, so the set is defined once (`Any`: mypy cannot type the functional Enum API).
 RunLogKind: Any = strawberry.enum(  # type: ignore[call-overload]
     enum.Enum(
         "RunLogKind",
@@ -78,20 +75,15 @@ class Context:
     policy: Policy
     caller: Caller
     request_id: str
-    # The websocket, on one; None over HTTP, where nothing reads the request
-    # once its body is parsed, and a context held by a reference cycle
-    # (graphql-core's executor is one) would keep its body until collected.
+    # The websocket, on one; None over HTTP, so a reference cycle cannot keep the body alive.
     request: Any = None
-    # The server's `receive` once the body is read: a long poll waits on it
-    # to see its client leave.
+    # The server's `receive` once the body is read: a long poll sees its client leave on it.
     receive: Callable[[], Awaitable[Any]] | None = None
     sweeper: retention.Sweeper | None = None  # None when retention is off
     arrived: float | None = None  # the event loop's time when the request (or operation) came
     detail_budget: DetailBudget | None = None  # made by the first page that reads details
     watcher: tail.Watcher | None = None  # the app's; None outside it (no long poll, no tail)
-    # On a websocket, one context serves the connection's every operation:
-    # the caller is read again from `connection_init`, and the connection's
-    # subscriptions are counted against the caps the process's `tails` keeps.
+    # On a websocket, one context serves the connection's every operation.
     tails: subscriptions.Tails | None = None
     connection: subscriptions.Connection | None = None
     connection_params: dict[str, Any] | None = None
@@ -113,8 +105,7 @@ class Context:
             return
         who = _ROLE_WORDS[action]
         if not self.caller.authenticated:
-            # A browser cannot set a websocket's headers: there, the token
-            # goes in the connection_init payload.
+            # A browser cannot set a websocket's headers: the token goes in connection_init.
             where = ' in the connection_init payload: {"Authorization": "Bearer <token>"}'
             raise ClientError(
                 f"{what} is refused: the caller is not {who} "
@@ -145,13 +136,8 @@ class Asked(NamedTuple):
     kind_counts: bool = False  # the page's `kindCounts`: one grouped query
 
 
-# What a runLog field selects, by its nodes: the answer does not depend on
-# variables (@skip is not looked at), and the document caches hand back one
-# document per query text, so the nodes are the same objects each time.
-# Strawberry's `info.selected_fields` converted the whole selection, every
-# fragment, on each call. An entry holds its nodes weakly: a node's location
-# links every token of its text, so holding 128 of them held 128 documents
-# (140 MiB for texts of 2,000 tokens, past every cache's bound in bytes).
+# What a runLog field selects, by its nodes (the document caches hand back the same
+# nodes per query text). Held weakly: a node keeps its whole document alive.
 _ASKED: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref[FieldNode], ...], Asked]] = OrderedDict()
 _ASKED_SIZE = 128  # fields remembered
 
@@ -203,14 +189,9 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
 
 
 def _read(expression: str, **names: Any) -> dict[str, Any]:
-    """A `RunLogLine` field's one description of how it is read from a stored line.
+    """A `RunLogLine` field's metadata: `expression` reads it from stored line `r` and cursor `c`, by `names`.
 
-    `expression` reads the field from the stored line `r` (a `store.Line`)
-    and its cursor `c`, using `names`. It is the only place a field says so:
-    `as_line` (the line as a `RunLogLine`, for graphql-core, the tail and the
-    rest) and the compiled page plan (gql/engine/page_plan.py, which serves the line
-    straight from the row) are both made from it, so they cannot disagree.
-    A field without one (`detail`) is read its own way.
+    Both `as_line` and the compiled page plan are made from it, so they cannot disagree.
     """
     return {READ: (expression, names)}
 
@@ -335,9 +316,7 @@ class PrunedLines:
     )
 
 
-# Each `RunLogLine` field's `_read`, by its Python name: what the compiled
-# plan reads a line with, and `as_line` is made from. `detail` is read with
-# `detail_codec.read_values` by the plan and `read_detail` by `as_line`.
+# Each `RunLogLine` field's `_read`, by its Python name (`detail` is read its own way).
 LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
     field.python_name: field.metadata[READ]
     for field in get_object_definition(RunLogLine, strict=True).fields
@@ -347,14 +326,9 @@ LINE_SOURCES: dict[str, tuple[str, dict[str, Any]]] = {
 
 @strawberry.type(description="A page of a run's lines, newest first.")
 class RunLogPage:
-    """A page as its resolver read it: the stored lines, made into `RunLogLine`s only when asked.
+    """A page as its resolver read it: the stored `lines`, made into `RunLogLine`s only by `nodes`.
 
-    The compiled plan (gql/engine/page_plan.py) serves a page straight from `lines`,
-    reading each field as `LINE_SOURCES` says and each detail with
-    `detail_codec.read_values`; it never calls `nodes`. graphql-core, when it
-    completes a page the plan does not (a selection outside its cover, a
-    value it did not expect), calls `nodes`, which makes the lines as the
-    tail and everything else does, with `as_line`.
+    The compiled plan serves `lines` directly; graphql-core, when it completes the page, calls `nodes`.
     """
 
     nodes: list[RunLogLine] = strawberry.field(
@@ -385,8 +359,7 @@ class RunLogPage:
     )
     lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
     line_cursors: strawberry.Private[Sequence[str | None]] = dataclasses.field(default_factory=list)
-    # The blocking runs found, as `runs.Run`s by id; the lookup's failure in
-    # their place; None when the query selects neither `blockingRun` nor `run`.
+    # `runs.Run`s by id, or the lookup's failure; None when neither `blockingRun` nor `run` is selected.
     runs: strawberry.Private[dict[int, Any] | Exception | None] = None
     line_sources: ClassVar[dict[str, tuple[str, dict[str, Any]]]] = LINE_SOURCES
 

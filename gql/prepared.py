@@ -25,26 +25,16 @@ log = logging.getLogger("gql.app")
 def reproduced(extension: Any) -> bool:
     """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
     made = extension if isinstance(extension, type) else type(extension())
-    # Masking is in process_result, the limits and introspection are in the
-    # cached validation and lines_asked, and the document cache is what
-    # prepares the texts.
+    # Masking is in process_result, limits and introspection in the cached validation.
     return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
 
 
-# The content types `run_prepared` reads: the commonest spellings of what
-# `json_content_type` accepts; any other goes through `run`, which checks it.
+# The commonest spellings of what `json_content_type` accepts; any other goes through `run`.
 PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
-# orjson reads an integer outside 64 bits as a float, where `json` keeps it
-# exact (and refuses one of more than 4300 digits); orjson reads every other
-# integer exactly. So a body whose values hold a float as large as 2**63 (or
-# an infinity) is left to Strawberry: that float may have been such an
-# integer. The values read are looked at, not the bytes: the bytes are most
-# of them query text, which holds no number (docs/performance.md).
+# orjson reads an integer outside 64 bits as a float: a body holding a float this large is
+# left to Strawberry, whose `json` keeps it exact.
 INEXACT = float(2**63)
-# Strawberry decodes the body once; the prepared path decodes it with orjson
-# first. A body this big (a write of a large detail, or hostile) is left to
-# Strawberry, so as not to be decoded twice; the prepared path is for the
-# many small requests.
+# A body this big is left to Strawberry, so as not to be decoded twice.
 PREPARED_MAX_BODY = 256 * 1024
 # In the scope of a request `answer_prepared` left to the routes.
 DECLINED = "runlog.not_prepared"
@@ -72,10 +62,7 @@ def maybe_inexact(value: object) -> bool:
 class ReadRequest(Request):
     """A request whose body `BodyLimit` has read: `body()` and `stream()` answer it.
 
-    Its `receive` is the server's, past the body: a long poll waits on it to
-    see its client leave (`http.disconnect`). Nothing here refers back to the
-    request: one that held a bound method of itself was a reference cycle,
-    and kept every body until the collector ran.
+    Its `receive` is the server's, past the body. It holds nothing of itself (no reference cycle).
     """
 
     def __init__(self, scope: Scope, body: bytes, receive: Receive) -> None:

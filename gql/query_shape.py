@@ -1,10 +1,6 @@
-"""What a document may be shaped like: how deep, how many aliases, how far its fragments spread.
+"""Validation rules for a document's shape: `shape_rules(max_depth, max_aliases, most)`, for gql/limits.py.
 
-The validation rules that hold a document to RUNLOG_MAX_DEPTH,
-RUNLOG_MAX_ALIASES and, with its fragments spread out, RUNLOG_MAX_TOKENS, and
-the budget of graphql-core's check that same-named fields merge. A document
-refused here never executes; gql/limits.py runs these rules with the rest of
-a request's limits.
+Depth, aliases, selections with fragments spread out, and the budget of graphql-core's overlap check.
 """
 
 from __future__ import annotations
@@ -32,17 +28,11 @@ from .compat.graphql import bound_overlap_check, overlap_check_aborted
 
 
 def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTValidationRule]]:
-    """The rules that refuse a document too deep, too aliased, or too big with its fragments spread.
+    """The rules that refuse a document too deep, too aliased, or with more than `most` selections spread out.
 
-    Deeper than `max_depth`, more than `max_aliases` aliases, or more than
-    `most` selections once every fragment spread is written out. Built once
-    per process (see limits.query_limits): the same rule classes on every
-    request are what lets a validated text be looked up.
+    Build them once per process: the same rule classes let a validated text be looked up.
     """
-    # Strawberry's depth and alias rules walk every fragment once per spread:
-    # sixteen fragments that each spread the next twice held the event loop
-    # for seconds. The expansion limit comes first, and they skip a document
-    # past it (or with a fragment cycle, which graphql-core refuses anyway).
+    # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
     bound_overlap_check(OVERLAP_BUDGET)
     expansion = _expansion_limit(most)
     (depth,) = _DepthLimiter(max_depth=max_depth).validation_rules
@@ -51,13 +41,7 @@ def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTVal
 
 
 class _DepthLimiter(QueryDepthLimiter):
-    """Strawberry's depth limit, without its crash on a spread of a fragment nobody defined.
-
-    Its rule looks every spread up in the document's fragments and fails with
-    a KeyError on `{ ...Missing }` (graphene issue 1538 is the same bug).
-    Such a document is left to graphql-core's own rule, which says
-    "Unknown fragment 'Missing'."
-    """
+    """Strawberry's depth limit, leaving `{ ...Missing }` (a KeyError there) to graphql-core's own rule."""
 
     def __init__(self, max_depth: int) -> None:
         super().__init__(max_depth=max_depth)
@@ -74,12 +58,7 @@ class _DepthLimiter(QueryDepthLimiter):
 
 
 def _expansion_limit(most: int) -> type[ASTValidationRule]:
-    """A rule refusing a document whose fragments, spread out, hold more than `most` selections.
-
-    Written out without fragments, such a document would hold more than
-    `most` tokens (each selection is at least its name), which the token limit
-    refuses; spreading a fragment many times must not buy more work than that.
-    """
+    """A rule refusing a document whose fragments, spread out, hold more than `most` selections."""
 
     class ExpansionLimit(ValidationRule):
         def __init__(self, context: ValidationContext) -> None:
@@ -114,12 +93,7 @@ def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidat
 
 
 def expanded_selections(document: DocumentNode, most: int) -> int | None:
-    """The selections of `document`'s operations with every fragment spread written out.
-
-    Counted up to just past `most`, in time linear in the document: each
-    fragment is sized once, after the fragments it spreads. None when the
-    fragments spread each other in a cycle (graphql-core refuses it).
-    """
+    """The selections of `document`'s operations, fragments spread out, up to `most` + 1; None for a cycle."""
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     own = {name: _own_selections(f.selection_set) for name, f in fragments.items()}
     order = TopologicalSorter({name: {s for s in spreads if s in own} for name, (_, spreads) in own.items()})
@@ -171,12 +145,8 @@ def _spreads_unknown_fragments(document: DocumentNode) -> bool:
     return spreads.unknown
 
 
-# graphql-core checks that fields sharing a response name can be merged by
-# comparing them pair by pair: 470 `detail { __typename }` in one selection
-# (1,900 tokens) held the event loop for 1.3 s within its default budget of
-# 500,000 units, past which it aborts validation. The shipped operations, all
-# fragments included, spend about 1,400; this budget ends the check within a
-# few hundredths of a second (set by `compat.graphql.bound_overlap_check`).
+# graphql-core compares same-named fields pair by pair; its default budget (500,000) could
+# hold the loop for seconds. The shipped operations spend about 1,400.
 OVERLAP_BUDGET = 25_000
 
 
@@ -190,10 +160,6 @@ def _too_complex() -> GraphQLError:
 
 
 def explain_aborted_overlap_check(errors: list[GraphQLError]) -> None:
-    """Put an error that says what to change in place of the overlap check's "Validation aborted."
-
-    graphql-core says only that when the check runs out of its budget. In
-    place: Strawberry holds this list already, for the answer it returns.
-    """
+    """Put, in place, an error saying what to change for the overlap check's "Validation aborted."."""
     if any(overlap_check_aborted(e) for e in errors):
         errors[:] = [_too_complex() if overlap_check_aborted(e) else e for e in errors]

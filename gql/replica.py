@@ -1,29 +1,9 @@
-"""A read replica (RUNLOG_READ_DATABASE_URL): when runLog's pages read from it, and when not.
+"""A MariaDB read replica (RUNLOG_READ_DATABASE_URL) for runLog's newest-first pages: `Replica`.
 
-Writes, prunes, the sweeper, idempotency keys and init-db use the primary
-(RUNLOG_DATABASE_URL) only. runLog's pages (no cursor, or `after`) read from
-the replica while it is fit to serve them; `before` pages, the long poll and
-the tail read the primary, since they wake on lines the primary has and must
-see them at once (gql/tail.py).
-
-Fit to serve means: it answers, both replication threads run, and it is at
-most RUNLOG_READ_MAX_LAG seconds behind its primary. One task per process
-looks every RUNLOG_READ_CHECK_INTERVAL seconds (one `SHOW ALL SLAVES STATUS`)
-and switches the pages to the primary when it is not, and back when it is
-again, logging each switch. A page whose read on the replica fails as a
-database that is down fails over to the primary for that request, and the
-replica is set aside until the next look finds it fit. So a page is never
-older than the lag allowed, and a replica that is down costs no error.
-
-Read-your-writes (`runLog(fresh: true)`): the primary's `@@gtid_binlog_pos`
-is read, and the replica waits for it with `MASTER_GTID_WAIT` for at most
-RUNLOG_READ_MAX_LAG (and half of what is left of the read's timeout); if it
-does not catch up in time, the page is read from the primary.
-
-MariaDB only: `SHOW ALL SLAVES STATUS`, GTIDs and `MASTER_GTID_WAIT` are
-MariaDB's. The replica's user needs the `REPLICA MONITOR` privilege (or
-`REPLICATION CLIENT` before MariaDB 10.5.9) to read the status; without it
-the replica is never used, and /healthz says why.
+`await replica.source(fresh=..., deadline=...)` says where a page reads: the replica while
+it answers, replicates, and is at most RUNLOG_READ_MAX_LAG behind (looked at every
+RUNLOG_READ_CHECK_INTERVAL), else the primary. `fresh` waits for the primary's GTID first.
+Its user needs REPLICA MONITOR (REPLICATION CLIENT before MariaDB 10.5.9).
 """
 
 from __future__ import annotations
@@ -65,13 +45,7 @@ class Replica:
 
     @property
     def allowance(self) -> float:
-        """How far behind the primary a page read on the replica may be, in seconds.
-
-        The lag allowed, and one interval between looks in which it may have
-        grown unseen. A page's cursors count it as part of the window in which
-        a line may still appear behind them (store.Window): a line the replica
-        did not have yet is then found by a later `before` read.
-        """
+        """How far behind the primary a page read on the replica may be: the lag and one interval, seconds."""
         return self.settings.read_max_lag + self.settings.read_check_interval
 
     def start(self) -> None:
@@ -137,8 +111,7 @@ class Replica:
         left = deadline - asyncio.get_running_loop().time()
         wait = min(self.settings.read_max_lag, left / 2)
         try:
-            # The server's own wait, and a connection's worth: a replica that
-            # hangs costs this page no more than that.
+            # The server's own wait, and a connection's worth, at most.
             async with asyncio.timeout(wait + self.settings.connect_timeout), self.engine.connect() as conn:
                 reached = (
                     await conn.exec_driver_sql("SELECT MASTER_GTID_WAIT(%s, %s)", (position, wait))

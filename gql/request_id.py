@@ -1,29 +1,9 @@
-"""Every HTTP response carries its request's id, so does every log line about it, and no 500 is bare.
+"""`RequestId`, the outermost ASGI middleware: an id on every response and log line, and no bare 500.
 
-`RequestId` is the outermost ASGI middleware. It gives each request its id
-(the caller's `X-Request-Id` when that is printable ASCII of at most 128
-characters, otherwise a new one), keeps it in the request's state where the
-GraphQL context and error masking read it, and sets it on every response
-that leaves the app, whoever made the response: a GraphQL answer, the 413 of
-the body limit, a 404 of the router, a CORS preflight, the GraphiQL page. An
-exception nothing else caught becomes a JSON 500 that carries the id, logged
-in full with it.
-
-It also opens the request's log context (`context()`): the id, the trace id
-of a W3C `traceparent` the caller sent, and what the app learns on the way
-(the GraphQL operation, the run), which every log line written while the
-request is served carries (gql/logs.py), uvicorn's access line included. And
-it counts the request, by operation and outcome, with its duration
-(gql/metrics.py).
-
-A websocket upgrade gets an id the same way, in its handshake's answer: the
-101 that accepts it, or the 403 that refuses it before accepting (another
-origin's page, an unknown path), sent as a JSON error when the server can send
-an answer of the app's (the ASGI "websocket.http.response" extension). Its
-log context lasts as long as the socket.
-
-Responses uvicorn makes itself, for bytes that are not HTTP at all, never
-reach the app and carry no id.
+The id is the caller's `X-Request-Id` (printable ASCII, at most 128 characters) or a new one,
+in `scope["state"]["request_id"]`. It opens the request's log context (`context()`, `note()`),
+counts the request in gql/metrics.py, and answers an uncaught exception with a JSON 500.
+A websocket's handshake answer (101, or a JSON 403) carries the id too.
 """
 
 from __future__ import annotations
@@ -45,9 +25,7 @@ log = logging.getLogger("gql.app")
 HEADER = b"x-request-id"
 TRACEPARENT = b"traceparent"
 MAX_CALLER_ID_CHARS = 128
-# W3C Trace Context: version-traceid-parentid-flags, lower-case hex. Version
-# ff is invalid, and so is an id of zeros; a later version may add fields
-# after these four.
+# W3C Trace Context: version-traceid-parentid-flags, lower-case hex (a later version may add fields).
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 
 # The log context of the request being served: a dict (request_id, trace_id,
@@ -97,11 +75,7 @@ def trace_id(header: str) -> str | None:
 
 
 def new_id() -> str:
-    """A new request id: 16 hex digits, 64 random bits.
-
-    From os.urandom, as uuid4 takes them, without building a UUID around
-    them: it is made on every request.
-    """
+    """A new request id: 16 hex digits, 64 random bits."""
     return os.urandom(8).hex()
 
 

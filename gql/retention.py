@@ -1,20 +1,7 @@
-"""Retention: draining a backlog (`prune`) and the sweeper that runs in the server.
+"""Retention: draining a backlog (`drain`, the `prune` command) and the `Sweeper` that runs in the server.
 
-Both run the prune the `pruneTerminal` mutation runs, one bounded slice at a
-time (`store.prune_slice`, a transaction of up to `limit` lines; the mutation
-takes its `limit` in smaller slices, `store.prune_terminal`). The sweeper takes
-one slice per tick, so a server never holds more than one slice's locks, and it
-never takes the server down: a failed tick is logged, recorded in its status,
-and retried on the next one.
-
-With several server processes on one database only one sweeps at a time. On
-MariaDB that is a named lock (`GET_LOCK`), held on a connection of its own for
-the slice and released after; the server releases a named lock when its
-connection closes, so a process that dies mid-slice does not hold it. On a
-Galera cluster a named lock holds on one node only, so there the lock is also
-a lease, a row of `runlog_leases` that holds cluster-wide and expires on its
-own when its holder dies. On SQLite one process is assumed, as the embedded
-database is a single-server setup.
+Both prune one slice at a time (`store.prune_slice`). The sweeper takes one slice per
+tick; a failed tick is logged and retried. One process sweeps at a time (`sweep_lock`).
 """
 
 from __future__ import annotations
@@ -43,12 +30,9 @@ from .settings import Settings
 
 log = logging.getLogger("gql.retention")
 
-# Each wait between ticks is the interval times a factor in this range, so that
-# several servers started together do not sweep in lockstep.
+# The interval times a factor in 1 ± JITTER, so servers started together do not sweep in lockstep.
 JITTER = 0.2
-# A slice that has not finished in this long is abandoned (rolled back) and
-# retried on the next tick, so a database that stops answering cannot stall
-# the sweeper for good.
+# A slice not finished in this long is rolled back and retried on the next tick.
 SLICE_TIMEOUT = 60.0
 # Shutdown waits this long for a slice in flight, then abandons it.
 STOP_GRACE = 5.0
@@ -63,11 +47,7 @@ def format_duration(seconds: float) -> str:
 
 
 def horizon_for(older_than: float, now: datetime.datetime | None = None) -> datetime.datetime:
-    """The horizon `older_than` seconds before now, aware UTC.
-
-    Refused with a ValueError when it is not in the past: a prune whose
-    horizon is now or later would take every terminal run's lines at once.
-    """
+    """The horizon `older_than` seconds before now, aware UTC; ValueError when it is not in the past."""
     now = datetime.datetime.now(datetime.UTC) if now is None else now
     if not older_than > 0:
         raise ValueError("the horizon would not be in the past: give a positive duration")
@@ -150,20 +130,14 @@ async def drain(
 
 
 def lock_name(url: URL) -> str:
-    """The named lock for sweeping this database.
-
-    `GET_LOCK` names are server-wide, so the database is part of the name: two
-    services on one server with different databases sweep independently.
-    MariaDB allows 64 characters; a longer name is shortened by a hash.
-    """
+    """The `GET_LOCK` name for sweeping this database (names are server-wide), at most 64 characters."""
     name = f"runlog.sweep.{url.database or ''}"
     if len(name) > 64:
         name = "runlog.sweep." + hashlib.sha256(name.encode()).hexdigest()[:40]
     return name
 
 
-# A lease outlives its holder's slice by this much: a process that dies while
-# it holds one keeps the others from sweeping for at most this long past it.
+# A lease outlives its holder's slice by this much, so a dead holder blocks no longer.
 LEASE_MARGIN = 30.0
 _LEASE_FREE = "1970-01-02 00:00:00"
 _RELEASE_LEASE = text("UPDATE runlog_leases SET expires_at = :free WHERE name = :name AND holder = :holder")
@@ -179,13 +153,8 @@ async def sweep_lock(
 ) -> AsyncIterator[bool]:
     """Hold the sweep lock while the block runs; yield whether it was taken.
 
-    A sweeper's tick never waits (`wait=0`): a lock held by another process
-    means that process is sweeping and this tick has nothing to do. The
-    `prune` command waits up to `wait` seconds for a sweeper's slice to end,
-    calling `on_wait` first, so that it never prunes beside a sweeper.
-
-    On a Galera node `GET_LOCK` holds on that node alone, so the lock is also
-    a lease in `runlog_leases` (see `_claim_lease`), which holds cluster-wide.
+    Waits up to `wait` seconds (calling `on_wait` once first). MariaDB: `GET_LOCK`, and on
+    Galera also a lease in `runlog_leases` (`GET_LOCK` holds on one node). SQLite: always taken.
     """
     if engine.dialect.name == "sqlite":
         yield True
@@ -228,9 +197,7 @@ async def sweep_lock(
                 await conn.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
                 await conn.commit()
             except BaseException:
-                # A connection that may still hold the lock must not go back
-                # to the pool: closing it is what releases the lock then (a
-                # lease left behind expires on its own).
+                # Closing it releases the lock; it must not go back to the pool holding it.
                 await conn.invalidate()
                 raise
 
@@ -244,11 +211,7 @@ async def _on_galera(conn: AsyncConnection) -> bool:
 async def _claim_lease(conn: AsyncConnection, name: str, holder: str, ttl: float) -> bool:
     """Claim the lease `name` for `ttl` seconds if it is free or expired; answer whether it was.
 
-    The claim is one conditional UPDATE in autocommit that only a free or
-    expired row matches, timed by the database's clock. Two nodes claiming at
-    once both match locally, and Galera's certification fails one of them at
-    commit (1213): that one did not get the lease. The row is made on first
-    use (`INSERT IGNORE`, which may conflict the same way).
+    One conditional UPDATE by the database's clock; of two nodes claiming at once, Galera fails one (1213).
     """
     try:
         await conn.execute(
@@ -348,8 +311,7 @@ class Sweeper:
             outcome, deleted, runs, error = Outcome.SKIPPED, 0, 0, None
             try:
                 deadline = _deadline(self.slice_timeout)
-                # The slice has its own deadline, past which a COMMIT it sent is
-                # still answered; this one bounds the lock's round trips too.
+                # Bounds the lock's round trips too, past the slice's grace for its COMMIT.
                 bound = None if deadline is None else deadline + store.ANSWER_GRACE_SECONDS
                 async with asyncio.timeout_at(bound):
                     async with sweep_lock(self.engine, self.lock) as taken:

@@ -31,11 +31,8 @@ async def _find_runs(
 ) -> tuple[dict[int, Run] | Exception, Run | Exception | None]:
     """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    With `holds`, what holds each of them too (runs.read_runs). The runs are
-    plain data on the page, so it is completed by the compiled plan like any
-    other (`RunLogPage.blocking_run`). A failed lookup is put in their place
-    instead: graphql-core raises it at each `blockingRun` (and at the page's
-    `run`), and the lines stay on the page with that field null.
+    With `holds`, their holds too. A failed lookup is returned in their place, for
+    graphql-core to raise at each `blockingRun` (and the page's `run`).
     """
     blocked = Kind.RUN_BLOCKED.value
     wanted: list[int] = []
@@ -119,10 +116,8 @@ async def read_run_log(
 ) -> RunLogPage:
     """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
 
-    The resolver's, and the read plan's (gql/engine/read_plan.py), which calls it
-    without graphql-core's executor. `asked` is what the field selects, and
-    `servings()` how its page's details are served (limits.detail_servings),
-    asked for only when the page reads details.
+    Called by the resolver and by the read plan. `asked` is what the field selects;
+    `servings()` how its details are served (limits.detail_servings), called only if read.
     """
     context.require(Action.READ, "runLog")
     number = parse_id(run_id)
@@ -190,17 +185,13 @@ async def read_run_log(
             most_searched=context.settings.max_search_lines,
         )
 
-    # Pages read newest first may read a replica (gql/replica.py);
-    # `before` pages and the long poll read the primary, as the tail does.
+    # Only pages read newest first may read a replica.
     replica = context.replica if newer is None else None
 
     async def read_once() -> tuple[store.Page, datetime.datetime, float]:
         # One deadline for the page and, when selected, its runs.
         deadline = loop.time() + context.settings.read_timeout
-        # Taken before the read: a line stamped before it has committed
-        # by the time the read sees the database (see tail.late_window).
-        # On a replica, it also has to have arrived there: a page that
-        # may trail the primary leaves that much more to `before` reads.
+        # Taken before the read (see tail.late_window), less what a replica may trail by.
         trails = replica.allowance if replica is not None and replica.in_use and not fresh else 0.0
         settled = store.settled_before(window + trails)
 
@@ -270,8 +261,7 @@ async def read_run_log(
             page, settled, deadline, made = polled
     lines = page.lines
     cursors = [] if made is None else made.texts
-    # A page stops short where a cursor would name more recent lines than
-    # it may (store.RECENT_LINES): the rest is the next page's.
+    # Cut where a cursor would name more than store.RECENT_LINES: the rest is the next page's.
     has_more = page.has_next
     if made is not None and len(cursors) < len(lines):
         lines, has_more = lines[: len(cursors)], True
@@ -402,15 +392,8 @@ async def _long_poll(
 ) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
     """Wait up to `seconds` for the run's next lines, then read them; None when none came.
 
-    The wait costs no query of its own: the process's watcher probes every
-    watched run in one query per interval (gql/tail.py) and wakes this call
-    when its run's count of recent lines moves. It ends early, with nothing,
-    when the server shuts down, or when its client hangs up: a wait no one
-    will read held its place against RUNLOG_MAX_WAITS, and its request
-    against the server's RUNLOG_MAX_CONNECTIONS, for the rest of its time.
-    Lines held back by the cursor's bound (`settles_in` seconds,
-    store.PageCursors) are read again once they can be delivered, whether
-    or not anything new was written.
+    Woken by the watcher (gql/tail.py). Ends early at shutdown or when the client hangs
+    up; lines held back by the cursor's bound are read again after `settles_in` seconds.
     """
     watcher = context.watcher
     if watcher is None:
@@ -445,24 +428,14 @@ async def _long_poll(
 
 
 async def _until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
-    """Call `then` once the client of an HTTP request whose body was read disconnects.
-
-    Past its body, a request's `receive` gives only `http.disconnect`: when
-    the client closes its connection, or once the response is sent.
-    """
+    """Call `then` once the client of an HTTP request whose body was read disconnects."""
     while (await receive())["type"] != "http.disconnect":
         pass
     then()
 
 
 def unavailable(context: Context, what: str, exc: Exception) -> ClientError:
-    """The refusal for a database that is down, unreachable, slow or busy.
-
-    The caller can act on that (try again later), so it is a `ClientError`,
-    logged here with the driver's account under the same request id. Any other
-    failure is a fault of this server and is left to the masking extension,
-    which logs it with its stack and shows the caller only the request id.
-    """
+    """The `ClientError` (DATABASE_UNAVAILABLE) for a database that is down, slow or busy; logged here."""
     log.error("%s failed: request %s: %s", what, context.request_id, _reason(exc))
     return ClientError(
         f"The run log's database is not answering; try again shortly (request id {context.request_id}).",
@@ -480,8 +453,7 @@ def _reason(exc: BaseException) -> str:
 
 
 async def write_line(context: Context, **arguments: Any) -> bool:
-    """What `writeRunLog` does with its arguments: its resolver's and its write plan's work."""
-    # The write path (checks, deadline, grouping, the answer and its log) is writes.py's.
+    """What `writeRunLog` does (for the resolver and the write plan): writes.py's write path."""
     return await context.writer.write_run_log(
         may_write=context.policy.allows(context.caller, Action.WRITE),
         request_id=context.request_id,

@@ -1,14 +1,7 @@
-"""The run page: `/runs` (the runs in flight) and `/runs/{runId}` (one run, its holds, phases and lines).
+"""The run page: `/runs` (the runs in flight) and `/runs/{runId}` (one run), from `routes(trusted_documents)`.
 
-Both are one HTML shell and the page's own script (gql/static/runpage.js),
-which draws them with preact and htm and follows the tail with graphql-ws
-(their files in gql/static/runpage/, taken from npm by
-`scripts/graphiql-assets`), served at `/runs/assets/<digest>/<name>` under
-GraphiQL's Content-Security-Policy: nothing from another origin. The script
-calls the public API at /graphql with the shipped operations
-(gql/operations/Run*.graphql) and the reader's bearer token, as any client
-does; the shell tells it their ids and texts and whether the server runs with
-trusted documents, so that it sends them by `documentId` then.
+One HTML shell and gql/static/runpage.js (preact, htm, graphql-ws from gql/static/runpage/),
+same-origin only, calling /graphql with the shipped operations as any client does.
 """
 
 from __future__ import annotations
@@ -78,8 +71,7 @@ def routes(trusted_documents: bool) -> list[BaseRoute]:
 
 
 def _page(run_id: str | None, root: str, trusted_documents: bool) -> Response:
-    # `root` leads from the page's URL to the service's root, so that the page
-    # works under whatever prefix a proxy serves the API.
+    # `root` leads from the page's URL to the service's root, under any proxy prefix.
     files = assets()
 
     def url(name: str) -> str:

@@ -1,10 +1,6 @@
-"""How each setting's variable is read: one parser per kind of value, and what it accepts in words.
+"""How each setting's variable is read: a `Parser` per kind of value (`seconds(0.05, 4.5)`).
 
-A parser turns a variable's text into the setting's value or refuses it
-with a ValueError saying what would be accepted; gql/settings.py puts the
-variable's name in front of that, and its `accepts` is the configuration
-table's column. Bounds are given where a setting is declared
-(`seconds(0.05, 4.5)`), so each setting's range is read next to it.
+A parser returns the value or raises ValueError saying what would be accepted.
 """
 
 from __future__ import annotations
@@ -48,10 +44,7 @@ def _database_url(raw: str) -> str:
     return raw
 
 
-# Every number bounds something (a wait, a pool, a size): a value outside its
-# range is refused, never clamped, and the refusal gives the range. `inf` and
-# `nan` parse as floats and would make a bound no bound at all; a timeout of a
-# nanosecond, or a pool of a million connections, is a typo, not a setting.
+# A number outside its range (`inf` and `nan` too) is refused, never clamped.
 
 
 def seconds(min_: float, max_: float) -> Parser:
@@ -162,9 +155,7 @@ def _origins(raw: str) -> tuple[str, ...]:
         if not origin:
             continue
         if "*" in origin:
-            # Browsers refuse a wildcard on a request with credentials (an
-            # Authorization header), and a wildcard would let any page on the
-            # web read the log with a token it holds.
+            # A wildcard would let any page on the web read the log with a token it holds.
             raise ValueError(
                 f"{origin!r}: a wildcard is not accepted; list each origin exactly, "
                 "such as https://admin.example.com"
@@ -230,8 +221,7 @@ def _token(raw: str) -> str:
     if len(raw) < 16:
         raise ValueError("is too short to be a secret: use at least 16 characters")
     if not all("!" <= c <= "~" for c in raw):
-        # It travels in an HTTP header, which carries ASCII: any other
-        # character could never be matched.
+        # It travels in an HTTP header: any other character could never match.
         raise ValueError("must be printable ASCII with no spaces")
     return raw
 

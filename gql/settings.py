@@ -1,14 +1,7 @@
-"""One frozen settings object, read from the environment; each setting declared once.
+"""One frozen settings object, read from the environment: `Settings.from_env()`.
 
-A setting is one field of `Settings`: its default, the parser that reads its
-environment variable (and, in words, what that accepts; the parsers are in
-gql/setting_parsers.py), and what it does.
-`from_env` reads every field through its parser, and the configuration table
-in docs/operating.md is `markdown_table()`'s output (`python -m gql.settings`
-prints it; tests/test_settings.py fails when the page differs). A bad value
-stops start-up with an error that names the key and says what would be
-accepted, rather than surfacing later as a confusing failure on the first
-request.
+Each setting is one field, declared with `setting(default, parser, does)`. A bad value
+raises SettingsError naming the key. `python -m gql.settings` prints docs/operating.md's table.
 """
 
 from __future__ import annotations
@@ -68,8 +61,7 @@ def setting(
     pair: bool = False,
 ) -> Any:
     """Declare a field of `Settings`: its default, how its variable is read, and what it does."""
-    # A secret (a URL may hold a password; tokens) is left out of the repr,
-    # so logging or printing the settings shows none of them.
+    # A secret is left out of the repr, so printing the settings shows none.
     return field(
         default=default,
         repr=not secret,
@@ -111,8 +103,7 @@ class Settings:
         "MySQL/MariaDB (`mysql+aiomysql://user:password@host:3306/database`)",
         secret=True,
     )
-    # Role tokens: up to two per role, so a token can be rotated without
-    # downtime (configure new and old, move the callers, drop the old one).
+    # Two tokens per role, to rotate without downtime.
     admin_tokens: tuple[str, ...] = setting(
         (),
         TOKEN,
@@ -141,9 +132,6 @@ class Settings:
         secret=True,
         pair=True,
     )
-    # A write must answer within a few seconds even when the database does
-    # not answer at all: the whole write (checkout, connect, statement) is
-    # bounded by it.
     write_timeout: float = setting(
         3.0,
         seconds(0.05, 4.5),
@@ -157,9 +145,6 @@ class Settings:
         seconds(0.05, 300),
         "seconds a page read may take (and the lookup of the runs its `blockingRun` fields name)",
     )
-    # A prune deletes up to 50,000 lines, slice by slice: it gets longer than
-    # a page read, but is still bounded so an admin's call answers (with what
-    # it deleted by then).
     prune_timeout: float = setting(
         30.0,
         seconds(0.05, 3600),
@@ -192,8 +177,6 @@ class Settings:
         True, BOOLEAN, "serve GraphiQL to browsers at `/graphql`, with its files at `/graphiql/`"
     )
     introspection: bool = setting(True, BOOLEAN, "answer introspection queries")
-    # Trusted documents (gql/trusted.py): off, every caller may run any
-    # document; on, only admins may run one that is not known.
     trusted_documents: bool = setting(
         False,
         BOOLEAN,
@@ -208,7 +191,7 @@ class Settings:
         shown="unset",
     )
     log_level: str = setting("INFO", LOG_LEVEL, "what is logged, from this level up")
-    # Query limits (see docs/operating.md, "Security").
+    # Query limits (docs/operating.md, "Security").
     max_depth: int = setting(
         10,
         whole(1, 100),
@@ -220,9 +203,7 @@ class Settings:
         whole(1, 100_000),
         "most GraphQL tokens in one document (the shipped operations have a few hundred each)",
     )
-    # Twice the default detail limit: a write with its 64 KiB detail written
-    # inline (not as a variable) still fits. The range stops where a text of
-    # one comment takes a noticeable time to parse.
+    # A 64 KiB detail written inline still fits.
     max_query_bytes: int = setting(
         128 * 1024,
         whole(1, 512 * 1024),
@@ -234,9 +215,6 @@ class Settings:
         whole(1, 1_000_000),
         "most lines the `runLog` fields of one request could read together (five full pages)",
     )
-    # The stored detail bytes the pages of one request return together: 128
-    # details of the most a writer may store (64 KiB), or thousands of
-    # ordinary ones; what a page costs to serve grows with it.
     max_page_bytes: int = setting(
         8 * 1024 * 1024,
         whole(1024, 1024 * 1024 * 1024),
@@ -271,8 +249,7 @@ class Settings:
         whole(1, 100_000),
         "connections and requests one process holds at once; past it, new requests get 503 at once",
     )
-    # The live tail (runLogTail over websockets; see docs/operating.md, "The
-    # live tail").
+    # The live tail (docs/operating.md, "The live tail").
     max_subscriptions: int = setting(
         1000,
         whole(1, 100_000),
@@ -317,8 +294,6 @@ class Settings:
     sweep_interval: float = setting(
         60.0, duration("1s", "7d"), "the wait between two sweeper ticks", shown="`60s`"
     )
-    # The live tail and the long poll (gql/tail.py): one query for all the
-    # waiters of a process.
     wait_interval: float = setting(
         0.5,
         seconds(0.05, 5),
@@ -353,7 +328,7 @@ class Settings:
         seconds(0.1, 60),
         "seconds between two looks at the replica's replication status (one query per look per process)",
     )
-    # Running it in production (docs/operating.md, "Watching it").
+    # docs/operating.md, "Watching it".
     log_format: str = setting(
         "text", LOG_FORMAT, "`text`, or `json`: one JSON object per line (see [Logs](#logs))"
     )
@@ -370,8 +345,6 @@ class Settings:
         "(`https://admin.example.com`); a wildcard stops start-up (see [CORS](#cors))",
         shown="unset: none",
     )
-    # A page on a DNS name rebound to the service's address is of that name's
-    # origin, and sends it as Host: the names answered bound that.
     allowed_hosts: tuple[str, ...] = setting(
         (),
         HOSTS,

@@ -1,35 +1,9 @@
-"""The live side of the log: following a run's new lines, and waiting for them.
+"""The live side of the log: following a run's new lines (`tail_lines`), and waiting for them (`Watcher`).
 
-For the subscription side (`runLogTail`) and anything else that follows a run:
-
-- Call `tail_lines(context, run_id, kinds, since)` and iterate. It needs
-  `context.engine`, `context.settings` and `context.watcher` (the app's
-  `Watcher`, which `create_app`'s lifespan starts, puts in `app.state.watcher`
-  and in every `Context`, and stops before the pool is disposed). Close the
-  iterator (`aclose()`, or leave an `async for`) to stop; it ends by itself
-  when the watcher stops (shutdown).
-- Each item is a `store.Line`, the object a `runLog` page is read into, with
-  its `cursor` set; `schema._line` turns it into the `RunLogLine` a page
-  returns, cursor included. Database failures are raised as they come
-  (`store.is_unavailable` tells a database that is down from a fault).
-- The long poll (`runLog(before:, wait:)`) shares the watcher: `Watcher.watch`.
-
-How a line is found, once: every line is read by a `before` read from the
-last cursor delivered (`store.read_page(before=...)`), and a cursor remembers
-what it delivered (`store.Window`), so a line whose commit was slow and landed
-behind lines already delivered is still read, once. A cursor names at most
-store.RECENT_LINES recent lines: a burst larger than that within the late
-window is delivered up to it at once, and the rest as its oldest lines settle. Nothing is pushed between
-processes: a line written by any process of the service is seen by the
-watcher's probe.
-
-The watcher costs one query per interval (RUNLOG_WAIT_INTERVAL) per process,
-whatever the number of waiting calls and tails: it counts, for every watched
-run at once, the lines stamped in the last few seconds (an index range on
-`(run_id, at)`), and wakes the waiters of each run whose count changed. A
-count rather than the newest id, because ids are given at INSERT and lines
-commit in any order on MariaDB: a late commit has a smaller id than lines
-already seen, and only the count moves.
+`async for line in tail_lines(context, run_id, kinds, since)` needs `context.engine`,
+`.settings` and `.watcher` (the app's `Watcher`, started by the lifespan); it ends at
+shutdown. Long polls share the watcher through `Watcher.watch`. The watcher sends one
+query per RUNLOG_WAIT_INTERVAL per process, however many wait.
 """
 
 from __future__ import annotations
@@ -49,27 +23,16 @@ from .settings import Settings
 
 log = logging.getLogger("gql.tail")
 
-# Lines a tail reads at once while it catches up, and the most their stored
-# details may weigh together (the page ends early past it, its first line
-# whatever its size): what one tail holds while its client takes them, one
-# line at a time. Lines of 64 KiB details read at 500 a page held 32 MiB
-# for a subscriber that took nothing.
+# A catch-up page: at most this many lines and detail bytes, what one tail holds
+# while a slow client takes them.
 CATCH_UP_LINES = 500
 CATCH_UP_BYTES = 256 * 1024
-# Added to a write's deadline to bound how late a commit can land after its
-# `at`: the answer's round trip, and clocks of server processes that differ
-# by up to a second or so.
+# For the answer's round trip and clocks that differ between processes.
 LATE_MARGIN = 2.0
 
 
 def late_window(settings: Settings) -> float:
-    """Seconds after its `at` within which a line has committed, or never will.
-
-    A line is stamped when it is sent, and its INSERT is bounded by its
-    deadline (RUNLOG_WRITE_TIMEOUT from its request's arrival; gql/writes.py);
-    the answer's grace (store.ANSWER_GRACE_SECONDS) and a margin for clocks
-    come on top.
-    """
+    """Seconds after its `at` within which a line has committed, or never will."""
     return settings.write_timeout + store.ANSWER_GRACE_SECONDS + LATE_MARGIN
 
 
@@ -157,12 +120,7 @@ class Watcher:
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: int, *, counted: bool = False) -> AsyncIterator[Watch]:
-        """Watch `run_id` until the block ends; `counted` waits count against RUNLOG_MAX_WAITS.
-
-        The first probe after a run is first watched wakes its waiters once
-        (no earlier count to compare with), so a line written between a
-        waiter's read and that probe is not missed.
-        """
+        """Watch `run_id` until the block ends; `counted` waits count against RUNLOG_MAX_WAITS."""
         if self._stopped:
             raise Closed
         if counted:
@@ -203,10 +161,7 @@ class Watcher:
     async def probe(self) -> None:
         """Count the watched runs' recent lines once, and wake the waiters of each run whose count moved.
 
-        Counted from two times in one query: since the last probe's start
-        (to compare with its counts) and since a new start (kept for the
-        next): a line that lands late still has its `at` after both, as
-        long as its commit lags its `at` by less than `late_window`.
+        A count, not the newest id: on MariaDB a late commit has a smaller id than lines seen.
         """
         runs = sorted(self._watches)
         since = store.settled_before(late_window(self.settings))
@@ -246,18 +201,11 @@ async def tail_lines(
     most_catch_up: int | None = None,
     filters: store.Filters = store.NO_FILTERS,
 ) -> AsyncIterator[store.Line]:
-    """Every line of `run_id` newer than `since` (a cursor), oldest first, then each new one as it is written.
+    """Every line of `run_id` newer than `since` (a cursor; None: from now), oldest first, then each new one.
 
-    Without `since`, from now on. Each line once, late commits included,
-    whichever process wrote it, until the caller stops iterating or the
-    server shuts down (then it simply ends). `kinds` None means every kind;
-    `filters` (phase, step, search) keep only the lines that pass them.
-    Each line carries its `cursor`: a tail started again with the last one
-    delivered misses nothing and repeats nothing. A cursor this service did
-    not issue raises store.CursorError. With `most_catch_up`, the lines
-    delivered before the tail first waits (the catch-up from `since`) are at
-    most that many: past it, CatchUpTooLong, after the last whole page that
-    fits (a tail started again from the last cursor delivered goes on).
+    Each line once, late commits included, with its `cursor`. `kinds` None is every kind.
+    Raises store.CursorError for a cursor not issued here, and CatchUpTooLong past
+    `most_catch_up` lines before it first waits. Ends at shutdown.
     """
     engine: AsyncEngine = context.engine
     settings: Settings = context.settings
@@ -310,8 +258,7 @@ async def tail_lines(
                     if page.has_next and not made.settles_in:
                         continue
                 if made.settles_in:
-                    # Lines held back by the cursor's bound: still catching
-                    # up, they go once the oldest it names has settled.
+                    # Held back by the cursor's bound until its oldest line settles.
                     await watch.changed(made.settles_in)
                     continue
                 behind = None  # caught up: what comes from here on is live

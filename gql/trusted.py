@@ -1,15 +1,8 @@
-"""Trusted documents: the operations known by hash, and who may run what else.
+"""Trusted documents: operations known by hash (`TrustedDocuments.from_settings`), and who may run others.
 
-The shipped operations (gql/operations) are known by the hash GraphQL Code
-Generator's client preset gives each (`persistedDocuments`, sha256 of the
-document text it prints): `operations/persisted-documents.json` is that
-preset's own manifest, which `clients/ts` generates and `clients/check.sh`
-keeps current. An operator may add more with RUNLOG_TRUSTED_DOCUMENTS_FILE,
-a manifest of the same shape. A client may send `{"documentId":
-"sha256:<hex>"}` (or the bare hex; the prefix and the hex in either case) in
-place of the query text. With
-RUNLOG_TRUSTED_DOCUMENTS=on, a caller other than an admin may run only these
-documents, by id or by their exact text.
+The shipped manifest is operations/persisted-documents.json (made by clients/ts); an operator
+adds more with RUNLOG_TRUSTED_DOCUMENTS_FILE. A client may send `{"documentId": "sha256:<hex>"}`.
+With RUNLOG_TRUSTED_DOCUMENTS=on, only an admin may run any other document.
 """
 
 from __future__ import annotations

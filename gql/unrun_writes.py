@@ -31,17 +31,9 @@ from .settings import Settings
 def log_unrun_writes(
     request_id: str, sent: bytes | Mapping[str, Any], errors: list[GraphQLError], settings: Settings
 ) -> None:
-    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran.
+    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran (a value did not coerce).
 
-    `sent` is the request as it came: an HTTP request's JSON body, or the
-    payload of an operation sent over a websocket (`query`, `variables`).
-
-    An argument GraphQL cannot coerce (`phase: 2147483648`, `phase: 3.5`,
-    `kind: null`), as a literal or as a variable, makes the whole request an
-    error before any resolver runs, as the spec has it: the writer gets that
-    error, which a typed client catches when it is generated. The line still
-    leaves its trace, as every other line that was not stored does, with the
-    arguments as sent (a variable's value as it came, a literal as written).
+    `sent` is an HTTP request's JSON body, or a websocket operation's payload (`query`, `variables`).
     """
     if b"writeRunLog" not in sent if isinstance(sent, bytes) else "writeRunLog" not in str(sent.get("query")):
         return

@@ -1,35 +1,8 @@
-"""The write path: the checks on a line, its one deadline, the grouping, and the answer.
+"""The write path: a line's checks, its one deadline (queue wait and INSERT together), grouping, and answer.
 
-`true` means the line is stored, once. `false` means it is not, with one
-exception that no server can close: the database stopped answering after the
-statement was sent, so no one knows whether it committed (logged as "outcome
-unknown"). A writer that must not lose or double a line in that case sends an
-idempotency key, and retries with the same key until it hears `true`.
-
-How a line keeps that promise:
-
-- **One deadline per line**, RUNLOG_WRITE_TIMEOUT from the moment its caller
-  arrives, for the wait in the queue and the INSERT together.
-- **No INSERT its caller cannot wait for.** A line goes to the database only
-  with time left, and the database is told to end the statement by the
-  line's deadline (`store.insert_lines`); its caller then waits for the
-  answer, never cancelled mid-commit. A line still queued at its deadline is
-  answered `false` and never sent.
-- **Grouped.** The event runner writes many small lines at once. A line joins
-  a queue; up to `IN_FLIGHT` (two) batches are at the database at once (a commit
-  waiting on fsync leaves the process otherwise idle), and the lines that
-  arrive meanwhile go together in the next INSERT: one statement and one
-  commit, in autocommit, for the lot. A second batch starts once as many
-  lines wait as the first holds; until then they wait for the first's
-  answer, never for a timer.
-- **Retried one by one only when nothing was stored.** A batch the database
-  refused for what a line holds (a value out of range) is retried line by
-  line, so one bad line cannot take the others with it. After a timeout, a
-  lost connection or any other unknown outcome, nothing is retried.
-- **Keyed lines** take a slower path of their own: the key and the line in
-  one transaction (`store.insert_keyed`).
-
-Nothing here knows about GraphQL.
+`Writer(engine, settings).write_run_log(...)` answers True once the line is stored, False
+(logged) when not. Lines written at once share one INSERT; a line still queued at its
+deadline is never sent. Keyed lines go with their key in one transaction.
 """
 
 from __future__ import annotations
@@ -56,25 +29,16 @@ log = logging.getLogger("gql.runlog")
 
 MAX_LINES = 200  # lines in one INSERT
 MAX_BYTES = 1024 * 1024  # detail text in one INSERT, well under MySQL's max_allowed_packet
-# Batches at the database at once. Two keep the process busy while a commit
-# waits on fsync. More split the same lines into more, smaller INSERTs: each
-# costs the process a checkout, a statement and its answer, and under load
-# the process's CPU, not the database, bounds the rate: fewer in flight made
-# bigger batches and cost less CPU per write at the same or a higher rate.
-# SQLite has one writer at a time: a second batch would only wait in its busy
-# handler. The second batch starts only once as many lines wait as the first
-# holds (`_Queue._start`): sent as soon as a slot was free, the first line
-# back from each answer went alone; waiting for company makes bigger batches
-# again. The figures are in docs/performance.md ("What each piece bought").
+# Batches at the database at once: two keep the process busy while a commit waits
+# on fsync; more make smaller INSERTs that cost more CPU per line. SQLite gets one.
 IN_FLIGHT = 2
 MAX_KEY_CHARS = 256
 # A key is kept this long: a retry within a day of the first try is safe.
 KEY_TTL = datetime.timedelta(days=1)
 # Every this many keyed writes, one bounded slice of expired keys is deleted.
 KEY_SWEEP_EVERY = 100
-# A refused line is logged whole up to the detail limit plus this much for
-# its other fields; past that, a prefix of this many characters, the size and
-# a digest.
+# A refused line is logged whole up to the detail limit plus LOG_SLACK; past that, a
+# prefix of LOG_PREFIX_CHARS, the size and a digest.
 LOG_SLACK = 1024
 LOG_PREFIX_CHARS = 1024
 
@@ -115,12 +79,9 @@ class _Queue:
         self.lines_in_flight = 0
         self.max_in_flight = in_flight
         self.tasks: set[asyncio.Task[None]] = set()
-        # One timer for the queue, at the earliest deadline a waiting line
-        # may have: a timer per line (its call_at and its cancel) is work on
-        # every write, and nearly every line leaves the queue long before it.
+        # One timer at the earliest deadline: a timer per line is work on every write.
         self.timer: asyncio.TimerHandle | None = None
-        # The connection a batch that ended while another was at the database
-        # kept (`_send`): the next batch takes it rather than the pool's.
+        # Kept by a batch that ended while another was at the database (`_send`).
         self.spare: store.HeldConnection | None = None
 
     async def write(self, line: store.NewLine, deadline: float) -> None:
@@ -159,9 +120,8 @@ class _Queue:
     def _claim(self) -> list[_Entry]:
         """The next batch to send now, counted as in flight; empty when none may go yet."""
         while self.waiting and self.in_flight < self.max_in_flight:
-            # With a batch at the database, another starts once as many
-            # lines wait as a batch there holds: a line that arrives alone
-            # goes with the next ones rather than in an INSERT of its own.
+            # With a batch at the database, another starts once as many lines wait as it
+            # holds: a lone line goes with the next ones, not in an INSERT of its own.
             if self.in_flight and len(self.waiting) * self.in_flight < self.lines_in_flight:
                 break
             batch = self._take()
@@ -193,8 +153,7 @@ class _Queue:
         return batch
 
     async def _send(self, batch: list[_Entry]) -> None:
-        # The batch that may go once this one is answered goes from this
-        # task, on the connection this one used (store.HeldConnection).
+        # The next batch goes from this task, on this connection (store.HeldConnection).
         held, self.spare = self.spare or store.HeldConnection(), None
         try:
             while batch:
@@ -207,9 +166,7 @@ class _Queue:
         finally:
             self._start()  # after a failure; otherwise no batch may go yet
             if self.in_flight and self.spare is None and held.holds():
-                # Another batch is at the database, and lines will follow it:
-                # the next batch to start takes this connection, as this
-                # task would have. The last batch gives back both.
+                # Another batch is out: the next to start takes this connection.
                 self.spare = held
             else:
                 await held.release()
@@ -230,8 +187,7 @@ class _Queue:
             if len(batch) == 1 or not exc.refused_by_database or exc.transient:
                 _settle(batch, exc)
                 return
-            # The database refused the batch for what some line holds, and
-            # stored none of it: each line on its own, each by its own deadline.
+            # Refused for what some line holds, none stored: each line alone, by its deadline.
             for entry in batch:
                 if entry.future.done():  # its caller went away: no one waits for this line
                     continue
@@ -258,9 +214,7 @@ def _settle(batch: list[_Entry], error: BaseException | None) -> None:
 
 def _answer(future: asyncio.Future[None], error: BaseException) -> None:
     future.set_exception(error)
-    # A caller that went away meanwhile never reads its answer: keep asyncio
-    # from reporting an exception no one retrieved. (Not a done callback: it
-    # would be scheduled through the loop on every line.)
+    # Marks it retrieved: a caller that went away never reads it, and asyncio would report it.
     future.exception()
 
 
@@ -270,10 +224,9 @@ _UNKNOWN = object()
 
 
 class Writer:
-    """What one app holds for its writes: a queue per event loop, the detail column's size, key sweeps.
+    """One app's writes: a queue per event loop, the detail column's size, key sweeps.
 
-    Made by the app's lifespan for its engine and handed to each request's
-    context, so that two apps in one process share none of it.
+    Made by the app's lifespan and handed to each request's context.
     """
 
     def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
@@ -299,10 +252,8 @@ class Writer:
     ) -> bool:
         """Store one line; True once it is stored, False (and logged) when it is not.
 
-        The line's deadline runs from `arrived` (the loop's time its request
-        came), not from when its field is resolved: the writes of one mutation
-        run one after another, and thirty aliased writes against a database
-        that does not answer each waited out a deadline of their own.
+        The deadline runs from `arrived` (the loop's time the request came), so the
+        aliased writes of one mutation share it.
         """
         settings = self.settings
         start = asyncio.get_running_loop().time() if arrived is None else arrived
@@ -314,10 +265,8 @@ class Writer:
         except Exception as exc:  # the one rule: never an error from a write
             problem = f"unexpected failure: {store.one_line_reason(exc)}"
             log.exception("writeRunLog: unexpected failure, request %s", request_id)
-        # Every line a resolver or the write plan (gql/engine/write_plan.py) hands over
-        # ends here, stored or not and why: the one place to count outcomes. A
-        # line refused before it ran (a variable GraphQL cannot coerce) never
-        # comes here: unrun_writes.log_unrun_writes logs it.
+        # The one place outcomes are counted; lines refused before they ran are
+        # counted by unrun_writes.log_unrun_writes.
         metrics.count_write(problem)  # runlog_writes_total{outcome, reason}
         if problem is None:
             return True
@@ -361,8 +310,7 @@ class Writer:
         if detail is not None:
             try:
                 text = dump_detail(detail)
-                # A lone surrogate ("\ud800") is valid JSON but not UTF-8: refuse
-                # it here rather than fail in the driver.
+                # A lone surrogate is valid JSON but not UTF-8: refused here, not in the driver.
                 size = len(text.encode())
             except ValueError as exc:
                 return f"detail is not storable JSON: {exc}"
@@ -390,11 +338,8 @@ class Writer:
     async def detail_limit(self, deadline: float | None = None) -> tuple[int, str]:
         """The largest detail a write accepts, and where that limit comes from.
 
-        RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less
-        (the events system's existing table has TEXT: 65,535 bytes). The
-        column is looked at once; while the database cannot be asked, the
-        setting stands alone. A write asks by its own `deadline` (the loop's
-        time) at the latest: the lookup is part of the line's one deadline.
+        RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less (looked up
+        once, by `deadline`, the loop's time); the setting alone while the database cannot answer.
         """
         configured = self.settings.max_detail_bytes
         if self.capacity is _UNKNOWN:
@@ -424,14 +369,10 @@ class Writer:
             log.info("a detail may be at most %d bytes as JSON (%s)", limit, where)
 
     async def _write_keyed(self, line: store.NewLine, kind: Kind, key: str, deadline: float) -> None:
-        # The line as readers will see it: a retry that spells its detail another
-        # way (keys in another order, `actor: null` added) is the same line.
+        # As readers see it: a retry spelling its detail another way is the same line.
         detail = None if line.detail is None else canonical_detail(kind, line.detail)
         what = json.dumps([line.kind, line.step_id, line.phase, detail], ensure_ascii=False)
-        # Keys stored before the digest was canonical hold the digest of the
-        # detail as it was sent. No migration can redo them (the keys table keeps
-        # digests, not lines), so a retry matches either for as long as such a
-        # key may live: KEY_TTL after the upgrade, this can go.
+        # Older keys hold the digest of the detail as sent; matched too until KEY_TTL has passed.
         as_sent = json.dumps([line.kind, line.step_id, line.phase, line.detail], ensure_ascii=False)
         await store.insert_keyed(
             self.engine,
@@ -452,10 +393,9 @@ class Writer:
         return sum(len(queue.waiting) for queue in self.queues.values())
 
     async def write_line(self, line: store.NewLine, *, deadline: float) -> None:
-        """Store `line`, grouped with the lines written at the same time, by `deadline` (the loop's time).
+        """Store `line`, grouped with others written at once, by `deadline` (the loop's time).
 
-        Raises store.NotStored when it was not stored, store.OutcomeUnknown when
-        the database stopped answering after the line was sent.
+        Raises store.NotStored, or store.OutcomeUnknown when the database stopped answering after the send.
         """
         loop = asyncio.get_running_loop()
         queue = self.queues.get(loop)
@@ -482,21 +422,14 @@ async def _forget_keys(engine: AsyncEngine) -> None:
 
 
 def log_refused(reason: str, request_id: str, line: dict[str, Any], detail_limit: int) -> None:
-    """Log a line that was not stored, at WARNING, with the reason and the line as sent.
-
-    The whole line, up to the detail limit (plus LOG_SLACK for its other
-    fields); past that a prefix, its size and its SHA-256, so a caller that
-    sends megabytes (of escaped characters, which the log would escape again)
-    cannot fill the log, and the line can still be matched to what was sent.
-    """
+    """Log a line that was not stored, at WARNING, with the reason and the line as sent (`bounded_line`)."""
     bounded = bounded_line(line, detail_limit)
     log.warning(
         "run log line not stored: %s; request %s; line %s",
         _one_line(reason),
         request_id,
         bounded,
-        # In JSON logs (gql/logs.py), the reason and the line are fields of
-        # their own, the line as JSON rather than a string inside a string.
+        # JSON logs (gql/logs.py) carry these as fields, the line as JSON.
         extra={
             "json_message": "run log line not stored",
             "fields": {"reason": reason, "request_id": request_id, "run_id": line.get("runId")},
@@ -506,15 +439,13 @@ def log_refused(reason: str, request_id: str, line: dict[str, Any], detail_limit
 
 
 def bounded_line(line: dict[str, Any], detail_limit: int) -> str:
-    """The line as one line of JSON, every character as sent, or its prefix, size and digest."""
+    """The line as one line of JSON, or past detail_limit + LOG_SLACK its prefix, size and SHA-256."""
     text = _as_json(line)
     data = text.encode("utf-8", "surrogatepass")
     logged = len(data)
     if not text.isprintable():
-        # Every character that is not ASCII escaped, by json in C: escaping
-        # only those that are not printable, one by one in Python, held the
-        # event loop for a second on thirty aliased lines of 32,000 NELs. The
-        # escapes count towards the bound: they are what the log holds.
+        # All non-ASCII escaped by json in C (escaping in Python held the loop);
+        # the escapes count towards the bound.
         text = _as_json(line, escape_all=True).replace("\x7f", "\\u007f")
         logged = len(text)
     if logged <= detail_limit + LOG_SLACK:
@@ -543,13 +474,7 @@ def _as_json(line: dict[str, Any], *, escape_all: bool = False) -> str:
 
 
 def _one_line(text: str) -> str:
-    """`text` with every character that is not printable escaped as in JSON.
-
-    A writer's kind, detail keys and values reach the log: a newline, U+2028
-    or NEL in them must not start a forged log line, and a lone surrogate
-    cannot be written to a UTF-8 log at all. Inside JSON text the escapes
-    are valid JSON, so the logged line still parses to the line as sent.
-    """
+    """`text` with every unprintable character escaped as in JSON, so it cannot forge a log line."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)

@@ -1,28 +1,9 @@
-"""How a plan reads a request's variables and its fields' arguments: as graphql-core's executor reads them.
+"""A plan's variables and arguments, coerced as graphql-core's executor coerces them.
 
-Both kinds of plan (read_plan.py, write_plan.py) hand their operation's
-variable definitions and root fields to a `Coercion`, made once with the
-plan, and ask it for each request's values. The values are what graphql-core's
-executor would hand the resolver, with graphql-core's public functions:
-
-- in general, `get_variable_values` and `get_argument_values`, the functions
-  the executor calls;
-- for an operation whose variables are all of scalar types and whose
-  arguments are variables, constants or a JSON literal over variables (the
-  shipped `WriteNote`, the page queries but RunLogByKinds), the same steps
-  laid out once: each variable through `coerce_input_value`, each constant
-  through `coerce_input_literal` once, a JSON literal read once into
-  functions (`_literal`). The general functions rebuild the variables'
-  signatures and walk the literals on every request, a measurable part of a
-  small write's CPU (docs/performance.md, "What each piece bought").
-
-Either way, a value that does not coerce is not answered by a plan: the
-request goes to the executor, whose error and log it then gets
-(tests/test_write_plan.py checks the two ways agree on generated values).
-
-That executor is `VariablesExecutor` (or `PageExecutor`, which is one), on
-every path that runs graphql-core: it refuses, as the request's error, a
-variable that is null where the document needs a value.
+`Coercion(schema, operation, fields).coerce(variables)` answers the coerced variables and
+each field's arguments, or None when anything does not coerce (the request then goes to
+the executor, for its error). Scalar-only operations get the steps laid out once.
+`VariablesExecutor` refuses a variable that is null where a value is needed.
 """
 
 from __future__ import annotations
@@ -248,13 +229,7 @@ def _argument(name: str, definition: GraphQLArgument, node: ValueNode | None) ->
 def _literal(scalar: Any, node: ListValueNode | ObjectValueNode) -> Callable[[dict[str, Any]], Any] | None:
     """What coerce_input_literal answers for `node` as a `scalar`, as a function of the coerced variables.
 
-    For a scalar that parses literals as GraphQLScalarType itself does (no
-    coerce_input_literal, parse_literal not replaced): graphql-core reads the
-    literal with value_from_ast_untyped, each variable as its coerced value
-    (Undefined when absent), and hands that to coerce_input_value; a failure
-    is Undefined. The literal is read into a tree of functions once, here,
-    instead of walked on every request, as WriteNote's `detail: {text:
-    $text}` would be. Anything else: None, left to graphql-core.
+    None (left to graphql-core) for a scalar that parses literals its own way.
     """
     if (
         not isinstance(scalar, GraphQLScalarType)
@@ -293,14 +268,9 @@ def _untyped(node: ValueNode) -> Callable[[dict[str, Any]], Any]:
 class VariablesExecutor(DefaultExecutionContext):
     """Strawberry's executor, refusing before anything runs a variable that is null where a value is needed.
 
-    The spec lets `$r: ID = 5` stand at `runId: ID!` (its default fills it),
-    and an explicit null for it then fails at the field: graphql-core raised
-    it there, where it was masked as a fault of ours, and a write it held
-    left no trace. It is the caller's mistake, in the request: a request error
-    (BAD_USER_INPUT, naming the variable), as any variable that does not
-    coerce, whether or not the field it reaches would run. The schema plugs
-    it in (`execution_context_class`), so every path that runs graphql-core
-    has it: Strawberry's, the engine's fall-back, both websocket protocols.
+    (`$r: ID = 5` may stand at `runId: ID!`; an explicit null for it is a BAD_USER_INPUT
+    request error naming the variable, not a masked fault at the field.) The schema's
+    `execution_context_class`, so every path that runs graphql-core has it.
     """
 
     @classmethod
@@ -339,9 +309,7 @@ def _null_where_needed(
     )
 
 
-# Per operation (a text seen before hands back the same nodes), the usages of
-# its nullable variables in non-null positions: almost always none, so a
-# request costs a lookup, not a walk. Held weakly, as limits._SERVINGS.
+# Per operation, the usages of its nullable variables in non-null positions (held weakly).
 _USAGES: OrderedDict[int, tuple[weakref.ref[OperationDefinitionNode], tuple[Any, ...]]] = OrderedDict()
 _USAGES_SIZE = 256
 

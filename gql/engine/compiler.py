@@ -1,11 +1,7 @@
-"""The page plan's compiler: a `RunLogPage` selection set made into one Python function.
+"""The page plan's compiler: `Compiler(executor).compile(page_type, fields)` makes a selection one function.
 
-`Compiler` writes the source of a function that completes a page as
-graphql-core would for that selection (page_plan.py says what the plan
-covers), and `exec`s it once per selection and @skip/@include outcome. A
-value the function does not expect raises `Unplanned`, and graphql-core
-completes the page; a selection it cannot cover raises `NotCompilable` while
-compiling, and that selection is completed by graphql-core every time.
+The function completes a page as graphql-core would, or raises `Unplanned`; a selection
+it cannot cover raises `NotCompilable` while compiling.
 """
 
 from __future__ import annotations
@@ -80,12 +76,7 @@ Read = str | list[str]
 class Compiler:
     """Writes one Python function per (object type, selection) and compiles them together.
 
-    Why generated source and not closures: an interpreted plan (closures built
-    once per selection, the same checks, no `exec`) was built and measured
-    against this one on the full RunLog query, and took markedly longer on
-    the 2,000-line page, the case furthest from its goal (docs/performance.md,
-    "What each piece bought"). The source is written from schema names only,
-    never from a request.
+    The source is written from schema names only, never from a request.
     """
 
     def __init__(self, executor: Any) -> None:
@@ -138,14 +129,7 @@ class Compiler:
         return self.fields_function(gtype, field_details_list, "o", f"type(o) is not {cls}", read)
 
     def line_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
-        """A function completing a page's line straight from its stored row `r` and cursor `c`.
-
-        Each field is read as the page type's `line_sources` says (what
-        `page.as_line` computes), and the detail from the values
-        `detail_codec.read_values` reads, by a function for its type that takes
-        them as they are (`values_function`): no `RunLogLine` and no detail
-        object is made.
-        """
+        """A function completing a page's line from its stored row `r` and cursor `c` (`line_sources`)."""
         sources = getattr(self.page_origin, "line_sources", None)
         if sources is None:
             raise NotCompilable(f"{PAGE_TYPE_NAME} does not say how its lines are read")
@@ -213,10 +197,8 @@ class Compiler:
     ) -> str:
         """A function of `parameters` and the page `pg` answering the selected fields of `gtype`.
 
-        It gives up when `refused` holds. `read` says how each field is read,
-        given its name, definition, Python name, field details and the local
-        to set: an expression, completed here as the field's type says, or
-        the lines that set the local to the completed value themselves.
+        It gives up when `refused` holds. `read(name, field_def, python_name, details, local)`
+        gives an expression to complete, or the lines that set the local themselves.
         """
         grouped = collect_subfields(self.executor, gtype, field_details_list)
         function = f"o{next(self.counter)}"
@@ -288,10 +270,7 @@ class Compiler:
     def complete(self, value: str, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
         """Lines that set `target` to `value` completed as `gtype`, or raise Unplanned.
 
-        The common case costs one test: a value of the exact expected Python
-        type. Anything else (None where non-null, graphql-core's Undefined, a
-        value needing coercion) goes to `_leaf`, or makes an exact-type check
-        fail, and so either coerces as graphql-core would or gives up.
+        One test for a value of the exact expected type; else it coerces as graphql-core would, or gives up.
         """
         nullable = not isinstance(gtype, GraphQLNonNull)
         inner = gtype if nullable else gtype.of_type
@@ -323,8 +302,7 @@ class Compiler:
         if nullable:
             slow = f"(None if {value} is None else {slow})"
         if isinstance(wrapped, enum.EnumMeta):
-            # Strawberry's enum coercion scans the values one by one; ask it once per member.
-            # Keyed by the member's name: an enum member hashes in Python, its name in C.
+            # Strawberry's coercion scans the values: asked once per member, keyed by name (hashed in C).
             every: list[enum.Enum] = list(wrapped)
             names = self.name({m._name_: gtype.coerce_output_value(m) for m in every}, "M")
             return f"{names}[{value}._name_] if type({value}) is {self.name(wrapped, 'W')} else {slow}"
@@ -385,8 +363,7 @@ class Compiler:
         for origin, _ in origins:
             for other, _member in origins:
                 if other is not origin and issubclass(origin, other):
-                    # Strawberry picks the first member the value is an instance
-                    # of; an exact-class table could pick another.
+                    # Strawberry picks the first member matched; an exact-class table could differ.
                     raise NotCompilable(f"{union.name} has members that subclass each other")
         table = {origin: self.object_function(member, details) for origin, member in origins}
         resolved: dict[type, Any] = {}

@@ -1,9 +1,6 @@
-"""Parsed and validated documents, cached by query text, and the texts prepared for the prepared path.
+"""Parsed and validated documents, cached by query text (`DocumentCaches`, one per app), and prepared texts.
 
-Strawberry's own `ValidationCache` keys on the document itself, and a
-graphql-core document hashes by walking its whole tree; here a text is the key
-(`DocumentCaches`). The caches are per app and only caches: bounded in count
-and in bytes, and never holding request data.
+Add `DocumentCaches().extension` last among the schema's extensions. Bounded in count and in bytes.
 """
 
 from __future__ import annotations
@@ -28,12 +25,9 @@ from strawberry.extensions import SchemaExtension
 log = logging.getLogger("gql.engine")
 
 DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
-# What the document caches may hold, in bytes as `document_bytes` counts them:
-# the shipped operations hold about 170 KB each, so this is room for about
-# two hundred texts the size of the frontend's biggest.
+# In bytes as `document_bytes` counts them.
 DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024
-# A longer text is parsed each time, never cached: the frontend's biggest
-# query with every fragment is about 4,300 characters.
+# A longer text is parsed each time, never cached.
 CACHED_TEXT_CHARS = 16 * 1024
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
@@ -43,16 +37,7 @@ ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, bes
 
 
 def document_bytes(text: str, document: DocumentNode) -> int:
-    """About the memory a parsed `text` holds, the text included.
-
-    Measured with tracemalloc (graphql-core 3.3): a document holds about 450
-    bytes per token (392 to 452 for the shipped operations, GraphiQL's
-    introspection and 1,800 aliases), plus a copy of every comment and string
-    in its tokens, which can be the whole text again. Counting the tokens walks
-    the document's token list: at most RUNLOG_MAX_TOKENS steps, done once per
-    text cached. Without locations (Strawberry always parses with them) the
-    text's length bounds the tokens.
-    """
+    """About the memory a parsed `text` holds, the text included: TOKEN_BYTES a token, and the text twice."""
     loc = document.loc
     if loc is None:
         tokens = len(text) + 2
@@ -84,23 +69,9 @@ class _Document:
 class DocumentCaches:
     """Parsed documents by query text, their validation results, and prepared texts, for one schema.
 
-    Strawberry's own `ValidationCache` keys on the document itself, and a
-    graphql-core document hashes by walking its whole tree: for the frontend's
-    query with every fragment that costs about what validating does. Here the
-    parse cache hands back one document object per query text, so validation
-    is kept beside the text it was done for.
-
-    A text that parsed and validated cleanly is also kept as a
-    `PreparedDocument`, so that a later request with the same text can skip
-    the per-request pipeline altogether (`view.RunLogGraphQL.run_prepared`).
-    The app's parse options and validation rules are the same for every
-    request (they come from its settings), so the text alone is the key.
-
-    Bounded in bytes, not only in count: texts padded with comments, which no
-    token limit counts, once grew a process past 2 GiB. A text of more than
-    `max_text` characters is not cached at all (it is parsed each time, and
-    RUNLOG_MAX_QUERY_BYTES bounds what that costs), and the least recently
-    used texts are dropped once what is held passes `max_bytes`.
+    Keyed by text (a document hashes by walking its tree). A text that validated cleanly is
+    kept as a `PreparedDocument` for `view.RunLogGraphQL.run_prepared`. Texts over `max_text`
+    characters are not cached; the least recently used go past `size` or `max_bytes`.
     """
 
     def __init__(

@@ -1,41 +1,9 @@
-"""A compiled completion of `runLog` pages (the documents it reads are cached by gql/engine/documents.py).
+"""`PageExecutor`: graphql-core's executor, completing a `RunLogPage` with a plan compiled once per selection.
 
-graphql-core completes a 2,000-line page field by field: for every line and
-every selected field it builds a resolve info, calls a resolver, resolves the
-detail's union type by trying its 23 members, and coerces the leaf. That is
-most of the time a big page takes. The page is plain data by then (the one
-async root resolver has read it), so the work can be planned once per query.
-
-`PageExecutor` is graphql-core's executor with one change: when it is about
-to complete a `RunLogPage`, it builds (once per query document, cached) a
-Python function that does the same completion for that selection set, and
-calls it. Everything else stays graphql-core's: parsing, validation, variable
-coercion, the root resolver (so its permission check, input checks, errors
-and logging are the same code), error locations, null propagation.
-
-The plan covers only what it knows to be plain data: fields read by
-Strawberry's default resolver, the standard scalars, custom scalars and enums
-through their own `coerce_output_value`, lists, and the detail union
-dispatched on the exact class. A page's lines it serves straight from the
-stored rows the resolver read (`RunLogPage.lines`): each field as the page
-type's `line_sources` says, each detail from the values pydantic read
-(`detail_codec.read_values`), converted as the detail's codec would convert them;
-no `RunLogLine` and no detail object is made for a planned page: making them
-was most of what a plan still cost (docs/performance.md, "What each piece
-bought"). (`blockingRun` is plain data too: the page's resolver looks the
-runs up in one query before the page is completed.)
-Anything else in the selection (a field given a resolver, a permission class
-or an extension later; a resolver middleware) makes the plan "not
-compilable" and the page is completed by graphql-core as before, from the
-lines `RunLogPage.nodes` makes. While completing, anything the plan did not
-expect (a null where the schema says non-null, a value of another type, a
-detail value its conversion refuses, a failed run lookup) abandons the plan's
-result and hands the same page object to graphql-core, which then produces
-exactly the data or errors it always would.
-
-The plan cache is per schema (so per app) and only a cache: bounded, keyed by
-the document's identity (the parse cache hands back one document object per
-query text), and never holding request data.
+A plan serves the page's stored rows directly (no `RunLogLine` or detail object made). A
+selection outside its cover (a resolver, a permission, a middleware) is "not compilable",
+and a value it did not expect abandons it: graphql-core then completes the same page as
+it always would. Plans are cached per schema, bounded, keyed by the document's identity.
 """
 
 from __future__ import annotations
@@ -76,8 +44,7 @@ log = logging.getLogger("gql.engine")
 
 PLAN_CACHE_SIZE = 256  # distinct runLog selections per process
 PLAN_CACHE_BYTES = 32 * 1024 * 1024  # and what they may hold (see _PlanCache)
-# A compiled plan holds about 11 bytes per character of its source (tracemalloc:
-# 151 KB for the 13,000 characters of the frontend's page with every fragment).
+# A compiled plan holds about 11 bytes per character of its source (tracemalloc).
 PLAN_BYTES_PER_CHAR = 16
 VARIANTS_PER_SELECTION = 16  # @skip/@include combinations kept per selection
 
@@ -116,12 +83,7 @@ class _Selection:
 
 
 class _PlanCache:
-    """Plans by selection, bounded in count and in bytes.
-
-    A selection's nodes keep their whole document alive (a node's location
-    links every token of the text), so each selection counts its document as
-    `document_bytes` does, and each plan its compiled size.
-    """
+    """Plans by selection, bounded in count and in bytes (counting the document its nodes keep alive)."""
 
     def __init__(self, size: int, max_bytes: int = PLAN_CACHE_BYTES) -> None:
         self.size = size
@@ -158,11 +120,7 @@ class _PlanCache:
     def compiled(
         self, nodes: tuple[FieldNode, ...], coerced: dict[str, Any]
     ) -> Callable[[Any, Any], dict[str, Any]] | None:
-        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet.
-
-        Compiles nothing: a plan is made by the executor (`PageExecutor`), on
-        a selection's first page or at start-up (app._warm).
-        """
+        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet."""
         key = tuple(map(id, nodes))
         with self.lock:
             entry = self.entries.get(key)
@@ -246,17 +204,10 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 class PageExecutor(CompletesObjects, VariablesExecutor):
     """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
 
-    Plugged in through the schema's public `execution_context_class`; it
-    completes pages through `CompletesObjects` (gql/compat/graphql.py), which
-    overrides a method graphql-core does not document as an extension point
-    (hence the pinned versions in pyproject.toml).
-    Completing a page field by field is most of a big page's CPU; what the
-    plan buys on each shipped operation is in docs/performance.md ("What each
-    piece bought").
+    The schema's `execution_context_class`; it hooks in through `CompletesObjects` (gql/compat/graphql.py).
     """
 
-    # Plans are built against one schema's types: each schema's executor has
-    # its cache (`with_plans`), and so each app.
+    # Plans are built against one schema's types: a cache per schema (`with_plans`).
     plans: ClassVar[_PlanCache]
 
     @classmethod

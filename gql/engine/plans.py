@@ -1,12 +1,7 @@
-"""Each prepared operation's plan: made once, by the same steps for a read and for a write.
+"""Each prepared operation's plan, made once: `Plans(schema, executor).plan(operation, fragments)`.
 
-An operation is planned the first time the engine meets it (or at start-up,
-for a trusted document): a mutation of plain `writeRunLog` fields gets a
-write plan (write_plan.py), a query of one plain `runLog` field a read plan
-(read_plan.py), anything else none, and is answered by graphql-core's
-executor. Both kinds of plan coerce a request's values the same way
-(coercion.py). The plans are kept as long as the operation is: the document
-cache holds the operation, and a plan goes with it.
+A write plan (write_plan.py), a read plan (read_plan.py), or None for graphql-core's executor;
+kept as long as the operation is.
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ class Plans:
 
     def __init__(self, schema: GraphQLSchema, executor: type[PageExecutor] | None) -> None:
         self.schema = schema
-        # Read plans complete pages with the page plans this executor
-        # compiled; with another executor, queries have none.
+        # Read plans complete pages with this executor's page plans (None: no read plans).
         self.executor = executor
         # By identity: an AST node hashes its whole tree, on every lookup.
         self.entries: dict[int, tuple[weakref.ref[OperationDefinitionNode], Plan | None]] = {}

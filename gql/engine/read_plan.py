@@ -1,28 +1,8 @@
-"""A query of one `runLog` field, answered without graphql-core's executor: the read side of write_plan.py.
+"""A query of one plain `runLog` field, answered without graphql-core's executor (write_plan.py's twin).
 
-The frontend sends the same few page queries over and over (the shipped
-`RunLog`, `RunLogPage`, `RunLogByKinds`). Once a text is prepared and its
-page has a compiled plan (page_plan.py, made on its first page or at
-start-up), what is left for graphql-core's executor to do is to coerce the
-variables and arguments, call the resolver, and hand the page to the plan.
-A read plan does just that, with graphql-core's public functions:
-
-- the variables and the field's arguments coerced as a write plan's are
-  (coercion.py), so a value is read exactly as the executor reads it;
-- the page read by `schema.read_run_log`, the function the resolver calls,
-  with one pooled connection for the page and its runs as the resolver has
-  (not while it waits: a long poll);
-- the page completed by the plan the executor compiled for that selection
-  and those @skip/@include outcomes;
-- a failure located at the field, as the executor locates it: `runLog` is
-  non-null, so the answer is `{"data": null}` with that one error.
-
-A plan is made only for a query whose one root selection is a plain
-`runLog` field (no directive, alias or not), and only while Strawberry does
-no more than call its resolver (no field extension, no permission class). Whatever a plan does not answer
-exactly as the executor would, it leaves to the executor: variables or
-arguments that do not coerce (their errors are the executor's), a selection
-with no compiled plan yet, a page the plan does not complete.
+`read_plan(schema, executor, operation, fragments)` makes one (or None); `await plan.answer(context,
+variables, text)` coerces, calls `run_log.read_run_log` and completes the page with its compiled
+plan, or answers None (counted) for the executor to answer exactly as it would.
 """
 
 from __future__ import annotations
@@ -70,10 +50,7 @@ class ReadPlan:
     async def answer(
         self, context: Context, inputs: dict[str, Any] | None, text: str
     ) -> ExecutionResult | None:
-        """The executor's answer for this request, or None (counted, with why) when the executor must give it.
-
-        `text` is the query text, which a fall-back's log names by its hash.
-        """
+        """The executor's answer for this request, or None (counted) when the executor must give it."""
         coerced = self.coercion.coerce(inputs)
         if coerced is None:
             metrics.fell_back(

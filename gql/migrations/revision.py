@@ -1,9 +1,4 @@
-"""Where a database's schema is: the revision its alembic_version names, and what init-db did.
-
-Kept apart from the package's `upgrade`, which imports `runner` (Alembic) only
-when there is work to do, and `runner` imports this: no module imports another
-that imports it back.
-"""
+"""Where a database's schema is: `version(conn)`, the revision its alembic_version names; and `Migrated`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Alembic at work: adopting an unversioned database, applying revisions, printing their SQL.
 
-Imported only when there is work to do (gql.migrations answers "at head"
-without Alembic). The revisions are found from this package's folder, so the
-service runs them with no alembic.ini (from a wheel, in the Docker image).
+Imported only when there is work to do; needs no alembic.ini.
 """
 
 from __future__ import annotations
@@ -95,13 +93,7 @@ def upgrade(conn: Connection, *, writable: bool = True) -> Migrated:
 
 
 def write_sql(conn: Connection, out: TextIO) -> None:
-    """Print to `out` the SQL that `upgrade` would run on this database, running none of it.
-
-    Alembic's offline mode: the connection is only read, to know where the
-    database is (its alembic_version, or what an earlier release made). The
-    SQL ends with alembic_version at head, so that init-db afterwards finds
-    nothing to do; at head, it is only a comment saying so.
-    """
+    """Print to `out` the SQL that `upgrade` would run on this database (to head), running none of it."""
     start = version(conn)
     adopted = detect(conn) if start is None else None
     if start == head():

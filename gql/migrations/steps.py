@@ -1,7 +1,6 @@
 """What revisions are made of: indexes built online, and checks of what is already there.
 
-Imported by revisions (`from gql.migrations import steps`) while Alembic runs
-them, online against a connection or offline printing SQL (`init-db --sql`).
+Revisions use it as `from gql.migrations import steps`, online or offline (`init-db --sql`).
 """
 
 from __future__ import annotations
@@ -28,10 +27,7 @@ def has_table(name: str) -> bool:
 def add_index(name: str, table: str, columns: Sequence[str]) -> None:
     """Build an index on plain columns of a table that may be large and in use.
 
-    On MySQL/MariaDB the build runs online (ALGORITHM=INPLACE, LOCK=NONE):
-    writers go on inserting lines while it is built, and the server refuses
-    the statement rather than fall back to a build that blocks them. SQLite
-    has no online build; its file has one writer at a time anyway.
+    On MySQL/MariaDB online (ALGORITHM=INPLACE, LOCK=NONE: refused rather than block writers).
     """
     dialect = op.get_context().dialect
     if dialect.name in _MYSQL:
@@ -45,14 +41,9 @@ def add_index(name: str, table: str, columns: Sequence[str]) -> None:
 
 
 def index_is_there(conn: Connection, table: str, name: str, columns: Sequence[str]) -> bool:
-    """Whether `table` has the index `name`, or (MySQL) one on the same columns under another name.
-
-    An index a DBA added by hand with the same columns serves the same reads;
-    a second copy would only slow every write.
-    """
+    """Whether `table` has the index `name`, or (MySQL) one on the same columns under another name."""
     if conn.dialect.name == "sqlite":
-        # SQLAlchemy does not reflect an index on an expression on SQLite (it
-        # warns and skips it); the name is enough to know it is there.
+        # SQLAlchemy does not reflect an index on an expression on SQLite: the name says.
         rows = conn.exec_driver_sql(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,)
         )

@@ -1,18 +1,9 @@
 """Cursors: a position in a run's log as the opaque text clients pass back, and what it has delivered.
 
-A line is stamped with `at` before it commits, and a commit can be slow (a
-grouped INSERT, another process): a line can land behind lines a reader
-already has. So a cursor of a recent line says, besides its position, which
-recent lines are behind it (`Window`), and a `before` read from it finds a
-late line however far behind it landed.
-
-Every cursor is bounded whatever was written: its window names at most
-`RECENT_LINES` lines. A page that would need more stops short (a newest-first
-page ends early with `hasNextPage`; a `before` page or the tail delivers the
-rest once the oldest line named has settled, at most the late window later).
-A cursor names the run and the filters (kinds, phase, step, time, search) it
-was issued for, and is refused elsewhere. It is not signed: it holds nothing a reader could not read anyway,
-and a forged one costs no more than one issued here (see `decode_cursor`).
+`encode_cursor(line, scope)` makes one, `decode_cursor(text, argument, scope)` reads it back
+(CursorError when it is not for this run and these filters). A cursor of a recent line also
+names the recent lines behind it (`Window`, at most RECENT_LINES), since a line is stamped
+before it commits and can land behind lines a reader already has.
 """
 
 from __future__ import annotations
@@ -29,14 +20,10 @@ from typing import NamedTuple
 
 from .values import LINE_ID_MAX, NO_FILTERS, Filters, Line, Page, utc_now_millis
 
-# The most recent lines one cursor names. Past it a page stops short: a tail
-# that keeps up within the late window with more than this many lines of one
-# run waits for the oldest of them to settle.
+# The most recent lines one cursor names; past it a page stops short.
 RECENT_LINES = 128
 _VERSION = 2
-# The most a cursor can hold: its header and a floor (at most 140 bytes), and
-# RECENT_LINES lines of the widest (an id step of 9 bytes, a time of 7: up to
-# the year 9999). Anything longer is refused before it is decoded.
+# Header and floor (at most 140 bytes) and RECENT_LINES of the widest lines (id step 9, time 7).
 _MAX_BYTES = 140 + RECENT_LINES * 16
 _MAX_MILLIS = 2**49 - 1
 MAX_CURSOR_CHARS = -(-_MAX_BYTES * 4 // 3)
@@ -44,8 +31,7 @@ _EPOCH = datetime.datetime(1, 1, 1)
 _EPOCH_UTC = _EPOCH.replace(tzinfo=datetime.UTC)  # for an aware time: no conversion to naive first
 _MICROSECOND = datetime.timedelta(microseconds=1)
 _MILLISECOND = datetime.timedelta(milliseconds=1)
-# A position is a date as SQLite's normalised form or MariaDB prints it
-# (`0000-00-00 00:00:00.000`, `2026-02-30 00:00:00.000`), or '' for no time.
+# A stored `at` that is not a time, as the database prints it (`0000-00-00 ...`), or '' for none.
 _POSITION = re.compile(r"[0-9 :.-]{0,40}")
 
 
@@ -63,7 +49,7 @@ class Scope(NamedTuple):
 def cursor_scope(run_id: int, kinds: Sequence[str] | None, filters: Filters = NO_FILTERS) -> Scope:
     """The scope of a read of `run_id` with this kinds filter (None: every kind) and `filters`."""
     if filters == NO_FILTERS:
-        # As before there were other filters: a kinds-only cursor issued then still reads.
+        # Digest of the kinds alone, so older kinds-only cursors still read.
         if kinds is None:
             return Scope(run_id, b"")
         return Scope(run_id, hashlib.sha256(",".join(sorted(set(kinds))).encode()).digest()[:8])
@@ -83,13 +69,7 @@ def cursor_scope(run_id: int, kinds: Sequence[str] | None, filters: Filters = NO
 
 @dataclass(frozen=True, slots=True)
 class Cursor:
-    """A position in a run's log, and what a `before` read from it has already delivered.
-
-    A plain cursor is a line's position, (at, id): everything at or before it
-    is behind it. A cursor of a recent line also carries a `Window`, because
-    `at` is stamped before its line commits: a line whose commit is slow can
-    still land at a position a reader has passed.
-    """
+    """A position in a run's log, (at, id); for a recent line, the `Window` a `before` read delivered."""
 
     # Naive UTC; or a line's `position` when its stored `at` is not a time.
     # None only on a cursor of a read that found no line (`cursor_now`).
@@ -98,8 +78,7 @@ class Cursor:
     window: Window | None = None
 
 
-# Before every line, whatever its `at` (the position of a line with no time,
-# id 0): a `before` read from it reads a run's log from its oldest line.
+# Before every line: a `before` read from it reads a run's log from its oldest line.
 START = Cursor(at="", id=0)
 
 
@@ -107,13 +86,9 @@ START = Cursor(at="", id=0)
 class Window:
     """What a cursor of a recent line has behind it, besides its position.
 
-    Behind the cursor: every line at or before `floor` (when set), every line
-    with `at` before `settled`, and the lines `seen` (id and at, naive UTC;
-    at most RECENT_LINES, by id). A `before` read from it reads the lines
-    that are none of those. `settled` trails the read that made the cursor
-    by the late window (tail.late_window: the longest a line's commit can
-    land after its `at`): a line whose `at` is before it had committed when
-    the cursor was made, so only the lines since need naming.
+    Every line at or before `floor` (when set), every line with `at` before `settled`
+    (the read's time less tail.late_window), and the lines `seen` (id, naive UTC at;
+    at most RECENT_LINES, by id).
     """
 
     settled: datetime.datetime
@@ -131,11 +106,8 @@ def naive(at: datetime.datetime) -> datetime.datetime:
 
 
 # ── the text of a cursor ─────────────────────────────────────────────────────
-# Bytes, base64url without padding: a version, the scope, the position, and
-# the window if any (settled, floor, then each line seen as its id's step from
-# the one before and its `at` in milliseconds past `settled`). Integers are
-# unsigned LEB128, so the usual cursor is a few dozen bytes and a full window
-# a few hundred.
+# base64url of: version, scope, position, and the window if any (settled, floor, then
+# each line seen as its id step and its `at` in ms past `settled`); integers LEB128.
 
 
 def _varint(value: int) -> bytes:
@@ -197,12 +169,12 @@ _URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def _text(raw: bytes) -> str:
-    # base64.urlsafe_b64encode, without its two calls in Python: one per line of a page.
+    # base64.urlsafe_b64encode without its Python calls: this runs once per line of a page.
     return binascii.b2a_base64(raw, newline=False).translate(_URLSAFE).rstrip(b"=").decode()
 
 
 class _Seen:
-    """A window's lines seen, kept by id with each one's bytes, so a cursor is written without re-encoding."""
+    """A window's lines seen, by id, each with its bytes ready to write."""
 
     __slots__ = ("ats", "ids", "items", "settled")
 
@@ -217,8 +189,7 @@ class _Seen:
 
     def _item(self, i: int) -> bytes:
         step = self.ids[i] - (self.ids[i - 1] if i else 0)
-        # Milliseconds past `settled`, rounded up: a line kept a little
-        # longer is only named again, never let through twice.
+        # Rounded up: a line is at worst named again, never delivered twice.
         millis = -(-((self.ats[i] - self.settled) // _MICROSECOND) // 1000)
         return _varint(step) + _varint(max(0, millis))
 
@@ -343,9 +314,7 @@ class _Reader:
 def decode_cursor(value: str, argument: str, scope: Scope) -> Cursor:
     """The cursor `value`, checked to be for `scope`; CursorError says what was wrong.
 
-    Its length is checked before anything is decoded, and a window holds at
-    most RECENT_LINES lines, each after the one before: whatever was sent, a
-    cursor costs no more than one this service issues.
+    Bounded before decoding (MAX_CURSOR_CHARS, RECENT_LINES): a forged one costs no more than an issued one.
     """
     shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
     issued = (
@@ -426,31 +395,23 @@ def _decode(raw: bytes) -> tuple[Cursor, int, bytes]:
 class PageCursors:
     """The cursors of a page's first `len(texts)` lines, in its order.
 
-    Fewer than the page's lines when a cursor would have had to name more
-    than RECENT_LINES recent lines: the page ends before the first line that
-    would not fit. `settles_in` is then how long (seconds) until a read from
-    the last cursor can deliver more than it just did (0 when it can now).
+    Fewer than the page's lines when one would name more than RECENT_LINES; `settles_in`
+    is then the seconds until a read from the last can deliver more (0: now).
     """
 
     texts: list[str]
     settles_in: float = 0.0
-    # A search page that stopped at its most lines read (Page.stop): the
-    # cursor of the last line it read, where the next page goes on from.
+    # The cursor of the last line a stopped search page read (Page.stop).
     stop: str | None = None
 
 
 def cursors_of(
     page: Page, *, before: Cursor | None, settled: datetime.datetime, scope: Scope, only_ends: bool = False
 ) -> PageCursors:
-    """The cursors of a page read with `before` (`newer_cursors`) or without (`page_cursors`), and its stop's.
-
-    The stop line is read as the page's last line for its cursor: every line
-    up to it was read, those the search kept and those it did not.
-    """
+    """The cursors of a page read with `before` (`newer_cursors`) or not (`page_cursors`), and its stop's."""
     stop = page.stop
     if stop is not None and before is not None and page.scanned is not None:
-        # Every line read, as `before` delivered it: the recent ones the search
-        # left out are named too, so the next page does not read them again.
+        # Recent lines the search left out are named too, so the next page skips them.
         kept = {line.id: line for line in page.lines}
         read = [kept.get(line.id, line) for line in page.scanned]
         made = newer_cursors(read, before=before, settled=settled, scope=scope)
@@ -478,12 +439,7 @@ def page_cursors(
 ) -> PageCursors:
     """The cursors of a page read newest first (no cursor, or `after`), in its order.
 
-    A recent line's window names the page's recent lines at or before it,
-    and its floor is the page's end: a late line that lands beyond the page's
-    end is the next `after` page's, not a `before` read's. On the last page
-    there is no floor, so a late line there is found by `before`. A page
-    with more than RECENT_LINES recent lines is cut after the last that fits
-    (as if it had ended there, with a next page). With `only_ends`, the
+    Cut after RECENT_LINES recent lines (then has a next page). With `only_ends`, the
     lines between the first and the last get ''.
     """
     # Lines read from the database hold aware times: compared as they are.
@@ -525,11 +481,8 @@ def newer_cursors(
 ) -> PageCursors:
     """The cursors of a `before` page (read oldest first), in its order.
 
-    Behind line j: what was behind `before`, and the page's lines up to j.
-    A line stamped before `settled` had committed when the page was read, so
-    every line at or before it is behind it (its position is its floor). A
-    recent line is named in the window, and the page stops before a line
-    that would make the window name more than RECENT_LINES.
+    Behind line j: what was behind `before`, and the page's lines up to j. Stops
+    before a line that would make the window name more than RECENT_LINES.
     """
     window = before.window
     floor: Cursor | None
@@ -542,22 +495,19 @@ def newer_cursors(
     seen = _Seen(window_settled or settled)
     for line_id, at in carried:
         seen.add(line_id, at)
-    # Kept as lines are named or left behind (never per line: a cursor full
-    # of lines newer than the whole page would make that a page times its window).
+    # Kept up to date as lines come and go, not recomputed per line.
     oldest = seen.oldest()
     texts: list[str] = []
     settles_in = 0.0
     prefix = _scope_bytes(scope)
     for line in lines:
         if line.position is not None:
-            # A row whose `at` is not a time: older than every time, and never
-            # late (no one stamps such a row). Its position says it all.
+            # An `at` that is not a time: older than every time, never late.
             texts.append(_text(prefix + _line_position(line) + b"\x00"))
             continue
         at = naive(line.at)
         if at < settled:
-            # Settled: every line at or before it has committed, and was behind
-            # `before` or is on this page up to it.
+            # Settled: every line at or before it has committed and is delivered.
             floor = Cursor(at=at, id=line.id)
             if oldest is not None and oldest <= (at, line.id):
                 seen.keep([(a, i) > (at, line.id) for i, a in zip(seen.ids, seen.ats, strict=True)])
@@ -568,8 +518,7 @@ def newer_cursors(
                 seen.settle(settled)
                 oldest = seen.oldest()
             if len(seen) >= RECENT_LINES:
-                # Full of lines delivered within the late window: the rest of
-                # the page waits until the oldest of them has settled.
+                # Full: the rest waits until the oldest named has settled.
                 settles_in = max((min(seen.ats) - settled).total_seconds(), 0.0) + 0.001
                 break
             seen.add(line.id, at)
@@ -582,10 +531,8 @@ def newer_cursors(
 
 
 def fresh_window(settled: datetime.datetime, seen: Sequence[tuple[int, datetime.datetime]]) -> Window:
-    """The window of a cursor with every line written so far behind it, given the recent ones (newest first).
+    """The window of a cursor with every line so far behind it, given the recent ones (newest first).
 
-    At most RECENT_LINES are named: the newest. Older recent lines than
-    those are left in front of the cursor, so a tail from it may begin with
-    a few lines written just before it started, but never misses one.
+    Names the newest RECENT_LINES; a tail from it may repeat older ones, never miss one.
     """
     return Window(settled=settled, seen=tuple(sorted(seen[:RECENT_LINES])))

@@ -7,11 +7,7 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 
 # ── writing lines ────────────────────────────────────────────────────────────
-# A write's answer must be exact: `true` once stored, `false` only when nothing
-# was stored. So every failure below says which of three it is: the line was
-# never sent (NotStored), the database answered with an error and the
-# statement rolled back (NotStored, `refused_by_database`), or the statement
-# was sent and no answer came back (OutcomeUnknown: it may have committed).
+# Never sent, or refused and rolled back (NotStored); or sent with no answer (OutcomeUnknown).
 
 
 class NotStored(Exception):
@@ -20,8 +16,7 @@ class NotStored(Exception):
     def __init__(self, reason: str, *, refused_by_database: bool = False, transient: bool = True) -> None:
         super().__init__(reason)
         self.refused_by_database = refused_by_database
-        # A refusal about time or locks: trying the same lines again now would
-        # only spend time the callers do not have.
+        # About time or locks: trying the same lines again now would only spend their callers' time.
         self.transient = transient
 
 
@@ -36,9 +31,7 @@ class KeyReused(Exception):
 def answered_by_database(exc: BaseException, dialect_name: str) -> bool:
     """Whether `exc` is the database's own answer to a statement (so it rolled back).
 
-    MySQL's client errors (2000 to 2999: lost connection, gone away) are the
-    driver's, not the server's: the statement may have run. SQLite runs in the
-    process, so every error it raises is its answer.
+    Not MySQL's client errors (2000 to 2999: the statement may have run); every SQLite error.
     """
     if not isinstance(exc, sa_exc.DBAPIError) or exc.connection_invalidated:
         return False
@@ -61,21 +54,14 @@ def is_conflict(exc: BaseException | None) -> bool:
     return isinstance(exc, sa_exc.DBAPIError) and args[:1] == (1213,)
 
 
-# MySQL/MariaDB errors that mean "not reachable now, try again", as opposed to
-# a fault of this server or its schema: too many connections (1040), shutdown
-# in progress (1053), lock wait timeout (1205), deadlock (1213), query
-# interrupted (1317), connection killed (1927), a statement past its
-# max_statement_time (1969), and the client's own can't connect (2002, 2003),
-# server gone away (2006), lost connection (2013, 2055).
+# MySQL/MariaDB errors meaning "not reachable now, try again": too many connections (1040),
+# shutdown (1053), lock wait timeout (1205), deadlock (1213), interrupted (1317), killed
+# (1927), max_statement_time (1969), can't connect (2002, 2003), gone away (2006), lost (2013, 2055).
 _TRANSIENT_MYSQL_ERRORS = frozenset({1040, 1053, 1205, 1213, 1317, 1927, 1969, 2002, 2003, 2006, 2013, 2055})
 
 
 def is_unavailable(exc: BaseException) -> bool:
-    """Whether `exc` says the database is down, unreachable, slow or busy.
-
-    Anything else (a missing table, a bad statement) is a fault of this server
-    or its database's schema, which the caller cannot fix by trying again.
-    """
+    """Whether `exc` says the database is down, unreachable, slow or busy (else: a fault, no use retrying)."""
     if isinstance(exc, TimeoutError | OSError | sa_exc.TimeoutError | sa_exc.DisconnectionError):
         return True
     if not isinstance(exc, sa_exc.DBAPIError):
@@ -86,7 +72,6 @@ def is_unavailable(exc: BaseException) -> bool:
     args = getattr(original, "args", ())
     if args and isinstance(args[0], int) and args[0] in _TRANSIENT_MYSQL_ERRORS:
         return True
-    # SQLite: another process holds the lock past busy_timeout, or the file is
-    # gone (deleted while the service ran) or read-only, until someone fixes it.
+    # SQLite: locked past busy_timeout, or the file gone or read-only.
     name = getattr(original, "sqlite_errorname", None) or ""
     return name in ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN") or name.startswith("SQLITE_READONLY")

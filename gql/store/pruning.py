@@ -55,14 +55,9 @@ def _eligible_runs(before: datetime.datetime) -> Select[Any]:
 
 @asynccontextmanager
 async def _lockless(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A connection in autocommit: each SELECT is a consistent read of its own, taking no lock.
+    """A connection in autocommit, where a SELECT locks nothing at any isolation level.
 
-    `event_runs` belongs to the events system: what the prune reads of it must
-    never make the events system wait. In a transaction, InnoDB reads with
-    locks where a statement also writes (`DELETE ... WHERE run_id IN (SELECT
-    ... FROM event_runs)` takes shared locks on the runs it reads, until
-    commit) and under SERIALIZABLE even a plain SELECT locks; in autocommit a
-    SELECT locks nothing at any isolation level.
+    A prune must never make the events system wait on its `event_runs` rows.
     """
     async with engine.connect() as conn:
         yield await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -76,28 +71,16 @@ class PruneSlice:
     run_ids: frozenset[int]
 
 
-# `pruneTerminal` deletes its `limit` in slices of at most this many lines,
-# each its own transaction, so that what it deleted before its deadline, or
-# before the database refused a slice, is kept and answered. On Galera a
-# smaller slice is also a smaller write set for the other nodes to certify
-# and apply.
+# Each slice is its own transaction, so what was deleted before a deadline or a
+# refusal is kept; on Galera it is also a smaller write set.
 PRUNE_SLICE_LINES = 1000
 
-# A slice that loses a conflict with another pruner is chosen again, this many
-# times at most, after a short random pause that doubles each time. On Galera
-# two nodes deleting the same lines at once fail one of the two at commit with
-# a deadlock (1213: the certification conflict); on one server InnoDB's
-# deadlock detector does the same to one of two overlapping deletes. The slice
-# that lost deleted nothing, so choosing again is safe; the caller's own
-# timeout still bounds the whole.
+# Tries of a slice that lost a conflict (it deleted nothing, so trying again is safe).
 PRUNE_CONFLICT_RETRIES = 8
 
-# What makes `prune_terminal` choose a slice again, half as big: a deadlock or
-# a lost certification (1213), a lock wait that timed out (1205: on a line
-# another transaction holds, which a smaller slice may leave out), and a
-# commit refused (1180), which is how a Galera node refuses a write set over
-# `wsrep_max_ws_rows` ("wsrep_max_ws_rows exceeded"). Each leaves the slice
-# deleting nothing.
+# Refusals that leave a slice deleting nothing, tried again half as big: a deadlock or
+# lost certification (1213), a lock wait timeout (1205), a commit refused (1180: Galera's
+# wsrep_max_ws_rows).
 _SLICE_RETRIED = frozenset({1180, 1205, 1213})
 
 
@@ -106,10 +89,7 @@ async def prune_terminal(
 ) -> int:
     """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many.
 
-    The lines go in slices of at most `PRUNE_SLICE_LINES`, each committed
-    before the next is chosen, under `_prune`'s rules. The answer is what the
-    committed slices deleted, whatever stopped them: a busy database answers
-    fewer than `limit` rather than an error, and the caller calls again.
+    In committed slices of PRUNE_SLICE_LINES (`_prune`); a busy database answers fewer, not an error.
     """
     piece = await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=PRUNE_SLICE_LINES)
     return piece.deleted
@@ -118,11 +98,7 @@ async def prune_terminal(
 async def prune_slice(
     engine: AsyncEngine, *, before: datetime.datetime, limit: int, deadline: float | None = None
 ) -> PruneSlice:
-    """Delete one slice of at most `limit` lines of terminal runs that ended before `before`.
-
-    What the retention sweeper and the `prune` command take, slice by slice,
-    under the same rules as `prune_terminal`'s slices (`_prune`).
-    """
+    """Delete one slice of at most `limit` lines of terminal runs that ended before `before` (`_prune`)."""
     return await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=limit, slices=1)
 
 
@@ -137,16 +113,10 @@ async def _prune(
 ) -> PruneSlice:
     """Delete slices of at most `slice_lines` (at most `slices` of them) until `limit` lines or none are left.
 
-    A slice refused for a conflict, a lock wait or its size (`_SLICE_RETRIED`)
-    is chosen again half as big, after a short random pause that doubles each
-    time, at most `PRUNE_CONFLICT_RETRIES` times in a row; later slices keep
-    the smaller size. At `deadline` (the event loop's clock) the slice in
-    flight is abandoned, and rolled back; a slice whose COMMIT was sent is
-    not: its answer is awaited up to ANSWER_GRACE_SECONDS past then.
-
-    It fails only when it deleted nothing: the deadline or the last refusal
-    is then raised as it came. A COMMIT that got no answer raises
-    OutcomeUnknown, with what was deleted before it.
+    A slice refused for `_SLICE_RETRIED` is tried again half as big after a doubling random
+    pause, at most PRUNE_CONFLICT_RETRIES times. At `deadline` (the loop's clock) the slice
+    in flight rolls back, unless its COMMIT was sent (then awaited ANSWER_GRACE_SECONDS more).
+    Raises only when nothing was deleted; OutcomeUnknown when a COMMIT got no answer.
     """
     deleted, runs, taken = 0, set[int](), 0
     size, refusals = min(limit, slice_lines), 0
@@ -177,8 +147,7 @@ async def _prune(
         refusals, taken = 0, taken + 1
         deleted += piece.deleted
         runs |= piece.run_ids
-        # No run named: nothing eligible was left to choose (or only runs
-        # that left their terminal status meanwhile).
+        # Nothing eligible was left.
         if not piece.run_ids:
             break
     return PruneSlice(deleted=deleted, run_ids=frozenset(runs))
@@ -197,11 +166,9 @@ class _Commit:
         if self.bound is None or lines == 0:
             return  # a COMMIT of nothing deleted has no outcome to wait for
         if self.bound.expired():
-            # The deadline's cancellation is pending, and would reach the task
-            # only once the COMMIT was written: it is taken here instead.
+            # Take the pending cancellation here, before the COMMIT is written.
             await asyncio.sleep(0)
-            # Or something below swallowed it (Python 3.11's asyncio.wait_for
-            # can, which aiomysql's connect uses): the slice rolls back all the same.
+            # Or something below swallowed it (3.11's asyncio.wait_for can): roll back anyway.
             raise TimeoutError
         self.sent, self.lines = True, lines
         when = self.bound.when()
@@ -215,23 +182,10 @@ async def _prune_slice_once(
 ) -> PruneSlice:
     """One try at a slice; `commit` is told when its COMMIT is sent.
 
-    Three statements, none of which locks a row of `event_runs`: the ids of at
-    most `limit` eligible lines (MariaDB refuses the seed's `DELETE ... JOIN
-    ... LIMIT`), read in autocommit; then, in a transaction of its own (so a
-    cancelled slice is rolled back whole), a fresh read of whether their runs
-    are still eligible and a delete by primary key. The read is a consistent
-    read, which locks nothing; the delete names only `event_run_log` ids, and
-    at READ COMMITTED (see `_delete_isolation`) keeps locks on those lines
-    alone. The events system's updates of its runs never wait on a prune, nor
-    do writers of new lines.
-
-    What remains is the window between that read and the delete, one round
-    trip: a run that left its terminal status just then would still lose the
-    lines chosen for this slice. That is accepted, because a terminal status
-    is final in the events system (a run that completed, failed, was cancelled
-    or missed is not run again), so only a hand edit could hit it; closing the
-    window would take a lock on the run's row, which is what made the events
-    system wait.
+    The ids of at most `limit` eligible lines, read in autocommit; then in one transaction a
+    fresh check that their runs are still eligible, and a delete by primary key. No row of
+    `event_runs` is locked. A run leaving its terminal status in the round trip between the
+    check and the delete still loses the chosen lines: terminal is final in the events system.
     """
     async with _lockless(engine) as conn:
         found = (
@@ -244,16 +198,13 @@ async def _prune_slice_once(
         return PruneSlice(deleted=0, run_ids=frozenset())
     chosen = sorted({row.run_id for row in found})
     async with transaction(engine, isolation) as conn:
-        # A run that left its terminal status while the slice was being
-        # chosen keeps its lines.
+        # A run that left its terminal status meanwhile keeps its lines.
         still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
         ids = [row.id for row in found if row.run_id in still]
         if not ids:
             return PruneSlice(deleted=0, run_ids=frozenset())
-        # The lines this delete took, as it took them (RETURNING: MariaDB
-        # 10.0+, SQLite 3.35+), for event_run_log_pruned: a line another
-        # pruner took first is not counted as this slice's. MySQL has no
-        # DELETE ... RETURNING: there the lines are read just before.
+        # The lines this delete took (RETURNING), so one another pruner took is not
+        # counted; MySQL has no DELETE ... RETURNING, so they are read just before.
         at = sqlite_at if conn.dialect.name == "sqlite" else _l.c.at
         if conn.dialect.delete_returning:
             statement = delete(_l).where(_l.c.id.in_(ids)).returning(_l.c.run_id, at)
@@ -265,26 +216,15 @@ async def _prune_slice_once(
         await _record_pruned(conn, [(run_id, at) for run_id, at in taken])
         if commit is not None:
             await commit.send(deleted)
-    # Fewer deleted than chosen only when another pruner (a pruneTerminal
-    # call, the prune command) took some of the same lines first; the runs
-    # named are then those whose lines this slice saw go.
+    # Fewer deleted than chosen when another pruner took some first.
     return PruneSlice(deleted=deleted, run_ids=frozenset(row.run_id for row in found if row.run_id in still))
 
 
 async def _delete_isolation(conn: AsyncConnection) -> str:
     """The isolation level of a slice's transaction: READ COMMITTED where the server allows it.
 
-    At REPEATABLE READ InnoDB keeps a lock on every row a DELETE reads, and on
-    the gap before it, until commit. A delete of many ids may read the whole
-    table (a scan costs less than that many lookups once the ids are a good
-    part of it), and then every insert waits for the slice. On Galera a line
-    committed through another node must be applied on this one through those
-    locks, so the cluster aborts the slice instead (1213), again and again
-    while writers write. At READ COMMITTED the delete keeps locks only on the
-    lines it deletes, which no writer touches, and on no gap. A server that
-    writes its binary log as statements refuses a DELETE at READ COMMITTED
-    (1665): a statement replayed on a replica needs the gaps locked, so there
-    the slice stays at REPEATABLE READ.
+    There the delete locks only the lines it deletes and no gap, so inserts (and on Galera,
+    applied write sets) never wait on it. A statement-format binary log refuses that (1665).
     """
     if conn.dialect.name == "sqlite":
         return "SERIALIZABLE"  # SQLite's only level; `transaction` sets none there

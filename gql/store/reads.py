@@ -48,31 +48,11 @@ async def read_page(
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    A `before` page's `has_next` says whether newer lines remain past it.
-    Only lines that pass `filters` are read. With a search, the page reads
-    at most `most_searched` stored lines: when it is not full by then it ends
-    there, with `has_next`, and `stop` the last line it read, which the next
-    page's cursor goes on from (one statement finds that line first, by the
-    index alone when only the run and time are filtered).
-
-    `detail=False` leaves every line's detail out (None), unread. With
-    `max_detail_bytes`, the page ends early, with `has_next`, once its lines'
-    stored details would come to more than that many bytes; its first line
-    is returned whatever its size, so that paging always goes on.
-
-    One statement, whatever the budget. When `limit + 1` lines of
-    `largest_detail` bytes each (the most a writer may store) could pass
-    `max_detail_bytes`, that statement also reads each line's detail size,
-    and leaves out any detail larger than the budget's share of one line
-    (`max_detail_bytes // (limit + 1)`): what it fetches stays within the
-    budget, and the page is cut on the sizes. Only a page that keeps a
-    detail left out reads it in a second statement, by line id. Ordinary
-    details fit their share (4 KiB for a 2,000-line page under 8 MiB), so
-    pages of them take one round trip. Reading the sizes in a statement of
-    their own first cost every 2,000-line page a round trip and 2,001 sizes,
-    most of the distance to its latency goal (docs/performance.md, "What each
-    piece bought"). The database still reads every detail of the page to
-    size it, off the event loop.
+    A `before` page's `has_next` says whether newer lines remain past it. With a search,
+    at most `most_searched` stored lines are read; a page not full by then ends with
+    `has_next` and `stop`, the last line read. `detail=False` reads no detail. With
+    `max_detail_bytes`, the page ends early once its details would weigh more (its first
+    line whatever its size). One statement; a second only for a detail over its share.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)
@@ -206,11 +186,7 @@ async def _read_lines(
 async def count_recent(
     engine: AsyncEngine, *, run_ids: Sequence[int], earlier: datetime.datetime, since: datetime.datetime
 ) -> dict[int, tuple[int, int]]:
-    """Per run, how many lines are stamped at or after `earlier`, and how many at or after `since`.
-
-    One query for all the runs, an index range on (run_id, at) each; a run
-    with no such line is left out.
-    """
+    """Per run (none: left out), how many lines are stamped at or after `earlier`, and at or after `since`."""
     if not run_ids:
         return {}
     sqlite = engine.dialect.name == "sqlite"
@@ -243,14 +219,7 @@ def _stored_bytes(detail: str | bytes | None) -> int:
 
 
 async def ping(engine: AsyncEngine) -> None:
-    """Raise unless the database answers, with the run log's table in place.
-
-    `LIMIT 0` reads no row, on either backend: the statement only has to find
-    the table (a missing one is error 1146, or SQLite's "no such table").
-    Only `event_run_log`: without it nothing works, while without the events
-    system's `event_runs` lines are still written, which a health check that
-    took the service out of its balancer would stop.
-    """
+    """Raise unless the database answers, with `event_run_log` in place (writes work without `event_runs`)."""
     await read_rows(engine, text("SELECT 1 FROM event_run_log LIMIT 0"))
 
 
@@ -264,10 +233,7 @@ async def cursor_now(
 ) -> str:
     """A cursor with every line written so far behind it: a `before` read from it waits for new lines.
 
-    It names the newest RECENT_LINES lines stamped since `settled` (see
-    `fresh_window`): a read from it may begin with older recent lines, never
-    miss one. A search is left out of that read, which stays an index range:
-    a line that does not match is only named, never read again.
+    Names the newest RECENT_LINES stamped since `settled` (`fresh_window`); a search is left out of that read.
     """
     seen: list[tuple[int, datetime.datetime]] = []
     if (kinds is None or kinds) and filters.phases != () and filters.steps != ():

@@ -13,8 +13,7 @@ def mariadb_lines(rows: Sequence[Any]) -> list[Line]:
     """MariaDB's rows as lines: a row as this service writes it on the fast path."""
     utc, moment = datetime.UTC, datetime.datetime
     low, high = PHASE_MIN, PHASE_MAX
-    # Unpacked in the order the page statement selects: by position is several times
-    # cheaper than by name, on every line of every page.
+    # Unpacked by position, in the order the page statement selects.
     return [
         Line(line_id, run, step, kind, phase, detail, at.replace(tzinfo=utc))
         if type(at) is moment
@@ -54,8 +53,7 @@ def _odd_line(
 ) -> Line:
     """A row as another writer left it: stand-ins where needed, and what was wrong.
 
-    `at` is a datetime if the row holds a time, else the text the database
-    orders it by (or None); `stored_at` is what the row holds.
+    `at`: a datetime, or the text the database orders by (or None); `stored_at`: what the row holds.
     """
     problems = []
     position = None

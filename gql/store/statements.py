@@ -38,11 +38,7 @@ sqlite_at: ColumnElement[Any] = literal_column(SQLITE_AT_ORDER)
 
 
 def sqlite_text(column: ColumnElement[Any]) -> ColumnElement[Any]:
-    """A column another writer may have filled with text that is not UTF-8, as bytes.
-
-    SQLite's driver fails the whole fetch on one such value; as bytes it is
-    decoded line by line, and a bad one is stated on its line.
-    """
+    """A text column read as bytes: SQLite's driver fails a whole fetch on one value that is not UTF-8."""
     return cast(column, LargeBinary)
 
 
@@ -66,12 +62,8 @@ def page_query(
 ) -> Select[Any]:
     """The one statement that reads a page, its values bound (kinds must not be empty).
 
-    On MariaDB `at` is a DATETIME, compared and ordered as it is, through its
-    index. On SQLite (`sqlite=True`) it is ordered by its normalised form, and
-    the text columns come as bytes (see `sqlite_text`). `read` is what each
-    row holds: "lines", "lines without detail" (NULL in its place), or
-    "lines with sizes" (each line's stored detail bytes last, its detail
-    NULL where that is more than `fits`).
+    `read` is one of PAGE_READS: "lines", "lines without detail" (NULL in its place), or
+    "lines with sizes" (each detail's stored bytes last, the detail NULL past `fits`).
     """
     statement, values = page_statement(
         run_id=run_id,
@@ -101,13 +93,9 @@ def page_statement(
     filters: Filters = NO_FILTERS,
     stop: Line | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
-    """`page_query` as a prebuilt statement and the values for its parameters.
+    """`page_query` as a statement built once per shape, and the values for its parameters.
 
-    A page has a few shapes (with or without kinds, which kind of cursor, the
-    backend, what it reads, which filters), each built once: building a
-    `Select` and its cache key on every read was a tenth of a 50-line page's
-    CPU (docs/performance.md, "What each piece bought"). `stop` (a search
-    page's) bounds the lines read to those up to it, in the page's order.
+    `stop` (a search page's) bounds the lines read to those up to it, in the page's order.
     """
     # One more than asked: its presence is what makes hasNextPage exact.
     values: dict[str, Any] = {"run_id": run_id, "limit": limit + 1}
@@ -175,8 +163,7 @@ def _narrow(
             query = query.where(order < bindparam("until", type_=at_type))
         elif name == "search":
             needle = bindparam("search", type_=String())
-            # Case-insensitive: SQLite's lower() folds ASCII; MariaDB's text
-            # columns compare by their (case-insensitive) collation.
+            # Case-insensitive: SQLite's lower() folds ASCII; MariaDB's collation is case-insensitive.
             detail: Any = func.lower(cast(_l.c.detail, String())) if sqlite else _l.c.detail
             kind: Any = func.lower(_l.c.kind) if sqlite else _l.c.kind
             query = query.where(or_(func.instr(detail, needle) > 0, func.instr(kind, needle) > 0))
@@ -197,17 +184,13 @@ def _page_shape(
 ) -> Select[Any]:
     if read not in PAGE_READS:
         raise ValueError(f"read={read!r} is not one of {PAGE_READS}")
-    # NULL in the place of a detail not asked for: the row keeps its shape, so
-    # it is read into a line as any other, and the column is never sent.
+    # NULL for a detail not asked for: the row keeps its shape.
     columns = line_columns(sqlite, detail=read != "lines without detail")
     detail = columns[5]
     order = sqlite_at if sqlite else _l.c.at
     if read == "lines with sizes":
-        # Bytes as stored: LENGTH of a BLOB on SQLite, of text on MariaDB (its
-        # LENGTH counts bytes, CHAR_LENGTH characters); NULL for no detail.
-        # A detail larger than `fits` is left out (NULL), its size still read.
-        # No literal in it: every value of a page statement is a named
-        # parameter (the raw read on MariaDB binds them by name, see _read).
+        # Bytes as stored (MariaDB's LENGTH counts bytes). No literal: the raw read on
+        # MariaDB binds every value by name.
         size = func.length(detail)
         fits = bindparam("fits", type_=Integer())
         columns[5] = case((size <= fits, detail)).label("detail")
@@ -228,8 +211,7 @@ def _page_shape(
 def line_columns(sqlite: bool, *, detail: bool = True) -> list[ColumnElement[Any]]:
     """What a statement reading lines selects, in the order rows.sqlite_lines and mariadb_lines read.
 
-    Without `detail`, NULL in its place: the row keeps its shape, so it is
-    read into a line as any other, and the column is never sent.
+    Without `detail`, NULL in its place.
     """
     if not sqlite:
         stored: ColumnElement[Any] = _l.c.detail if detail else null().label("detail")
@@ -252,23 +234,19 @@ def _older_than(
     """The lines after the cursor's, newest first by (order, id)."""
     after_id = bindparam(f"{name}_id", type_=Integer())
     if cursor == "null":
-        # A NULL `at` (an older table's column may allow it) sorts after
-        # every time on MariaDB. `<=>`, not IS NULL: MariaDB reads
-        # `at IS NULL` on a NOT NULL DATETIME as "is the zero date".
+        # A NULL `at` (an older table's) sorts after every time. `<=>`, not IS NULL:
+        # MariaDB reads `at IS NULL` on a NOT NULL DATETIME as "is the zero date".
         return and_(_l.c.at.op("<=>")(null()), _l.c.id < after_id)
     if cursor == "text" or sqlite:
-        # Compared as the database compares its own value: a zero date on
-        # MariaDB, the normalised text on SQLite.
+        # As the database compares its own value: a zero date, or SQLite's normalised text.
         value: Any = bindparam(f"{name}_at", type_=String())
     else:
         value = bindparam(f"{name}_at", type_=_l.c.at.type)
-    # `at <= x AND (at < x OR id < y)` rather than a row comparison: both
-    # MariaDB and SQLite turn the first term into an index range.
+    # Not a row comparison: both databases make `at <= x` an index range.
     older = and_(order <= value, or_(order < value, and_(order == value, _l.c.id < after_id)))
     if sqlite:
         return older
-    # Lines with a NULL `at` come last, after every cursor with a time: still
-    # one index range for MariaDB, and nothing at all on a NOT NULL column.
+    # Lines with a NULL `at` come last, after every cursor with a time.
     return or_(older, _l.c.at.op("<=>")(null()))
 
 

@@ -10,22 +10,14 @@ READ_LIMIT_DEFAULT, READ_LIMIT_MAX = 500, 2000
 PRUNE_LIMIT_DEFAULT, PRUNE_LIMIT_MAX = 5000, 50_000
 LINE_ID_MAX = 2**63 - 1  # BIGINT, and the largest integer SQLite holds
 PHASE_MIN, PHASE_MAX = -(2**31), 2**31 - 1  # what GraphQL's Int holds
-# What `at` reads as on a line whose stored `at` is not a time: the earliest
-# DateTime, since such lines come after every line with a time (SQLITE_AT_ORDER;
-# MariaDB orders NULL and its zero date last).
+# `at` of a line whose stored `at` is not a time: such lines sort after every time.
 STAND_IN_AT = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
 
 
 class Line(NamedTuple):
     """One stored line, as stored: `kind` and `detail` are not interpreted here.
 
-    A named tuple rather than a frozen dataclass: one is made for every line
-    of every page, and a tuple is made in a third of the time.
-
-    A row this service did not write may hold what no line can (`at` that is
-    not a time, a NULL kind, a phase past 32 bits): it is still a line, with
-    a stand-in where the value cannot be shown and `problem` saying what was
-    stored, so that one bad row never breaks its page.
+    A row holding what no line can (`at` not a time, a NULL kind) has a stand-in, and `problem` says what.
     """
 
     id: int
@@ -36,11 +28,9 @@ class Line(NamedTuple):
     detail: str | bytes | None  # bytes: as stored, maybe not UTF-8 (detail_codec.read_detail decodes)
     at: datetime.datetime  # aware, UTC; STAND_IN_AT when `position` is set
     problem: str | None = None
-    # Set when `at` is a stand-in: what the database orders the line by, in
-    # the text it compares ('' when it holds no time at all). The cursor
-    # carries it, so paging stays exact across such lines.
+    # When `at` is a stand-in: the text the database orders the line by ('' for none).
     position: str | None = None
-    # The line's cursor, where it was delivered by a tail (gql/tail.py).
+    # The line's cursor, when a tail delivered it.
     cursor: str | None = None
 
 
@@ -56,9 +46,7 @@ class NewLine:
 class Filters(NamedTuple):
     """What a read keeps of a run's lines besides its kinds; each None for no filter, () for none at all.
 
-    `since` and `until` are naive UTC to the millisecond (`since` inclusive,
-    `until` exclusive); `search` is lower case, a substring of the stored
-    detail or kind.
+    `since` (inclusive), `until` (exclusive): naive UTC ms; `search`: lower case, in detail or kind.
     """
 
     phases: tuple[int, ...] | None = None
@@ -79,11 +67,9 @@ class Page:
     lines: list[Line]
     has_next: bool
     detail_bytes: int = 0  # the stored bytes of the lines' details
-    # A search page that read its most lines before it was full: the last
-    # line it read (matching or not), where the next page goes on from.
+    # A search page that read its most lines before it was full: the last line it read.
     stop: Line | None = None
-    # A `before` search page's lines read up to its stop, matching or not
-    # (no detail): its cursor names the recent ones, so the next page goes on.
+    # A `before` search page's lines read up to its stop, matching or not (no detail).
     scanned: list[Line] | None = None
 
 
