@@ -22,12 +22,10 @@ from graphql import (
     ExecutionResult,
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLEnumType,
     GraphQLError,
     GraphQLScalarType,
     GraphQLSchema,
-    InlineFragmentNode,
     IntValueNode,
     ListTypeNode,
     NamedTypeNode,
@@ -43,7 +41,7 @@ from graphql import (
 from strawberry.extensions import SchemaExtension
 
 from . import store
-from .query_shape import explain_aborted_overlap_check, shape_rules
+from .query_shape import explain_aborted_overlap_check, selections, shape_rules
 from .settings import Settings
 
 
@@ -326,7 +324,8 @@ def lines_asked(
     """The lines `operation`'s runLog fields could serve together, and how many such fields it has."""
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
-    fields = [f for f in _root_fields(operation.selection_set, fragments, set()) if f.name.value == "runLog"]
+    root = selections([operation.selection_set], fragments, deep=False)
+    fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
     read = [_read_limit(field, variables or {}, defaults) for field in fields]
     served = [
         limit * _remembered_servings(field, fragments) for field, limit in zip(fields, read, strict=True)
@@ -391,21 +390,9 @@ def _fields_by_key(
     graphql-core collects the fields of one selection set.
     """
     found: dict[str, list[SelectionSetNode]] = {}
-    spread: set[str] = set()
-    pending = list(selection_sets)
-    while pending:
-        for selection in pending.pop().selections:
-            if isinstance(selection, FieldNode):
-                if selection.name.value == name and selection.selection_set is not None:
-                    key = (selection.alias or selection.name).value
-                    found.setdefault(key, []).append(selection.selection_set)
-            elif isinstance(selection, InlineFragmentNode):
-                pending.append(selection.selection_set)
-            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in spread:
-                spread.add(selection.name.value)
-                fragment = fragments.get(selection.name.value)
-                if fragment is not None:
-                    pending.append(fragment.selection_set)
+    for selection in selections(selection_sets, fragments, deep=False):
+        if isinstance(selection, FieldNode) and selection.name.value == name and selection.selection_set:
+            found.setdefault((selection.alias or selection.name).value, []).append(selection.selection_set)
     return found
 
 
@@ -454,24 +441,6 @@ def _operation(definitions: Any, name: str | None) -> OperationDefinitionNode | 
         operations = [o for o in operations if o.name is not None and o.name.value == name]
     # Otherwise no operation or an ambiguous one: execution refuses it anyway.
     return operations[0] if len(operations) == 1 else None
-
-
-def _root_fields(
-    selection_set: SelectionSetNode, fragments: dict[str, FragmentDefinitionNode], seen: set[str]
-) -> Iterator[FieldNode]:
-    """The fields at the operation's root, through fragments and inline fragments."""
-    for selection in selection_set.selections:
-        if isinstance(selection, FieldNode):
-            yield selection
-        elif isinstance(selection, InlineFragmentNode):
-            yield from _root_fields(selection.selection_set, fragments, seen)
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            fragment = fragments.get(name)
-            if fragment is not None and name not in seen:
-                # Each spread of a fragment costs again: it is counted per
-                # spread, but a fragment spread inside itself is counted once.
-                yield from _root_fields(fragment.selection_set, fragments, seen | {name})
 
 
 def _read_limit(

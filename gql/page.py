@@ -20,9 +20,7 @@ import strawberry
 from graphql import (
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLError,
-    InlineFragmentNode,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.types import get_object_definition
@@ -34,6 +32,7 @@ from .details import RunBlockedDetail, RunLogDetail
 from .ids import parse_id
 from .kinds import Kind
 from .limits import DetailBudget
+from .query_shape import selections
 from .replica import Replica
 from .settings import Settings
 
@@ -152,22 +151,8 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
     found = _ASKED.get(key)
     if found is not None and all(ref() is node for ref, node in zip(found[0], nodes, strict=True)):
         return found[1]
-    names: set[str] = set()
-    pending = [node.selection_set for node in nodes if node.selection_set is not None]
-    spread: set[str] = set()
-    while pending:
-        for selection in pending.pop().selections:
-            if isinstance(selection, FieldNode):
-                names.add(selection.name.value)
-                if selection.selection_set is not None:
-                    pending.append(selection.selection_set)
-            elif isinstance(selection, InlineFragmentNode):
-                pending.append(selection.selection_set)
-            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in spread:
-                spread.add(selection.name.value)
-                fragment = fragments.get(selection.name.value)
-                if fragment is not None:
-                    pending.append(fragment.selection_set)
+    sets = (node.selection_set for node in nodes)
+    names = {s.name.value for s in selections(sets, fragments) if isinstance(s, FieldNode)}
     # Only a line has a `detail`, and only a detail a `blockingRun`.
     asked = Asked(
         detail="detail" in names,

@@ -1,10 +1,12 @@
-"""Validation rules for a document's shape: `shape_rules(max_depth, max_aliases, most)`, for gql/limits.py.
+"""A document's shape: the one walk over its selections (`selections`), and the rules that bound it.
 
-Depth, aliases, selections with fragments spread out, and the budget of graphql-core's overlap check.
+`shape_rules(max_depth, max_aliases, most)`, for gql/limits.py: depth, aliases, selections with
+fragments spread out, and the budget of graphql-core's overlap check.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
 from typing import Any
 
@@ -15,7 +17,9 @@ from graphql import (
     FragmentDefinitionNode,
     FragmentSpreadNode,
     GraphQLError,
+    InlineFragmentNode,
     OperationDefinitionNode,
+    SelectionNode,
     SelectionSetNode,
     ValidationContext,
     ValidationRule,
@@ -25,6 +29,38 @@ from graphql import (
 from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter
 
 from .compat.graphql import bound_overlap_check, overlap_check_aborted
+
+
+def selections(
+    sets: Iterable[SelectionSetNode | None],
+    fragments: Mapping[str, FragmentDefinitionNode] | None,
+    *,
+    deep: bool = True,
+) -> Iterator[SelectionNode]:
+    """Every selection under `sets` in document order: fields, inline fragments and spreads.
+
+    Each named fragment is followed once (with `fragments` None, none is). With `deep=False`
+    a field's own selections are not entered: one level's fields, as graphql-core collects them.
+    """
+    stack = [iter(s.selections) for s in reversed(list(sets)) if s is not None]
+    seen: set[str] = set()
+    while stack:
+        selection = next(stack[-1], None)
+        if selection is None:
+            stack.pop()
+            continue
+        yield selection
+        inner: SelectionSetNode | None = None
+        if isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            if fragments is not None and name not in seen:
+                seen.add(name)
+                fragment = fragments.get(name)
+                inner = None if fragment is None else fragment.selection_set
+        elif deep or isinstance(selection, InlineFragmentNode):
+            inner = selection.selection_set  # type: ignore[attr-defined]
+        if inner is not None:
+            stack.append(iter(inner.selections))
 
 
 def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTValidationRule]]:
@@ -115,17 +151,8 @@ def expanded_selections(document: DocumentNode, most: int) -> int | None:
 
 def _own_selections(selection_set: SelectionSetNode) -> tuple[int, list[str]]:
     """The selections under `selection_set`, fragments not followed, and the fragments it spreads."""
-    count = 0
-    spreads: list[str] = []
-    pending = [selection_set]
-    while pending:
-        for selection in pending.pop().selections:
-            count += 1
-            if isinstance(selection, FragmentSpreadNode):
-                spreads.append(selection.name.value)
-            elif selection.selection_set is not None:  # type: ignore[attr-defined]
-                pending.append(selection.selection_set)  # type: ignore[attr-defined]
-    return count, spreads
+    found = list(selections([selection_set], None))
+    return len(found), [s.name.value for s in found if isinstance(s, FragmentSpreadNode)]
 
 
 def _spreads_unknown_fragments(document: DocumentNode) -> bool:

@@ -10,9 +10,7 @@ from graphql import (
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLError,
-    InlineFragmentNode,
     IntValueNode,
     ListValueNode,
     ObjectValueNode,
@@ -25,6 +23,7 @@ from graphql import (
 )
 
 from . import metrics, writes
+from .query_shape import selections
 from .settings import Settings
 
 
@@ -58,28 +57,16 @@ def log_unrun_writes(
 def _write_arguments(document: DocumentNode, variables: dict[str, Any]) -> list[dict[str, Any]]:
     """The arguments of every `writeRunLog` field in `document`, as sent."""
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-    found: list[dict[str, Any]] = []
-    seen: set[str] = set()
-
-    def visit(selections: Any) -> None:
-        for selection in selections or ():
-            if isinstance(selection, FieldNode):
-                if selection.name.value == "writeRunLog":
-                    found.append(
-                        {a.name.value: _as_sent(a.value, variables) for a in selection.arguments or ()}
-                    )
-            elif isinstance(selection, InlineFragmentNode):
-                visit(selection.selection_set.selections)
-            elif isinstance(selection, FragmentSpreadNode) and selection.name.value not in seen:
-                seen.add(selection.name.value)
-                fragment = fragments.get(selection.name.value)
-                if fragment is not None:
-                    visit(fragment.selection_set.selections)
-
-    for definition in document.definitions:
-        if isinstance(definition, OperationDefinitionNode) and definition.operation == OperationType.MUTATION:
-            visit(definition.selection_set.selections)
-    return found
+    operations = [
+        d.selection_set
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode) and d.operation == OperationType.MUTATION
+    ]
+    return [
+        {a.name.value: _as_sent(a.value, variables) for a in selection.arguments or ()}
+        for selection in selections(operations, fragments, deep=False)
+        if isinstance(selection, FieldNode) and selection.name.value == "writeRunLog"
+    ]
 
 
 def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:

@@ -18,10 +18,7 @@ from typing import Any, ClassVar
 
 from graphql import (
     FieldNode,
-    FragmentSpreadNode,
     GraphQLObjectType,
-    InlineFragmentNode,
-    SelectionSetNode,
     Token,
     VariableNode,
 )
@@ -35,6 +32,7 @@ from ..compat.graphql import (
     deferred_or_fragment_arguments,
     has_middleware,
 )
+from ..query_shape import selections
 from ..store import one_line_reason
 from .coercion import VariablesExecutor
 from .compiler import PAGE_TYPE_NAME, Compiler, NotCompilable, Unplanned
@@ -172,29 +170,13 @@ def _nodes_bytes(nodes: tuple[FieldNode, ...]) -> int:
 
 def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> tuple[str, ...]:
     """Every variable a directive reads anywhere under `nodes` (fragments followed)."""
+    definitions = {name: details.definition for name, details in fragments.items()}
     found: dict[str, None] = {}
-    seen: set[str] = set()
-
-    def walk(selection_set: SelectionSetNode | None) -> None:
-        if selection_set is None:
-            return
-        for selection in selection_set.selections:
-            for directive in selection.directives or ():
-                for argument in directive.arguments or ():
-                    if isinstance(argument.value, VariableNode):
-                        found[argument.value.name.value] = None
-            if isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                if name not in seen:
-                    seen.add(name)
-                    details = fragments.get(name)
-                    if details is not None:
-                        walk(details.definition.selection_set)
-            elif isinstance(selection, FieldNode | InlineFragmentNode):
-                walk(selection.selection_set)
-
-    for node in nodes:
-        walk(node.selection_set)
+    for selection in selections((node.selection_set for node in nodes), definitions):
+        for directive in selection.directives or ():
+            for argument in directive.arguments or ():
+                if isinstance(argument.value, VariableNode):
+                    found[argument.value.name.value] = None
     return tuple(found)
 
 
