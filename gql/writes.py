@@ -119,9 +119,6 @@ class _Queue:
         # may have: a timer per line (its call_at and its cancel) is work on
         # every write, and nearly every line leaves the queue long before it.
         self.timer: asyncio.TimerHandle | None = None
-        # The connection a batch that ended while another was at the database
-        # kept (`_send`): the next batch takes it rather than the pool's.
-        self.spare: store.HeldConnection | None = None
 
     async def write(self, line: store.NewLine, deadline: float) -> None:
         entry = _Entry(line, deadline, asyncio.get_running_loop().create_future())
@@ -193,38 +190,26 @@ class _Queue:
         return batch
 
     async def _send(self, batch: list[_Entry]) -> None:
-        # The batch that may go once this one is answered goes from this
-        # task, on the connection this one used (store.HeldConnection).
-        held, self.spare = self.spare or store.HeldConnection(), None
+        # The batch that may go once this one is answered goes from this task.
         try:
             while batch:
                 try:
-                    await self._insert(batch, held)
+                    await self._insert(batch)
                 finally:
                     self.in_flight -= 1
                     self.lines_in_flight -= len(batch)
                 batch = self._claim()
         finally:
             self._start()  # after a failure; otherwise no batch may go yet
-            if self.in_flight and self.spare is None and held.holds():
-                # Another batch is at the database, and lines will follow it:
-                # the next batch to start takes this connection, as this
-                # task would have. The last batch gives back both.
-                self.spare = held
-            else:
-                await held.release()
-                if not self.in_flight and self.spare is not None:
-                    spare, self.spare = self.spare, None
-                    await spare.release()
 
-    async def _insert(self, batch: list[_Entry], held: store.HeldConnection) -> None:
+    async def _insert(self, batch: list[_Entry]) -> None:
         engine = self.engine()
         if engine is None:
             _settle(batch, store.NotStored("the server is shutting down"))
             return
         try:
             await store.insert_lines(
-                engine, [e.line for e in batch], deadline=min(e.deadline for e in batch), held=held
+                engine, [e.line for e in batch], deadline=min(e.deadline for e in batch)
             )
         except store.NotStored as exc:
             if len(batch) == 1 or not exc.refused_by_database or exc.transient:
@@ -236,7 +221,7 @@ class _Queue:
                 if entry.future.done():  # its caller went away: no one waits for this line
                     continue
                 try:
-                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline, held=held)
+                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline)
                 except Exception as single:
                     _settle([entry], single)
                 else:
