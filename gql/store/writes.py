@@ -270,7 +270,7 @@ async def _bounded_once(
                 async with asyncio.timeout_at(deadline):
                     await conn.start()
                     level = isolation_level or conn.default_isolation_level
-                    if level and not await _autocommits_already(conn, level):
+                    if level:
                         await conn.execution_options(isolation_level=level)
                 seconds = deadline - loop.time()
                 if seconds < MIN_STATEMENT_SECONDS:
@@ -318,19 +318,6 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
 def _stored_anyway(exc: Exception) -> None:
     metrics.swallowed("store.after_write")
     log.warning("a write was stored; what failed after it is not its caller's: %s", one_line_reason(exc))
-
-
-async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
-    """Whether autocommit is asked of a MariaDB connection that already autocommits (the pool's default).
-
-    Setting it again through SQLAlchemy, and its reset when the connection
-    goes back, cost two greenlet round trips per batch for nothing
-    (docs/performance.md, "What each piece bought").
-    """
-    if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
-        return False
-    driver: Any = (await conn.get_raw_connection()).driver_connection
-    return bool(driver.get_autocommit())
 
 
 async def _sqlite_bounded(
