@@ -208,9 +208,7 @@ class _Queue:
             _settle(batch, store.NotStored("the server is shutting down"))
             return
         try:
-            await store.insert_lines(
-                engine, [e.line for e in batch], deadline=min(e.deadline for e in batch)
-            )
+            await store.insert_lines(engine, [e.line for e in batch], deadline=min(e.deadline for e in batch))
         except store.NotStored as exc:
             if len(batch) == 1 or not exc.refused_by_database or exc.transient:
                 _settle(batch, exc)
