@@ -2,29 +2,23 @@
 
 `pip install .[otel]` brings the API, the SDK and OpenTelemetry's ASGI
 middleware (a server span per HTTP request, continuing the caller's
-`traceparent`). A client span per statement is made here (`SqlSpans`), from
-SQLAlchemy's documented execution events for what SQLAlchemy executes, and
-around the driver call for what goes to the driver directly. Spans go to an OTLP exporter when
+`traceparent`). A client span per statement is made here, from
+SQLAlchemy's documented execution events. Spans go to an OTLP exporter when
 `opentelemetry-exporter-otlp` is installed too (configured by the standard
 OTEL_EXPORTER_OTLP_* variables), or to a tracer provider the operator set
 up (`opentelemetry-instrument`); with neither, start-up says that the spans
 go nowhere.
 
 Neither touches the GraphQL layer, so the fast paths stay on
-(`RunLogGraphQL.prepared`; tests/test_operable.py checks it). Page reads and
-writes on MySQL/MariaDB send their statements on the pool's aiomysql
-connection directly (gql/store/connections.py), past SQLAlchemy's execution
-events: `SqlSpans.statement` spans them, with the same attributes, and the
-direct path stays on. The one statement no span shows is the Galera session setting a new
-connection runs (gql/db.py's connect hook).
+(`RunLogGraphQL.prepared`; tests/test_operable.py checks it). The one
+statement no span shows is the Galera session setting a new connection runs
+(gql/db.py's connect hook).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
@@ -94,40 +88,23 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
     return [Middleware(OpenTelemetryMiddleware, tracer_provider=tracer_provider, excluded_urls=excluded)]
 
 
-def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
-    """Make a span of each statement `engine` executes through SQLAlchemy; the spans for those it does not.
+def instrument_engine(engine: Any, tracer_provider: Any) -> None:
+    """Make a span of each statement `engine` executes.
 
     Through SQLAlchemy's documented events on this engine alone
     (`before_cursor_execute`, `after_cursor_execute`, `handle_error`), not
     OpenTelemetry's SQLAlchemy instrumentation, which instruments once per
     process and patches `create_engine`, where every app has an engine of
-    its own. The spans returned are for the statements
-    gql/store/connections.py sends to the driver directly; the caller keeps
-    them with the engine (`db.pool_state(engine).spans`).
+    its own.
     """
     from opentelemetry.trace import get_tracer
 
     _SpanEvents(get_tracer(__name__, tracer_provider=tracer_provider), engine.sync_engine)
-    # The direct path's spans are named for the module that sends them (the
-    # span's instrumentation scope), so a trace tells which way a statement went.
-    return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)
 
 
 # MariaDB's per-statement bound (`SET STATEMENT max_statement_time=... FOR`),
 # which the write's INSERT starts with: the span is named for the INSERT.
 _BOUND_PREFIX = re.compile(r"SET STATEMENT \S+ FOR ", re.IGNORECASE)
-
-
-def direct_spans(spans: SqlSpans | None, engine: Engine) -> SqlSpans | None:
-    """`spans` (the traced engine's, see `instrument_engine`), if the tracer is all that listens to `engine`.
-
-    None when `engine` is not traced, or when something else listens to its
-    statements too (a test counting round trips): those go through
-    SQLAlchemy's execution then, where every listener sees them.
-    """
-    if spans is None or not spans.alone(engine):
-        return None
-    return spans
 
 
 def _attributes(engine: Engine) -> dict[str, Any]:
@@ -186,29 +163,3 @@ class _SpanEvents:
             span.record_exception(context.original_exception)
             span.set_status(Status(StatusCode.ERROR, str(context.original_exception)))
             span.end()
-
-
-class SqlSpans:
-    """Client spans for statements sent to the driver directly, as `_SpanEvents` makes them for the others.
-
-    Same kind, name (the statement's first word) and attributes (`db.system`,
-    `db.statement`, `db.operation`, `db.name`, `db.user`, `net.peer.name`,
-    `net.peer.port`), so a trace shows a page's read whichever way it went.
-    """
-
-    def __init__(self, tracer: Any, engine: Engine) -> None:
-        self._tracer = tracer
-        # The tracer's own listeners: any other means someone else watches the statements.
-        self._ours = tuple(engine.dispatch.before_cursor_execute)
-        self._attributes = _attributes(engine)
-
-    def alone(self, engine: Engine) -> bool:
-        return all(listener in self._ours for listener in engine.dispatch.before_cursor_execute)
-
-    @contextmanager
-    def statement(self, sql: str) -> Iterator[None]:
-        """A span around sending `sql` and reading its answer; an exception marks it failed."""
-        from opentelemetry.trace import use_span
-
-        with use_span(_start(self._tracer, self._attributes, sql), end_on_exit=True):
-            yield

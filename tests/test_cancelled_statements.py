@@ -26,7 +26,7 @@ SLOW = {
 
 
 async def _read(engine: AsyncEngine, sql: str) -> None:
-    await read_rows(engine, text(sql))  # on MariaDB, on the driver's own connection
+    await read_rows(engine, text(sql))
 
 
 async def _in_transaction(engine: AsyncEngine, sql: str) -> None:

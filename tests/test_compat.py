@@ -18,7 +18,6 @@ import pathlib
 from typing import Any, ClassVar
 
 import graphql
-import greenlet
 import pytest
 import sqlalchemy as sa
 import strawberry
@@ -75,7 +74,7 @@ def test_the_reaches_are_these() -> None:
             "has_middleware",
             "overlap_check_aborted",
         ],
-        "sqlalchemy": ["greenlet_spawn", "pool_waiting"],
+        "sqlalchemy": ["pool_waiting"],
         "strawberry": [
             "DefaultExecutionContext",
             "graphql_schema",
@@ -593,15 +592,6 @@ def test_the_supervisor_is_uvicorns_and_has_what_cli_py_overrides() -> None:
 
 
 # ── SQLAlchemy ───────────────────────────────────────────────────────────────
-
-
-def test_greenlet_spawn_runs_the_function_in_a_greenlet() -> None:
-    outer = greenlet.getcurrent()
-
-    def inside() -> bool:
-        return greenlet.getcurrent() is not outer
-
-    assert asyncio.run(sqlalchemy_compat.greenlet_spawn(inside)) is True
 
 
 def test_pool_waiting(backend: Backend) -> None:

@@ -2,12 +2,10 @@
 
 Each call takes its own connection from the pool (graphql-core resolves
 sibling fields as concurrent tasks, and an SQLAlchemy connection must not be
-shared between tasks), unless its caller holds one (`connections`). Nothing
-here knows about GraphQL. One concern per module; what callers use is named
-here, so that `store.read_page` reads the same wherever it is called from.
+shared between tasks). Nothing here knows about GraphQL. One concern per
+module; what callers use is named here, so that `store.read_page` reads the same wherever it is called from.
 """
 
-from .connections import HeldConnection, one_connection
 from .cursors import (
     MAX_CURSOR_CHARS,
     RECENT_LINES,
@@ -91,7 +89,6 @@ __all__ = [
     "Cursor",
     "CursorError",
     "Filters",
-    "HeldConnection",
     "KeyReused",
     "Line",
     "NewLine",
@@ -127,7 +124,6 @@ __all__ = [
     "is_conflict",
     "is_unavailable",
     "newer_cursors",
-    "one_connection",
     "one_line_reason",
     "page_cursors",
     "page_query",

@@ -21,15 +21,11 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .. import metrics, tracing
-from ..compat.sqlalchemy import greenlet_spawn
+from .. import metrics
 from ..db import (
     event_run_log,
     event_run_log_keys,
-    mark_pool_stale,
 )
-from . import connections
-from .connections import HeldConnection, direct_path, raw_checkout
 from .errors import (
     KeyReused,
     NotStored,
@@ -90,14 +86,6 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     return text(sql).bindparams(*(bindparam(f"a{i}", type_=_l.c.at.type) for i in range(count)))
 
 
-@functools.lru_cache(maxsize=512)
-def _raw_insert_sql(count: int, bound: str | None) -> str:
-    """`_insert_text` as the driver takes it (`%s` placeholders, the values in column order)."""
-    rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
-    sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
-    return sql if bound is None else f"SET STATEMENT max_statement_time={bound} FOR {sql}"
-
-
 def _insert(
     engine: AsyncEngine, lines: Sequence[NewLine], at: datetime.datetime, seconds: float
 ) -> tuple[TextClause, dict[str, Any]]:
@@ -122,116 +110,17 @@ class _Progress:
     done: bool = False  # the database answered that it was stored
 
 
-async def insert_lines(
-    engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float, held: HeldConnection | None = None
-) -> None:
+async def insert_lines(engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float) -> None:
     """Store `lines` in one INSERT and one commit, in autocommit, all stamped with now.
 
     `deadline` is the event loop's time by which the statement must have
     ended. No statement is started with less than MIN_STATEMENT_SECONDS left;
     the database is told to end it by the deadline; the answer is awaited
     until ANSWER_GRACE_SECONDS past it. Raises NotStored or OutcomeUnknown.
-    With `held`, the INSERT goes on the connection it keeps, if any, and the
-    connection is kept there afterwards (on MariaDB; SQLite's go back).
     """
-    # A listener to the statements (a test counting round trips) sees them
-    # only through SQLAlchemy's execution, as for the reads (`direct_path`).
-    direct, spans = direct_path(engine)
-    if direct:
-        await _retrying_conflicts(
-            deadline, functools.partial(_insert_raw_once, engine, lines, deadline, spans, held)
-        )
-        return
     # Autocommit: the INSERT is its own transaction, one round trip, with no
     # BEGIN or COMMIT of its own.
     await _bounded(engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT")
-
-
-async def _insert_raw_once(
-    engine: AsyncEngine,
-    lines: Sequence[NewLine],
-    deadline: float,
-    spans: tracing.SqlSpans | None,
-    held: HeldConnection | None = None,
-) -> None:
-    """`_bounded_once` for `insert_lines` on MariaDB, on the pool's own aiomysql connection.
-
-    The same bounds, in the same order, and the same account of a failure
-    (`_account`); what it skips is SQLAlchemy's `AsyncConnection` around the
-    pooled connection (its start, the autocommit check through it, its
-    close: each a greenlet round trip), as the reads do (`_read_raw`): a
-    measurable share of a small write's CPU (docs/performance.md, "What each
-    piece bought"). A connection taken from the pool autocommits (db.create_engine); one that
-    does not is put back and the write goes through SQLAlchemy, which sets
-    autocommit for it. A disconnect invalidates the connection and marks the
-    pool's others stale; a connection left mid-statement (cancelled by the
-    deadline) is thrown away. With `held`, the connection it keeps is used
-    instead of a checkout, and one that stored the batch is kept there.
-    """
-    loop = asyncio.get_running_loop()
-    dialect = engine.dialect
-    progress = _Progress()
-    through_sqlalchemy = False
-    try:
-        async with asyncio.timeout_at(deadline + ANSWER_GRACE_SECONDS):
-            pooled = None if held is None else await held.take(engine)
-            if pooled is None:
-                async with asyncio.timeout_at(deadline):
-                    pooled = await raw_checkout(engine)
-            # Back to the pool in a greenlet: a connection past the pool's
-            # size is closed there, which the async driver does only inside one.
-            put_back: Callable[[], None] | None = pooled.close
-            driver: Any = pooled.driver_connection
-            try:
-                seconds = deadline - loop.time()
-                if seconds < MIN_STATEMENT_SECONDS:
-                    raise NotStored("the line's deadline came before a database connection was free")
-                if not driver.get_autocommit():
-                    through_sqlalchemy = True
-                    return
-                sql = _raw_insert_sql(len(lines), _bound(engine, seconds))
-                at = utc_now_millis()
-                values = [
-                    v for ln in lines for v in (ln.run_id, ln.step_id, ln.kind, ln.phase, ln.detail, at)
-                ]
-                progress.sent = True
-                try:
-                    if spans is not None:
-                        with spans.statement(sql):
-                            await connections.fetch(driver, sql, values)
-                    else:
-                        await connections.fetch(driver, sql, values)
-                except dialect.loaded_dbapi.Error as exc:
-                    disconnect = dialect.is_disconnect(exc, None, None)
-                    if disconnect:
-                        mark_pool_stale(engine)
-                        put_back = functools.partial(pooled.invalidate, exc)
-                    raise sa_exc.DBAPIError.instance(
-                        sql, values, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
-                    ) from exc
-                progress.done = True
-                if held is not None and held.keep(pooled, engine):
-                    put_back = None
-            except NotStored:
-                raise
-            except Exception as exc:
-                if not isinstance(exc, sa_exc.DBAPIError):
-                    put_back = functools.partial(pooled.invalidate, exc)
-                raise
-            except BaseException:
-                # Cancelled mid-statement: what is left on the wire is unknown.
-                put_back = pooled.invalidate
-                raise
-            finally:
-                if put_back is not None:
-                    await greenlet_spawn(put_back)  # invalidate() checks the connection in as well
-    except Exception as exc:
-        _account(exc, progress, dialect.name, transaction=False)
-        return
-    if through_sqlalchemy:
-        await _bounded_once(
-            engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT"
-        )
 
 
 async def _run_insert(
@@ -381,7 +270,7 @@ async def _bounded_once(
                 async with asyncio.timeout_at(deadline):
                     await conn.start()
                     level = isolation_level or conn.default_isolation_level
-                    if level and not await _autocommits_already(conn, level):
+                    if level:
                         await conn.execution_options(isolation_level=level)
                 seconds = deadline - loop.time()
                 if seconds < MIN_STATEMENT_SECONDS:
@@ -429,19 +318,6 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
 def _stored_anyway(exc: Exception) -> None:
     metrics.swallowed("store.after_write")
     log.warning("a write was stored; what failed after it is not its caller's: %s", one_line_reason(exc))
-
-
-async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
-    """Whether autocommit is asked of a MariaDB connection that already autocommits (the pool's default).
-
-    Setting it again through SQLAlchemy, and its reset when the connection
-    goes back, cost two greenlet round trips per batch for nothing
-    (docs/performance.md, "What each piece bought").
-    """
-    if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
-        return False
-    driver: Any = (await conn.get_raw_connection()).driver_connection
-    return bool(driver.get_autocommit())
 
 
 async def _sqlite_bounded(
