@@ -27,8 +27,8 @@ from .details import (
 from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
-from .limits import WARMING, detail_servings
-from .page import ClientError, Context, PageInfo, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
+from .limits import detail_servings
+from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
 from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
 from .runs import RunsPage
 
@@ -39,12 +39,11 @@ def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
     """`resolver` with its reads of the primary taking one pooled connection (store.one_connection).
 
     Not with `wait`: the long poll would hold it from the pool while it waits.
-    Nor while WARMING: start-up's pass reads nothing.
     """
 
     @functools.wraps(resolver)
     async def resolve(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("wait") or kwargs["info"].context is WARMING:
+        if kwargs.get("wait"):
             return await resolver(*args, **kwargs)
         async with store.one_connection(kwargs["info"].context.engine):
             return await resolver(*args, **kwargs)
@@ -267,10 +266,6 @@ class Query:
         ] = None,
     ) -> RunLogPage:
         context = info.context
-        if context is WARMING:
-            # Start-up's pass over the trusted documents (app.py): an empty
-            # page, read from nowhere, has its plan compiled all the same.
-            return RunLogPage(page_info=PageInfo(has_next_page=False, end_cursor=None))
         # Strawberry's Info has no public field nodes or fragments;
         # graphql-core's own info has both.
         raw = resolve_info(info)
