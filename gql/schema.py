@@ -321,10 +321,13 @@ class Query:
 class Mutation:
     @strawberry.mutation(
         description="Write one line; answers whether it was stored: true once it is stored, "
-        "exactly once; false when it is not. Never a GraphQL error: an unknown kind, a detail "
-        "that does not fit its kind, a run id that is not a positive integer, a caller that "
-        "may not write, or a database that is down or slow all answer false, and the line is "
-        "logged by the server so nothing is lost without a trace. One case is not known: a "
+        "exactly once; false when it is not. The field itself never fails: an unknown kind, a "
+        "detail that does not fit its kind, a run id that is not a positive integer, a caller "
+        "that may not write, or a database that is down or slow all answer false, and the line "
+        "is logged by the server so nothing is lost without a trace. Only the request as a "
+        "whole can be refused, with a request error and no `data`: an argument or variable "
+        "that does not coerce (`phase: 2147483648`, `kind: null`; its line is logged all the "
+        "same), or a request over one of the service's limits. One case is not known: a "
         "database that stops answering after the line was sent may have stored it; send an "
         "`idempotencyKey` to retry such a line safely. `kind` is the wire name (`run.status`)."
     )
