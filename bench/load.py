@@ -5,7 +5,7 @@ request is one pre-encoded `bytes`, a response is read by its Content-Length.
 That costs the client a few tens of microseconds a request, against several
 hundred for an httpx client, so the client is never what limits the rate.
 
-Run by `bench.run` with a list of jobs as JSON on stdin, done one after the
+Run by `bench.servers.load` with a list of jobs as JSON on stdin, done one after the
 other (the rounds of several servers, alternating); answers a list of results
 as JSON on stdout:
 

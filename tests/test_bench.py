@@ -11,7 +11,7 @@ import pytest
 from graphql import ListValueNode, Node, OperationType, build_client_schema, get_introspection_query, parse
 from starlette.testclient import TestClient
 
-from bench import floor, revision, run
+from bench import data, floor, revision, run
 from bench.operations import (
     COUNTS_OPERATIONS,
     HOLDS_OPERATIONS,
@@ -113,7 +113,7 @@ def test_the_introspection_query_selects_every_field_of_every_detail(tmp_path: P
 def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> None:
     """Same request bytes, same lines, ids, page info and fields: a floor that does less would fail here."""
     mariadb.create_tables()
-    rows = run.base_rows()[: 4 * 300]  # 300 lines a run
+    rows = data.base_rows()[: 4 * 300]  # 300 lines a run
     with mariadb.sync.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
@@ -122,7 +122,7 @@ def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> No
         )
         conn.exec_driver_sql(
             "INSERT INTO event_runs (id, status, ended_at, updated_at) VALUES (%s, %s, NULL, '2026-02-01')",
-            list(run.KNOWN_BLOCKING.items()),
+            list(data.KNOWN_BLOCKING.items()),
         )
     settings = mariadb.settings()
     apps = {
