@@ -73,10 +73,6 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     ]
 
 
-# The context of start-up's pass over the trusted documents (see on_execute).
-WARMING = object()
-
-
 class LineBudget(SchemaExtension):
     """Refuse a request whose `runLog` fields could read more lines, together, than `max_lines`.
 
@@ -94,12 +90,6 @@ class LineBudget(SchemaExtension):
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
-        if context.context is WARMING:
-            # Start-up's pass over the trusted documents (app.py): parsed and
-            # validated on the way here, and so cached; nothing is run.
-            context.result = ExecutionResult(data=None)
-            yield
-            return
         document = context.graphql_document
         operation = _operation(document.definitions, context.operation_name) if document else None
         if (
@@ -204,8 +194,8 @@ _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun 
 MAX_VARIABLE_VALUES = 10_000
 
 
-# What start-up's pass (app.py) sends for a required variable of each scalar:
-# any value that coerces will do, since no resolver reads it while WARMING.
+# What start-up's pass (Engine.warm) coerces for a required variable of each
+# scalar, to compile pages: any value that coerces will do, as nothing runs.
 _SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Boolean": False}
 
 

@@ -27,8 +27,8 @@ from .details import (
 from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
-from .limits import WARMING, detail_servings
-from .page import ClientError, Context, PageInfo, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
+from .limits import detail_servings
+from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
 from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
 from .runs import RunsPage
 
@@ -249,10 +249,6 @@ class Query:
         ] = None,
     ) -> RunLogPage:
         context = info.context
-        if context is WARMING:
-            # Start-up's pass over the trusted documents (app.py): an empty
-            # page, read from nowhere, has its plan compiled all the same.
-            return RunLogPage(page_info=PageInfo(has_next_page=False, end_cursor=None))
         # Strawberry's Info has no public field nodes or fragments;
         # graphql-core's own info has both.
         raw = resolve_info(info)
@@ -308,10 +304,13 @@ class Query:
 class Mutation:
     @strawberry.mutation(
         description="Write one line; answers whether it was stored: true once it is stored, "
-        "exactly once; false when it is not. Never a GraphQL error: an unknown kind, a detail "
-        "that does not fit its kind, a run id that is not a positive integer, a caller that "
-        "may not write, or a database that is down or slow all answer false, and the line is "
-        "logged by the server so nothing is lost without a trace. One case is not known: a "
+        "exactly once; false when it is not. The field itself never fails: an unknown kind, a "
+        "detail that does not fit its kind, a run id that is not a positive integer, a caller "
+        "that may not write, or a database that is down or slow all answer false, and the line "
+        "is logged by the server so nothing is lost without a trace. Only the request as a "
+        "whole can be refused, with a request error and no `data`: an argument or variable "
+        "that does not coerce (`phase: 2147483648`, `kind: null`; its line is logged all the "
+        "same), or a request over one of the service's limits. One case is not known: a "
         "database that stops answering after the line was sent may have stored it; send an "
         "`idempotencyKey` to retry such a line safely. `kind` is the wire name (`run.status`)."
     )

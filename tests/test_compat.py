@@ -33,6 +33,7 @@ from graphql import (
 )
 from graphql.execution import Executor
 from sqlalchemy.ext.asyncio import create_async_engine
+from strawberry.extensions import SchemaExtension
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 
 from gql import compat
@@ -69,6 +70,7 @@ def test_the_reaches_are_these() -> None:
             "FieldDetails",
             "LEFT",
             "bound_overlap_check",
+            "collect_root_fields",
             "collect_subfields",
             "deferred_or_fragment_arguments",
             "has_middleware",
@@ -79,6 +81,7 @@ def test_the_reaches_are_these() -> None:
             "DefaultExecutionContext",
             "graphql_schema",
             "is_default_resolver",
+            "parse_and_validate",
             "resolve_info",
             "strawberry_definition",
         ],
@@ -407,6 +410,45 @@ def test_is_default_resolver_tells_an_attribute_read_from_a_resolver() -> None:
     assert not strawberry_compat.is_default_resolver(thing.fields["resolved"].resolve)
 
 
+class _Hooks(SchemaExtension):
+    """Records the hooks a request's pipeline runs, and what parsing and validation left."""
+
+    seen: ClassVar[list[str]] = []
+
+    def on_operation(self) -> Any:
+        _Hooks.seen.append("operation")
+        yield
+
+    def on_parse(self) -> Any:
+        yield
+        _Hooks.seen.append(f"parsed {self.execution_context.graphql_document is not None}")
+
+    def on_validate(self) -> Any:
+        yield
+        errors = self.execution_context.pre_execution_errors or []
+        _Hooks.seen.append(f"validated, {len(errors)} errors")
+
+    def on_execute(self) -> Any:
+        _Hooks.seen.append("execute")
+        yield
+
+
+def test_parse_and_validate_runs_the_pipeline_up_to_execution_and_no_further() -> None:
+    schema = strawberry.Schema(query=CompatQuery, extensions=[_Hooks])
+    seen_info.clear()
+    _Hooks.seen.clear()
+    asyncio.run(schema.execute("query Q { thing { plain } }", operation_name="Q"))
+    executed = list(_Hooks.seen)
+    assert executed[-1] == "execute" and len(seen_info) == 1
+    _Hooks.seen.clear()
+    asyncio.run(strawberry_compat.parse_and_validate(schema, "query Q { thing { plain } }", "Q"))
+    assert _Hooks.seen == executed[:-1] == ["operation", "parsed True", "validated, 0 errors"]
+    assert len(seen_info) == 1  # the resolver did not run
+    _Hooks.seen.clear()
+    asyncio.run(strawberry_compat.parse_and_validate(schema, "{ thing { nope } }", None))
+    assert _Hooks.seen == ["operation", "parsed True", "validated, 1 errors"]
+
+
 def test_process_errors_is_all_strawberrys_private_process_errors_does_here() -> None:
     """run_prepared calls the public `process_errors`; Strawberry's `_process_errors` would only
     drop field suggestions as well, which this schema's config does not ask for."""
@@ -479,6 +521,21 @@ def test_completes_objects_overrides_graphql_cores_complete_object_value() -> No
 def test_collect_subfields_honours_skip_and_aliases() -> None:
     _execute("query($no: Boolean!) { page { a: n s @skip(if: $no) } }", variable_values={"no": True})
     assert _Completing.seen[0][3] == ["a"]
+
+
+def test_collect_root_fields_groups_the_root_as_execution_does() -> None:
+    document = parse("query($no: Boolean!) { a: page { n } a: page { s } page @skip(if: $no) { n } }")
+    executor = Executor.build(_SCHEMA, document, raw_variable_values={"no": True})
+    assert isinstance(executor, Executor)
+    grouped = graphql_compat.collect_root_fields(executor)
+    assert list(grouped) == ["a"]
+    assert [d.node.selection_set.selections[0].name.value for d in grouped["a"]] == ["n", "s"]
+    # The very groups the executor completes: the same field nodes.
+    _execute("query($no: Boolean!) { a: page { n } }", variable_values={"no": True})
+    completing = Executor.build(_SCHEMA, parse("{ page { n } }"))
+    assert isinstance(completing, Executor)
+    (group,) = graphql_compat.collect_root_fields(completing).values()
+    assert group[0].node is completing.operation.selection_set.selections[0]
 
 
 def test_has_middleware_sees_a_resolver_middleware() -> None:

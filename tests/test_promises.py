@@ -86,7 +86,7 @@ KIB, MIB = 1024, 1024 * 1024
 def test_each_setting_left_unset_has_the_default_the_readme_states(
     key: str, attribute: str, default: Any
 ) -> None:
-    """README, Configuration: the `default` column of the table, one row each."""
+    """docs/operating.md, Configuration: the `default` column of the table, one row each."""
     assert getattr(Settings.from_env({}), attribute) == default, key
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphql import GraphQLError, GraphQLObjectType
-from graphql.execution.collect_fields import FieldDetails
+from graphql.execution.collect_fields import FieldDetails, collect_fields
 from graphql.validation.rules import overlapping_fields_can_be_merged
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "CompletesObjects",
     "FieldDetails",
     "bound_overlap_check",
+    "collect_root_fields",
     "collect_subfields",
     "deferred_or_fragment_arguments",
     "has_middleware",
@@ -95,6 +96,28 @@ def collect_subfields(
     """
     grouped, _defer, _forbidden = executor.collect_subfields(return_type, field_details_list)
     return grouped  # type: ignore[no-any-return]
+
+
+def collect_root_fields(executor: Any) -> dict[str, list[FieldDetails]]:
+    """The fields at the root of the executor's operation, by response key, as executing it collects them.
+
+    `graphql.execution.collect_fields.collect_fields`, which the executor's
+    `execute_operation` calls, is not exported. Start-up compiles the page
+    plans of the known documents from these groups (gql/engine/page_plan.py,
+    `PageExecutor.compile_pages`) without running the operation: groups
+    collected another way would be other node lists, and each first request
+    would compile its plan again.
+    """
+    root_type = executor.schema.get_root_type(executor.operation.operation)
+    grouped, _defer, _forbidden = collect_fields(
+        executor.schema,
+        executor.fragments,
+        executor.variable_values,
+        root_type,
+        executor.operation,
+        executor.hide_suggestions,
+    )
+    return grouped
 
 
 def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bool:

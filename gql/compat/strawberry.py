@@ -6,13 +6,14 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLResolveInfo, GraphQLSchema
-from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 __all__ = [
     "DefaultExecutionContext",
     "graphql_schema",
     "is_default_resolver",
+    "parse_and_validate",
     "resolve_info",
     "strawberry_definition",
 ]
@@ -75,3 +76,25 @@ def is_default_resolver(resolve: Any) -> bool:
     not for any other: without the mark no field is planned.
     """
     return bool(getattr(resolve, "_is_default", False))
+
+
+async def parse_and_validate(schema: strawberry.Schema, query: str, operation_name: str | None) -> None:
+    """Take `query` through Strawberry's pipeline as a request would, up to execution, and no further.
+
+    The schema's extensions see it as a request's (`on_operation`, `on_parse`,
+    `on_validate`) and no resolver runs: start-up does this with the known
+    documents (gql/engine/engine.py, `Engine.warm`), so the document cache
+    holds each one as its first request would have left it. Strawberry's
+    public calls all execute; the steps before execution are its private
+    `_create_execution_context` and `_prepare_operation_async`. Without them,
+    start-up would have to execute each document to have it cached.
+    """
+    context = schema._create_execution_context(
+        query=query, allowed_operation_types=DEFAULT_ALLOWED_OPERATION_TYPES, operation_name=operation_name
+    )
+    extensions = schema.get_extensions()
+    for extension in extensions:  # as Schema.execute hands them the request
+        extension.execution_context = context
+    runner = schema.create_extensions_runner(context, extensions)
+    async with runner.operation():
+        await schema._prepare_operation_async(context, runner)

@@ -36,8 +36,8 @@ from strawberry import Schema
 from strawberry.execution import optimized_is_awaitable
 
 from .. import metrics
-from ..compat.strawberry import graphql_schema
-from ..limits import MAX_VARIABLE_VALUES, WARMING, lines_asked, sample_variables, variable_values
+from ..compat.strawberry import graphql_schema, parse_and_validate
+from ..limits import MAX_VARIABLE_VALUES, lines_asked, sample_variables, variable_values
 from ..page import Context
 from ..run_log import write_line
 from .documents import DocumentCaches
@@ -112,6 +112,7 @@ class Engine:
         executor: Any = self.executor_class
         # Read plans only with build_schema's executor, which compiles the page plans.
         pages = executor if isinstance(executor, type) and issubclass(executor, PageExecutor) else None
+        self.pages: type[PageExecutor] | None = pages
         self.plans = Plans(self.graphql_schema, pages)
 
     @property
@@ -172,13 +173,12 @@ class Engine:
     async def warm(self, texts: Iterable[str]) -> None:
         """Parse, validate and plan each query and mutation of `texts`, before any caller's request.
 
-        Each text takes the pipeline a request takes, the line budget's
-        extension stopping it before it runs (`limits.WARMING`), so the
-        document cache holds it as a request would leave it. Its operation is
-        then planned; a query is run once on sample variables, each `runLog`
-        answering an empty page without a read, so that its page plan is
-        compiled. A query whose variables cannot be sampled is planned by its
-        first request instead.
+        Each text takes the pipeline a request takes, up to execution
+        (`parse_and_validate`), so the document cache holds it as a request
+        would leave it. Its operation is then planned, and a query's `runLog`
+        pages have their plans compiled for sample variables
+        (`PageExecutor.compile_pages`). Nothing is executed. A query whose
+        variables cannot be sampled has its pages compiled by its first request.
         """
         for text in texts:
             for definition in parse(text).definitions:
@@ -188,27 +188,17 @@ class Engine:
                 ):
                     continue
                 name = definition.name.value if definition.name else None
-                await self.schema.execute(text, operation_name=name, context_value=WARMING)
+                await parse_and_validate(self.schema, text, name)
                 prepared = self.caches.prepared_operation(text, name)
                 if prepared is None:
                     continue  # held by no cache (too long a text): planned when asked
                 document, operation = prepared
                 self.plans.plan(operation, functools.partial(fragments_of, document))
-                if operation.operation == OperationType.MUTATION:
+                if operation.operation == OperationType.MUTATION or self.pages is None:
                     continue
                 variables = sample_variables(self.graphql_schema, operation)
-                if variables is None:
-                    continue
-                outcome = execute(
-                    self.graphql_schema,
-                    document,
-                    context_value=WARMING,
-                    variable_values=variables,
-                    operation_name=name,
-                    executor_class=self.executor_class,
-                )
-                if isawaitable(outcome):
-                    await outcome
+                if variables is not None:
+                    self.pages.compile_pages(self.graphql_schema, document, name, variables)
 
 
 def reads_pages(operation: OperationDefinitionNode) -> bool:

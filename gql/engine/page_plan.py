@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from graphql import (
+    DocumentNode,
     FieldNode,
     GraphQLObjectType,
+    GraphQLSchema,
     Token,
     VariableNode,
+    get_named_type,
 )
 from graphql.pyutils import Undefined
 
@@ -29,6 +32,7 @@ from ..compat.graphql import (
     LEFT,
     CompletesObjects,
     FieldDetails,
+    collect_root_fields,
     deferred_or_fragment_arguments,
     has_middleware,
 )
@@ -118,7 +122,11 @@ class _PlanCache:
     def compiled(
         self, nodes: tuple[FieldNode, ...], coerced: dict[str, Any]
     ) -> Callable[[Any, Any], dict[str, Any]] | None:
-        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet."""
+        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet.
+
+        Compiles nothing: a plan is made by the executor (`PageExecutor`), on
+        a selection's first page or at start-up (`PageExecutor.compile_pages`).
+        """
         key = tuple(map(id, nodes))
         with self.lock:
             entry = self.entries.get(key)
@@ -199,10 +207,35 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
 
     completed_type = PAGE_TYPE_NAME
 
+    @classmethod
+    def compile_pages(
+        cls,
+        schema: GraphQLSchema,
+        document: DocumentNode,
+        operation_name: str | None,
+        variables: dict[str, Any],
+    ) -> None:
+        """Compile the plans of the operation's root `runLog` pages for `variables`, running no resolver.
+
+        The plans its first request with these variables would compile, for
+        the same field nodes, so that request finds them: start-up does this
+        for the known documents (`Engine.warm`). Variables that do not coerce
+        compile nothing.
+        """
+        executor = cls.build(schema, document, raw_variable_values=variables, operation_name=operation_name)
+        if isinstance(executor, list):
+            return
+        root = schema.get_root_type(executor.operation.operation)
+        for group in collect_root_fields(executor).values():
+            found = None if root is None else root.fields.get(group[0].node.name.value)  # None: __typename
+            page_type = None if found is None else get_named_type(found.type)
+            if isinstance(page_type, GraphQLObjectType) and page_type.name == PAGE_TYPE_NAME:
+                executor.page_plan(page_type, group)
+
     def complete_object(
         self, return_type: GraphQLObjectType, field_details_list: list[FieldDetails], result: Any
     ) -> Any:
-        plan = self._plan(return_type, field_details_list)
+        plan = self.page_plan(return_type, field_details_list)
         if callable(plan):
             try:
                 completed = plan(result, result)
@@ -233,7 +266,7 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
         loc = self.operation.loc
         metrics.fell_back("page_plan", reason, None if loc is None else loc.source.body, why, level)
 
-    def _plan(
+    def page_plan(
         self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
     ) -> Callable[[Any, Any], dict[str, Any]] | tuple[str, str]:
         """The page's plan, or why there is none: a reason (a metric's label) and words."""
