@@ -53,10 +53,11 @@ async def _find_runs(
     found: dict[int, Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
-            rows = await store.find_runs(context.engine, wanted)
             if holds:
-                found = await runs.read_runs(context.engine, rows)
+                rows, logged = await store.find_logged_runs(context.engine, wanted)
+                found = await runs.read_runs(context.engine, rows, logged)
             else:
+                rows = await store.find_runs(context.engine, wanted)
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc

@@ -203,29 +203,42 @@ def as_run(row: store.Run) -> Run:
 MAX_CHAIN = 8
 
 
-async def read_runs(engine: AsyncEngine, rows: Mapping[int, store.Run]) -> dict[int, Run]:
+async def read_runs(
+    engine: AsyncEngine, rows: Mapping[int, store.Run], logged: set[int] | None = None
+) -> dict[int, Run]:
     """`rows` as `Run`s with what holds each, and the runs their blocks name, by id, all read together.
 
-    One read of the newest lines per round for the runs found in the
-    previous one (store.read_newest), and one lookup of the runs they name:
-    a `blockingRun`'s holds come with its blocked run's, and a chain of
-    blocks costs two statements per link, never one per run.
+    `logged`: which of `rows` have a line in the log (store.find_logged_runs),
+    when known; a run with none is told from its row alone. One read of the
+    newest lines per round for the runs found in the previous one
+    (store.read_newest), and one lookup of the runs they name: a
+    `blockingRun`'s holds come with its blocked run's, and a chain of blocks
+    costs two statements per link, never one per run.
     """
     found = dict(rows)
     read: dict[int, list[store.Line]] = {}
     looked_up = set(found)
     todo = sorted(found)
+    ended: set[int] = set()
     for _ in range(MAX_CHAIN):
         if not todo:
             break
-        read.update(await store.read_newest(engine, todo, holds.REACH))
+        with_lines = todo if logged is None else [run_id for run_id in todo if run_id in logged]
+        read.update({run_id: [] for run_id in todo})
+        if with_lines:
+            read.update(await store.read_newest(engine, with_lines, holds.REACH))
         named = set().union(*(holds.blocking_ids(read[run_id]) for run_id in todo)) - looked_up
-        more = await store.find_runs(engine, named) if named else {}
+        more, logged = await store.find_logged_runs(engine, named) if named else ({}, set())
         found.update(more)
         looked_up |= named
-        todo = sorted(more)
+        # A run named by a block that has ended is served nowhere: its block is over
+        # (holds._finish), so no `blockingRun` answers with it. Its log is not read.
+        ended |= {run_id for run_id, row in more.items() if holds.is_terminal(row.status)}
+        todo = sorted(set(more) - ended)
     runs = {run_id: as_run(row) for run_id, row in found.items()}
     for run_id, run in runs.items():
+        if run_id in ended:
+            continue
         if run_id not in read:
             run.headline = (
                 f"Run {run_id} ends a chain of blocks longer than {MAX_CHAIN} runs: its log was not read."
