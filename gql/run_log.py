@@ -15,6 +15,7 @@ from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
 from .filters import FilterError, read_filters
+from .holds import REACH as holds_reach
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
@@ -54,8 +55,8 @@ async def _find_runs(
     try:
         async with asyncio.timeout_at(deadline):
             if holds:
-                rows, logged = await store.find_logged_runs(context.engine, wanted)
-                found = await runs.read_runs(context.engine, rows, logged)
+                rows, newest = await store.read_runs_and_newest(context.engine, wanted, holds_reach)
+                found = await runs.read_runs(context.engine, rows, newest)
             else:
                 rows = await store.find_runs(context.engine, wanted)
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}

@@ -204,27 +204,33 @@ MAX_CHAIN = 8
 
 
 async def read_runs(
-    engine: AsyncEngine, rows: Mapping[int, store.Run], logged: set[int] | None = None
+    engine: AsyncEngine,
+    rows: Mapping[int, store.Run],
+    newest: Mapping[int, list[store.Line]] | None = None,
 ) -> dict[int, Run]:
     """`rows` as `Run`s with what holds each, and the runs their blocks name, by id, all read together.
 
-    `logged`: which of `rows` have a line in the log (store.find_logged_runs),
-    when known; a run with none is told from its row alone. One read of the
-    newest lines per round for the runs found in the previous one
-    (store.read_newest), and one lookup of the runs they name: a
-    `blockingRun`'s holds come with its blocked run's, and a chain of blocks
-    costs two statements per link, never one per run.
+    `newest`: the rows' newest lines, when read with them
+    (store.read_runs_and_newest). Then one lookup per link of a chain of
+    blocks of the runs it names (store.find_logged_runs) and one read of
+    their newest lines (store.read_newest), for the runs with a line that
+    have not ended: a `blockingRun`'s holds come with its blocked run's, never
+    a statement per run.
     """
     found = dict(rows)
     read: dict[int, list[store.Line]] = {}
     looked_up = set(found)
     todo = sorted(found)
+    logged: set[int] | None = None  # of `todo`, the runs with a line; None: not known
+    if newest is not None:
+        read.update({run_id: list(newest.get(run_id, ())) for run_id in todo})
     ended: set[int] = set()
     for _ in range(MAX_CHAIN):
         if not todo:
             break
-        with_lines = todo if logged is None else [run_id for run_id in todo if run_id in logged]
-        read.update({run_id: [] for run_id in todo})
+        unread = [run_id for run_id in todo if run_id not in read]
+        with_lines = [run_id for run_id in unread if logged is None or run_id in logged]
+        read.update({run_id: [] for run_id in unread})
         if with_lines:
             read.update(await store.read_newest(engine, with_lines, holds.REACH))
         named = set().union(*(holds.blocking_ids(read[run_id]) for run_id in todo)) - looked_up

@@ -35,7 +35,7 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
-from .newest import read_newest
+from .newest import read_newest, read_runs_and_newest
 from .pruning import (
     Pruned,
     PruneSlice,
@@ -146,6 +146,7 @@ __all__ = [
     "prune_terminal",
     "read_newest",
     "read_page",
+    "read_runs_and_newest",
     "run_of_line",
     "runs_in_flight",
     "settled_before",
