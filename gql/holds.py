@@ -72,6 +72,22 @@ RULES: dict[Kind, Rule] = {
 }
 REACH: dict[str, int] = {kind.value: rule.reach for kind, rule in RULES.items()}
 _BY_WIRE: dict[str, Rule] = {kind.value: rule for kind, rule in RULES.items()}
+# What derive looks up per line and per hold, by wire name and by reason: tuples of
+# members are matched by identity, where a frozenset would hash an Enum in Python.
+_ENDS: dict[str, tuple[HoldReason, ...]] = {wire: tuple(rule.ends) for wire, rule in _BY_WIRE.items()}
+_ENDED_BY: dict[HoldReason, tuple[str, ...]] = {
+    reason: tuple(wire for wire, rule in _BY_WIRE.items() if reason in rule.ends) for reason in HoldReason
+}
+# Wire names compared on every line (an Enum's `.value` is a Python-level lookup each time).
+_BLOCKED, _ENTERED = Kind.RUN_BLOCKED.value, Kind.PHASE_ENTERED.value
+_STEP_STATUS, _STEP_RETRY = Kind.STEP_STATUS.value, Kind.STEP_RETRY.value
+_PHASE_MARKS = {
+    _ENTERED: "entered_at",
+    Kind.PHASE_GATE.value: "gated_at",
+    Kind.PHASE_ADVANCED.value: "advanced_at",
+    Kind.PHASE_COMPLETED.value: "completed_at",
+}
+_STEP_WORDS = {_STEP_RETRY: "retrying", Kind.STEP_PARKED.value: "parked", Kind.STEP_REFUSED.value: "refused"}
 # The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
 _ORDER = list(HoldReason)
 
@@ -177,7 +193,7 @@ def blocking_ids(lines: Iterable[Line]) -> set[int]:
     """The runs the run.blocked lines among `lines` name: what `derive` needs looked up."""
     found = set()
     for line in lines:
-        if line.kind == Kind.RUN_BLOCKED.value:
+        if line.kind == _BLOCKED:
             values = _values(line)
             if values is not None:
                 with contextlib.suppress(TypeError, ValueError):
@@ -194,16 +210,17 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
     """
     ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
     details = {line.id: _values(line) for line in ordered}  # each line's detail, read once
-    reached = {
-        kind: sum(1 for line in ordered if line.kind == kind) >= reach for kind, reach in REACH.items()
-    }
+    counted = dict.fromkeys(REACH, 0)
+    for line in ordered:
+        counted[line.kind] += 1
+    reached = {kind: counted[kind] >= reach for kind, reach in REACH.items()}
     # Of each kind read to its reach, its oldest line read: older lines of it were not read.
     oldest_read: dict[str, datetime.datetime] = {}
     for line in ordered:
         if reached[line.kind]:
             oldest_read.setdefault(line.kind, line.at)
     open_: dict[tuple[HoldReason, Any], Hold] = {}
-    unsure: list[tuple[frozenset[HoldReason], Line]] = []  # enders whose subject cannot be read
+    unsure: list[tuple[tuple[HoldReason, ...], Line]] = []  # enders whose subject cannot be read
     evaluations: list[Line] = []
     for line in ordered:
         rule = _BY_WIRE[line.kind]
@@ -212,12 +229,13 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
         if rule.facts:
             evaluations.append(line)
             continue
-        if rule.ends:
+        ends = _ENDS[line.kind]
+        if ends:
             if subject is None and rule.on != "run":
-                unsure.append((rule.ends, line))
-            for key, hold in list(open_.items()):
-                if hold.reason in rule.ends and _concerns(rule, subject, hold):
-                    del open_[key]
+                unsure.append((ends, line))
+            over = [k for k, hold in open_.items() if hold.reason in ends and _concerns(rule, subject, hold)]
+            for key in over:
+                del open_[key]
         if rule.opens is not None:
             key = (rule.opens, subject)
             held = open_.get(key)
@@ -234,10 +252,7 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
             continue
         if any(hold.reason in ends and line.at >= hold.since for ends, line in unsure):
             hold.certain = False
-        if any(
-            hold.reason in RULES[kind].ends and oldest_read.get(kind.value, hold.since) > hold.since
-            for kind in RULES
-        ):
+        if any(oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
             hold.certain = False  # a line that ends it may lie between it and the oldest read
         finished = _finish(hold, runs, evaluations, reached, details)
         if finished is not None:
@@ -374,41 +389,36 @@ def _iso(value: datetime.datetime | None) -> str:
 def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None]) -> list[Phase]:
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps."""
     phases: dict[int, Phase] = {}
-    marks = {
-        Kind.PHASE_ENTERED.value: "entered_at",
-        Kind.PHASE_GATE.value: "gated_at",
-        Kind.PHASE_ADVANCED.value: "advanced_at",
-        Kind.PHASE_COMPLETED.value: "completed_at",
-    }
-    step_words = {
-        Kind.STEP_RETRY.value: "retrying",
-        Kind.STEP_PARKED.value: "parked",
-        Kind.STEP_REFUSED.value: "refused",
-    }
+    marks, step_words = _PHASE_MARKS, _STEP_WORDS
     for line in ordered:
         if line.phase is None:
             continue
-        phase = phases.setdefault(line.phase, Phase(line.phase))
+        phase = phases.get(line.phase)
+        if phase is None:  # made once a phase, not once a line
+            phase = phases[line.phase] = Phase(line.phase)
         mark = marks.get(line.kind)
         if mark is not None:
             setattr(phase, mark, line.at)
-            if line.kind == Kind.PHASE_ENTERED.value:
+            if line.kind == _ENTERED:
                 for step_id in (details[line.id] or {}).get("step_ids", []):
                     phase.steps.setdefault(str(step_id), Step(str(step_id)))
             continue
         if line.step_id is None or not line.kind.startswith("step."):
             continue
-        step = phase.steps.setdefault(str(line.step_id), Step(str(line.step_id)))
+        step_id = str(line.step_id)
+        step = phase.steps.get(step_id)
+        if step is None:
+            step = phase.steps[step_id] = Step(step_id)
         step.at = line.at
         values = details[line.id] or {}
-        if line.kind == Kind.STEP_STATUS.value:
+        if line.kind == _STEP_STATUS:
             step.status = values.get("to", "unreadable")
             step.attempts = (
                 step.attempts + 1 if step.status not in ("pending", "unreadable") else step.attempts
             )
         else:
             step.status = step_words[line.kind]
-            if line.kind == Kind.STEP_RETRY.value:
+            if line.kind == _STEP_RETRY:
                 step.attempts = max(step.attempts, int(values.get("attempt") or 0))
     return [phases[number] for number in sorted(phases)]
 

@@ -15,6 +15,7 @@ from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
 from .filters import FilterError, read_filters
+from .holds import REACH as holds_reach
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
@@ -50,10 +51,11 @@ async def _find_runs(
     found: dict[int, Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
-            rows = await store.find_runs(context.engine, wanted)
             if holds:
-                found = await runs.read_runs(context.engine, rows)
+                rows, newest = await store.read_runs_and_newest(context.engine, wanted, holds_reach)
+                found = await runs.read_runs(context.engine, rows, newest)
             else:
+                rows = await store.find_runs(context.engine, wanted)
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc

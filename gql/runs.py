@@ -203,29 +203,48 @@ def as_run(row: store.Run) -> Run:
 MAX_CHAIN = 8
 
 
-async def read_runs(engine: AsyncEngine, rows: Mapping[int, store.Run]) -> dict[int, Run]:
+async def read_runs(
+    engine: AsyncEngine,
+    rows: Mapping[int, store.Run],
+    newest: Mapping[int, list[store.Line]] | None = None,
+) -> dict[int, Run]:
     """`rows` as `Run`s with what holds each, and the runs their blocks name, by id, all read together.
 
-    One read of the newest lines per round for the runs found in the
-    previous one (store.read_newest), and one lookup of the runs they name:
-    a `blockingRun`'s holds come with its blocked run's, and a chain of
-    blocks costs two statements per link, never one per run.
+    `newest`: the rows' newest lines, when read with them
+    (store.read_runs_and_newest). Then one lookup per link of a chain of
+    blocks of the runs it names (store.find_logged_runs) and one read of
+    their newest lines (store.read_newest), for the runs with a line that
+    have not ended: a `blockingRun`'s holds come with its blocked run's, never
+    a statement per run.
     """
     found = dict(rows)
     read: dict[int, list[store.Line]] = {}
     looked_up = set(found)
     todo = sorted(found)
+    logged: set[int] | None = None  # of `todo`, the runs with a line; None: not known
+    if newest is not None:
+        read.update({run_id: list(newest.get(run_id, ())) for run_id in todo})
+    ended: set[int] = set()
     for _ in range(MAX_CHAIN):
         if not todo:
             break
-        read.update(await store.read_newest(engine, todo, holds.REACH))
+        unread = [run_id for run_id in todo if run_id not in read]
+        with_lines = [run_id for run_id in unread if logged is None or run_id in logged]
+        read.update({run_id: [] for run_id in unread})
+        if with_lines:
+            read.update(await store.read_newest(engine, with_lines, holds.REACH))
         named = set().union(*(holds.blocking_ids(read[run_id]) for run_id in todo)) - looked_up
-        more = await store.find_runs(engine, named) if named else {}
+        more, logged = await store.find_logged_runs(engine, named) if named else ({}, set())
         found.update(more)
         looked_up |= named
-        todo = sorted(more)
+        # A run named by a block that has ended is served nowhere: its block is over
+        # (holds._finish), so no `blockingRun` answers with it. Its log is not read.
+        ended |= {run_id for run_id, row in more.items() if holds.is_terminal(row.status)}
+        todo = sorted(set(more) - ended)
     runs = {run_id: as_run(row) for run_id, row in found.items()}
     for run_id, run in runs.items():
+        if run_id in ended:
+            continue
         if run_id not in read:
             run.headline = (
                 f"Run {run_id} ends a chain of blocks longer than {MAX_CHAIN} runs: its log was not read."

@@ -201,6 +201,38 @@ def test_a_hundred_runs_in_flight_cost_a_few_statements_not_a_hundred(tables: Ba
     assert len(statements) <= 7, len(statements)
 
 
+def test_run_holds_reads_no_log_of_a_run_without_lines_or_of_an_ended_blocker(tables: Backend) -> None:
+    """RunHolds of a chain: the run's row with its lines in one statement, then a lookup and a read per link.
+
+    Run 1 was blocked by 3 (ended since), then by 2 (live); 2 by 4 (live, no line); 3 by 5.
+    Nothing served shows 3's holds (its block is over), so neither its log nor 5 is read;
+    4's holds are told from its row, whose lookup says it has no line.
+    """
+    for run_id, status in ((1, "live"), (2, "live"), (3, "completed"), (4, "live"), (5, "live")):
+        add_run(tables, run_id, status)
+    with recorded_statements(tables) as (api, taken):
+        for run_id, blocker in ((1, 3), (1, 2), (2, 4), (3, 5)):
+            assert api.write(run_id, "run.blocked", {"blockingRunId": blocker, "concurrencyKey": "k"})
+        assert api.write(5, "note", {"text": "five has a log"})
+        taken()
+        run = run_of(api, 1)
+        statements = taken()
+    [hold] = run["holds"]
+    assert hold["sentence"] == "Blocked by run 2, which holds k and is still live."
+    [chained] = hold["blockingRun"]["holds"]
+    assert chained["sentence"] == "Blocked by run 4, which holds k and is still live."
+    read = [
+        "+".join(
+            name
+            for name, part in (("runs", "FROM event_runs"), ("lines", "event_run_log.kind"))
+            if part in text
+        )
+        for text in statements
+    ]
+    # Run 1's row and lines; the rows of 2 and 3; 2's lines; 4's row. Not 3's lines, 5, or 4's lines.
+    assert read == ["runs+lines", "runs", "lines", "runs"], statements
+
+
 def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables: Backend) -> None:
     asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True))
     for run_id in demo_runs.RUN_IDS:

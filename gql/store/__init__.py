@@ -33,7 +33,7 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
-from .newest import read_newest
+from .newest import read_newest, read_runs_and_newest
 from .pruning import (
     Pruned,
     PruneSlice,
@@ -44,7 +44,14 @@ from .pruning import (
     prune_terminal,
 )
 from .reads import count_kinds, count_recent, cursor_now, find_line, ping, read_page, run_of_line
-from .runs import RUNS_IN_FLIGHT_DEFAULT, RUNS_IN_FLIGHT_MAX, find_runs, runs_in_flight, terminal_sql
+from .runs import (
+    RUNS_IN_FLIGHT_DEFAULT,
+    RUNS_IN_FLIGHT_MAX,
+    find_logged_runs,
+    find_runs,
+    runs_in_flight,
+    terminal_sql,
+)
 from .statements import page_query, page_statement
 from .values import (
     LINE_ID_MAX,
@@ -116,6 +123,7 @@ __all__ = [
     "detail_capacity",
     "encode_cursor",
     "find_line",
+    "find_logged_runs",
     "find_pruned",
     "find_runs",
     "forget_keys",
@@ -134,6 +142,7 @@ __all__ = [
     "prune_terminal",
     "read_newest",
     "read_page",
+    "read_runs_and_newest",
     "run_of_line",
     "runs_in_flight",
     "settled_before",

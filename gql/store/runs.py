@@ -19,6 +19,7 @@ from sqlalchemy import (
     cast,
     func,
     literal,
+    literal_column,
     or_,
     select,
 )
@@ -48,14 +49,21 @@ def terminal_sql(status: ColumnElement[Any]) -> ColumnElement[bool]:
 
 
 @functools.cache
-def _runs_statement(sqlite: bool) -> Select[Any]:
-    """find_runs' statement, built once (as the page's is: see page_statement)."""
-    r = event_runs
+def _runs_statement(sqlite: bool, logged: bool = False) -> Select[Any]:
+    """find_runs' statement, built once; `logged`: find_logged_runs'."""
+    r, log = event_runs, event_run_log
     # On SQLite, as bytes: the DateTime type would fail on a value it cannot
     # parse, and the driver on text that is not UTF-8.
     columns: list[ColumnElement[Any]] = [r.c.status, r.c.ended_at, r.c.updated_at]
     if sqlite:
         columns = [cast(column, LargeBinary) for column in columns]
+    if logged:
+        # One index dive per run, on (run_id, at): any line's id, or NULL when it has none.
+        # A plain id, not EXISTS: a boolean would need SQLAlchemy's conversion on MariaDB.
+        # On MariaDB, 1 in the text: a bound LIMIT would keep the read off the direct path.
+        one: Any = 1 if sqlite else literal_column("1")
+        any_line = select(log.c.id).where(log.c.run_id == r.c.id).limit(one).correlate(r)
+        columns.append(any_line.scalar_subquery())
     return select(r.c.id, *columns).where(r.c.id.in_(bindparam("ids", expanding=True)))
 
 
@@ -66,19 +74,34 @@ async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
     (a zero date on MariaDB, text that is not a date on SQLite): such a time
     reads as null, and a missing status as '', never failing the lookup.
     """
+    return (await _find(engine, ids, logged=False))[0]
+
+
+async def find_logged_runs(engine: AsyncEngine, ids: Iterable[int]) -> tuple[dict[int, Run], set[int]]:
+    """find_runs' runs, and the ids of those with at least one line in the log, in the same one statement.
+
+    What holds a run with no line is told without reading its log
+    (gql/runs.py): the lookup says which runs that is, at one index dive each.
+    """
+    return await _find(engine, ids, logged=True)
+
+
+async def _find(engine: AsyncEngine, ids: Iterable[int], *, logged: bool) -> tuple[dict[int, Run], set[int]]:
     wanted = sorted({i for i in ids if 0 < i <= LINE_ID_MAX})
     if not wanted:
-        return {}
-    rows = await read_rows(engine, _runs_statement(engine.dialect.name == "sqlite"), {"ids": wanted})
-    return {
-        run_id: Run(
-            id=run_id,
-            status=stored_status(status),
-            ended_at=stored_time(ended),
-            updated_at=stored_time(updated),
+        return {}, set()
+    statement = _runs_statement(engine.dialect.name == "sqlite", logged)
+    rows = await read_rows(engine, statement, {"ids": wanted})
+    found = {
+        row[0]: Run(
+            id=row[0],
+            status=stored_status(row[1]),
+            ended_at=stored_time(row[2]),
+            updated_at=stored_time(row[3]),
         )
-        for run_id, status, ended, updated in rows
+        for row in rows
     }
+    return found, {row[0] for row in rows if logged and row[4] is not None}
 
 
 @functools.cache
