@@ -41,7 +41,6 @@ from strawberry.types import get_object_definition
 from strawberry.types.graphql import OperationType
 
 from gql import compat
-from gql.compat import alembic as alembic_compat
 from gql.compat import graphql as graphql_compat
 from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
@@ -60,7 +59,6 @@ def test_the_reaches_are_these() -> None:
     found = {
         module.__name__.rpartition(".")[2]: sorted(module.__all__)
         for module in (
-            alembic_compat,
             graphql_compat,
             sqlalchemy_compat,
             strawberry_compat,
@@ -68,7 +66,6 @@ def test_the_reaches_are_these() -> None:
         )
     }
     assert found == {
-        "alembic": ["adopt_and_upgrade_steps", "upgrade_steps"],
         "graphql": [
             "CompletesObjects",
             "EXECUTOR_HOOKS",
@@ -884,23 +881,6 @@ def test_pool_waiting(backend: Backend) -> None:
     assert asyncio.run(main()) == [0, 1, 0]
     # A pool of another kind has no queue to wait on.
     assert sqlalchemy_compat.pool_waiting(sa.pool.NullPool(lambda: None)) == 0
-
-
-# ── Alembic ──────────────────────────────────────────────────────────────────
-
-
-def test_the_steps_alembics_stamp_and_upgrade_run() -> None:
-    from gql.migrations import HEAD
-    from gql.migrations.runner import scripts
-
-    script = scripts()
-    steps = alembic_compat.upgrade_steps(script, None)
-    assert [step.revision.revision for step in steps] == sorted(s.revision for s in script.walk_revisions())
-    assert alembic_compat.upgrade_steps(script, HEAD) == []
-    adopted = alembic_compat.adopt_and_upgrade_steps(script, "0004")
-    later = sorted(s.revision for s in script.walk_revisions() if s.revision > "0004")
-    assert [type(step).__name__ for step in adopted] == ["StampStep"] + ["RevisionStep"] * len(later)
-    assert [step.revision.revision for step in adopted[1:]] == later
 
 
 def test_the_views_same_origin_check_decides_as_strawberrys() -> None:
