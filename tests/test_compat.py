@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 import graphql
 import greenlet
 import pytest
-import sqlalchemy as sa
 import strawberry
 import uvicorn
 from graphql import (
@@ -34,7 +33,6 @@ from graphql import (
     validate,
 )
 from graphql.execution import Executor
-from sqlalchemy.ext.asyncio import create_async_engine
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 from strawberry.resolvers import is_default_resolver
 from strawberry.types import get_object_definition
@@ -48,8 +46,6 @@ from gql.compat import uvicorn as uvicorn_compat
 from gql.query_shape import OVERLAP_BUDGET
 from gql.schema import build_schema
 from gql.view import RunLogGraphQL
-
-from .conftest import Backend
 
 GQL = pathlib.Path(__file__).resolve().parent.parent / "gql"
 
@@ -77,7 +73,7 @@ def test_the_reaches_are_these() -> None:
             "has_middleware",
             "overlap_check_aborted",
         ],
-        "sqlalchemy": ["greenlet_spawn", "pool_waiting"],
+        "sqlalchemy": ["greenlet_spawn"],
         "strawberry": [
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
@@ -854,33 +850,6 @@ def test_greenlet_spawn_runs_the_function_in_a_greenlet() -> None:
         return greenlet.getcurrent() is not outer
 
     assert asyncio.run(sqlalchemy_compat.greenlet_spawn(inside)) is True
-
-
-def test_pool_waiting(backend: Backend) -> None:
-    async def main() -> list[int]:
-        engine = create_async_engine(backend.url, pool_size=1, max_overflow=2, pool_timeout=30)
-        pool = engine.sync_engine.pool
-        waiting = [sqlalchemy_compat.pool_waiting(pool)]
-        try:
-            held = [await engine.connect() for _ in range(3)]  # the pool's size and overflow
-            more = asyncio.ensure_future(engine.connect())
-            for _ in range(10_000):  # until the fourth is waiting on the pool's queue
-                if sqlalchemy_compat.pool_waiting(pool):
-                    break
-                await asyncio.sleep(0)
-            waiting.append(sqlalchemy_compat.pool_waiting(pool))
-            await held[0].close()
-            await (await more).close()
-            for conn in held[1:]:
-                await conn.close()
-            waiting.append(sqlalchemy_compat.pool_waiting(pool))
-            return waiting
-        finally:
-            await engine.dispose()
-
-    assert asyncio.run(main()) == [0, 1, 0]
-    # A pool of another kind has no queue to wait on.
-    assert sqlalchemy_compat.pool_waiting(sa.pool.NullPool(lambda: None)) == 0
 
 
 def test_the_views_same_origin_check_decides_as_strawberrys() -> None:

@@ -1,4 +1,4 @@
-"""SQLAlchemy's (and asyncio's) non-public names the service relies on (tested in tests/test_compat.py).
+"""SQLAlchemy's non-public names the service relies on (tested in tests/test_compat.py).
 
 SQLAlchemy's documented API covers its pools' `size()`, `checkedout()` and
 `overflow()`, pool and engine events, and `AsyncAdaptedConnection
@@ -7,11 +7,9 @@ SQLAlchemy's documented API covers its pools' `size()`, `checkedout()` and
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.util import greenlet_spawn
 
-__all__ = ["greenlet_spawn", "pool_waiting"]
+__all__ = ["greenlet_spawn"]
 
 # `greenlet_spawn` (`sqlalchemy.util`, not documented): runs a function of
 # SQLAlchemy's sync API inside the greenlet its asyncio layer needs, as
@@ -20,18 +18,3 @@ __all__ = ["greenlet_spawn", "pool_waiting"]
 # `AsyncConnection`, and closes it or checks it back in with this: the
 # async driver's close runs only inside such a greenlet. Without it that
 # path would need an AsyncConnection per statement, the cost it avoids.
-
-
-def pool_waiting(pool: Any) -> int:
-    """How many wait for a connection of `pool`; 0 for a pool of another kind (SQLite's).
-
-    SQLAlchemy has no public count of them: its asyncio pool keeps its
-    connections in `_pool`, an adapted queue whose asyncio.Queue (`_queue`,
-    made on first use) keeps its waiting getters in a private deque
-    (`_getters`). Read defensively. Without it the
-    `runlog_db_pool_waiting` gauge cannot be sampled.
-    """
-    adapted = getattr(pool, "_pool", None)
-    queue = getattr(adapted, "__dict__", {}).get("_queue")
-    getters = getattr(queue, "_getters", ())
-    return sum(1 for getter in getters if not getter.done())
