@@ -103,6 +103,7 @@ def test_the_reaches_are_these() -> None:
             "HTTPProtocolBase",
             "HTTPTOOLS_HOOKS",
             "HTTP_HOOKS",
+            "HTTP_STATE_HOOKS",
             "SUPERVISOR_HOOKS",
             "WEBSOCKET_HOOKS",
             "WebSocketProtocolBase",
@@ -796,6 +797,18 @@ def test_uvicorns_http_protocols_have_what_server_py_overrides_and_reads() -> No
         assert list(inspect.signature(protocol.send_400_response).parameters) == ["self", "msg"]
         methods = ("on_response_complete", "shutdown", "connection_made", "data_received", "connection_lost")
         assert all(callable(getattr(protocol, name)) for name in methods)
+
+
+def test_uvicorns_cycle_and_server_state_have_what_server_py_reads() -> None:
+    from uvicorn.protocols.http import h11_impl, httptools_impl
+    from uvicorn.server import ServerState
+
+    holders = {"cycle": [h11_impl.RequestResponseCycle, httptools_impl.RequestResponseCycle]}
+    holders["server_state"] = [ServerState]
+    for hook in uvicorn_compat.HTTP_STATE_HOOKS:
+        holder, _, name = hook.partition(".")
+        assert all(_has(cls, name) for cls in holders[holder]), hook
+    assert isinstance(ServerState().default_headers, list)
 
 
 def test_uvicorns_httptools_protocol_has_what_the_host_rules_override_and_read() -> None:
