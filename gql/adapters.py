@@ -9,11 +9,15 @@ from typing import Any
 from cross_web import HTTPException, StarletteRequestAdapter
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
-from strawberry.asgi import ASGIWebSocketAdapter
-from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
 
 from .answers import (
     json_content_type,
+)
+from .compat.strawberry import (
+    NonJsonMessageReceived,
+    NonTextMessageReceived,
+    WebSocketAdapterBase,
+    WebSocketDisconnected,
 )
 
 
@@ -26,7 +30,7 @@ class RequestAdapter(StarletteRequestAdapter):
         return "application/json" if json_content_type(header) is None else header
 
 
-class WebSocketAdapter(ASGIWebSocketAdapter):
+class WebSocketAdapter(WebSocketAdapterBase):
     """Strawberry's websocket adapter, sending text frames and closing on a message that is not a JSON object.
 
     The view encodes JSON to bytes (orjson), which Strawberry would send as
@@ -36,7 +40,8 @@ class WebSocketAdapter(ASGIWebSocketAdapter):
     here, on both protocols alike: the older handler skipped a text that does
     not parse (`ignore_parsing_errors`), leaving the socket open, failed on
     one that was JSON but not an object with a stack in the log, and closed
-    on a binary frame with 1002.
+    on a binary frame with 1002. Overrides and reads what
+    `compat.strawberry.WEBSOCKET_ADAPTER_HOOKS` names.
     """
 
     async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:

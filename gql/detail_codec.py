@@ -20,16 +20,12 @@ import pydantic
 import strawberry
 from graphql import Undefined
 from strawberry.scalars import JSON
-from strawberry.types.base import (
-    StrawberryList,
-    StrawberryOptional,
-    get_object_definition,
-)
-from strawberry.types.enum import StrawberryEnumDefinition
+from strawberry.types import get_object_definition
 
 # pydantic reads a TypedDict only from typing_extensions before Python 3.12.
 from typing_extensions import TypedDict
 
+from .compat.strawberry import StrawberryEnumDefinition, StrawberryList, StrawberryOptional
 from .details import DETAIL_TYPES, LOADED, NAMES_A_RUN, UnreadableDetail
 from .ids import id_problem, parse_id
 from .kinds import Kind

@@ -15,9 +15,7 @@ from typing import Annotated, Any, TypeVar, Union
 
 import strawberry
 from strawberry.scalars import JSON
-from strawberry.types.base import (
-    get_object_definition,
-)
+from strawberry.types import get_object_definition
 
 # pydantic reads a TypedDict only from typing_extensions before Python 3.12.
 from .kinds import Kind

@@ -35,8 +35,6 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.exposition import choose_encoder
 
-from .compat.sqlalchemy import pool_waiting
-
 _log = logging.getLogger("gql.metrics")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -98,11 +96,6 @@ SWALLOWED = Counter(
 POOL_IN_USE = Gauge(
     "runlog_pool_connections_in_use",
     "Database connections checked out of the pool now.",
-    multiprocess_mode="livesum",
-)
-POOL_WAITING = Gauge(
-    "runlog_pool_waiting",
-    "Operations waiting for a pooled database connection now.",
     multiprocess_mode="livesum",
 )
 WRITE_QUEUE = Gauge(
@@ -274,7 +267,6 @@ def sample(state: Any, caches: Any, plans: Any, operation_plans: Any, queued: in
     """
     pool = state.engine.sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
-    POOL_WAITING.set(pool_waiting(pool))
     if caches is not None:
         CACHE_ENTRIES.labels("documents").set(len(caches.texts))
         CACHE_BYTES.labels("documents").set(caches.held_bytes)

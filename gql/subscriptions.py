@@ -43,13 +43,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from graphql import GraphQLError
-from strawberry.http.exceptions import WebSocketDisconnected
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage
-from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyErrorMessage
 
 from .auth import Caller, Policy, Role
+from .compat.strawberry import BaseGraphQLTransportWSHandler, BaseGraphQLWSHandler, WebSocketDisconnected
+from .compat.strawberry import TransportWSError as ErrorMessage
+from .compat.strawberry import WSError as LegacyErrorMessage
 from .limits import query_text_refusal
 from .trusted import REFUSED
 from .unrun_writes import log_unrun_writes
@@ -332,6 +330,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
     """Strawberry's graphql-transport-ws handler: an operation's own context, its messages checked.
 
     An oversized or untrusted text is refused as the operation's error.
+    Overrides and reads what `compat.strawberry.TRANSPORT_WS_HOOKS` names.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -373,7 +372,8 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
     socket opening (4408, as graphql-transport-ws's
     connection_init_wait_timeout), messages that can be read (4400), and an
     operation's own context; an oversized or untrusted text is refused as
-    the operation's error.
+    the operation's error. Overrides and reads what
+    `compat.strawberry.WS_HOOKS` names.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

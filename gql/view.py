@@ -8,6 +8,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from cross_web import HTTPException
@@ -16,14 +17,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
-from strawberry import Schema
+from strawberry import UNSET, Schema
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
-from strawberry.http.websocket_origin import is_same_origin
-from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
-from strawberry.types.unset import UNSET
 
 from . import graphiql, request_id, writes
 from .adapters import RequestAdapter, WebSocketAdapter
@@ -41,6 +39,7 @@ from .answers import (
     should_mask,
 )
 from .auth import Policy, Role
+from .compat.strawberry import InvalidOperationTypeError
 from .engine import DocumentCaches, Engine, Planned
 from .page import Context
 from .prepared import (
@@ -107,8 +106,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         if request.scope["type"] == "websocket" and not self.origin_allowed(request):
-            # Checked here, before Strawberry's own check (which would pass it
-            # the same way), for a warning that names the setting to change.
+            # Checked here, before Strawberry's own check (which decides it the
+            # same way), for a warning that names the setting to change.
             log.warning(
                 "websocket %s refused: a page of origin %r may open it only if RUNLOG_CORS_ORIGINS "
                 "names that origin (the request was for host %r)",
@@ -465,9 +464,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         origin = headers.get("origin")
         if origin is None or headers.get("sec-fetch-site") == "same-origin":
             return True
-        return is_same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(
-            websocket, origin
-        )
+        return same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(websocket, origin)
 
     async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
         """graphql-transport-ws when the client offers it, whatever its order; else graphql-ws.
@@ -509,3 +506,23 @@ class RunLogGraphQL(GraphQL[Context, None]):
     # (gql/graphiql.py).
     async def render_graphql_ide(self, request: Request) -> Response:
         return graphiql.graphiql_response()
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def same_origin(origin: str, host: str | None) -> bool:
+    """Whether a handshake's Origin names the Host it was sent to: host and port, the scheme's default port
+    where either leaves it out (a proxy ending TLS keeps it the same origin), as Strawberry's own check."""
+    if not host:
+        return False
+    try:
+        sent, to = urlsplit(origin), urlsplit(f"//{host.strip()}")
+        default = _DEFAULT_PORTS.get(sent.scheme.lower())
+        return (
+            sent.hostname is not None
+            and sent.hostname == to.hostname
+            and (sent.port or default) == (to.port or default)
+        )
+    except ValueError:  # a port that is not a number
+        return False

@@ -15,11 +15,11 @@ import importlib
 import importlib.util
 import inspect
 import pathlib
+import typing
 from typing import Any, ClassVar
 
 import graphql
 import pytest
-import sqlalchemy as sa
 import strawberry
 import uvicorn
 from graphql import (
@@ -32,21 +32,19 @@ from graphql import (
     validate,
 )
 from graphql.execution import Executor
-from sqlalchemy.ext.asyncio import create_async_engine
 from strawberry.extensions import SchemaExtension
 from strawberry.http.async_base_view import AsyncBaseHTTPView
+from strawberry.resolvers import is_default_resolver
+from strawberry.types import get_object_definition
+from strawberry.types.graphql import OperationType
 
 from gql import compat
-from gql.compat import alembic as alembic_compat
 from gql.compat import graphql as graphql_compat
-from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
 from gql.query_shape import OVERLAP_BUDGET
 from gql.schema import build_schema
 from gql.view import RunLogGraphQL
-
-from .conftest import Backend
 
 GQL = pathlib.Path(__file__).resolve().parent.parent / "gql"
 
@@ -56,17 +54,15 @@ def test_the_reaches_are_these() -> None:
     found = {
         module.__name__.rpartition(".")[2]: sorted(module.__all__)
         for module in (
-            alembic_compat,
             graphql_compat,
-            sqlalchemy_compat,
             strawberry_compat,
             uvicorn_compat,
         )
     }
     assert found == {
-        "alembic": ["adopt_and_upgrade_steps", "upgrade_steps"],
         "graphql": [
             "CompletesObjects",
+            "EXECUTOR_HOOKS",
             "FieldDetails",
             "LEFT",
             "bound_overlap_check",
@@ -76,11 +72,28 @@ def test_the_reaches_are_these() -> None:
             "has_middleware",
             "overlap_check_aborted",
         ],
-        "sqlalchemy": ["pool_waiting"],
         "strawberry": [
+            "BaseGraphQLTransportWSHandler",
+            "BaseGraphQLWSHandler",
             "DefaultExecutionContext",
+            "InvalidOperationTypeError",
+            "MASK_ERRORS_HOOKS",
+            "NonJsonMessageReceived",
+            "NonTextMessageReceived",
+            "REQUEST_ADAPTER_HOOKS",
+            "StrawberryEnumDefinition",
+            "StrawberryList",
+            "StrawberryMaybe",
+            "StrawberryOptional",
+            "TRANSPORT_WS_HOOKS",
+            "TransportWSError",
+            "VIEW_HOOKS",
+            "WEBSOCKET_ADAPTER_HOOKS",
+            "WSError",
+            "WS_HOOKS",
+            "WebSocketAdapterBase",
+            "WebSocketDisconnected",
             "graphql_schema",
-            "is_default_resolver",
             "parse_and_validate",
             "resolve_info",
             "strawberry_definition",
@@ -89,6 +102,7 @@ def test_the_reaches_are_these() -> None:
             "HTTPProtocolBase",
             "HTTPTOOLS_HOOKS",
             "HTTP_HOOKS",
+            "HTTP_STATE_HOOKS",
             "SUPERVISOR_HOOKS",
             "WEBSOCKET_HOOKS",
             "WebSocketProtocolBase",
@@ -171,26 +185,11 @@ PUBLIC_MODULES = frozenset(
         "strawberry",
         "strawberry.asgi",
         "strawberry.exceptions",
-        "strawberry.execution",
         "strawberry.extensions",
+        "strawberry.resolvers",  # `is_default_resolver`, in its `__all__`
         "strawberry.http",
-        "strawberry.http.exceptions",
-        "strawberry.http.websocket_origin",
         "strawberry.scalars",
-        "strawberry.schema.exceptions",
-        # The handlers a view's `graphql_transport_ws_handler_class` and
-        # `graphql_ws_handler_class` name, and their messages.
-        "strawberry.subscriptions.protocols.graphql_transport_ws.handlers",
-        "strawberry.subscriptions.protocols.graphql_transport_ws.types",
-        "strawberry.subscriptions.protocols.graphql_ws.handlers",
-        "strawberry.subscriptions.protocols.graphql_ws.types",
         "strawberry.types",
-        # Strawberry's type definitions (lists, optionals, enums, Maybe),
-        # which `get_object_definition`'s fields are made of.
-        "strawberry.types.base",
-        "strawberry.types.enum",
-        "strawberry.types.nodes",
-        "strawberry.types.unset",
         "typing_extensions",
         "uvicorn",
     }
@@ -290,6 +289,141 @@ def _defines(cls: type, name: str) -> bool:
     return f"self.{name} =" in source or f"self.{name}: " in source
 
 
+# What gql/ may override or read on a library class it subclasses, by the
+# library class it names as its base: the hooks that class's documentation
+# invites overriding, and the members gql/compat names for the classes it
+# hands out. (overridden, read): `read` None for a documented class, whose
+# public members may all be read.
+def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
+    view = {"get_context", "get_root_value", "process_result", "decode_json", "encode_json"}
+    view |= {"on_ws_connect", "is_websocket_origin_allowed", "render_graphql_ide", "schema"}
+    extension = {"on_operation", "on_validate", "on_parse", "on_execute", "resolve", "get_results"}
+    http = {*uvicorn_compat.HTTP_HOOKS, *uvicorn_compat.HTTPTOOLS_HOOKS}
+    documented: dict[str, set[str]] = {
+        "strawberry.extensions.base_extension.SchemaExtension": extension,
+        "strawberry.extensions.mask_errors.MaskErrors": extension | set(strawberry_compat.MASK_ERRORS_HOOKS),
+        "graphql.error.graphql_error.GraphQLError": set(),
+        "strawberry.extensions.query_depth_limiter.QueryDepthLimiter": set(),
+        "strawberry.schema.schema.Schema": {"process_errors"},
+        "starlette.requests.Request": {"body", "stream"},  # the methods a request is read through
+    }
+    compat_named: dict[str, tuple[set[str], set[str]]] = {
+        "strawberry.asgi.GraphQL": (
+            view | set(strawberry_compat.VIEW_HOOKS),
+            view | set(strawberry_compat.VIEW_HOOKS),
+        ),
+        "strawberry.asgi.ASGIWebSocketAdapter": (set(strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),) * 2,
+        "cross_web.request._starlette.StarletteRequestAdapter": (
+            set(strawberry_compat.REQUEST_ADAPTER_HOOKS),
+        )
+        * 2,
+        "strawberry.subscriptions.protocols.graphql_transport_ws.handlers.BaseGraphQLTransportWSHandler": (
+            set(strawberry_compat.TRANSPORT_WS_HOOKS),
+        )
+        * 2,
+        "strawberry.subscriptions.protocols.graphql_ws.handlers.BaseGraphQLWSHandler": (
+            set(strawberry_compat.WS_HOOKS),
+        )
+        * 2,
+        "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": (
+            set(graphql_compat.EXECUTOR_HOOKS),
+        )
+        * 2,
+        "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol": (http, http),
+        "uvicorn.protocols.http.h11_impl.H11Protocol": (http, http),
+        "uvicorn.protocols.websockets.websockets_sansio_impl.WebSocketsSansIOProtocol": (
+            set(uvicorn_compat.WEBSOCKET_HOOKS),
+        )
+        * 2,
+    }
+    found = {name: (frozenset(o), None) for name, o in documented.items()}
+    found.update({name: (frozenset(o), frozenset(r)) for name, (o, r) in compat_named.items()})
+    return found
+
+
+def _library_class(cls: type) -> type | None:
+    return next((b for b in cls.__mro__ if b.__module__.split(".")[0] in LIBRARIES), None)
+
+
+def _overrides_and_reads(hooks: dict[str, tuple[frozenset[str], frozenset[str] | None]]) -> list[str]:
+    """What a gql/ subclass of a library class overrides or reads (`self.x`) that `hooks` does not name."""
+    found = []
+    for path in sorted(GQL.rglob("*.py")):
+        if "compat" in path.parts or path.name == "__main__.py" or "migrations" in path.parts:
+            continue
+        module = importlib.import_module(".".join(path.relative_to(GQL.parent).with_suffix("").parts))
+        for node in ast.walk(ast.parse(path.read_text())):
+            cls = getattr(module, node.name, None) if isinstance(node, ast.ClassDef) else None
+            if (
+                not isinstance(node, ast.ClassDef)
+                or not isinstance(cls, type)
+                or cls.__module__ != module.__name__
+            ):
+                continue
+            base = _library_class(cls)
+            if base is None:
+                continue
+            qualified = f"{base.__module__}.{base.__qualname__}"
+            if qualified not in hooks:
+                found.append(
+                    f"{path.relative_to(GQL.parent)}:{node.lineno} {node.name} subclasses {qualified}"
+                )
+                continue
+            overridden, read = hooks[qualified]
+            library = [b for b in cls.__mro__ if b.__module__.split(".")[0] in LIBRARIES]
+            for member in node.body:
+                names: list[str] = []
+                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
+                    names = [member.name]
+                elif isinstance(member, ast.Assign):
+                    names = [t.id for t in member.targets if isinstance(t, ast.Name)]
+                elif isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
+                    names = [member.target.id]
+                for name in names:
+                    if name.startswith("__") or not any(name in vars(b) for b in library):
+                        continue
+                    if name not in overridden:
+                        found.append(
+                            f"{path.relative_to(GQL.parent)}:{member.lineno} {node.name} overrides {name}"
+                        )
+            if read is None:
+                continue
+            own = {n for b in cls.__mro__ if b.__module__.startswith("gql.") for n in vars(b)}
+            for member in ast.walk(node):
+                if (
+                    isinstance(member, ast.Attribute)
+                    and isinstance(member.value, ast.Name)
+                    and member.value.id == "self"
+                    and member.attr not in read
+                    and member.attr not in own
+                    and any(_defines(b, member.attr) for b in library)
+                ):
+                    found.append(
+                        f"{path.relative_to(GQL.parent)}:{member.lineno} {node.name} reads {member.attr}"
+                    )
+    return found
+
+
+def test_no_library_class_is_overridden_or_read_beyond_its_documented_hooks_outside_gql_compat() -> None:
+    """A gql/ subclass of a library's class overrides and reads only what the library documents
+    as a hook, or what gql/compat names (and checks against the installed version)."""
+    assert _overrides_and_reads(_hooks()) == []
+
+
+def test_the_override_scan_finds_an_unlisted_override() -> None:
+    hooks = _hooks()
+    overridden, read = hooks["strawberry.asgi.GraphQL"]
+    hooks["strawberry.asgi.GraphQL"] = (overridden - {"execute_single"}, read)
+    hooks["strawberry.extensions.base_extension.SchemaExtension"] = (frozenset(), None)
+    found = [reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)]
+    assert "RunLogGraphQL overrides execute_single" in found
+    assert "LineBudget overrides on_execute" in found
+    del hooks["starlette.requests.Request"]
+    assert "ReadRequest subclasses starlette.requests.Request" in [
+        reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)
+    ]
+
+
 def test_no_module_outside_gql_compat_reaches_into_a_library() -> None:
     """No underscore name of another object, import from a library's undocumented module,
     `getattr` of an underscore name, overwritten library global, or library base's
@@ -309,6 +443,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: pathlib.Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
         "from graphql.execution.collect_fields import FieldDetails\n"
+        "from strawberry.types.base import StrawberryList\n"
         "from graphql.validation.rules import overlapping_fields_can_be_merged as o\n"
         "schema._schema\n"
         "getattr(pool, '_max_overflow', None)\n"
@@ -322,6 +457,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: pathlib.Path) -> None:
     found = [reach.partition(" ")[2] for reach in _reaches(sample)]
     assert found == [
         "imports from graphql.execution.collect_fields",
+        "imports from strawberry.types.base",
         "imports from graphql.validation.rules",
         "reads ._schema",
         "getattr(..., '_max_overflow')",
@@ -402,12 +538,49 @@ def test_strawberry_definition_maps_graphql_core_back_to_strawberry() -> None:
     assert strawberry_compat.strawberry_definition(None) is None
 
 
-def test_is_default_resolver_tells_an_attribute_read_from_a_resolver() -> None:
+def test_strawberrys_public_is_default_resolver_tells_an_attribute_read_from_a_resolver() -> None:
+    """gql/engine/compiler.py plans only the fields Strawberry's public call says read an attribute."""
     gschema = strawberry_compat.graphql_schema(strawberry.Schema(query=CompatQuery))
     thing = gschema.type_map["CompatThing"]
     assert isinstance(thing, GraphQLObjectType)
-    assert strawberry_compat.is_default_resolver(thing.fields["plain"].resolve)
-    assert not strawberry_compat.is_default_resolver(thing.fields["resolved"].resolve)
+    assert is_default_resolver(thing.fields["plain"].resolve)
+    assert not is_default_resolver(thing.fields["resolved"].resolve)
+
+
+@strawberry.type
+class CompatWrapped:
+    many: list[int] | None
+    colour: CompatColour
+
+    @strawberry.mutation
+    def set(self, to: strawberry.Maybe[int]) -> int:
+        return 1
+
+
+def test_a_fields_type_is_made_of_strawberrys_wrappers() -> None:
+    fields = {f.python_name: f for f in get_object_definition(CompatWrapped, strict=True).fields}
+    many = fields["many"].type
+    assert isinstance(many, strawberry_compat.StrawberryOptional)
+    assert isinstance(many.of_type, strawberry_compat.StrawberryList)
+    assert many.of_type.of_type is int
+    assert isinstance(fields["colour"].type, strawberry_compat.StrawberryEnumDefinition)
+    assert fields["colour"].type.wrapped_cls is CompatColour
+    (argument,) = fields["set"].arguments
+    assert isinstance(argument.type, strawberry_compat.StrawberryMaybe)
+
+
+def test_a_mutation_refused_by_operation_type_raises_invalid_operation_type_error() -> None:
+    """What gql/view.py's execute_single finds as the cause of Strawberry's 400 for a GET mutation."""
+
+    @strawberry.type
+    class Mutation:
+        @strawberry.mutation
+        def y(self) -> int:
+            return 1
+
+    schema = strawberry.Schema(query=CompatQuery, mutation=Mutation)
+    with pytest.raises(strawberry_compat.InvalidOperationTypeError):
+        asyncio.run(schema.execute("mutation { y }", allowed_operation_types=(OperationType.QUERY,)))
 
 
 class _Hooks(SchemaExtension):
@@ -466,6 +639,67 @@ def test_the_views_handle_errors_hook_is_strawberrys_empty_one() -> None:
     view: Any = object.__new__(RunLogGraphQL)
     assert view._handle_errors([graphql.GraphQLError("x")], response) is None
     assert response == {"data": None}
+
+
+def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_reads() -> None:
+    from cross_web import StarletteRequestAdapter
+    from strawberry.asgi import GraphQL
+    from strawberry.extensions import MaskErrors
+
+    for cls, hooks in (
+        (GraphQL, strawberry_compat.VIEW_HOOKS),
+        (strawberry_compat.WebSocketAdapterBase, strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),
+        (StarletteRequestAdapter, strawberry_compat.REQUEST_ADAPTER_HOOKS),
+        (strawberry_compat.BaseGraphQLTransportWSHandler, strawberry_compat.TRANSPORT_WS_HOOKS),
+        (strawberry_compat.BaseGraphQLWSHandler, strawberry_compat.WS_HOOKS),
+        (MaskErrors, strawberry_compat.MASK_ERRORS_HOOKS),
+    ):
+        missing = [name for name in hooks if not _has(cls, name)]
+        assert missing == [], cls
+    # The view names its adapters and handlers: what gql/view.py sets.
+    assert GraphQL.websocket_adapter_class is strawberry_compat.WebSocketAdapterBase
+    assert typing.get_origin(GraphQL.graphql_ws_handler_class) is strawberry_compat.BaseGraphQLWSHandler
+    assert (
+        typing.get_origin(GraphQL.graphql_transport_ws_handler_class)
+        is strawberry_compat.BaseGraphQLTransportWSHandler
+    )
+    assert (
+        issubclass(StarletteRequestAdapter, object)
+        and GraphQL.request_adapter_class is StarletteRequestAdapter
+    )
+    # Their signatures, as gql/ calls and overrides them.
+    assert list(inspect.signature(MaskErrors.anonymise_error).parameters) == ["self", "error"]
+    assert list(inspect.signature(GraphQL.execute_single).parameters) == [
+        "self",
+        "request",
+        "request_adapter",
+        "sub_response",
+        "context",
+        "root_value",
+        "request_data",
+    ]
+    assert list(inspect.signature(GraphQL.run).parameters) == ["self", "request", "context", "root_value"]
+    handler = strawberry_compat.BaseGraphQLWSHandler
+    assert all(inspect.iscoroutinefunction(getattr(handler, n)) for n in ("handle", "handle_start"))
+    assert strawberry_compat.TransportWSError.__annotations__.keys() >= {"id", "type", "payload"}
+    assert strawberry_compat.WSError.__annotations__.keys() >= {"id", "type", "payload"}
+
+
+def test_mask_errors_makes_each_masked_error_with_anonymise_error() -> None:
+    from strawberry.extensions import MaskErrors
+
+    class Masking(MaskErrors):
+        def anonymise_error(self, error: graphql.GraphQLError) -> graphql.GraphQLError:
+            return graphql.GraphQLError("masked here")
+
+    @strawberry.type
+    class Query:
+        @strawberry.field
+        def boom(self) -> int:
+            raise RuntimeError("x")
+
+    result = strawberry.Schema(query=Query, extensions=[Masking]).execute_sync("{ boom }")
+    assert [e.message for e in result.errors or []] == ["masked here"]
 
 
 # ── graphql-core ─────────────────────────────────────────────────────────────
@@ -555,6 +789,18 @@ def test_left_hands_the_value_back_to_graphql_core() -> None:
     assert result.data == {"page": {"n": 2, "s": "x"}}
 
 
+def test_strawberrys_executor_has_what_gql_overrides_and_reads() -> None:
+    missing = [
+        n for n in graphql_compat.EXECUTOR_HOOKS if not _has(strawberry_compat.DefaultExecutionContext, n)
+    ]
+    assert missing == []
+    build = inspect.signature(Executor.build)
+    assert list(build.parameters)[:2] == ["schema", "document"]
+    built = Executor.build(_SCHEMA, parse("{ page { n } }"))
+    assert isinstance(built, Executor) and built.operation.operation.value == "query"
+    assert isinstance(Executor.build(_SCHEMA, parse("query($x: Int!) { page { n } }")), list)
+
+
 def test_field_details_hold_defer_usage_and_fragment_arguments() -> None:
     assert graphql_compat.FieldDetails._fields == ("node", "defer_usage", "fragment_variable_values")
 
@@ -606,6 +852,18 @@ def test_uvicorns_http_protocols_have_what_server_py_overrides_and_reads() -> No
         assert all(callable(getattr(protocol, name)) for name in methods)
 
 
+def test_uvicorns_cycle_and_server_state_have_what_server_py_reads() -> None:
+    from uvicorn.protocols.http import h11_impl, httptools_impl
+    from uvicorn.server import ServerState
+
+    holders = {"cycle": [h11_impl.RequestResponseCycle, httptools_impl.RequestResponseCycle]}
+    holders["server_state"] = [ServerState]
+    for hook in uvicorn_compat.HTTP_STATE_HOOKS:
+        holder, _, name = hook.partition(".")
+        assert all(_has(cls, name) for cls in holders[holder]), hook
+    assert isinstance(ServerState().default_headers, list)
+
+
 def test_uvicorns_httptools_protocol_has_what_the_host_rules_override_and_read() -> None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -648,48 +906,29 @@ def test_the_supervisor_is_uvicorns_and_has_what_cli_py_overrides() -> None:
     assert callable(uvicorn.Config.bind_socket)
 
 
-# ── SQLAlchemy ───────────────────────────────────────────────────────────────
+# ── the view ─────────────────────────────────────────────────────────────────
 
 
-def test_pool_waiting(backend: Backend) -> None:
-    async def main() -> list[int]:
-        engine = create_async_engine(backend.url, pool_size=1, max_overflow=2, pool_timeout=30)
-        pool = engine.sync_engine.pool
-        waiting = [sqlalchemy_compat.pool_waiting(pool)]
-        try:
-            held = [await engine.connect() for _ in range(3)]  # the pool's size and overflow
-            more = asyncio.ensure_future(engine.connect())
-            for _ in range(10_000):  # until the fourth is waiting on the pool's queue
-                if sqlalchemy_compat.pool_waiting(pool):
-                    break
-                await asyncio.sleep(0)
-            waiting.append(sqlalchemy_compat.pool_waiting(pool))
-            await held[0].close()
-            await (await more).close()
-            for conn in held[1:]:
-                await conn.close()
-            waiting.append(sqlalchemy_compat.pool_waiting(pool))
-            return waiting
-        finally:
-            await engine.dispose()
+def test_the_views_same_origin_check_decides_as_strawberrys() -> None:
+    """gql/view.py refuses a cross-origin handshake before Strawberry does, with its own warning:
+    it must call the same handshakes same-origin as Strawberry's check."""
+    from strawberry.http.websocket_origin import is_same_origin
 
-    assert asyncio.run(main()) == [0, 1, 0]
-    # A pool of another kind has no queue to wait on.
-    assert sqlalchemy_compat.pool_waiting(sa.pool.NullPool(lambda: None)) == 0
+    from gql.view import same_origin
 
-
-# ── Alembic ──────────────────────────────────────────────────────────────────
-
-
-def test_the_steps_alembics_stamp_and_upgrade_run() -> None:
-    from gql.migrations import HEAD
-    from gql.migrations.runner import scripts
-
-    script = scripts()
-    steps = alembic_compat.upgrade_steps(script, None)
-    assert [step.revision.revision for step in steps] == sorted(s.revision for s in script.walk_revisions())
-    assert alembic_compat.upgrade_steps(script, HEAD) == []
-    adopted = alembic_compat.adopt_and_upgrade_steps(script, "0004")
-    later = sorted(s.revision for s in script.walk_revisions() if s.revision > "0004")
-    assert [type(step).__name__ for step in adopted] == ["StampStep"] + ["RevisionStep"] * len(later)
-    assert [step.revision.revision for step in adopted[1:]] == later
+    cases = [
+        ("http://a.example", "a.example"),
+        ("https://a.example", "a.example:443"),
+        ("https://A.example:443", "a.example"),
+        ("http://a.example:8000", "a.example:8000"),
+        ("http://a.example:8000", "a.example"),
+        ("http://b.example", "a.example"),
+        ("http://[::1]:8000", "[::1]:8000"),
+        ("null", "a.example"),
+        ("http://a.example:x", "a.example"),
+        ("http://a.example", None),
+        ("http://a.example", ""),
+    ]
+    assert [same_origin(o, h) for o, h in cases] == [is_same_origin(o, h) for o, h in cases]
+    same = [True, True, True, True, False, False, True, False, False, False, False]
+    assert [same_origin(o, h) for o, h in cases] == same

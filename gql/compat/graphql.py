@@ -14,6 +14,7 @@ from graphql.execution.collect_fields import FieldDetails, collect_fields
 from graphql.validation.rules import overlapping_fields_can_be_merged
 
 __all__ = [
+    "EXECUTOR_HOOKS",
     "LEFT",
     "CompletesObjects",
     "FieldDetails",
@@ -29,6 +30,18 @@ __all__ = [
 # executor collected it, with its defer usage and fragment arguments: what
 # the executor hands `complete_object_value`, and what gql/engine/page_plan.py's
 # plan is compiled from. Not exported by graphql.execution.
+
+# What gql/engine/coercion.py's and page_plan.py's executors override or read
+# on graphql-core's (through Strawberry's, `strawberry.DefaultExecutionContext`
+# here): `build` coerces the variables (its result, the errors or the
+# executor), the rest is the operation it runs. graphql-core documents none.
+EXECUTOR_HOOKS = (
+    "build",  # a null for a nullable variable at a non-null argument refused as BAD_USER_INPUT
+    "operation",
+    "fragments",
+    "variable_values",
+    "schema",
+)
 
 LEFT: Any = object()
 """What `CompletesObjects.complete_object` answers to leave a value to graphql-core."""

@@ -6,13 +6,40 @@ from typing import Any
 
 import strawberry
 from graphql import GraphQLResolveInfo, GraphQLSchema
+from strawberry.asgi import ASGIWebSocketAdapter
+from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
+from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage as TransportWSError
+from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as WSError
+from strawberry.types.base import StrawberryList, StrawberryMaybe, StrawberryOptional
+from strawberry.types.enum import StrawberryEnumDefinition
 
 __all__ = [
+    "MASK_ERRORS_HOOKS",
+    "REQUEST_ADAPTER_HOOKS",
+    "TRANSPORT_WS_HOOKS",
+    "VIEW_HOOKS",
+    "WEBSOCKET_ADAPTER_HOOKS",
+    "WS_HOOKS",
+    "BaseGraphQLTransportWSHandler",
+    "BaseGraphQLWSHandler",
     "DefaultExecutionContext",
+    "InvalidOperationTypeError",
+    "NonJsonMessageReceived",
+    "NonTextMessageReceived",
+    "StrawberryEnumDefinition",
+    "StrawberryList",
+    "StrawberryMaybe",
+    "StrawberryOptional",
+    "TransportWSError",
+    "WSError",
+    "WebSocketAdapterBase",
+    "WebSocketDisconnected",
     "graphql_schema",
-    "is_default_resolver",
     "parse_and_validate",
     "resolve_info",
     "strawberry_definition",
@@ -67,15 +94,96 @@ def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
     return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
 
 
-def is_default_resolver(resolve: Any) -> bool:
-    """Whether a graphql-core field's `resolve` is Strawberry's attribute read (its `_is_default` mark).
+# The wrappers a Strawberry field's `type` is made of once resolved
+# (`strawberry.types.base`, `strawberry.types.enum`: modules Strawberry does
+# not document; `strawberry.types` exports only `get_object_definition`).
+# gql/detail_codec.py builds each detail's pydantic model from them and
+# gql/engine/write_plan.py tells a `Maybe` argument from them: without them
+# a field's type could only be read from its Python annotation, which
+# Strawberry resolves (lazy types, `Annotated`) in ways not documented either.
+# One reach: the four classes of one module family, tested together.
 
-    Strawberry marks the resolver it makes for a field that has no resolver
-    of its own; nothing public tells the two apart once the schema is built.
-    gql/engine/page_plan.py's plan reads such a field's attribute itself, and must
-    not for any other: without the mark no field is planned.
-    """
-    return bool(getattr(resolve, "_is_default", False))
+# The cause Strawberry gives the HTTPException it raises for a mutation sent
+# by GET (`strawberry.schema.exceptions`, not documented): gql/view.py answers
+# that one with 405, the GraphQL over HTTP specification's status, where
+# Strawberry answers 400; no other attribute of the exception tells it apart.
+
+# ── the view, its websocket adapter and handlers ──────────────────────────────
+# Strawberry documents its ASGI view's hooks (`get_context`, `get_root_value`,
+# `process_result`, `decode_json`/`encode_json`, `on_ws_connect`,
+# `is_websocket_origin_allowed`, `render_graphql_ide`); gql/view.py,
+# gql/adapters.py and gql/subscriptions.py also override or read the members
+# named below, of classes Strawberry does not document. tests/test_compat.py
+# checks that the installed Strawberry still has each, and that nothing else
+# of those classes is overridden or read outside gql/compat.
+
+# What gql/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks.
+VIEW_HOOKS = (
+    "run",  # the prepared path first; Strawberry's HTTPException answered as JSON
+    "execute_single",  # a GET mutation answered 405
+    "parse_http_body",  # JSON only, and trusted documents
+    "should_render_graphql_ide",  # not for a GET of a trusted document
+    "get_sub_response",
+    "create_response",
+    "reject_websocket",
+    "pick_websocket_subprotocol",  # graphql-transport-ws first, whatever the client's order
+    "request_adapter_class",
+    "websocket_adapter_class",
+    "graphql_transport_ws_handler_class",
+    "graphql_ws_handler_class",
+    "websocket_subprotocols",
+    "parse_json",
+)
+
+# Strawberry's ASGI websocket adapter (`strawberry.asgi.ASGIWebSocketAdapter`,
+# named by the view's `websocket_adapter_class`) and the exceptions its
+# contract is made of (`strawberry.http.exceptions`). gql/adapters.py sends
+# text frames and closes with 4400 on a message that is not a JSON object:
+# without it, browsers get binary frames the graphql-ws client cannot parse.
+WebSocketAdapterBase = ASGIWebSocketAdapter
+WEBSOCKET_ADAPTER_HOOKS = ("iter_json", "send_json", "close", "ws", "view")
+
+# What gql/answers.py's `MaskUnexpected` overrides on Strawberry's MaskErrors
+# extension, which documents only `should_mask_error` and a fixed
+# `error_message`: the masked error made per error, to carry the request's id.
+MASK_ERRORS_HOOKS = ("anonymise_error",)
+
+# What gql/adapters.py's request adapter overrides on cross_web's (Strawberry's
+# HTTP layer, named by the view's `request_adapter_class`): its content type,
+# as Strawberry compares it, case-sensitively.
+REQUEST_ADAPTER_HOOKS = ("content_type",)
+
+# Strawberry's websocket protocol handlers (`strawberry.subscriptions.protocols`,
+# named by the view's `graphql_transport_ws_handler_class` and
+# `graphql_ws_handler_class`) and their error messages. gql/subscriptions.py
+# gives each operation its own context, checks each message and refuses an
+# oversized or untrusted text as the operation's error: without them, a
+# socket's operations share one deadline and budget and skip those checks.
+TRANSPORT_WS_HOOKS = (
+    "handle_message",
+    "handle_subscribe",
+    "handle_task_exception",
+    "handle_invalid_message",
+    "send_message",
+    "connection_acknowledged",  # whether connection_init was answered
+    "operations",  # the operations running, by id
+    "schema",
+    "context",
+    "view",
+)
+WS_HOOKS = (
+    "handle",
+    "handle_message",
+    "handle_connection_init",
+    "handle_start",
+    "handle_async_results",
+    "send_message",
+    "connection_acknowledged",
+    "websocket",
+    "schema",
+    "context",
+    "view",
+)
 
 
 async def parse_and_validate(schema: strawberry.Schema, query: str, operation_name: str | None) -> None:

@@ -19,6 +19,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 __all__ = [
     "HTTPTOOLS_HOOKS",
     "HTTP_HOOKS",
+    "HTTP_STATE_HOOKS",
     "SUPERVISOR_HOOKS",
     "WEBSOCKET_HOOKS",
     "HTTPProtocolBase",
@@ -49,6 +50,11 @@ HTTP_HOOKS = (
     "server_state",  # its default headers, for the 400
     "transport",
 )
+
+# What gql/server.py reads on the objects those members hold: whether the
+# cycle's response is all sent (a head's deadline must not cut it short),
+# and the server's default headers (Server, Date), for its own 400.
+HTTP_STATE_HOOKS = ("cycle.response_complete", "server_state.default_headers")
 
 # What gql/server.py's `_HostRules` overrides or reads on uvicorn's httptools
 # protocol only (h11's itself refuses a missing or second Host).

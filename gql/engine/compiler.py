@@ -24,9 +24,10 @@ from graphql import (
     is_scalar_type,
 )
 from graphql.pyutils import Undefined
+from strawberry.resolvers import is_default_resolver
 
 from ..compat.graphql import FieldDetails, collect_subfields
-from ..compat.strawberry import is_default_resolver, strawberry_definition
+from ..compat.strawberry import strawberry_definition
 from ..detail_codec import read_values, stored_fields
 from ..details import DETAIL_TYPES, LOADED
 from ..store import Line

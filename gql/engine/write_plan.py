@@ -39,9 +39,8 @@ from graphql import (
     OperationType,
     get_nullable_type,
 )
-from strawberry.types.base import StrawberryMaybe
 
-from ..compat.strawberry import strawberry_definition
+from ..compat.strawberry import StrawberryMaybe, strawberry_definition
 from .coercion import Coercion
 
 WRITE_FIELD = "writeRunLog"

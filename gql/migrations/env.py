@@ -1,5 +1,33 @@
-"""For the `alembic` command line (`alembic revision`, `history`); apply with `python -m gql init-db`."""
+"""Alembic's environment for these revisions, run by `alembic.command` from gql/migrations/runner.py.
 
-raise SystemExit(
-    "apply migrations with `python -m gql init-db` (or print their SQL with `python -m gql init-db --sql`)"
-)
+The runner hands it what to run on in `Config.attributes`, as Alembic's
+cookbook shares a connection: `connection` (applied) or `url` and `out`
+(offline, the SQL printed), and `on_version_apply`. Use
+`python -m gql init-db` (or `--sql`): it adopts a database an earlier
+release made and takes the lock; the `alembic` command line cannot apply them.
+"""
+
+from alembic import context
+
+attributes = context.config.attributes
+if "connection" in attributes:
+    context.configure(
+        connection=attributes["connection"],
+        transaction_per_migration=True,
+        on_version_apply=attributes.get("on_version_apply"),
+    )
+elif "url" in attributes:
+    context.configure(
+        url=attributes["url"],
+        output_buffer=attributes["out"],
+        literal_binds=True,
+        transaction_per_migration=True,
+    )
+else:
+    raise SystemExit(
+        "apply migrations with `python -m gql init-db` "
+        "(or print their SQL with `python -m gql init-db --sql`)"
+    )
+
+with context.begin_transaction():
+    context.run_migrations()

@@ -6,19 +6,18 @@ Imported only when there is work to do; needs no alembic.ini.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 import sqlalchemy as sa
+from alembic import command
 from alembic.config import Config
-from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext, MigrationInfo
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
 
-from ..compat.alembic import adopt_and_upgrade_steps, upgrade_steps
 from .revision import HEAD, VERSION_TABLE, Migrated, version
 
 # Two init-db runs at once on MySQL/MariaDB (two deploys, say) would both stamp
@@ -134,31 +133,21 @@ def _run(
     """Run the revisions after `start` (versioned) or after `adopted` (stamped first).
 
     On a connection, applied; for a URL, printed to `out` (offline mode).
+    Alembic's `stamp` and `upgrade` commands run them, through env.py.
     """
-    script = scripts()
-
-    # What alembic.command's stamp and upgrade run (gql/compat/alembic.py;
-    # Alembic is pinned below 2; tests/test_migrations.py runs every path).
-    def steps(_heads: tuple[str, ...], _context: MigrationContext) -> Iterable[Any]:
-        if adopted is not None:
-            # An unversioned database: alembic_version is created and stamped
-            # with what the database already has, then the rest runs.
-            return adopt_and_upgrade_steps(script, adopted)
-        return upgrade_steps(script, start)
-
-    with EnvironmentContext(
-        config(), script, fn=steps, as_sql=isinstance(target, URL), starting_rev=start, destination_rev="head"
-    ) as env:
-        if isinstance(target, URL):
-            env.configure(url=target, output_buffer=out, literal_binds=True, transaction_per_migration=True)
-        else:
-            env.configure(
-                connection=target,
-                transaction_per_migration=True,
-                on_version_apply=on_version_apply,
-            )
-        with env.begin_transaction():
-            env.run_migrations()
+    cfg = config()
+    offline = isinstance(target, URL)
+    if offline:
+        cfg.attributes.update(url=target, out=out)
+    else:
+        cfg.attributes.update(connection=target, on_version_apply=on_version_apply)
+    if adopted is not None:
+        # An unversioned database: alembic_version is created and stamped
+        # with what the database already has, then the rest runs.
+        command.stamp(cfg, adopted, sql=offline)
+        start = adopted
+    # Offline, Alembic cannot read where the database is: it is told.
+    command.upgrade(cfg, f"{start}:head" if offline and start is not None else "head", sql=offline)
 
 
 @contextmanager
