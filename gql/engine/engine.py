@@ -196,7 +196,10 @@ class Engine:
                 ):
                     continue
                 name = definition.name.value if definition.name else None
-                await parse_and_validate(self.schema, text, name)
+                try:
+                    await parse_and_validate(self.schema, text, name)
+                except GraphQLError:
+                    continue  # refused by the request limits, as each request of it will be
                 prepared = self.caches.prepared_operation(text, name)
                 if prepared is None:
                     continue  # held by no cache (too long a text): planned when asked
