@@ -69,6 +69,8 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     rows = ", ".join(f"(:r{i}, :s{i}, :k{i}, :p{i}, :d{i}, :a{i})" for i in range(count))
     # Only our own table name and placeholders: every value is a bound parameter.
     sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
+    # Text, not insert(table): the driver runs a list as many statements, and SQLAlchemy
+    # has no place for a prefix before the INSERT.
     if bound is not None:
         sql = f"SET STATEMENT max_statement_time={bound} FOR {sql}"
     return text(sql).bindparams(*(bindparam(f"a{i}", type_=_l.c.at.type) for i in range(count)))
@@ -270,6 +272,7 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
             return
         if not progress.sent:
             raise NotStored("no database connection within the line's deadline") from None
+        # A dropped connection rolls a transaction back until its COMMIT is sent.
         if transaction and not progress.committing:
             raise NotStored("the database did not answer before the commit; nothing was committed") from None
         raise OutcomeUnknown("the database did not answer the statement in time") from None
