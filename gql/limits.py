@@ -49,11 +49,8 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     request let a validated text be looked up (engine/documents.py).
     """
     rules = shape_rules(settings.max_depth, settings.max_aliases, settings.max_tokens)
-    # One extension does what MaxTokensLimiter, AddValidationRules and
-    # LineBudget would do as three, plus the query-size check. Not for CPU:
-    # measured, three cost about what one does (docs/performance.md), and a
-    # prepared text runs none of them. It stays one because the size check
-    # must run before the parser, where the token limit is set.
+    # One extension, not three: the size check must run before the parser, where the
+    # token limit is set.
     return [
         lambda: RequestLimits(
             max_tokens=settings.max_tokens,
@@ -164,11 +161,9 @@ def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNod
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"
 
 
-# graphql-core checks each value of a variable against its type one by one,
-# about 3.5 µs each: `kinds` with 600,000 entries held the event loop for
-# 2 s. Ten thousand values cost about 35 ms; `kinds` needs at most one per
-# kind. A `JSON` variable (a write's detail) is handed over whole, as one
-# value, and is bounded by RUNLOG_MAX_DETAIL_BYTES instead.
+# graphql-core checks each value of a variable against its type one by one, holding
+# the event loop; `kinds` needs at most one per kind. A `JSON` variable (a write's
+# detail) counts as one value, bounded by RUNLOG_MAX_DETAIL_BYTES instead.
 MAX_VARIABLE_VALUES = 10_000
 
 
