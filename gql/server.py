@@ -53,13 +53,9 @@ class _HeadDeadline:
         super().connection_made(transport)  # type: ignore[misc]
         self._await_head()
 
-    # uvicorn answers 503 to any request past `limit_concurrency`
-    # (RUNLOG_MAX_CONNECTIONS), reading the attribute once a request's head is
-    # parsed, its path already in `scope`. A process whose connections are all
-    # taken (long polls waiting, say) is alive all the same: its liveness,
-    # readiness and metrics are answered whatever the count. None of them
-    # reads a body, nor holds the process long (/readyz's database check is
-    # shared by every caller at once, gql/health.py).
+    # uvicorn reads this once a request's head is parsed and answers 503 past it. A process
+    # whose connections are all taken is alive all the same: liveness, readiness and
+    # metrics are answered whatever the count (none reads a body or holds the process long).
     @property
     def limit_concurrency(self) -> int | None:
         scope = self.scope
@@ -301,13 +297,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # Past this many connections and requests together, uvicorn answers
         # 503 at once instead of queueing.
         "limit_concurrency": settings.max_connections,
-        # The websocket of runLogTail: uvicorn's own protocol on the
-        # websockets library (a dependency, its sans-I/O one), named rather
-        # than left to "auto" so that an installed wsproto changes nothing,
-        # and bounded for a client that reads nothing. A message is bounded
-        # as a request body is; a ping every RUNLOG_WS_PING_INTERVAL keeps an
-        # idle tail's connection open through proxies, and a peer that does
-        # not answer one within as long is cut off.
+        # runLogTail's websocket: named rather than "auto", so an installed wsproto changes
+        # nothing. A message is bounded as a body is; the ping keeps an idle tail open through
+        # proxies, and a peer that does not answer one within as long is cut off.
         "ws": "gql.server:WebSocketProtocol",
         "ws_max_size": settings.max_body_bytes,
         "ws_ping_interval": settings.ws_ping_interval,
