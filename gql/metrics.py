@@ -27,6 +27,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SAMPLE_EVERY = 5.0
 
 # ── requests ─────────────────────────────────────────────────────────────────
+# At module level, not per app: the registry is one per process by design, and the
+# multiprocess files are keyed by process id.
 
 REQUESTS = Counter(
     "runlog_requests",
