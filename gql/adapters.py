@@ -33,15 +33,9 @@ class RequestAdapter(StarletteRequestAdapter):
 class WebSocketAdapter(WebSocketAdapterBase):
     """Strawberry's websocket adapter, sending text frames and closing on a message that is not a JSON object.
 
-    The view encodes JSON to bytes (orjson), which Strawberry would send as
-    binary frames: browsers hand a binary frame over as a Blob, which the
-    `graphql-ws` client cannot parse. A binary frame, or a text frame that is
-    not a JSON object (`{not json`, `[]`, `"x"`), closes the socket with 4400
-    here, on both protocols alike: the older handler skipped a text that does
-    not parse (`ignore_parsing_errors`), leaving the socket open, failed on
-    one that was JSON but not an object with a stack in the log, and closed
-    on a binary frame with 1002. Overrides and reads what
-    `compat.strawberry.WEBSOCKET_ADAPTER_HOOKS` names.
+    Text frames, since browsers hand binary ones over as a Blob the `graphql-ws` client
+    cannot parse; a binary frame or a text that is not a JSON object closes with 4400, on
+    both protocols. Overrides and reads what `compat.strawberry.WEBSOCKET_ADAPTER_HOOKS` names.
     """
 
     async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:

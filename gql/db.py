@@ -1,8 +1,7 @@
 """Tables, the engine, and `init-db`.
 
-The tables here are the model the code reads and writes through; the
-database gets them from the migrations (gql/migrations), which a test keeps
-equal to this model. Tests create them from here directly, which is faster.
+The tables are the model the code reads and writes through; databases get them from
+gql/migrations (a test keeps the two equal). `create_engine(settings)` opens the pool.
 """
 
 from __future__ import annotations
@@ -221,16 +220,10 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
         "charset": "utf8mb4",
         "conv": _DECODERS,
     }
-    # One round trip where one will do. Connections autocommit, so a read is
-    # its statement alone and a write commits with its INSERT: no COMMIT, no
-    # ROLLBACK when a connection goes back to the pool, and no ping when it
-    # comes out (together they made a 50-line page three round trips, and
-    # halved what a plain endpoint served on these settings). A connection the
-    # server has closed (wait_timeout, a restart, KILL) is found when it is
-    # used instead: SQLAlchemy sees the disconnect, invalidates the pool's
-    # connections, and the reads retry once (gql/store/connections.py); see SQLAlchemy's
-    # "Dealing with Disconnects". Work that needs a transaction asks for one
-    # (`transaction` below).
+    # One round trip where one will do: connections autocommit, with no COMMIT or
+    # ROLLBACK on return to the pool and no ping on checkout. A connection the server
+    # closed is found when used: SQLAlchemy invalidates the pool and reads retry once
+    # (gql/store/connections.py). Work that needs a transaction asks for one (`transaction`).
     engine = create_async_engine(
         url,
         connect_args=connect_args,
@@ -253,11 +246,8 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
 def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
     """Never hand out a connection its driver closed: the pool replaces it (DisconnectionError).
 
-    aiomysql closes a connection whose statement was cancelled (a deadline).
-    SQLAlchemy throws away such a connection after a statement it ran, but
-    not after the statements that set an isolation level
-    (`execution_options`, as `transaction` does): that one went back to the
-    pool, and the next caller failed on it ("Cancelled during execution").
+    aiomysql closes a connection whose statement was cancelled, and SQLAlchemy returns it
+    to the pool after an isolation-level change (`transaction`) without noticing.
     """
     if dbapi_connection.driver_connection.closed:
         raise sa_exc.DisconnectionError("the driver closed this connection: a statement on it was cancelled")
@@ -272,13 +262,8 @@ def _watch_generations(engine: AsyncEngine) -> None:
 def mariadb_datetime(value: Any) -> Any:
     """A DATETIME or TIMESTAMP as MariaDB sends it, read as pymysql's `convert_datetime` reads it.
 
-    pymysql matches a regular expression and calls int() seven times, on the
-    `at` of every line of every page: a visible share of a big page's CPU
-    (docs/performance.md, "What each piece bought").
-    Only the shape MariaDB sends (`2026-02-01 12:00:00[.ffffff]`) is read
-    here; anything else, and anything fromisoformat reads differently (an
-    offset, a date it refuses such as a zero date), is pymysql's to read, so
-    the answer is the same (tests/test_db_converters.py).
+    Only `2026-02-01 12:00:00[.ffffff]` is read here, faster; anything else is pymysql's,
+    so the answer is the same (tests/test_db_converters.py).
     """
     if (
         type(value) is str
@@ -304,12 +289,8 @@ _DECODERS = {**decoders, FIELD_TYPE.DATETIME: mariadb_datetime, FIELD_TYPE.TIMES
 def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
     """On a Galera node, have every read see what the cluster committed before it began.
 
-    A node applies the other nodes' commits a little after they answered, so a
-    line written through one node was missing from up to a quarter of the
-    reads made at once on another (measured here). `wsrep_sync_wait = 1` makes
-    a read first wait until its node has applied everything committed before
-    it (a round trip inside the cluster); writes are not held. One query per
-    new connection, on any MariaDB; nothing is set on a server without wsrep.
+    `wsrep_sync_wait = 1` on each new connection where wsrep is on (a node applies others'
+    commits a little after they answered); writes are not held.
     """
     cursor = dbapi_connection.cursor()
     try:
@@ -324,9 +305,7 @@ def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
 class PoolState:
     """What the service keeps of one engine's pool, carried by the engine itself (`pool_state`).
 
-    An execution option of the engine's (SQLAlchemy passes such options along
-    and reads none it does not know), so that it lives and goes with the
-    engine, and so with the app that made it: two apps share none of it.
+    An execution option of the engine's, so it lives and goes with the engine: two apps share none of it.
     """
 
     __slots__ = ("generation", "most")
@@ -366,12 +345,8 @@ async def transaction(
 ) -> AsyncIterator[AsyncConnection]:
     """A connection in one real transaction, committed at the end unless it raises.
 
-    On MySQL/MariaDB the engine's connections autocommit (see `create_engine`),
-    where `engine.begin()` would commit each statement on its own. This one
-    leaves autocommit for its duration (a few round trips, for the rare work
-    that needs them: a prune slice, loading the demo), at `isolation_level`;
-    the pool puts the connection back in autocommit when it returns. SQLite
-    has one isolation level, and ignores it.
+    On MySQL/MariaDB the engine autocommits (`create_engine`); this leaves autocommit for
+    its duration, at `isolation_level`. SQLite ignores the level.
     """
     async with engine.connect() as conn:
         if conn.dialect.name != "sqlite":
@@ -420,26 +395,11 @@ def sqlite_file(url: URL) -> Path | None:
 def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
     """Keep the pool on the file at `path`: never a deleted one, never a read-only one once fixed.
 
-    A connection keeps the file it opened. Deleted while the service runs, the
-    file lives on in the open connections, and writes would answer true into
-    a file no one can read again. So each checkout compares the file at the
-    path with the one the connection opened (one stat), and on a difference
-    marks every pooled connection stale, the pool's public way
-    (`InvalidatePoolError`): each is closed instead of used. A new connection
-    never creates the file: a deleted one stays missing, and writes answer
-    false, until it is restored or `init-db` creates it again; the next
-    checkout then opens it.
-
-    The old file's WAL and shared-memory files stay at the path (SQLite does
-    not checkpoint a deleted database on close), and SQLite would replay that
-    WAL into whatever file is put at the path next. Before the first new
-    connection, those two files are removed, but only if they are the very
-    files the old connections opened: a journal restored with the database is
-    left alone.
-
-    A connection opened while the file was read-only stays read-only after the
-    file is fixed; it is reopened at the first checkout that finds the file
-    writable, or after a write it refused.
+    Each checkout compares the file at the path with the one the connection opened; on a
+    difference every pooled connection is invalidated, and a new one never creates the
+    file, so writes answer false until it is restored or `init-db` makes it. The old
+    file's WAL and shm are removed first, if they are the ones it used. A connection
+    opened read-only is reopened once the file is writable.
     """
     sync = engine.sync_engine
     journals = [Path(f"{path}-wal"), Path(f"{path}-shm")]
@@ -451,6 +411,7 @@ def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
 
     def open_existing(_dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> None:
         if stale:
+            # SQLite would replay a deleted database's WAL into the next file at the path.
             for journal in journals:
                 if _file(journal) in old_journals:
                     journal.unlink(missing_ok=True)
@@ -509,13 +470,10 @@ def _file(path: Path) -> tuple[int, int] | None:
 
 
 async def init_db(engine: AsyncEngine) -> Migrated:
-    """Bring the schema to the latest migration, and create `event_runs` where missing.
+    """Bring the schema to the latest migration, and create `event_runs` where missing; safe to run twice.
 
-    Safe to run twice. The revisions (gql/migrations) are the service's own
-    tables and indexes; a database an earlier release made is adopted (see
-    migrations.upgrade). `event_runs` is the events system's: it is created
-    only where it is missing (a fresh database: tests, the demo, a laptop),
-    outside the revisions, and never altered.
+    A database an earlier release made is adopted (migrations.upgrade). `event_runs` is
+    the events system's: created only where missing, outside the revisions, never altered.
     """
     from . import migrations  # Alembic is imported only by what migrates
 

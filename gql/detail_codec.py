@@ -1,9 +1,7 @@
 """How a line's detail is checked, written and read as the JSON text a line stores.
 
-The pydantic models that check a detail on write and read it back are derived
-from the Strawberry types of gql/details.py, so a field added there is checked,
-stored and served without a second definition. Extra keys: refused on write,
-ignored on read (gql/details.py says why).
+The pydantic models are derived from gql/details.py's Strawberry types, so a field
+added there is checked, stored and served. Extra keys: refused on write, ignored on read.
 """
 
 from __future__ import annotations
@@ -241,12 +239,10 @@ _RUN_ID_FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
 
 
 def check_detail(kind: Kind, text: str) -> None:
-    """Raise DetailError unless `text` is a JSON detail that fits `kind`'s type exactly.
+    """Raise DetailError unless `text` is a JSON detail that fits `kind`'s type exactly and can be read back.
 
-    What is accepted must be readable: beyond the type, a run id must be one
-    (1..2147483647), and the detail must come back typed through
-    `read_detail`, the function every read uses (a date that is past the
-    year 9999 once in UTC, say, fits the type but cannot be served).
+    Beyond the type: a run id is 1..2147483647, and `read_detail` must serve it (not a
+    date past year 9999 once in UTC, say).
     """
     try:
         model = _BY_KIND[kind].writer.model_validate_json(text)
@@ -264,10 +260,8 @@ def check_detail(kind: Kind, text: str) -> None:
 def canonical_detail(kind: Kind, text: str) -> str:
     """`text`, a detail `check_detail` accepted, as one JSON text for every way of writing it.
 
-    Two details read the same (keys in another order, a field left out or
-    sent as its default, an id as 7 or "7", a time in another offset) give
-    the same text, and two that read differently give different texts: an
-    idempotent retry compares lines by it, not by the JSON as sent.
+    Details that read the same give the same text (key order, defaults, 7 or "7", offsets);
+    an idempotent retry compares lines by it.
     """
     model = _BY_KIND[kind].writer.model_validate_json(text)
     return json.dumps(
@@ -278,9 +272,7 @@ def canonical_detail(kind: Kind, text: str) -> str:
 def read_detail(kind_name: str, text: str | bytes | None) -> Any:
     """Build the typed detail for a stored line; never raises on bad data.
 
-    `text` may be the stored bytes (SQLite's reads, an older binary column):
-    pydantic reads UTF-8 bytes as they are, and bytes that are not UTF-8 come
-    back as `UnreadableDetail` saying where.
+    `text` may be bytes; bytes that are not UTF-8 come back as `UnreadableDetail` saying where.
     """
     if text is None:
         return None
@@ -299,11 +291,8 @@ def read_detail(kind_name: str, text: str | bytes | None) -> Any:
 def read_values(kind_name: str, text: str | bytes | None) -> dict[str, Any] | UnreadableDetail | None:
     """As `read_detail`, but a detail that fits comes back as the values pydantic read, not yet built.
 
-    A dict by Python field name, with no default filled in and nothing
-    converted (`stored_fields` says how): the compiled plan (gql/engine/page_plan.py)
-    serves it straight, without making the strawberry object. A conversion
-    that fails there (a date past year 9999 once in UTC) makes the plan hand
-    the page to graphql-core, whose lines are read by `read_detail`.
+    A dict by Python field name, no default filled in, nothing converted (`stored_fields`
+    says how), for the compiled plan (gql/engine/page_plan.py) to serve straight.
     """
     if text is None:
         return None

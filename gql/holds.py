@@ -1,13 +1,8 @@
 """What holds a run: per kind, what opens a hold and what ends it; and the pure derivation from lines.
 
-`RULES` is the one place the rules are written: each kind that opens or ends
-a hold, on what (the run, a phase, a step, a cleanup group), and how many of
-its newest lines a run's holds read (`reach`). A kind not in it opens and
-ends nothing, and is not read. docs/operating.md ("What holds a run") is
-checked against this table by tests/test_holds.py.
-
-`derive` is a pure function of the run's row, its lines (in any order) and
-the runs its lines name: nothing here reads a database or knows GraphQL.
+`RULES` is the one table of them (docs/operating.md's "What holds a run" is checked
+against it by tests/test_holds.py); a kind not in it is not read. `derive` is a pure
+function of a run's row, its lines and the runs they name.
 """
 
 from __future__ import annotations
@@ -204,9 +199,8 @@ def blocking_ids(lines: Iterable[Line]) -> set[int]:
 def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[int, Run]) -> State:
     """What holds run `run_id`, from its row (None: the events system has none) and its lines.
 
-    `lines` are the newest of each kind in RULES, at most its reach, in any
-    order; `runs` the runs their run.blocked lines name, as looked up (one
-    missing from it no longer exists).
+    `lines`: the newest of each kind in RULES, at most its reach, any order; `runs`: the
+    runs their run.blocked lines name (one missing no longer exists).
     """
     ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
     details = {line.id: _values(line) for line in ordered}  # each line's detail, read once

@@ -1,11 +1,8 @@
 """What one request may ask of the service: its size, its shape, and how many lines it reads.
 
-Every limit refuses a request before any SQL runs: the body's size before it
-is parsed, the query text's size before that is parsed, the token count while
-it is parsed, depth and aliases while it is validated (the rules of
-gql/query_shape.py, run by the extension here), and the values its
-variables hold and the lines it asks for once its variables are known, just
-before they are coerced and it executes. Each error names the limit it hit.
+Every limit refuses a request before any SQL runs, with an error naming the limit:
+body and query size, tokens, depth and aliases (gql/query_shape.py), variable values
+and lines (`LineBudget`). `query_limits(settings)` gives the schema's extensions.
 """
 
 from __future__ import annotations
@@ -46,23 +43,14 @@ from .settings import Settings
 
 
 def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    """The extensions that hold a request to `settings`' limits.
+    """The extensions that hold a request to `settings`' limits, as factories (one extension per request).
 
-    Factories, not instances: Strawberry makes one extension per request from
-    each, so no state is shared between concurrent requests. The depth and
-    alias rules are built once, here (query_shape.shape_rules): each limiter
-    makes a new rule class when it is made, and the same classes on every
-    request are what lets a validated query text be looked up instead of
-    validated again (validation results are cached by document and rules,
-    see engine/documents.py). A rule class keeps nothing between validations:
-    graphql-core makes a new rule object for each.
+    The depth and alias rules are built once here, so that the same rule classes on every
+    request let a validated text be looked up (engine/documents.py).
     """
     rules = shape_rules(settings.max_depth, settings.max_aliases, settings.max_tokens)
-    # One extension does what MaxTokensLimiter, AddValidationRules and
-    # LineBudget would do as three, plus the query-size check. Not for CPU:
-    # measured, three cost about what one does (docs/performance.md), and a
-    # prepared text runs none of them. It stays one because the size check
-    # must run before the parser, where the token limit is set.
+    # One extension, not three: the size check must run before the parser, where the
+    # token limit is set.
     return [
         lambda: RequestLimits(
             max_tokens=settings.max_tokens,
@@ -76,13 +64,9 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
 class LineBudget(SchemaExtension):
     """Refuse a request whose `runLog` fields could read more lines, together, than `max_lines`.
 
-    It runs after validation and before execution, where the variables are
-    known: `limit: $n` counts as the value sent. Each `runLog` counts its
-    limit as the resolver reads it (null or 0 is 500, the rest clamped to
-    1..2000), whatever `kinds` or `@skip` may leave out, so the bound is on
-    what the request could cost, not on what it happens to find. A
-    `blockingRun` is not counted: the runs a page names are looked up once per
-    request, in one batch, so they cost no more than the lines already counted.
+    Runs once the variables are known; each `runLog` counts its limit as the resolver reads
+    it (null or 0 is 500, else clamped to 1..2000), whatever `kinds` or `@skip` leave out.
+    A `blockingRun` is not counted: its runs are read in one batch per request.
     """
 
     def __init__(self, max_lines: int) -> None:
@@ -145,13 +129,9 @@ class LineBudget(SchemaExtension):
 class DetailBudget:
     """The stored detail bytes the pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
 
-    The line budget above bounds how many lines a request could ask for,
-    before it runs; this one bounds what the lines it finds weigh, so it is
-    spent as its pages are read. One per request, shared by its `runLog`
-    fields: graphql-core resolves aliased fields concurrently, so each page
-    that reads details waits its turn and is read with what the pages before
-    it left. A page returns its first line whatever it weighs (paging must
-    go on), so a request returns at most the budget plus one line per page.
+    One per request, spent as its `runLog` pages are read, one page at a time. A page
+    returns its first line whatever it weighs, so a request returns at most the budget
+    plus one line per page.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -162,9 +142,7 @@ class DetailBudget:
     async def read(self, read_page: Callable[[int], Awaitable[store.Page]], servings: int = 1) -> store.Page:
         """`read_page(bytes left)`, its details' bytes then spent once for each time they are served.
 
-        A page whose `detail` is aliased serves each detail again under each
-        alias (`servings`, see `detail_servings`): it may read a share of
-        what is left, and spends what it read that many times.
+        A page whose `detail` is aliased (`servings`) may read a share of what is left.
         """
         async with self._turn:
             page = await read_page(max(self.left, 0) // servings)
@@ -173,12 +151,9 @@ class DetailBudget:
 
 
 def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
-    """How many times a runLog field serves each of its lines' details.
+    """How many times a runLog field serves each of its lines' details (`_servings`).
 
-    Counted as the line budget counts the page (`_servings`): once for each
-    alias of `nodes`, `detail` and `blockingRun` under it. An alias of
-    `blockingRun` alone serves no detail again, so it is counted one too
-    many: the page reads less, never more.
+    An alias of `blockingRun` alone is counted one too many: the page reads less, never more.
     """
     return _remembered_servings(field, fragments)
 
@@ -186,11 +161,9 @@ def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNod
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"
 
 
-# graphql-core checks each value of a variable against its type one by one,
-# about 3.5 µs each: `kinds` with 600,000 entries held the event loop for
-# 2 s. Ten thousand values cost about 35 ms; `kinds` needs at most one per
-# kind. A `JSON` variable (a write's detail) is handed over whole, as one
-# value, and is bounded by RUNLOG_MAX_DETAIL_BYTES instead.
+# graphql-core checks each value of a variable against its type one by one, holding
+# the event loop; `kinds` needs at most one per kind. A `JSON` variable (a write's
+# detail) counts as one value, bounded by RUNLOG_MAX_DETAIL_BYTES instead.
 MAX_VARIABLE_VALUES = 10_000
 
 
@@ -202,8 +175,7 @@ _SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Bo
 def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) -> dict[str, Any] | None:
     """Values that coerce for each variable `operation` requires; None if one has no sample.
 
-    A list takes `[]`, an enum its first value, a built-in scalar a value of
-    its type; an input object or another scalar has none.
+    A list takes `[]`, an enum its first value, a built-in scalar a value of its type.
     """
     values: dict[str, Any] = {}
     for definition in operation.variable_definitions or ():
@@ -227,11 +199,8 @@ def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) 
 def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> int:
     """How many values graphql-core will check to coerce `variables`, counted up to just past the limit.
 
-    Each value counts one, and so does each item of a list where the
-    variable's type has a list; an object counts its members (an input object
-    checks each), except as a `JSON` value, which is handed over whole.
-    Counting stops once past MAX_VARIABLE_VALUES, so a huge value costs no more
-    to refuse than that.
+    Each value, list item and input object member counts one; a `JSON` value counts one
+    whole. Counting stops past MAX_VARIABLE_VALUES.
     """
     if not variables:
         return 0
@@ -266,7 +235,7 @@ def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, 
 def _members(value: Any, type_node: Any, most: int) -> int:
     """The members of an object `value` and of every object and list inside it, counted up to `most`.
 
-    Nothing for a value that is not an object, or is one as a `JSON` value.
+    Nothing for a value that is not an object, or is a `JSON` value.
     """
     if not isinstance(value, dict) or type_node.name.value == "JSON":
         return 0
@@ -355,11 +324,8 @@ def _remembered_servings(field: FieldNode, fragments: dict[str, FragmentDefiniti
 def _servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
     """How many times a runLog field's lines are served: once, or once per alias of what holds them.
 
-    A page read once costs its completion for every `nodes`, `detail` and
-    `blockingRun` the selection names under another response key: 29 aliases
-    of `nodes` served one 2,000-line page as 60,000 lines (21 MB, about a
-    second of the event loop). Counted as the leaves of the tree of those
-    fields, merged by response key as graphql-core merges them.
+    The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response
+    key as graphql-core merges them: aliases re-serve one page that was read once.
     """
 
     def count(selection_sets: list[SelectionSetNode], depth: int) -> int:
@@ -376,8 +342,7 @@ def _fields_by_key(
 ) -> dict[str, list[SelectionSetNode]]:
     """The selection sets of the fields called `name` directly under `selection_sets`, by response key.
 
-    Through inline fragments and fragment spreads, each fragment once, as
-    graphql-core collects the fields of one selection set.
+    Through fragments, each fragment once, as graphql-core collects fields.
     """
     found: dict[str, list[SelectionSetNode]] = {}
     for selection in selections(selection_sets, fragments, deep=False):
@@ -389,9 +354,8 @@ def _fields_by_key(
 class RequestLimits(LineBudget):
     """Strawberry's token limit and extra validation rules, and the line budget, in one extension.
 
-    `on_operation` does exactly what `MaxTokensLimiter` and `AddValidationRules`
-    do (the parser's token limit, the rules appended to the defaults), in that
-    order; `on_execute` is `LineBudget`'s.
+    `on_operation` does what `MaxTokensLimiter` and `AddValidationRules` do, in that order;
+    `on_execute` is `LineBudget`'s.
     """
 
     def __init__(

@@ -1,23 +1,8 @@
 """What `GET /metrics` shows: the service's series, in Prometheus' text format.
 
-Made with `prometheus-client`. With several worker processes
-(`serve --workers N`), each process writes its values to files in
-PROMETHEUS_MULTIPROC_DIR (the library's multiprocess mode) and whichever
-worker answers a scrape adds up every process's files: the counts of all
-workers, not of the one that happened to answer. `serve` makes that folder
-fresh at start and removes the files of a worker that died (cli.py); the mode
-is chosen when prometheus_client is first imported, from the environment, so
-it is set before this module is imported.
-
-The metric objects live here, at module level: Prometheus' registry is one
-per process by design, and the multiprocess files are keyed by process id,
-not by app.
-
-Counting is cheap on purpose: a counter's `inc` is a lock and an add (a
-write into a memory-mapped file in multiprocess mode), and the labelled
-children a request uses are looked up once and kept. What is not counted as
-it happens (the pool, the caches, the write queue) is sampled: every few
-seconds, and just before this process answers a scrape.
+With `serve --workers N`, each process writes to PROMETHEUS_MULTIPROC_DIR and a scrape
+adds up every process's files (prometheus_client's multiprocess mode, chosen from the
+environment at its first import). The pool, caches and write queue are sampled.
 """
 
 from __future__ import annotations
@@ -42,6 +27,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SAMPLE_EVERY = 5.0
 
 # ── requests ─────────────────────────────────────────────────────────────────
+# At module level, not per app: the registry is one per process by design, and the
+# multiprocess files are keyed by process id.
 
 REQUESTS = Counter(
     "runlog_requests",
@@ -228,12 +215,9 @@ _LOGGED_MAX = 4096
 
 
 def fell_back(path: str, reason: str, document: str | None, why: str, level: int = logging.INFO) -> None:
-    """Count one fall-back off `path` for `reason`; log it (`why`) the first time for `document`.
+    """Count one fall-back off `path` for `reason` (a fixed label); log `why` once per `document`.
 
-    `reason` is a label: one of a small fixed set. `why` says it in words,
-    with what the label cannot hold. `document` is the query text, or None
-    where there is none yet (a body that is not read); the log names it by
-    its sha256, as `documentId` does.
+    `document` is the query text, or None where there is none yet; the log names it by its sha256.
     """
     FALLBACKS.labels(path, reason).inc()
     key = (path, reason, hash(document))
@@ -260,10 +244,7 @@ def swallowed(where: str) -> None:
 def sample(state: Any, caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
     """Set the sampled gauges from what this process holds now.
 
-    `state` is the app's, `caches` its document caches, `plans` its page plan
-    cache, `operation_plans` its operations' plans and `queued` the lines its write
-    queue holds: handed in by the app, so that this module imports none of
-    what it counts.
+    The app hands in its state, caches, plans and write queue length, so this module imports none of them.
     """
     pool = state.engine.sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
@@ -313,11 +294,7 @@ def registry() -> CollectorRegistry:
 
 
 def exposition(accept: str | None) -> tuple[bytes, str]:
-    """The scrape's body and content type, in the format the scraper's `Accept` asks for.
-
-    Prometheus' text format 0.0.4 unless OpenMetrics is asked for: what every
-    Prometheus server reads.
-    """
+    """The scrape's body and content type: text format 0.0.4 unless `Accept` asks for OpenMetrics."""
     encoder, content_type = choose_encoder(accept or "")
     return encoder(registry()), content_type
 

@@ -1,10 +1,8 @@
 """A run as GraphQL serves it: its row in `event_runs`, what holds it, its phases; and `runsInFlight`.
 
-What holds a run is derived by gql/holds.py from lines read by
-store.read_newest. `read_runs` reads them for every run a field answers
-with, together, and for the runs their blocks name, however far the chain
-goes: the runs are plain data when served, so a page that selects them is
-still completed by the compiled plan (gql/engine/compiler.py).
+`read_runs` reads what holds every run a field answers with, and the runs their blocks
+name, together; the runs are plain data, so a page selecting them stays on the
+compiled plan (gql/engine/compiler.py).
 """
 
 from __future__ import annotations
@@ -210,12 +208,8 @@ async def read_runs(
 ) -> dict[int, Run]:
     """`rows` as `Run`s with what holds each, and the runs their blocks name, by id, all read together.
 
-    `newest`: the rows' newest lines, when read with them
-    (store.read_runs_and_newest). Then one lookup per link of a chain of
-    blocks of the runs it names (store.find_logged_runs) and one read of
-    their newest lines (store.read_newest), for the runs with a line that
-    have not ended: a `blockingRun`'s holds come with its blocked run's, never
-    a statement per run.
+    `newest`: the rows' newest lines, when read with them (store.read_runs_and_newest).
+    Then one statement per link of a chain of blocks, never a statement per run.
     """
     found = dict(rows)
     read: dict[int, list[store.Line]] = {}

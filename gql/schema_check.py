@@ -1,10 +1,8 @@
 """`check-schema`: what changed between an earlier SDL and the schema this code serves.
 
-Clients are generated from `schema.graphql`, so a breaking change (a field
-removed, an argument made required, an output made nullable) breaks them
-without a compile error on our side. graphql-core's `find_breaking_changes`
-and `find_dangerous_changes` say what changed; a breaking change passes only
-when `docs/schema-changes.md` announces it, word for word, as a list item.
+Clients are generated from `schema.graphql`; a breaking change graphql-core finds
+(`find_breaking_changes`) passes only when `docs/schema-changes.md` announces it, word
+for word, as a list item.
 """
 
 from __future__ import annotations
@@ -53,9 +51,7 @@ def compare(old_sdl: str, new_sdl: str, announcements: str = "") -> Report:
 def announced_changes(markdown: str) -> set[str]:
     """The list items of the announcements page, outside code blocks, as announced descriptions.
 
-    An item announces a change when it starts with graphql-core's sentence for
-    it (`- RunLogLine.kind was removed. Clients read ...`), so the item names
-    exactly one change and can go on to say why and what clients should do.
+    An item starting with graphql-core's sentence for a change announces it, and may go on.
     """
     items: set[str] = set()
     fenced = False

@@ -1,15 +1,8 @@
 """How uvicorn serves the app: timeouts and a cap, so that slow sockets cannot hold the process.
 
-uvicorn bounds an idle keep-alive connection (`timeout_keep_alive`) and the
-requests it takes at once (`limit_concurrency`, past which it answers 503),
-but nothing bounds a connection that opens and sends nothing, or trickles a
-request's head a byte at a time: its keep-alive timer starts only after a
-response, and every byte received cancels it. `HTTPProtocol` adds that bound:
-a request's head (request line and headers) must be complete within
-RUNLOG_HEADER_TIMEOUT of the connection opening or of the previous response,
-or the connection is closed; and a client that takes none of its response for
-as long is cut off, its response dropped. The body is bounded by the app itself
-(`body_limit.BodyLimit`, RUNLOG_BODY_TIMEOUT), which can answer 408.
+`uvicorn_options` is every uvicorn.Config keyword `serve` sets. `HTTPProtocol` closes a
+connection whose request head is not complete within RUNLOG_HEADER_TIMEOUT, or that
+takes none of its response for as long; the body is bounded by `body_limit.BodyLimit`.
 """
 
 from __future__ import annotations
@@ -37,11 +30,9 @@ log = logging.getLogger("gql.server")
 
 
 class _HeadDeadline:
-    """A deadline for a request's head, mixed into uvicorn's own HTTP protocol.
+    """A deadline for a request's head, mixed into uvicorn's own HTTP protocol (h11 and httptools).
 
-    It relies on uvicorn's protocol internals, which are not a public API
-    (h11 and httptools alike; pyproject pins the minor version): the members
-    `compat.uvicorn.HTTP_HOOKS` names, which tests/test_compat.py checks.
+    Relies on the uvicorn internals `compat.uvicorn.HTTP_HOOKS` names (tests/test_compat.py).
     """
 
     transport: asyncio.Transport
@@ -62,13 +53,9 @@ class _HeadDeadline:
         super().connection_made(transport)  # type: ignore[misc]
         self._await_head()
 
-    # uvicorn answers 503 to any request past `limit_concurrency`
-    # (RUNLOG_MAX_CONNECTIONS), reading the attribute once a request's head is
-    # parsed, its path already in `scope`. A process whose connections are all
-    # taken (long polls waiting, say) is alive all the same: its liveness,
-    # readiness and metrics are answered whatever the count. None of them
-    # reads a body, nor holds the process long (/readyz's database check is
-    # shared by every caller at once, gql/health.py).
+    # uvicorn reads this once a request's head is parsed and answers 503 past it. A process
+    # whose connections are all taken is alive all the same: liveness, readiness and
+    # metrics are answered whatever the count (none reads a body or holds the process long).
     @property
     def limit_concurrency(self) -> int | None:
         scope = self.scope
@@ -92,10 +79,8 @@ class _HeadDeadline:
     def send_400_response(self, msg: str) -> None:
         """Answer what uvicorn could not parse as a request (or a head too big) with a request id.
 
-        The app never sees such a request, so it is answered here, as the
-        app answers a 400: JSON with the id in `X-Request-Id` and the body,
-        and a log line with the id. uvicorn's own answer carried none. The
-        connection is closed after it, as uvicorn does.
+        JSON with the id in `X-Request-Id` and the body, as the app answers a 400, and a log
+        line with the id; the connection is closed after it.
         """
         rid = request_id.new_id()  # a caller's id in a request that is not one cannot be read
         log.info(
@@ -114,11 +99,9 @@ class _HeadDeadline:
         self.transport.close()
 
     def _head_too_big(self, data: bytes) -> bool:
-        """Count the bytes of the head being awaited; whether they pass MAX_HEAD_BYTES.
+        """Count the bytes of the head being awaited (up to its blank line); whether they pass MAX_HEAD_BYTES.
 
-        h11 refuses a head over 16 KiB itself; httptools (uvicorn's faster
-        parser) has no bound at all, and took a 2 MB header. Counted up to the
-        blank line that ends the head, so a body sent with it is not counted.
+        h11 bounds a head itself; httptools has no bound.
         """
         seen = self.head_tail + data
         end = seen.find(b"\r\n\r\n")
@@ -183,16 +166,11 @@ class _HeadRefused(Exception):
 
 
 class _HostRules:
-    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (h11 enforces the first two).
+    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (h11 enforces them itself).
 
-    An HTTP/1.1 request without a Host, or any with more than one, is
-    answered 400 before the app (httptools took either, the first Host
-    winning). A request whose target is in absolute form
-    (`GET http://name/graphql`) names its host there: its Host is replaced
-    by the target's authority, as the RFC has a server use that and ignore
-    the header, so RUNLOG_ALLOWED_HOSTS judges the name the request names
-    (httptools kept the path only, and the Host header was judged).
-    Relies on httptools' protocol's `compat.uvicorn.HTTPTOOLS_HOOKS`.
+    400 for an HTTP/1.1 request without a Host or with several; an absolute-form target's
+    authority replaces the Host, so RUNLOG_ALLOWED_HOSTS judges the name the request names.
+    Relies on `compat.uvicorn.HTTPTOOLS_HOOKS`.
     """
 
     url: bytes
@@ -249,34 +227,17 @@ BEHIND_REASON = (
 class ClientGone(OSError):
     """What `WebSocketProtocol.send` raises for a send after this side closed the connection.
 
-    The ASGI specification has a server raise a subclass of OSError of its own
-    for a send on a closed connection; Starlette's WebSocket takes any OSError
-    as the client leaving (WebSocketDisconnect, code 1006), as it takes
-    uvicorn's own.
+    An OSError, as ASGI asks: Starlette takes it as the client leaving (WebSocketDisconnect, 1006).
     """
 
 
 class WebSocketProtocol(WebSocketProtocolBase):
     """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it.
 
-    uvicorn pings every RUNLOG_WS_PING_INTERVAL and closes a peer whose pong
-    is later than as long; a pong comes only once the client has read what
-    was sent before the ping, so a subscriber that falls behind by more than
-    that period is closed, here with BEHIND_CODE and its reason rather than
-    uvicorn's 1011. What is queued for it meanwhile is bounded: sends wait
-    while the transport holds more than its high-water mark (uvicorn's flow
-    control), and a tail holds at most one page (gql/tail.py). But uvicorn
-    closes with `transport.close()`, which waits for the unsent bytes to be
-    taken: for ever, from a client that reads nothing, with the operation's
-    task waiting to send, its subscription slot held, and shutdown waiting
-    out its grace to cancel it (a traceback per socket). Here such a
-    transport is aborted once its close frame has had a period to be taken,
-    after a ping timeout, a close the app asked for, and at shutdown.
-
-    Like `_HeadDeadline`, it relies on uvicorn internals (pyproject pins the
-    minor version): the members `compat.uvicorn.WEBSOCKET_HOOKS` names, which
-    tests/test_compat.py checks. It also marks a handshake answered with a
-    denial response complete (see `send`).
+    A subscriber whose pong is later than RUNLOG_WS_PING_INTERVAL is closed with BEHIND_CODE;
+    a transport whose close frame is not taken within a period is aborted, since uvicorn's
+    `transport.close()` would wait for ever on a client that reads nothing. Relies on the
+    uvicorn internals `compat.uvicorn.WEBSOCKET_HOOKS` names (tests/test_compat.py).
     """
 
     def keepalive_timeout(self) -> None:
@@ -327,11 +288,7 @@ class WebSocketProtocol(WebSocketProtocolBase):
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
-    """Every uvicorn.Config keyword the service sets: one server configuration for every way it is started.
-
-    `serve` (and so scripts/serve and the Docker image, which run it) uses
-    these whatever the number of workers.
-    """
+    """Every uvicorn.Config keyword the service sets, whatever the number of workers."""
     from .logs import logging_config
 
     return {
@@ -340,13 +297,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # Past this many connections and requests together, uvicorn answers
         # 503 at once instead of queueing.
         "limit_concurrency": settings.max_connections,
-        # The websocket of runLogTail: uvicorn's own protocol on the
-        # websockets library (a dependency, its sans-I/O one), named rather
-        # than left to "auto" so that an installed wsproto changes nothing,
-        # and bounded for a client that reads nothing. A message is bounded
-        # as a request body is; a ping every RUNLOG_WS_PING_INTERVAL keeps an
-        # idle tail's connection open through proxies, and a peer that does
-        # not answer one within as long is cut off.
+        # runLogTail's websocket: named rather than "auto", so an installed wsproto changes
+        # nothing. A message is bounded as a body is; the ping keeps an idle tail open through
+        # proxies, and a peer that does not answer one within as long is cut off.
         "ws": "gql.server:WebSocketProtocol",
         "ws_max_size": settings.max_body_bytes,
         "ws_ping_interval": settings.ws_ping_interval,

@@ -1,37 +1,9 @@
-"""The live tail's transport: who a websocket's caller is, and how many tails it and the process hold.
+"""The live tail's transport: a websocket's caller, its caps, and the registry of tails.
 
-`runLogTail` is served at `/graphql` over websockets by Strawberry's own
-handlers (`graphql-transport-ws`, and the older `graphql-ws`); what a tail
-delivers is `tail.py`'s. This module holds what the transport adds:
-
-- the caller, from the `connection_init` payload's `Authorization` (a browser
-  cannot set headers on a websocket) or else the upgrade request's header,
-  read by the same `Policy` as HTTP, so the same tokens grant the same roles
-  and a refusal reads the same;
-- the caps: subscriptions per connection and per process, each refused with
-  an error that names its setting, so that a client that leaks
-  subscriptions (a frontend that resubscribes on every render) cannot hold
-  the process's memory and database connections;
-- the registry of running tails, which the lifespan ends before the pool is
-  disposed;
-- the query size limit, checked before Strawberry runs an operation sent
-  over the socket: the other limits (tokens, depth, aliases, variables) are
-  the schema's extensions and apply as they do over HTTP, but this one is
-  raised where Strawberry's websocket handlers do not catch it.
-
-Each operation sent over a socket runs with a context of its own
-(`OperationSchema`): its own deadline for a write and its own byte budget for
-pages, as a request over HTTP has; the caller and the caps are the
-connection's. Both protocols serve queries and mutations as well as the tail,
-the older `graphql-ws` one as its clients expect (`data`, then `complete`),
-and both refuse a message they cannot read with 4400 and a second
-`connection_init` with 4429. A client that leaves while something is sent to
-it is routine: nothing is logged above DEBUG.
-
-uvicorn itself closes every websocket with 1012 (service restart) when the
-server stops (gql/server.py bounds how long one that does not read is
-waited for); each tail's generator is then closed, and `Tails.stop` ends any
-that is left before the engine goes.
+`runLogTail` is served at `/graphql` by Strawberry's `graphql-transport-ws` and
+`graphql-ws` handlers (what a tail delivers is tail.py's). Here: the caller (from the
+`connection_init` payload or the upgrade's header), the per-connection and per-process
+caps, each operation's own context (`OperationSchema`) and the query size limit.
 """
 
 from __future__ import annotations
@@ -71,11 +43,7 @@ class BadConnectionInit(Exception):
 
 
 def connection_caller(policy: Policy, payload: Mapping[str, Any], header: str | None) -> Caller:
-    """The caller of a websocket: the payload's `Authorization` when it has one, else the header's.
-
-    The key is matched as HTTP matches a header name, in any case
-    (`authorization` too), since clients spell it both ways.
-    """
+    """The caller of a websocket: the payload's `Authorization` (any case), else the header's."""
     given = [
         value for key, value in payload.items() if isinstance(key, str) and key.lower() == "authorization"
     ]
@@ -142,12 +110,7 @@ class Tails:
         return slot
 
     async def stop(self, grace: float = 5.0) -> None:
-        """Refuse new subscriptions and end the running ones, waiting up to `grace` seconds.
-
-        Under uvicorn the websockets are closed before the lifespan ends, so
-        there is usually nothing left; whatever is (an app served otherwise)
-        is cancelled, which closes its tail, before the pool is disposed.
-        """
+        """Refuse new subscriptions and cancel the running ones, waiting up to `grace` seconds."""
         self.stopping = True
         tasks = {slot.task for slot in self.running if slot.task is not None and not slot.task.done()}
         for task in tasks:
@@ -174,14 +137,12 @@ class _Slot:
                 self.connection.running -= 1
 
 
+# A class, not an async generator: graphql-core may close a stream it never iterated,
+# and a generator that never started runs no `finally`, which would keep its slot.
 class Stream(Generic[T, U]):
     """An async iterator over `source`, each item mapped by `convert`, holding `slot` until it is closed.
 
-    A class rather than an async generator: graphql-core may close a stream it
-    never iterated (the client completed it at once, the connection dropped),
-    and a generator that never started runs no `finally`, which would keep its
-    slot for ever. `fail` turns an exception from the source into the one the
-    client sees.
+    `fail` turns an exception from the source into the one the client sees.
     """
 
     def __init__(
@@ -245,14 +206,8 @@ def _untrusted(view: Any, context: Any, payload: Any) -> Any:
 def unreadable(message: Mapping[str, Any]) -> str | None:
     """Why a message cannot be served as the protocols define it, or None.
 
-    A message has a string `type`. A `connection_init` payload is an object
-    (or absent, or null; graphql-ws answered another with connection_error
-    and a close with 1000). An operation's `id` is a string, and a
-    subscribe/start `payload` an object with a string `query`, an object of
-    `variables` and a string `operationName` when given. Strawberry's
-    handlers index into what they receive: a list as an `id` or a number as
-    a `query` failed inside them, with a stack in the log (or a masked
-    INTERNAL_SERVER_ERROR), on any caller's say.
+    Strawberry's handlers index into what they receive, so a wrong type (a list as an
+    `id`, a number as a `query`) is caught here rather than failing inside them.
     """
     if not isinstance(message.get("type"), str):  # graphql-ws's handler raised KeyError out of the app
         return "a message needs a type (a string)"
@@ -279,18 +234,9 @@ def unreadable(message: Mapping[str, Any]) -> str | None:
 class OperationSchema:
     """The schema as a websocket handler sees it: each operation is run with a context of its own.
 
-    One socket is one connection, and Strawberry hands every operation sent
-    over it the same context. Over HTTP a request's context carries its
-    arrival (a write's deadline runs from it) and its byte budget for pages;
-    shared, a socket older than RUNLOG_WRITE_TIMEOUT answered every write
-    false, and its pages shared one 8 MiB budget for good. `for_operation`
-    gives each operation its own, keeping the connection's caller and caps.
-
-    The older `graphql-ws` handler asks for a subscription only
-    (`subscribe`); a query sent over it (the Python `gql` client introspects
-    on connect) failed as an internal error. Both ways go to `stream`, which
-    serves every kind of operation: a query or mutation answers once, then
-    completes.
+    `for_operation` gives each operation its own arrival (a write's deadline) and page
+    budget, keeping the connection's caller and caps. `subscribe` and `stream` both serve
+    every kind of operation: a query or mutation answers once, then completes.
     """
 
     def __init__(self, schema: Any) -> None:
@@ -329,7 +275,6 @@ async def _unrun_writes_logged(results: Any, sent: dict[str, Any], context: Any)
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
     """Strawberry's graphql-transport-ws handler: an operation's own context, its messages checked.
 
-    An oversized or untrusted text is refused as the operation's error.
     Overrides and reads what `compat.strawberry.TRANSPORT_WS_HOOKS` names.
     """
 
@@ -365,15 +310,10 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
 
 
 class WSHandler(BaseGraphQLWSHandler[Any, None]):
-    """Strawberry's graphql-ws handler, held to what graphql-transport-ws's holds a connection to.
+    """Strawberry's graphql-ws handler, held to what graphql-transport-ws holds a connection to.
 
-    One `connection_init` (a second closes the socket with 4429: each started
-    a keep-alive task, never stopped), within RUNLOG_HEADER_TIMEOUT of the
-    socket opening (4408, as graphql-transport-ws's
-    connection_init_wait_timeout), messages that can be read (4400), and an
-    operation's own context; an oversized or untrusted text is refused as
-    the operation's error. Overrides and reads what
-    `compat.strawberry.WS_HOOKS` names.
+    One `connection_init` (4429 for a second) within RUNLOG_HEADER_TIMEOUT (4408), readable
+    messages (4400), an operation's own context. Overrides what `compat.strawberry.WS_HOOKS` names.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -403,6 +343,7 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
         await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
+        # Each connection_init would start a keep-alive task, never stopped.
         if self.init_received:
             await self.websocket.close(code=4429, reason="Too many initialisation requests")
             return

@@ -1,18 +1,9 @@
 """OpenTelemetry spans for requests and SQL: the `otel` extra, off unless RUNLOG_OTEL is set.
 
-`pip install .[otel]` brings the API, the SDK and OpenTelemetry's ASGI
-middleware (a server span per HTTP request, continuing the caller's
-`traceparent`). A client span per statement is made here, from
-SQLAlchemy's documented execution events. Spans go to an OTLP exporter when
-`opentelemetry-exporter-otlp` is installed too (configured by the standard
-OTEL_EXPORTER_OTLP_* variables), or to a tracer provider the operator set
-up (`opentelemetry-instrument`); with neither, start-up says that the spans
-go nowhere.
-
-Neither touches the GraphQL layer, so the fast paths stay on
-(`RunLogGraphQL.prepared`; tests/test_operable.py checks it). The one
-statement no span shows is the Galera session setting a new connection runs
-(gql/db.py's connect hook).
+`pip install .[otel]`: a server span per HTTP request (OpenTelemetry's ASGI middleware)
+and a client span per statement (`instrument_engine`), exported by OTLP when
+`opentelemetry-exporter-otlp` is installed, or to the operator's tracer provider.
+The GraphQL layer is untouched, so the fast paths stay on.
 """
 
 from __future__ import annotations
@@ -89,14 +80,9 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
 
 
 def instrument_engine(engine: Any, tracer_provider: Any) -> None:
-    """Make a span of each statement `engine` executes.
-
-    Through SQLAlchemy's documented events on this engine alone
-    (`before_cursor_execute`, `after_cursor_execute`, `handle_error`), not
-    OpenTelemetry's SQLAlchemy instrumentation, which instruments once per
-    process and patches `create_engine`, where every app has an engine of
-    its own.
-    """
+    """Make a span of each statement `engine` executes, through SQLAlchemy's events on this engine alone."""
+    # Not OpenTelemetry's SQLAlchemy instrumentation: it patches `create_engine` once per
+    # process, and every app here has an engine of its own.
     from opentelemetry.trace import get_tracer
 
     _SpanEvents(get_tracer(__name__, tracer_provider=tracer_provider), engine.sync_engine)

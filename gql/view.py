@@ -158,12 +158,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
     async def answer_prepared(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
         """Answer a POST to /graphql as `run_prepared` does, straight from the ASGI call; False to leave it.
 
-        `BodyLimit` offers it each request whose body it has read, the
-        `RequestId`, CORS and body-limit middlewares around it as for any
-        other: what this skips is the router, the exception middleware and
-        Strawberry's ASGI entry, which answer every request `run_prepared`
-        answers the same way. That work is a measurable part of a small
-        write's CPU (docs/performance.md, "What each piece bought").
+        `BodyLimit` offers it each request whose body it has read; it skips the router, the
+        exception middleware and Strawberry's ASGI entry, which would answer the same.
         """
         if (
             not self.prepared
@@ -234,34 +230,11 @@ class RunLogGraphQL(GraphQL[Context, None]):
     async def run_prepared(self, request: Request) -> Response | None:
         """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
 
-        Strawberry's `run` does the same work for every request: it reads the
-        content type, builds an execution context and a sub-response, and runs
-        each extension's hooks around parsing, validation and execution. For a
-        50-line page that is about a third of the CPU the service spends
-        beyond the floor's (bench/floor.py). Once a text has parsed and
-        validated cleanly under this app's rules (the token, depth and alias
-        limits, introspection), none of it can change the answer: what is left
-        per request is what depends on the request. The request's text,
-        operation name and variables go to the engine (`gql.engine.Engine`),
-        which plans it or leaves it to `run`; the rest is done here with the
-        same pieces `run` uses: `get_context`, the schema's error processing,
-        `process_result` (which masks), and `create_response`.
-
-        Anything else goes to `run`, untouched: a body this might not read
-        exactly as `run` would (another content type, `extensions`, JSON that
-        orjson refuses and `json` takes, such as `NaN`, or a number orjson
-        would read as a float), a text not prepared yet, a request over the
-        line budget (for its error).
-
-        Strawberry's own `_process_errors` adds nothing to the schema's
-        `process_errors` here (it drops field suggestions only when the
-        schema's config asks, and this one does not), and its view's
-        `_handle_errors` is a hook this view does not fill
-        (tests/test_compat.py checks both). What it
-        buys is measured against the same app with `prepared=False`
-        (docs/performance.md, "What each piece bought"): it pays on small
-        requests, where the pipeline is a large share of the CPU, and not on
-        big pages.
+        The text, operation name and variables go to `gql.engine.Engine`; the rest uses the
+        pieces `run` uses (`get_context`, the schema's error processing, `process_result`,
+        `create_response`). Anything this might not read exactly as `run` would (another
+        content type, `extensions`, JSON orjson reads otherwise, a text not prepared yet, a
+        request over the line budget) goes to `run`, untouched.
         """
         if request.headers.get("content-type") not in PLAIN_JSON:
             declined("content_type", None, "the content type is not plain application/json")
@@ -439,9 +412,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
     async def reject_websocket(self, request: Any) -> Any:
         """Refuse a handshake from another origin's page with a 403 that says why, when the server can.
 
-        The answer is a denial response (the ASGI extension), which uvicorn's
-        own protocol logged as an ERROR every time ("ASGI callable returned
-        without completing handshake"); gql/server.py's does not.
+        The answer is a denial response (the ASGI extension), which gql/server.py's protocol
+        does not log as an error.
         """
         if "websocket.http.response" not in request.scope.get("extensions", {}):
             return await super().reject_websocket(request)  # a bare 403
@@ -454,11 +426,9 @@ class RunLogGraphQL(GraphQL[Context, None]):
     def origin_allowed(self, websocket: WebSocket) -> bool:
         """Whether a websocket's handshake may go on, as Strawberry's own check decides it.
 
-        No Origin (not a browser), the page's own origin (the browser says
-        so in Sec-Fetch-Site, or the Origin names the Host the request was
-        sent to), or an origin RUNLOG_CORS_ORIGINS lists. Same-origin judged
-        by the Host header lets a DNS-rebinding page in: RUNLOG_ALLOWED_HOSTS
-        bounds the hosts that are answered at all (docs/operating.md).
+        Allowed: no Origin (not a browser), the page's own origin (Sec-Fetch-Site, or an Origin
+        naming the Host), or an origin RUNLOG_CORS_ORIGINS lists. RUNLOG_ALLOWED_HOSTS bounds the
+        Host, against DNS rebinding (docs/operating.md).
         """
         headers = websocket.headers
         origin = headers.get("origin")
@@ -467,11 +437,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(websocket, origin)
 
     async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
-        """graphql-transport-ws when the client offers it, whatever its order; else graphql-ws.
-
-        The Python `gql` client offers graphql-ws first; the newer protocol
-        is the better served (pings both ways, an error per operation).
-        """
+        """graphql-transport-ws when the client offers it, in any order; else graphql-ws."""
         offered = request.scope.get("subprotocols") or []
         for protocol in self.websocket_subprotocols:
             if protocol in offered:
@@ -479,13 +445,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return None
 
     async def on_ws_connect(self, context: Context) -> Any:
-        """Read the caller from `connection_init`'s payload, as HTTP reads the header.
+        """Read the caller from `connection_init`'s payload (`{"Authorization": "Bearer <token>"}`).
 
-        The payload's `Authorization` ({"Authorization": "Bearer <token>"})
-        replaces the upgrade request's header, which browsers cannot set. A
-        token that grants nothing is not refused here, as HTTP does not refuse
-        it: each operation is, with the same error as over HTTP. A payload
-        this server cannot read closes the socket with 4403, saying why.
+        It replaces the upgrade request's header. A token that grants nothing is refused per
+        operation, as over HTTP; a payload this cannot read closes the socket with 4403.
         """
         try:
             context.caller = connection_caller(

@@ -1,8 +1,7 @@
 """graphql-core's non-public names the service relies on (tested in tests/test_compat.py).
 
-graphql-core documents what `graphql`, and the `__init__` of its
-subpackages, export; the rest is its implementation, and 3.3 moved much of
-it (the executor became `Executor`, fields are collected as `FieldDetails`).
+graphql-core documents what `graphql` and its subpackages' `__init__` export; the rest
+is its implementation, and changes between minor versions.
 """
 
 from __future__ import annotations
@@ -50,13 +49,8 @@ LEFT: Any = object()
 class CompletesObjects:
     """A mixin for graphql-core's executor, completing values of one object type itself.
 
-    It overrides the executor's `complete_object_value`, which graphql-core
-    marks `:meta private:`: no documented hook sees an object value together
-    with the field nodes it is completed for (a resolver middleware runs per
-    field, after graphql-core has built the resolve info, which is the cost
-    to save). The executor is plugged in through Strawberry's documented
-    `execution_context_class`. Without it, gql/engine/page_plan.py's plans never run
-    and every page is completed field by field.
+    Overrides `complete_object_value` (`:meta private:`): no documented hook sees an object
+    value with its field nodes. Without it gql/engine/page_plan.py's plans never run.
     """
 
     # The object type (by name) whose values `complete_object` is offered.
@@ -87,11 +81,9 @@ class CompletesObjects:
 
 
 def has_middleware(executor: Any) -> bool:
-    """Whether the executor runs a resolver middleware (its `middleware_manager`).
+    """Whether the executor runs a resolver middleware (`middleware_manager`: no documented accessor).
 
-    graphql-core keeps the middleware it was given on the executor, with no
-    documented accessor; a plan that skips resolvers must not skip a
-    middleware, so gql/engine/page_plan.py plans no page when there is one.
+    Without it, a plan could skip a middleware; page_plan.py plans no page when there is one.
     """
     manager = executor.middleware_manager
     return manager is not None and bool(manager.middlewares)
@@ -102,10 +94,8 @@ def collect_subfields(
 ) -> dict[str, list[FieldDetails]]:
     """The fields selected on `return_type`, by response key, as the executor collects them.
 
-    The executor's `collect_subfields` (memoised, and honouring @skip and
-    @include with the request's variables) is not documented;
-    `graphql.execution.collect_fields` is not exported. A plan compiled from
-    another collection could select other fields than graphql-core would.
+    The executor's `collect_subfields` is not documented, nor `collect_fields` exported;
+    a plan compiled from another collection could select other fields.
     """
     grouped, _defer, _forbidden = executor.collect_subfields(return_type, field_details_list)
     return grouped  # type: ignore[no-any-return]
@@ -114,12 +104,8 @@ def collect_subfields(
 def collect_root_fields(executor: Any) -> dict[str, list[FieldDetails]]:
     """The fields at the root of the executor's operation, by response key, as executing it collects them.
 
-    `graphql.execution.collect_fields.collect_fields`, which the executor's
-    `execute_operation` calls, is not exported. Start-up compiles the page
-    plans of the known documents from these groups (gql/engine/page_plan.py,
-    `PageExecutor.compile_pages`) without running the operation: groups
-    collected another way would be other node lists, and each first request
-    would compile its plan again.
+    `collect_fields` is not exported. Without these very groups, start-up's compiled page
+    plans (`PageExecutor.compile_pages`) would not match, and each first request would compile again.
     """
     root_type = executor.schema.get_root_type(executor.operation.operation)
     grouped, _defer, _forbidden = collect_fields(
@@ -136,9 +122,8 @@ def collect_root_fields(executor: Any) -> dict[str, list[FieldDetails]]:
 def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bool:
     """Whether any of the fields is deferred (@defer) or read through fragment arguments.
 
-    `FieldDetails.defer_usage` and `fragment_variable_values`: graphql-core
-    3.3's incremental delivery and fragment arguments, which a plan does not
-    reproduce (it would complete such a field at once, with other variables).
+    `FieldDetails.defer_usage` and `fragment_variable_values` are not public; without the
+    check, a plan would complete such a field at once, with other variables.
     """
     return any(
         d.fragment_variable_values is not None or d.defer_usage is not None for d in field_details_list
@@ -148,11 +133,8 @@ def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bo
 def bound_overlap_check(budget: int) -> None:
     """Bound graphql-core's check that fields sharing a response name merge, for the whole process.
 
-    The rule reads `MAX_COMPLEXITY_BUDGET`, a global of
-    `graphql.validation.rules.overlapping_fields_can_be_merged`, when it
-    starts; its comment documents assigning the global as the way to change
-    it, and no argument of `validate` does. Without it, a document of a few
-    thousand repeated fields holds validation for seconds (gql/query_shape.py).
+    Sets the global `MAX_COMPLEXITY_BUDGET`, as its comment documents; no argument of
+    `validate` does. Without it, a few thousand repeated fields hold validation for seconds.
     """
     overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = budget
 
@@ -160,7 +142,7 @@ def bound_overlap_check(budget: int) -> None:
 def overlap_check_aborted(error: GraphQLError) -> bool:
     """Whether `error` is the overlap check running out of its budget ("Validation aborted.").
 
-    graphql-core says only that, with no code or class a validation result
-    exposes; gql/query_shape.py replaces it with an error that says what to change.
+    graphql-core gives only that message, no code or class; without it gql/query_shape.py
+    could not replace it with an error that says what to change.
     """
     return error.message == "Validation aborted."

@@ -47,13 +47,10 @@ __all__ = [
 
 
 def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
-    """The graphql-core schema Strawberry built (`Schema._schema`).
+    """The graphql-core schema Strawberry built (`Schema._schema`), which has no public accessor.
 
-    Strawberry exposes no public accessor for it, and graphql-core's
-    `execute`, `validate` and the plans of gql/engine/page_plan.py and
-    gql/engine/write_plan.py need it: without it, the prepared path
-    (`RunLogGraphQL.run_prepared`), the trusted documents' check at start-up
-    and the operation's label in the log have no schema to run against.
+    Without it `execute`, `validate`, the write and page plans and `run_prepared` have no
+    schema to run against.
     """
     return schema._schema
 
@@ -61,11 +58,8 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
 def resolve_info(info: strawberry.Info) -> GraphQLResolveInfo[Any]:
     """graphql-core's resolve info behind Strawberry's `Info` (`Info._raw_info`).
 
-    Strawberry's `Info` offers `selected_fields` (converted, without the
-    document's fragment definitions) but not graphql-core's `field_nodes` and
-    `fragments`, which `runLog` reads to know which details a page serves
-    (`schema.detail_servings`). Without it that count, and with it the
-    detail budget, cannot be taken before the page is read.
+    `Info` offers no `field_nodes` or `fragments`; without them `runLog` cannot count the
+    details a page serves (`detail_servings`) before the page is read.
     """
     return info._raw_info
 
@@ -83,13 +77,8 @@ DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
 def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
     """The Strawberry definition a graphql-core type, field or enum was made from, or None.
 
-    Strawberry stores it in the graphql-core object's `extensions` under
-    `GraphQLCoreConverter.DEFINITION_BACKREF` (from
-    `strawberry.schema.schema_converter`, not a public module). No public
-    call maps a graphql-core type or field back to its Strawberry type
-    (`origin`), field (`python_name`, `default_resolver`) or enum (`origin`,
-    the Python enum): gql/engine/page_plan.py's plan compiles only what it can read
-    from them, and without it every page is completed by graphql-core.
+    Read from `extensions[GraphQLCoreConverter.DEFINITION_BACKREF]` (not a public module); no
+    public call maps back. Without it page_plan.py compiles nothing and graphql-core completes every page.
     """
     return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
 
@@ -189,13 +178,9 @@ WS_HOOKS = (
 async def parse_and_validate(schema: strawberry.Schema, query: str, operation_name: str | None) -> None:
     """Take `query` through Strawberry's pipeline as a request would, up to execution, and no further.
 
-    The schema's extensions see it as a request's (`on_operation`, `on_parse`,
-    `on_validate`) and no resolver runs: start-up does this with the known
-    documents (gql/engine/engine.py, `Engine.warm`), so the document cache
-    holds each one as its first request would have left it. Strawberry's
-    public calls all execute; the steps before execution are its private
-    `_create_execution_context` and `_prepare_operation_async`. Without them,
-    start-up would have to execute each document to have it cached.
+    Through the private `_create_execution_context` and `_prepare_operation_async`, since
+    every public call executes; without them `Engine.warm` would have to execute each
+    document to have it cached.
     """
     context = schema._create_execution_context(
         query=query, allowed_operation_types=DEFAULT_ALLOWED_OPERATION_TYPES, operation_name=operation_name

@@ -1,12 +1,8 @@
 """uvicorn's non-public classes the service subclasses (tested in tests/test_compat.py).
 
-uvicorn documents its settings (`uvicorn.Config`, `uvicorn.run`), whose
-`http=` and `ws=` take a protocol class as well as a name; it documents
-neither its protocol classes nor the supervisor of its workers, and changes
-them between minor versions (pyproject.toml pins the minor version). gql/server.py and
-gql/cli.py subclass the classes below, overriding or reading only the
-members each `*_HOOKS` tuple names; tests/test_compat.py checks that the
-installed uvicorn still has them.
+uvicorn documents its settings, whose `http=` and `ws=` take a protocol class, but not
+the classes themselves or its worker supervisor (pinned to a minor version in
+pyproject.toml). Subclasses override or read only what each `*_HOOKS` tuple names.
 """
 
 from __future__ import annotations
@@ -98,14 +94,10 @@ SUPERVISOR_HOOKS = (
 
 
 def supervisor_class() -> Any:
-    """uvicorn's supervisor of worker processes (`uvicorn.supervisors.Multiprocess`).
+    """uvicorn's supervisor of worker processes (`uvicorn.supervisors.Multiprocess`), imported when called.
 
-    `uvicorn.run(workers=n)` makes the socket the workers share and runs
-    this, with no way to set TCP_NODELAY on that socket or to hear of a dead
-    worker; gql/cli.py does both around it (a dead worker's live metrics
-    gauges are forgotten). Without it, `serve --workers` would answer each
-    keep-alive request about 40 ms late. Imported when called: only
-    `serve --workers` needs it.
+    `uvicorn.run(workers=n)` offers no TCP_NODELAY on the shared socket and no word of a dead
+    worker; gql/cli.py does both around this. Without it `serve --workers` answers keep-alive requests late.
     """
     from uvicorn.supervisors import Multiprocess
 

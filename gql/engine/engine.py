@@ -1,15 +1,8 @@
 """`Engine`: the one way in to answering a known operation without graphql-core's executor.
 
-The view hands it a request's query text, operation name and variables
-(`Engine.plan`). A text Strawberry parsed and validated before under this
-app's rules (documents.py) is looked up, not parsed again; its operation's
-plan (plans.py) is made once. What comes back is a `Planned` request the
-view runs with its context: a write plan's fields written as the resolver
-writes them, or a query answered by its read plan, else by graphql-core's
-executor on the validated document (which completes pages with the page
-plan, page_plan.py). None means the engine leaves the request to Strawberry's
-ordinary path; each such fall-back is counted on `/metrics`
-(`runlog_fallbacks_total`) with its reason, and logged once per document.
+`Engine.plan(text, operation_name, variables)` gives a `Planned` request the view runs
+with its context, or None to leave it to Strawberry; each fall-back is counted on
+`/metrics` (`runlog_fallbacks_total`) and logged once per document.
 """
 
 from __future__ import annotations
@@ -179,14 +172,10 @@ class Engine:
         return planned
 
     async def warm(self, texts: Iterable[str]) -> None:
-        """Parse, validate and plan each query and mutation of `texts`, before any caller's request.
+        """Parse, validate and plan each query and mutation of `texts`, executing none of them.
 
-        Each text takes the pipeline a request takes, up to execution
-        (`parse_and_validate`), so the document cache holds it as a request
-        would leave it. Its operation is then planned, and a query's `runLog`
-        pages have their plans compiled for sample variables
-        (`PageExecutor.compile_pages`). Nothing is executed. A query whose
-        variables cannot be sampled has its pages compiled by its first request.
+        Pages are compiled for sample variables; a query whose variables cannot be sampled has
+        its pages compiled by its first request.
         """
         for text in texts:
             for definition in parse(text).definitions:

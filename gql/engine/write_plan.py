@@ -1,28 +1,9 @@
 """A mutation of nothing but `writeRunLog` fields, answered without graphql-core's executor.
 
-A writer sends the same small mutation thousands of times (the shipped
-`WriteNote`): a text validated once, a few variables, one Boolean back. For
-that, graphql-core's executor and Strawberry's resolver wrapping are most of
-the CPU a write costs beyond the INSERT itself. A plan, made once per
-operation (plans.py, as a read plan is), keeps what depends on the request and
-nothing else:
-
-- the variables and each field's arguments, coerced as a read plan's are
-  (coercion.py), so a value is read exactly as the executor reads it;
-- each field, in order, handed to the same function the resolver calls
-  (`run_log.write_line`): the writer check, the line's checks, its deadline
-  from the request's arrival, the grouping, the log of a refused line;
-- the answer, `{"data": {<response key>: true|false, ...}}`, as graphql-core
-  would build it.
-
-A plan is made only for an operation whose every root selection is a plain
-`writeRunLog` field (no directive, no fragment, no `__typename`, each
-response key once) and only while that field is what the plan knows: no
-field extension or permission class, and every argument a scalar, which
-Strawberry hands to the resolver as it is. Anything a plan does not answer
-exactly as the executor would, it does not answer at all: a variable or
-argument that does not coerce, for instance, goes the normal way, before
-any line is written, and gets the executor's own error and its log.
+A plan is made once per operation (plans.py) whose every root selection is a plain
+`writeRunLog` field with scalar arguments; each field goes to `run_log.write_line`, as
+the resolver's does. Anything it cannot answer exactly as the executor would goes the
+normal way, before any line is written.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Storage: the run log's operations as plain async functions over an engine.
 
-Each call takes its own connection from the pool (graphql-core resolves
-sibling fields as concurrent tasks, and an SQLAlchemy connection must not be
-shared between tasks). Nothing here knows about GraphQL. One concern per
-module; what callers use is named here, so that `store.read_page` reads the same wherever it is called from.
+Each call takes its own connection from the pool (sibling fields resolve as concurrent
+tasks, which must not share one). Nothing here knows GraphQL; callers use what this
+module names.
 """
 
 from .cursors import (

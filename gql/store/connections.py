@@ -15,11 +15,9 @@ async def read_rows(
 ) -> Sequence[Any]:
     """The rows of one read, retried once on a connection the server had closed.
 
-    The pool does not ping a connection before handing it out (db.py), so a
-    connection closed by the server since its last use (wait_timeout, a
-    restart, KILL) fails on first use. SQLAlchemy then invalidates it and
-    the pool's older connections; a read changes nothing, so it is sent
-    again, once, on a fresh one. Any other failure is the caller's to handle.
+    The pool does not ping before checkout (db.py), so a connection the server closed fails
+    on first use; a read changes nothing, so it is sent again on a fresh one. Any other
+    failure is the caller's.
     """
     try:
         async with engine.connect() as conn:

@@ -25,10 +25,8 @@ async def read_newest(
 ) -> dict[int, list[Line]]:
     """Per run, its newest lines of each kind in `reach` (the wire name), at most that many each.
 
-    Each (run, kind) is one index range on (run_id, kind, at), read newest
-    first and cut at its reach, so the cost does not grow with the run's
-    log; the runs are read together, in one statement per
-    RUNS_PER_STATEMENT of them. A run with no such line maps to [].
+    One index range per (run, kind), so the cost does not grow with the run's log; one
+    statement per RUNS_PER_STATEMENT runs. A run with no such line maps to [].
     """
     return (await _read(engine, run_ids, reach, rows=False))[1]
 
@@ -36,10 +34,9 @@ async def read_newest(
 async def read_runs_and_newest(
     engine: AsyncEngine, run_ids: Iterable[int], reach: Mapping[str, int]
 ) -> tuple[dict[int, Run], dict[int, list[Line]]]:
-    """find_runs' runs and read_newest's lines of the same ids, in the same statements: one round trip.
+    """find_runs' runs and read_newest's lines of the same ids, in one round trip.
 
-    The lines of an id the events system has no run for are read too, and
-    are the caller's to leave aside.
+    Lines of an id with no run are read too; the caller leaves them aside.
     """
     return await _read(engine, run_ids, reach, rows=True)
 

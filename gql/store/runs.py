@@ -41,9 +41,8 @@ RUNS_IN_FLIGHT_DEFAULT, RUNS_IN_FLIGHT_MAX = 50, 100
 def terminal_sql(status: ColumnElement[Any]) -> ColumnElement[bool]:
     """SQL for "this status is terminal", matched byte for byte, as a run's `terminal` is (gql/page.py).
 
-    Compared as bytes on every database: MariaDB's collations (utf8mb4_bin
-    too, PAD SPACE) would take 'COMPLETED' or 'completed '. The statuses are
-    cast in SQL: aiomysql cannot send a bytes parameter with pymysql 2.2.
+    Compared as bytes because MariaDB's collations (PAD SPACE, any case) would take
+    'completed '; the statuses are cast in SQL since aiomysql cannot send bytes parameters.
     """
     return cast(status, LargeBinary).in_([cast(literal(value), LargeBinary) for value in TERMINAL_STATUSES])
 
@@ -70,18 +69,15 @@ def _runs_statement(sqlite: bool, logged: bool = False) -> Select[Any]:
 async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
     """The runs with these ids, as the events system has them now, by id.
 
-    The events system's table may hold what its own columns do not promise
-    (a zero date on MariaDB, text that is not a date on SQLite): such a time
-    reads as null, and a missing status as '', never failing the lookup.
+    A time the events system stored unreadably reads as null, a missing status as ''.
     """
     return (await _find(engine, ids, logged=False))[0]
 
 
 async def find_logged_runs(engine: AsyncEngine, ids: Iterable[int]) -> tuple[dict[int, Run], set[int]]:
-    """find_runs' runs, and the ids of those with at least one line in the log, in the same one statement.
+    """find_runs' runs, and the ids of those with at least one line in the log, in one statement.
 
-    What holds a run with no line is told without reading its log
-    (gql/runs.py): the lookup says which runs that is, at one index dive each.
+    So what holds a run with no line is told without reading its log (gql/runs.py).
     """
     return await _find(engine, ids, logged=True)
 
@@ -166,8 +162,7 @@ async def runs_in_flight(
 ) -> tuple[list[tuple[Run, str | None]], bool]:
     """The runs not terminal, newest activity first, after `after` (activity, id); and whether more follow.
 
-    Each comes with its activity as the position a next page starts after.
-    Only `event_runs`' four columns the service may read are read.
+    Each comes with its activity, the position a next page starts after.
     """
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"limit": limit + 1}

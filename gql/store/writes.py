@@ -62,25 +62,15 @@ def _bound(engine: AsyncEngine, seconds: float) -> str | None:
 def _insert_text(count: int, bound: str | None) -> TextClause:
     """The INSERT of `count` lines, bounded on MariaDB's side to `bound` seconds.
 
-    Written as text rather than `insert(table)` with a list: the driver would
-    run a list as many statements, and MariaDB's `SET STATEMENT ... FOR`
-    must come before the INSERT, where SQLAlchemy has no place for a prefix.
-    `max_statement_time` ends the statement (error 1969, rolled back) when a
-    lock or anything else holds it past the bound; measured here on MariaDB
-    10.11 against `LOCK TABLES ... WRITE` and a row lock alike (1.0 s bound,
-    ended at 1.0 s). `lock_wait_timeout` and `innodb_lock_wait_timeout` end
-    only lock waits, in whole seconds (1 at least), so they cannot hold a
-    statement to the 3 s deadline's last fraction. MySQL has no `SET
-    STATEMENT`: there the statement is bounded only by the caller's wait,
-    and a statement still running then is answered `false` and logged as an
-    unknown outcome (it may still commit). SQLite's
-    bound is its busy timeout, set around the statement (`_sqlite_bounded`).
-    One object per (size, bound in tenths), so SQLAlchemy compiles each once
-    rather than for every batch.
+    MariaDB ends it past the bound (`SET STATEMENT max_statement_time`, error 1969, rolled
+    back); MySQL has no bound but the caller's wait, SQLite its busy timeout
+    (`_sqlite_bounded`). One object per (size, bound in tenths), compiled once.
     """
     rows = ", ".join(f"(:r{i}, :s{i}, :k{i}, :p{i}, :d{i}, :a{i})" for i in range(count))
     # Only our own table name and placeholders: every value is a bound parameter.
     sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
+    # Text, not insert(table): the driver runs a list as many statements, and SQLAlchemy
+    # has no place for a prefix before the INSERT.
     if bound is not None:
         sql = f"SET STATEMENT max_statement_time={bound} FOR {sql}"
     return text(sql).bindparams(*(bindparam(f"a{i}", type_=_l.c.at.type) for i in range(count)))
@@ -113,10 +103,8 @@ class _Progress:
 async def insert_lines(engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float) -> None:
     """Store `lines` in one INSERT and one commit, in autocommit, all stamped with now.
 
-    `deadline` is the event loop's time by which the statement must have
-    ended. No statement is started with less than MIN_STATEMENT_SECONDS left;
-    the database is told to end it by the deadline; the answer is awaited
-    until ANSWER_GRACE_SECONDS past it. Raises NotStored or OutcomeUnknown.
+    `deadline` (event loop time) is when the statement must have ended; none starts with
+    less than MIN_STATEMENT_SECONDS left. Raises NotStored or OutcomeUnknown.
     """
     # Autocommit: the INSERT is its own transaction, one round trip, with no
     # BEGIN or COMMIT of its own.
@@ -141,13 +129,10 @@ async def insert_keyed(
     also_matches: str | None = None,
     deadline: float,
 ) -> bool:
-    """Store `line` under an idempotency key; False when the key already stored this same line.
+    """Store `line` under an idempotency key, in one transaction; False when the key already stored it.
 
-    The key and the line are written in one transaction, so either both are
-    stored or neither: a retry after a lost answer finds the key and stores
-    nothing. Raises KeyReused when the key stored a different line of this
-    run, and NotStored or OutcomeUnknown as `insert_lines` does. A stored
-    `also_matches` digest counts as this same line too.
+    A stored `also_matches` digest counts as this same line too. Raises KeyReused when the
+    key stored another line of this run, and NotStored or OutcomeUnknown.
     """
     keys = event_run_log_keys
     outcome: list[bool] = []
@@ -214,13 +199,9 @@ async def _bounded(
     *,
     isolation_level: str | None,
 ) -> None:
-    """`_bounded_once`, tried again while a deadlock rolled the write back whole and the deadline allows.
+    """`_bounded_once`, tried again while a deadlock (1213) rolled the write back and the deadline allows.
 
-    A deadlock (1213) is the database's answer that it rolled the statement
-    or transaction back so that another could go on: nothing of it was
-    stored, so sending it again is safe. On a Galera cluster it is also how a
-    certification conflict with a write through another node comes back (two
-    writers of one idempotency key, at COMMIT).
+    On Galera, 1213 is also a certification conflict with a write through another node.
     """
     await _retrying_conflicts(
         deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=isolation_level)
@@ -253,12 +234,9 @@ async def _bounded_once(
 ) -> None:
     """Check out a connection by `deadline`, then `run` a write bounded to end by it.
 
-    A connection not had by the deadline means nothing was sent. Once the
-    write is sent, its answer is awaited ANSWER_GRACE_SECONDS past the
-    deadline: the database was told to end the statement by the deadline, so
-    only a database that stopped answering is cut off, and then the outcome
-    is unknown (for a transaction, only once its COMMIT was sent: before
-    that, a dropped connection rolls it back).
+    No connection by the deadline: nothing was sent. The answer is awaited
+    ANSWER_GRACE_SECONDS past it; after that the outcome is unknown (for a transaction,
+    only once its COMMIT was sent).
     """
     loop = asyncio.get_running_loop()
     name = engine.dialect.name
@@ -287,17 +265,14 @@ async def _bounded_once(
 
 
 def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transaction: bool) -> None:
-    """Raise what `exc` means for a write that got as far as `progress`; return if it was stored anyway.
-
-    A write in a `transaction` (not autocommit) is rolled back by a dropped
-    connection until its COMMIT is sent.
-    """
+    """Raise what `exc` means for a write that got as far as `progress`; return if it was stored anyway."""
     if isinstance(exc, TimeoutError):
         if progress.done:
             _stored_anyway(exc)  # only handing the connection back was slow
             return
         if not progress.sent:
             raise NotStored("no database connection within the line's deadline") from None
+        # A dropped connection rolls a transaction back until its COMMIT is sent.
         if transaction and not progress.committing:
             raise NotStored("the database did not answer before the commit; nothing was committed") from None
         raise OutcomeUnknown("the database did not answer the statement in time") from None
@@ -328,9 +303,7 @@ async def _sqlite_bounded(
 ) -> None:
     """Run `run` with SQLite's busy timeout set to `seconds`, then put the connection's back.
 
-    Another connection holding the write lock makes SQLite wait in its busy
-    handler, in aiosqlite's thread, where no asyncio timeout reaches: the busy
-    timeout is the one bound that ends that wait (SQLITE_BUSY, nothing stored).
+    The busy handler waits in aiosqlite's thread, out of asyncio timeouts' reach: this ends it.
     """
     before = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
     await conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(int(seconds * 1000), 1)}")
@@ -361,9 +334,7 @@ async def forget_keys(engine: AsyncEngine, *, before: datetime.datetime, limit: 
 async def detail_capacity(engine: AsyncEngine) -> int | None:
     """The most bytes the `detail` column holds, or None when it has no such limit (SQLite).
 
-    An existing table may have TEXT (65,535 bytes) where this service creates
-    MEDIUMTEXT; a longer detail would be refused by the database (or cut
-    short, outside strict mode).
+    An existing table may have TEXT (65,535 bytes) where this service creates MEDIUMTEXT.
     """
     if engine.dialect.name == "sqlite":
         return None
