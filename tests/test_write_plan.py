@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphql import OperationDefinitionNode, get_argument_values, get_variable_values, parse, validate
+from graphql import get_argument_values, get_variable_values, parse, validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from gql.app import create_app
-from gql.engine.coercion import Coercion
 from gql.engine.write_plan import WRITE_FIELD, write_plan
 from gql.schema import build_schema
 
@@ -357,67 +356,3 @@ def test_the_plan_reads_variables_and_arguments_as_graphql_core_does(
             key = node.alias.value if node.alias else node.name.value
             expected.append((key, {names[name]: value for name, value in values.items()}))  # type: ignore[union-attr]
     assert plan.arguments(variables) == expected
-
-
-# Page queries: the read plan's coercion is the same `Coercion`; its laid-out
-# steps (all variables scalars) and graphql-core's (a list of enums) alike.
-PAGE_QUERIES = [
-    "query A($runId: ID!, $limit: Int, $after: String, $before: String) {"
-    " runLog(runId: $runId, limit: $limit, after: $after, before: $before) { nodes { id } } }",
-    "query B($runId: ID!, $limit: Int = 3) {"
-    ' runLog(runId: $runId, limit: $limit, after: "x") { nodes { id } } }',
-    "query C($runId: ID!, $kinds: [RunLogKind!], $wait: Int) {"
-    " runLog(runId: $runId, kinds: $kinds, wait: $wait) { nodes { id } } }",
-    'query D { runLog(runId: "7", limit: 2, kinds: [NOTE]) { nodes { id } } }',
-]
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    text=st.sampled_from(PAGE_QUERIES + DOCUMENTS),
-    variables=st.dictionaries(
-        st.sampled_from(["runId", "limit", "after", "before", "kinds", "wait", "text", "actor", "a"]),
-        _values | st.lists(st.sampled_from(["NOTE", "RUN_STATUS", "nope", 3]), max_size=2),
-    ),
-)
-def test_a_coercion_laid_out_once_gives_graphql_cores_values(text: str, variables: dict[str, Any]) -> None:
-    schema = build_schema()._schema
-    document = parse(text)
-    assert validate(schema, document) == []
-    (operation,) = document.definitions
-    root = schema.query_type if operation.operation.value == "query" else schema.mutation_type  # type: ignore[attr-defined]
-    fields = [
-        (root.fields[node.name.value], node)  # type: ignore[union-attr]
-        for node in operation.selection_set.selections  # type: ignore[attr-defined]
-    ]
-    coercion = Coercion(schema, operation, fields)  # type: ignore[arg-type]
-    expected = coercion._coerce_in_general(variables)
-    assert coercion.coerce(variables) == expected
-
-
-def test_the_shipped_operations_but_one_take_the_laid_out_coercion() -> None:
-    """Which shipped operations get the steps laid out once: those of scalar variables and arguments."""
-    schema = build_schema()._schema
-    laid_out = {}
-    for path in sorted((Path(__file__).resolve().parent.parent / "gql" / "operations").glob("*.graphql")):
-        definitions = parse(path.read_text()).definitions
-        operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
-        if not operations or operations[0].operation.value == "subscription":
-            continue  # fragments.graphql; the subscription is the websocket's
-        (operation,) = operations
-        root = schema.query_type if operation.operation.value == "query" else schema.mutation_type  # type: ignore[attr-defined]
-        fields = [(root.fields[n.name.value], n) for n in operation.selection_set.selections]  # type: ignore[attr-defined,union-attr]
-        laid_out[path.stem] = Coercion(schema, operation, fields).steps is not None  # type: ignore[arg-type]
-    # A list (RunLog's and RunLines' filters, RunLogByKinds' kinds, RunHolds'
-    # `kinds: []`) takes graphql-core's own functions.
-    assert laid_out == {
-        "RunHolds": False,
-        "RunKindCounts": False,
-        "RunLines": False,
-        "RunLog": False,
-        "RunLogByKinds": False,
-        "RunsInFlight": True,
-        "RunLogPage": True,
-        "RunLogWait": True,
-        "WriteNote": True,
-    }
