@@ -32,7 +32,8 @@ import sqlalchemy as sa
 from gql.db import metadata
 
 from .operations import WRITE_RUN, Workload
-from .run import ROOT, Server, load, say, start
+from .report import say
+from .servers import ROOT, Server, load, start
 
 
 def _cluster(command: str) -> list[sa.URL]:

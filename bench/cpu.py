@@ -27,9 +27,10 @@ import statistics
 import subprocess
 from contextlib import ExitStack
 
+from bench.data import SMALL_PAGE, bench_database, fill_base
 from bench.operations import as_at_revision, shipped, shipped_in
 from bench.revision import Refused, checkout
-from bench.run import BEFORE, SMALL_PAGE, bench_database, fill_base, load, start
+from bench.servers import BEFORE, load, start
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

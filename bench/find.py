@@ -20,27 +20,17 @@ from typing import Any
 from gql.kinds import Kind
 from gql.settings import Settings
 
+from .data import SMALL_PAGE, bench_database, count_lines, fill_base, fill_big, settle
 from .mariadb import connect
 from .operations import HOT_RUN, Operation, Workload
-from .run import (
-    SMALL_PAGE,
-    Plan,
-    Report,
-    bench_database,
-    count_lines,
-    fill_base,
-    fill_big,
-    say,
-    settle,
-    start_many,
-    table_size,
-)
+from .report import Plan, Report, say
+from .servers import start_many, table_size
 
 GOAL = "<= 1.5"  # a filtered page's latency over the unfiltered 50-line page's
 PER_LINE = "(per line)"  # the search: shown as its time over the stored lines it read
 PAGE = f"RunLog, newest {SMALL_PAGE} lines"
 SEARCH = "RunLog, search 'mars'"
-# A 20-second window in the middle of the hot run's lines (bench/run.py's base_rows: one every 40 ms).
+# A 20-second window in the middle of the hot run's lines (bench/data.py's base_rows: one every 40 ms).
 SINCE, UNTIL = "2026-03-01T00:00:40Z", "2026-03-01T00:01:00Z"
 
 

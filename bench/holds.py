@@ -15,21 +15,11 @@ import argparse
 import datetime
 from typing import Any
 
+from .data import BLOCKING_RUNS, SMALL_PAGE, bench_database, fill_base, fill_big, settle
 from .mariadb import connect
 from .operations import HOT_RUN, Workload
-from .run import (
-    BLOCKING_RUNS,
-    SMALL_PAGE,
-    Plan,
-    Report,
-    bench_database,
-    fill_base,
-    fill_big,
-    say,
-    settle,
-    start_many,
-    table_size,
-)
+from .report import Plan, Report, say
+from .servers import start_many, table_size
 
 GOAL = "<= 2"  # the holds' latency over the 50-line page's
 FLAT_GOAL = "<= 1.2"  # at 10,000,000 lines over at 10,000

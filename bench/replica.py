@@ -5,7 +5,7 @@
 
 Starts a primary and a GTID replica with `scripts/cluster start replica`
 (ports 3321 and 3322, fresh data; stopped at the end), fills the primary
-with the main benchmark's 10,000 lines (bench/run.py's `base_rows`), waits
+with the main benchmark's 10,000 lines (bench/data.py's `base_rows`), waits
 until the replica has them, and runs three service processes:
 
 - `primary`: RUNLOG_DATABASE_URL only, every page read on the primary;
@@ -40,8 +40,10 @@ import sqlalchemy as sa
 
 from gql.db import metadata
 
+from .data import base_rows
 from .operations import HOT_RUN
-from .run import PINNED, Server, alternate, base_rows, free_port, median, say
+from .report import say
+from .servers import PINNED, Server, alternate, free_port, median
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_LINES = 50

@@ -50,473 +50,54 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
-import random
 import re
-import shutil
 import signal
-import socket
-import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-import httpx
 import orjson
-import pymysql
-import sqlalchemy as sa
 
 from gql import store
-from gql.db import metadata
-from gql.detail_codec import dump_detail
-from gql.kinds import Kind
 
-from .mariadb import MARIADB_URL, connect
+from . import find, holds
+from .data import (
+    BASE_RUNS,
+    BIG_PAGE,
+    MIDDLE,
+    RUN_LINES,
+    SMALL_PAGE,
+    bench_database,
+    count_lines,
+    explain,
+    fill_base,
+    fill_big,
+    settle,
+)
 from .operations import HOT_RUN, RARE_KIND, WRITE_RUN, Operation, Workload, every_detail_field, shipped_in
-from .revision import Refused, Revision, checkout
+from .report import Plan, Report, say
+from .revision import Refused, checkout
+from .servers import (
+    BEFORE,
+    FLOORS,
+    TARGETS,
+    Server,
+    alternate,
+    load,
+    median,
+    start_many,
+    table_size,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-
-# 0: let the kernel place everything (as it does where there is no taskset).
-PINNED = os.environ.get("RUNLOG_BENCH_PIN", "1") != "0" and shutil.which("taskset") is not None
-LOG_DIR = Path(tempfile.gettempdir())  # the servers' output, runlog-bench-<name>-<port>.log
-RUN_LINES = 2500  # lines per run: more than the biggest page
-BASE_RUNS = 4  # 4 runs of 2,500: the 10,000-line table
-BIG_PAGE, SMALL_PAGE = 2000, 50
-TARGETS = ("service", "floor", "sa floor")
-FLOORS = TARGETS[1:]
-BEFORE = "before"  # the service at the revision given to --against
 # The goals, against the floor: a 2,000-line RunLog page's latency, 50-line
 # RunLog pages' and WriteNote's requests/s under 8 clients.
 BIG_PAGE_GOAL = "<= 1.3"
 SMALL_PAGES_GOAL = ">= 0.8"
 WRITES_GOAL = ">= 0.9"
-NOISE = 0.05  # how far a ratio moves between runs (issue 20): a change worse than this is flagged
-# The runs a `run.blocked` line names: most are in `event_runs`, the last two are not.
-BLOCKING_RUNS = range(30, 42)
-KNOWN_BLOCKING = {run: ("completed", "live", "cancelled")[run % 3] for run in BLOCKING_RUNS[:-2]}
-# A position halfway down the hot run's 2,500 lines: where "50 after a cursor" reads from.
-MIDDLE = store.Cursor(at=datetime.datetime(2026, 3, 1) + datetime.timedelta(milliseconds=40 * 1200), id=10**9)
-
-
-# ── the data ─────────────────────────────────────────────────────────────────
-
-
-def _examples() -> dict[Kind, Any]:
-    sys.path.insert(0, str(ROOT))
-    from tests.details_examples import EXAMPLES
-
-    return EXAMPLES
-
-
-def base_rows() -> list[tuple[Any, ...]]:
-    """10,000 lines: 4 runs written side by side, every kind, some odd rows."""
-    examples = _examples()
-    kinds = [k for k in Kind if k is not RARE_KIND]
-    rng = random.Random(6)
-    start = datetime.datetime(2026, 3, 1)
-    rows = []
-    for i in range(RUN_LINES):
-        for run in range(1, BASE_RUNS + 1):
-            at = start + datetime.timedelta(milliseconds=40 * i + run)
-            if i % 100 == 7:
-                kind = RARE_KIND.value
-                detail: str | None = dump_detail(examples[RARE_KIND])
-            elif i % 250 == 3:
-                kind, detail = "note", None  # no detail
-            elif i % 250 == 5:
-                kind, detail = "run.status", "not json {"  # unreadable
-            elif i % 500 == 9:
-                kind, detail = "run.teleported", '{"to": "mars"}'  # a kind from a newer writer
-            else:
-                chosen = kinds[rng.randrange(len(kinds))]
-                example = examples[chosen]
-                if chosen is Kind.RUN_BLOCKED:
-                    example = {**example, "blockingRunId": BLOCKING_RUNS[i % len(BLOCKING_RUNS)]}
-                kind, detail = chosen.value, dump_detail(example)
-            rows.append((run, (i % 40) or None, kind, i % 5, detail, at))
-    return rows
-
-
-@contextmanager
-def bench_database() -> Iterator[str]:
-    name = f"runlog_bench_{uuid.uuid4().hex[:10]}"
-    conn = connect()
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    try:
-        engine = sa.create_engine(MARIADB_URL.set(drivername="mysql+pymysql", database=name))
-        metadata.create_all(engine)
-        engine.dispose()
-        yield name
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        conn.close()
-
-
-def fill_base(database: str) -> None:
-    conn = connect(database)
-    rows = base_rows()
-    with conn.cursor() as cur:
-        for i in range(0, len(rows), 1000):
-            cur.executemany(
-                "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                rows[i : i + 1000],
-            )
-        cur.executemany(
-            "INSERT INTO event_runs (id, status, ended_at, updated_at) VALUES (%s, %s, %s, %s)",
-            [
-                (
-                    run,
-                    status,
-                    None if status == "live" else datetime.datetime(2026, 2, 1),
-                    datetime.datetime(2026, 2, 1),
-                )
-                for run, status in KNOWN_BLOCKING.items()
-            ],
-        )
-        cur.execute("ANALYZE TABLE event_run_log")
-        cur.fetchall()
-    conn.close()
-
-
-def count_lines(database: str, run_id: int) -> int:
-    conn = connect(database)
-    with conn.cursor() as cur:
-        cur.execute("SELECT COUNT(*) FROM event_run_log WHERE run_id = %s", (run_id,))
-        (count,) = cur.fetchone()
-    conn.close()
-    return int(count)
-
-
-def fill_big(database: str, target: int, say: Any) -> int:
-    """Double the table with INSERT ... SELECT until it holds `target` lines; runs get new ids.
-
-    Each copy is a new block of runs with higher ids, appended at the end of
-    every index, so MariaDB writes sequentially; the hot run keeps its lines.
-    """
-    conn = connect(database)
-    with conn.cursor() as cur:
-        cur.execute("SET SESSION unique_checks = 0")
-        while True:
-            cur.execute("SELECT COUNT(*), MAX(run_id) FROM event_run_log")
-            count, max_run = cur.fetchone()
-            if count >= target:
-                break
-            take = min(count, target - count)
-            started = time.monotonic()
-            cur.execute(
-                "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
-                "SELECT run_id + %s, step_id, kind, phase, detail, at FROM event_run_log "
-                "ORDER BY id LIMIT %s",
-                (max_run, take),
-            )
-            say(f"  filled {count + take:,} lines ({time.monotonic() - started:.0f}s)")
-        cur.execute("ANALYZE TABLE event_run_log")
-        cur.fetchall()
-        cur.execute("SELECT COUNT(*) FROM event_run_log")
-        (count,) = cur.fetchone()
-    conn.close()
-    return int(count)
-
-
-def explain(database: str, kinds: list[str] | None, after: store.Cursor | None) -> list[dict[str, Any]]:
-    from sqlalchemy.dialects import mysql
-
-    query = store.page_query(run_id=HOT_RUN, kinds=kinds, limit=SMALL_PAGE, after=after)
-    sql = str(query.compile(dialect=mysql.dialect(), compile_kwargs={"literal_binds": True}))
-    conn = connect(database)
-    with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute(f"EXPLAIN {sql}")
-        plan = list(cur.fetchall())
-    conn.close()
-    return plan
-
-
-def settle(database: str, say: Any, timeout: float = 60) -> None:
-    """Wait (up to `timeout`) until InnoDB has written out most of the fill's dirty pages.
-
-    Otherwise the first reads after a fill compete with the flushing it left
-    behind, which has nothing to do with the table's size.
-    """
-    conn = connect(database)
-    started = time.monotonic()
-    with conn.cursor() as cur:
-        while True:
-            cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_%'")
-            pages = {name: int(value) for name, value in cur.fetchall() if value.isdigit()}
-            dirty, total = pages["Innodb_buffer_pool_pages_dirty"], pages["Innodb_buffer_pool_pages_total"]
-            if dirty <= total // 10 or time.monotonic() - started > timeout:
-                break
-            time.sleep(1)
-    conn.close()
-    waited = time.monotonic() - started
-    say(f"  waited {waited:.0f}s for InnoDB's flushing: {dirty:,} of {total:,} pages dirty")
-
-
-# ── servers and load ─────────────────────────────────────────────────────────
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    name: str
-    port: int
-    process: subprocess.Popen[bytes]
-    workers: int
-
-    def rss_kib(self) -> int:
-        """Resident memory of the serving process(es), from /proc/<pid>/status."""
-        pids = [self.process.pid]
-        if self.workers > 1:
-            pids = _children(self.process.pid)
-        total = 0
-        for pid in pids:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        return total
-
-    def post(self, body: str) -> Any:
-        response = httpx.post(
-            f"http://127.0.0.1:{self.port}/graphql",
-            content=body.encode(),
-            headers={"Content-Type": "application/json"},
-            timeout=30,
-        )
-        return response.json()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def start(
-    name: str,
-    database: str,
-    workers: int = 1,
-    pin: int | None = 0,
-    server: sa.URL | None = None,
-    revision: Revision | None = None,
-) -> Server:
-    """Start `name` on `database` of the bench's MariaDB, or of `server` when given."""
-    return start_many([name], database, workers, pin, server, revision)[name]
-
-
-def start_many(
-    names: list[str],
-    database: str,
-    workers: int = 1,
-    pin: int | None = 0,
-    server: sa.URL | None = None,
-    revision: Revision | None = None,
-) -> dict[str, Server]:
-    """Start each of `names` (`BEFORE` from `revision`'s files), all at once; each, once it answers.
-
-    They start together so that one server's imports overlap another's; a
-    server that does not start stops the others.
-    """
-    if BEFORE in names and revision is None:
-        raise ValueError(f"{BEFORE} needs the revision to serve")
-    url = (server or MARIADB_URL).set(database=database).render_as_string(hide_password=False)
-    env = {**os.environ, "RUNLOG_DATABASE_URL": url, "RUNLOG_LOG_LEVEL": "WARNING"}
-    started: dict[str, tuple[subprocess.Popen[bytes], int, str]] = {}
-    for name in names:
-        port = free_port()
-        common = ["--port", str(port), "--workers", str(workers)]
-        cwd, server_env = ROOT, env
-        if name in ("service", BEFORE):
-            command = [sys.executable, "-m", "gql", "serve", *common]
-            if name == BEFORE and revision is not None:
-                cwd, server_env = revision.tree, revision.env(env)
-        else:
-            driver = "sqlalchemy" if name == "sa floor" else "physical"
-            command = [sys.executable, "-m", "bench.floor", "--driver", driver, *common]
-        if pin is not None and PINNED:
-            command = ["taskset", "-c", str(pin), *command]
-        log_path = LOG_DIR / f"runlog-bench-{name.replace(' ', '-')}-{port}.log"
-        with open(log_path, "wb") as log:
-            # Our own interpreter and modules, with arguments built here.
-            process = subprocess.Popen(  # noqa: S603
-                command, env=server_env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT
-            )
-        started[name] = (process, port, str(log_path))
-    servers = {name: Server(name, port, process, workers) for name, (process, port, _) in started.items()}
-    try:
-        for name, (process, port, log_name) in started.items():
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not start: see {log_name}")
-                time.sleep(0.2)
-    except BaseException:
-        for each in servers.values():
-            each.stop()
-        raise
-    return servers
-
-
-def load(jobs: list[dict[str, Any]], pin: int | None = 1) -> list[dict[str, Any]]:
-    """Run `jobs` one after the other in one load-generator process; their results, in order."""
-    command = [sys.executable, "-m", "bench.load"]
-    if pin is not None and PINNED:
-        command = ["taskset", "-c", str(pin), *command]
-    done = subprocess.run(  # noqa: S603 -- our own interpreter and module
-        command, input=json.dumps(jobs).encode(), capture_output=True, cwd=ROOT, check=True
-    )
-    results: list[dict[str, Any]] = json.loads(done.stdout)
-    return results
-
-
-def alternate(
-    servers: dict[str, Server], rounds: int, job: Callable[[str], dict[str, Any]], pin: int | None = 1
-) -> dict[str, list[dict[str, Any]]]:
-    """Each server's results of `rounds` rounds, the servers taking turns within each round."""
-    names = list(servers)
-    jobs = [{**job(name), "port": servers[name].port} for _ in range(rounds) for name in names]
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    for spec, result in zip(jobs, load(jobs, pin), strict=True):
-        name = next(n for n in names if servers[n].port == spec["port"])
-        if result["errors"]:
-            raise RuntimeError(f"{name} answered {result['errors']} request(s) with an error or false")
-        results[name].append(result)
-    return results
-
-
-# ── the report ───────────────────────────────────────────────────────────────
-
-
-@dataclass
-class Report:
-    targets: tuple[str, ...] = TARGETS
-    against: Revision | None = None  # with --against: the revision served as `before`
-    rows: list[tuple[str, ...]] = field(default_factory=list)
-    changes: list[tuple[str, ...]] = field(default_factory=list)  # with --against: before and now
-    notes: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-
-    def add(
-        self,
-        case: str,
-        unit: str,
-        figures: dict[str, float],
-        ratio: float,
-        goal: str,
-        note: str = "",
-        before: float | None = None,
-        why_not_before: str | None = None,
-    ) -> None:
-        """A row: the figure of each server, the service's ratio to the floor, and the goal's verdict.
-
-        `before` is the same ratio for the revision given to --against, when it was measured;
-        `why_not_before` says why it was not, when it is known.
-        """
-        if not goal or goal.startswith("("):  # shown, not judged: "(shown)", or what it is, "(per line)"
-            verdict = goal or "(shown)"
-        else:
-            verdict = f"{goal} {'met' if _meets(ratio, goal) else 'NOT met'}"
-        cells = [f"{figures[t]:,.1f}" if t in figures else "-" for t in self.targets]
-        self.rows.append((case, unit, *cells, f"{ratio:.3f}", verdict, note))
-        if self.against is None:
-            return
-        if before is None:
-            why = f": {why_not_before}" if why_not_before else ""
-            self.changes.append((case, "-", f"{ratio:.3f}", "-", f"not measured at the revision{why}"))
-            return
-        now_over = ratio / before
-        # Ratios of requests a second are better higher; of times and memory, lower.
-        better = now_over > 1 if unit == "req/s" else now_over < 1
-        moved = abs(now_over - 1)
-        if moved < 0.0005:
-            change = "same"
-        else:
-            change = f"{moved:.1%} {'better' if better else 'worse'}"
-            if not better and moved > NOISE:
-                change += f" (more than {NOISE:.0%})"
-        self.changes.append((case, f"{before:.3f}", f"{ratio:.3f}", f"{now_over:.3f}", change))
-
-    def unmeasured(self, case: str, goal: str, why: str) -> None:
-        self.rows.append((case, "", *("-" for _ in self.targets), "-", f"{goal} NOT measured", why))
-        if self.against is not None:
-            self.changes.append((case, "-", "-", "-", f"NOT measured: {why}"))
-
-    def print(self) -> None:
-        head = ("case", "unit", *self.targets, "ratio", "goal", "")
-        _table(head, self.rows)
-        if self.against is not None:
-            print()
-            print(f"{BEFORE} = {self.against.label}; now = this tree, as it is on disk")
-            _table(("case", f"{BEFORE} ratio", "now ratio", "now/before", "change"), self.changes)
-        for note in self.notes:
-            print(note)
-        for problem in self.failed:
-            print(f"!! {problem}")
-
-
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
-    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()
-    print(line)
-    print("-" * len(line))
-    for row in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-
-
-def _meets(ratio: float, goal: str) -> bool:
-    op, _, value = goal.partition(" ")
-    return ratio <= float(value) if op == "<=" else ratio >= float(value)
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else float("nan")
-
-
-_STARTED = time.monotonic()
-
-
-def say(text: str) -> None:
-    print(f"[{time.monotonic() - _STARTED:5.0f}s] {text}", file=sys.stderr, flush=True)
 
 
 # ── do the floors answer what the service answers? ──────────────────────────
@@ -713,16 +294,6 @@ class Mismatch(Exception):
 
 
 # ── the cases ────────────────────────────────────────────────────────────────
-
-
-@dataclass
-class Plan:
-    """How long each case runs."""
-
-    latency_rounds: int
-    latency_count: int  # requests per server per round
-    rate_rounds: int
-    rate_seconds: float  # per server per round
 
 
 def big_page(report: Report, servers: dict[str, Server], op: Operation, plan: Plan, goal: str) -> bool:
@@ -936,43 +507,6 @@ def workers(report: Report, database: str, op: Operation, plan: Plan) -> None:
         finally:
             for server in servers.values():
                 server.stop()
-
-
-def table_size(
-    sizes: dict[str, dict[str, Server]],
-    cases: dict[str, str] | dict[str, dict[str, str]],
-    count: int,
-    rounds: int = 5,
-) -> dict[str, float]:
-    """Median latency of each case's request, per server and table size ("case|name|size").
-
-    `sizes` maps a table size ("small", "big") to its servers; `cases` a
-    label to its request body, or to each server's by name. Each of
-    `rounds` alternating rounds reads every case, each on every server of
-    every size in turn, so cases and sizes are compared at the same moments
-    of a noisy machine.
-    """
-    latencies: dict[str, list[float]] = {}
-    jobs, keys = [], []
-    for _ in range(rounds):
-        for label, body in cases.items():
-            for size, servers in sizes.items():
-                for name, server in servers.items():
-                    jobs.append(
-                        {
-                            "port": server.port,
-                            "mode": "latency",
-                            "requests": [["/graphql", body if isinstance(body, str) else body[name]]],
-                            "count": max(1, count // rounds),
-                            "warmup": 3,
-                        }
-                    )
-                    keys.append(f"{label}|{name}|{size}")
-    for key, result in zip(keys, load(jobs), strict=True):
-        if result["errors"]:
-            raise RuntimeError(f"{key}: {result['errors']} error(s)")
-        latencies.setdefault(key, []).extend(result["latencies_ms"])
-    return {key: median(values) for key, values in latencies.items()}
 
 
 SizeCase = tuple[Operation, str | None, list[str] | None, store.Cursor | None]
@@ -1196,13 +730,9 @@ def main(argv: list[str] | None = None) -> int:
             plans_small: dict[str, list[dict[str, Any]]] = {}
             plans_big: dict[str, list[dict[str, Any]]] = {}
             if args.only == "holds":
-                from .holds import measure  # bench/holds.py imports this module
-
-                measure(report, args, plan)
+                holds.measure(report, args, plan)
             elif args.only == "find":
-                from .find import measure as measure_find  # bench/find.py imports this module
-
-                measure_find(report, args, plan)
+                find.measure(report, args, plan)
             else:
                 plans_small, plans_big = _measure(report, args, plan)
     finally:

@@ -19,7 +19,7 @@ from graphql import (
 )
 from starlette.testclient import TestClient
 
-from bench import floor, revision, run
+from bench import data, floor, revision, run
 from bench.operations import (
     COUNTS_OPERATIONS,
     HOLDS_OPERATIONS,
@@ -30,6 +30,7 @@ from bench.operations import (
     shipped,
     shipped_in,
 )
+from bench.report import Report
 from gql.app import create_app
 from gql.details import DETAIL_TYPES
 from gql.settings import Settings
@@ -123,7 +124,7 @@ def test_the_introspection_query_selects_every_field_of_every_detail(tmp_path: P
 def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> None:
     """Same request bytes, same lines, ids, page info and fields: a floor that does less would fail here."""
     mariadb.create_tables()
-    rows = run.base_rows()[: 4 * 300]  # 300 lines a run
+    rows = data.base_rows()[: 4 * 300]  # 300 lines a run
     with mariadb.sync.begin() as conn:
         conn.exec_driver_sql(
             "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
@@ -132,7 +133,7 @@ def test_the_floor_answers_the_lines_the_service_answers(mariadb: Backend) -> No
         )
         conn.exec_driver_sql(
             "INSERT INTO event_runs (id, status, ended_at, updated_at) VALUES (%s, %s, NULL, '2026-02-01')",
-            list(run.KNOWN_BLOCKING.items()),
+            list(data.KNOWN_BLOCKING.items()),
         )
     settings = mariadb.settings()
     apps = {
@@ -247,7 +248,7 @@ def test_against_a_revision_before_is_sent_the_operation_of_that_name_the_revisi
     assert list(run.serving(servers, lines)) == ["service", "floor"]
     assert list(run.serving(servers, runlog)) == ["service", "before", "floor"]
     assert run.why_not_before(servers, lines) == "cb6a918 ships no operation RunLines"
-    report = run.Report(
+    report = Report(
         targets=("service", "before", "floor"),
         against=revision.Revision("cb6a918", "cb6a918" + "0" * 33, ROOT),
     )
