@@ -27,7 +27,7 @@ from .answers import MaskUnexpected, route_error, shortened
 from .auth import Policy
 from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
-from .db import create_engine, init_db
+from .db import create_engine, init_db, pool_state
 from .engine import DocumentCaches
 from .limits import (
     query_limits,
@@ -64,7 +64,7 @@ def create_app(
         engine = create_engine(settings)
         app.state.engine = engine
         if traced is not None:
-            tracing.instrument_engine(engine, traced)
+            pool_state(engine).spans = tracing.instrument_engine(engine, traced)
         sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
         watcher = app.state.watcher = Watcher(engine, settings)
         tails = app.state.tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
@@ -72,7 +72,7 @@ def create_app(
         writer = writes.Writer(engine, settings)
         app.state.services = Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
         if traced is not None and replica is not None:
-            tracing.instrument_engine(replica.engine, traced)
+            pool_state(replica.engine).spans = tracing.instrument_engine(replica.engine, traced)
         try:
             if settings.is_embedded:
                 migrated = await init_db(engine)

@@ -254,8 +254,9 @@ def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 
 
 def _watch_generations(engine: AsyncEngine) -> None:
-    """Count the pool's generations (`pool_generation`)."""
+    """Count the pool's generations (`pool_generation`), and replace its connections once marked stale."""
     state = pool_state(engine)
+    event.listen(engine.sync_engine, "checkout", functools.partial(_replace_stale, state))
     event.listen(engine.sync_engine, "invalidate", functools.partial(_next_generation, state))
 
 
@@ -308,14 +309,22 @@ class PoolState:
     An execution option of the engine's, so it lives and goes with the engine: two apps share none of it.
     """
 
-    __slots__ = ("generation", "most")
+    __slots__ = ("generation", "most", "spans", "stale")
 
     def __init__(self, most: int | None = None) -> None:
         # The most connections the pool opens (its size and overflow, as
         # create_engine sized it); None: not a bound the service set (SQLite).
         self.most = most
-        # How many times the pool threw a connection away (`pool_generation`).
+        # How many times the pool was marked stale or threw a connection away
+        # (SQLAlchemy's own disconnect handling included): a connection kept
+        # out of the pool (store.HeldConnection) is not used again once this
+        # has moved, since the pool would have replaced it.
         self.generation = 0
+        # Whether the next checkout replaces every pooled connection.
+        self.stale = False
+        # The traced engine's spans for statements sent to the driver
+        # directly (gql/tracing.py); None when it is not traced.
+        self.spans: Any = None
 
 
 _POOL_STATE = "runlog_pool_state"
@@ -330,6 +339,20 @@ def pool_state(engine: Any) -> PoolState:
     return state
 
 
+def mark_pool_stale(engine: AsyncEngine) -> None:
+    """Have the next checkout replace every connection the pool holds now.
+
+    What SQLAlchemy does itself when a statement it runs meets a disconnect;
+    a read that runs on the driver's connection (gql/store/connections.py) says so
+    here, and the pool's public way (`InvalidatePoolError` from a checkout)
+    does the rest. After a restart every pooled connection is dead: without
+    this, each would fail one read of its own.
+    """
+    state = pool_state(engine)
+    state.stale = True
+    state.generation += 1
+
+
 def pool_generation(engine: AsyncEngine) -> int:
     """A number that moves whenever the pool's connections may have been found dead."""
     return pool_state(engine).generation
@@ -337,6 +360,12 @@ def pool_generation(engine: AsyncEngine) -> int:
 
 def _next_generation(state: PoolState, *_event: Any) -> None:
     state.generation += 1
+
+
+def _replace_stale(state: PoolState, _dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    if state.stale:
+        state.stale = False
+        raise sa_exc.InvalidatePoolError("the server closed a pooled connection: replacing them all")
 
 
 @asynccontextmanager

@@ -7,7 +7,7 @@ import datetime
 import enum
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import strawberry
@@ -33,6 +33,22 @@ from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
 from .runs import RunsPage
 
 log = logging.getLogger("gql.runlog")
+
+
+def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """`resolver` with its reads of the primary taking one pooled connection (store.one_connection).
+
+    Not with `wait`: the long poll would hold it from the pool while it waits.
+    """
+
+    @functools.wraps(resolver)
+    async def resolve(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("wait"):
+            return await resolver(*args, **kwargs)
+        async with store.one_connection(kwargs["info"].context.engine):
+            return await resolver(*args, **kwargs)
+
+    return resolve
 
 
 # ── retention ────────────────────────────────────────────────────────────────
@@ -165,6 +181,7 @@ class Query:
         "cursor would name more than 128 lines of the last few seconds; reading `before`, the "
         "rest of such a burst comes once its oldest lines have settled (`wait` waits for that)."
     )
+    @_one_connection
     async def run_log(
         self,
         info: strawberry.Info[Context, None],

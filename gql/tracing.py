@@ -3,18 +3,23 @@
 `pip install .[otel]`: a server span per HTTP request (OpenTelemetry's ASGI middleware)
 and a client span per statement (`instrument_engine`), exported by OTLP when
 `opentelemetry-exporter-otlp` is installed, or to the operator's tracer provider.
-The GraphQL layer is untouched, so the fast paths stay on.
+The GraphQL layer is untouched, so the fast paths stay on; statements the store sends
+to the driver directly get the same spans (`SqlSpans`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from starlette.middleware import Middleware
+
+from .compat.sqlalchemy import cursor_listeners
 
 log = logging.getLogger("gql.tracing")
 
@@ -79,18 +84,37 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
     return [Middleware(OpenTelemetryMiddleware, tracer_provider=tracer_provider, excluded_urls=excluded)]
 
 
-def instrument_engine(engine: Any, tracer_provider: Any) -> None:
-    """Make a span of each statement `engine` executes, through SQLAlchemy's events on this engine alone."""
+def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
+    """Make a span of each statement `engine` executes, through SQLAlchemy's events on this engine alone.
+
+    Returns the spans for the statements gql/store/connections.py sends to the driver
+    directly; the caller keeps them with the engine (`db.pool_state(engine).spans`).
+    """
     # Not OpenTelemetry's SQLAlchemy instrumentation: it patches `create_engine` once per
     # process, and every app here has an engine of its own.
     from opentelemetry.trace import get_tracer
 
     _SpanEvents(get_tracer(__name__, tracer_provider=tracer_provider), engine.sync_engine)
+    # The direct path's spans are named for the module that sends them (the
+    # span's instrumentation scope), so a trace tells which way a statement went.
+    return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)
 
 
 # MariaDB's per-statement bound (`SET STATEMENT max_statement_time=... FOR`),
 # which the write's INSERT starts with: the span is named for the INSERT.
 _BOUND_PREFIX = re.compile(r"SET STATEMENT \S+ FOR ", re.IGNORECASE)
+
+
+def direct_spans(spans: SqlSpans | None, engine: Engine) -> SqlSpans | None:
+    """`spans` (the traced engine's, see `instrument_engine`), if the tracer is all that listens to `engine`.
+
+    None when `engine` is not traced, or when something else listens to its
+    statements too (a test counting round trips): those go through
+    SQLAlchemy's execution then, where every listener sees them.
+    """
+    if spans is None or not spans.alone(engine):
+        return None
+    return spans
 
 
 def _attributes(engine: Engine) -> dict[str, Any]:
@@ -149,3 +173,29 @@ class _SpanEvents:
             span.record_exception(context.original_exception)
             span.set_status(Status(StatusCode.ERROR, str(context.original_exception)))
             span.end()
+
+
+class SqlSpans:
+    """Client spans for statements sent to the driver directly, as `_SpanEvents` makes them for the others.
+
+    Same kind, name (the statement's first word) and attributes (`db.system`,
+    `db.statement`, `db.operation`, `db.name`, `db.user`, `net.peer.name`,
+    `net.peer.port`), so a trace shows a page's read whichever way it went.
+    """
+
+    def __init__(self, tracer: Any, engine: Engine) -> None:
+        self._tracer = tracer
+        # The tracer's own listeners: any other means someone else watches the statements.
+        self._ours = cursor_listeners(engine)
+        self._attributes = _attributes(engine)
+
+    def alone(self, engine: Engine) -> bool:
+        return all(listener in self._ours for listener in cursor_listeners(engine))
+
+    @contextmanager
+    def statement(self, sql: str) -> Iterator[None]:
+        """A span around sending `sql` and reading its answer; an exception marks it failed."""
+        from opentelemetry.trace import use_span
+
+        with use_span(_start(self._tracer, self._attributes, sql), end_on_exit=True):
+            yield

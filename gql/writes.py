@@ -81,6 +81,8 @@ class _Queue:
         self.tasks: set[asyncio.Task[None]] = set()
         # One timer at the earliest deadline: a timer per line is work on every write.
         self.timer: asyncio.TimerHandle | None = None
+        # Kept by a batch that ended while another was at the database (`_send`).
+        self.spare: store.HeldConnection | None = None
 
     async def write(self, line: store.NewLine, deadline: float) -> None:
         entry = _Entry(line, deadline, asyncio.get_running_loop().create_future())
@@ -151,25 +153,36 @@ class _Queue:
         return batch
 
     async def _send(self, batch: list[_Entry]) -> None:
-        # The batch that may go once this one is answered goes from this task.
+        # The next batch goes from this task, on this connection (store.HeldConnection).
+        held, self.spare = self.spare or store.HeldConnection(), None
         try:
             while batch:
                 try:
-                    await self._insert(batch)
+                    await self._insert(batch, held)
                 finally:
                     self.in_flight -= 1
                     self.lines_in_flight -= len(batch)
                 batch = self._claim()
         finally:
             self._start()  # after a failure; otherwise no batch may go yet
+            if self.in_flight and self.spare is None and held.holds():
+                # Another batch is out: the next to start takes this connection.
+                self.spare = held
+            else:
+                await held.release()
+                if not self.in_flight and self.spare is not None:
+                    spare, self.spare = self.spare, None
+                    await spare.release()
 
-    async def _insert(self, batch: list[_Entry]) -> None:
+    async def _insert(self, batch: list[_Entry], held: store.HeldConnection) -> None:
         engine = self.engine()
         if engine is None:
             _settle(batch, store.NotStored("the server is shutting down"))
             return
         try:
-            await store.insert_lines(engine, [e.line for e in batch], deadline=min(e.deadline for e in batch))
+            await store.insert_lines(
+                engine, [e.line for e in batch], deadline=min(e.deadline for e in batch), held=held
+            )
         except store.NotStored as exc:
             if len(batch) == 1 or not exc.refused_by_database or exc.transient:
                 _settle(batch, exc)
@@ -179,7 +192,7 @@ class _Queue:
                 if entry.future.done():  # its caller went away: no one waits for this line
                     continue
                 try:
-                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline)
+                    await store.insert_lines(engine, [entry.line], deadline=entry.deadline, held=held)
                 except Exception as single:
                     _settle([entry], single)
                 else:

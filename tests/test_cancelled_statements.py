@@ -26,7 +26,7 @@ SLOW = {
 
 
 async def _read(engine: AsyncEngine, sql: str) -> None:
-    await read_rows(engine, text(sql))
+    await read_rows(engine, text(sql))  # on MariaDB, on the driver's own connection
 
 
 async def _in_transaction(engine: AsyncEngine, sql: str) -> None:

@@ -19,7 +19,9 @@ import typing
 from typing import Any, ClassVar
 
 import graphql
+import greenlet
 import pytest
+import sqlalchemy as sa
 import strawberry
 import uvicorn
 from graphql import (
@@ -40,6 +42,7 @@ from strawberry.types.graphql import OperationType
 
 from gql import compat
 from gql.compat import graphql as graphql_compat
+from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
 from gql.query_shape import OVERLAP_BUDGET
@@ -55,6 +58,7 @@ def test_the_reaches_are_these() -> None:
         module.__name__.rpartition(".")[2]: sorted(module.__all__)
         for module in (
             graphql_compat,
+            sqlalchemy_compat,
             strawberry_compat,
             uvicorn_compat,
         )
@@ -72,6 +76,7 @@ def test_the_reaches_are_these() -> None:
             "has_middleware",
             "overlap_check_aborted",
         ],
+        "sqlalchemy": ["cursor_listeners", "greenlet_spawn"],
         "strawberry": [
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
@@ -904,6 +909,36 @@ def test_the_supervisor_is_uvicorns_and_has_what_cli_py_overrides() -> None:
     assert missing == []
     assert list(inspect.signature(supervisor).parameters)[:2] == ["config", "sockets"]
     assert callable(uvicorn.Config.bind_socket)
+
+
+# ── SQLAlchemy ───────────────────────────────────────────────────────────────
+
+
+def test_greenlet_spawn_runs_the_function_in_a_greenlet() -> None:
+    outer = greenlet.getcurrent()
+
+    def inside() -> bool:
+        return greenlet.getcurrent() is not outer
+
+    assert asyncio.run(sqlalchemy_compat.greenlet_spawn(inside)) is True
+
+
+def test_cursor_listeners_are_the_engines_listeners() -> None:
+    """One entry per listener (SQLAlchemy may wrap it), the same objects from call to call."""
+    engine = sa.create_engine("sqlite://")
+
+    def first(*_: object) -> None: ...
+
+    def second(*_: object) -> None: ...
+
+    assert sqlalchemy_compat.cursor_listeners(engine) == ()
+    sa.event.listen(engine, "before_cursor_execute", first)
+    sa.event.listen(engine, "before_cursor_execute", second)
+    both = sqlalchemy_compat.cursor_listeners(engine)
+    assert len(both) == 2
+    assert sqlalchemy_compat.cursor_listeners(engine) == both
+    sa.event.remove(engine, "before_cursor_execute", first)
+    assert sqlalchemy_compat.cursor_listeners(engine) == both[1:]
 
 
 # ── the view ─────────────────────────────────────────────────────────────────

@@ -12,6 +12,8 @@ a client sends, and the dead connections by killing them with `KILL`.
 from __future__ import annotations
 
 import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pymysql
@@ -58,6 +60,88 @@ def test_a_page_is_one_round_trip_and_its_blocking_runs_one_more(mariadb: Backen
         assert nodes[0]["detail"]["blockingRun"] == {"id": "37", "status": "live"}
         queries = [text for _, text in proxy.commands]
         assert len(queries) == 2 and "event_run_log" in queries[0] and "event_runs" in queries[1]
+
+
+def test_a_page_and_its_blocking_runs_take_one_connection_from_the_pool(mariadb: Backend) -> None:
+    """Two reads, one checkout: the page's connection is kept for its blocking runs, then put back.
+
+    Each runLog field of a request takes its own; a long poll holds none while it waits.
+    """
+    mariadb.create_tables()
+    mariadb.add_run(37, "live", None, "2026-01-01 00:00:00")
+    with TestClient(create_app(mariadb.settings())) as client:
+        api = Api(client)
+        assert api.write(7, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "k"})
+        engine = client.app.state.engine
+        checkouts: list[object] = []
+        sa.event.listen(engine.sync_engine, "checkout", lambda *_: checkouts.append(None))
+        for _ in range(3):
+            checkouts.clear()
+            nodes = api.data(BLOCKED)["runLog"]["nodes"]
+            assert nodes[0]["detail"]["blockingRun"] == {"id": "37", "status": "live"}
+            assert len(checkouts) == 1
+            assert engine.sync_engine.pool.checkedout() == 0
+        checkouts.clear()
+        both = api.data("{ a: " + BLOCKED[2:-2] + " b: " + BLOCKED[2:-2] + " }")
+        assert both["a"] == both["b"] == {"nodes": nodes}
+        assert len(checkouts) == 2
+        assert engine.sync_engine.pool.checkedout() == 0
+        cursor = api.data("{ runLog(runId: 7) { pageInfo { startCursor } } }")["runLog"]["pageInfo"]
+        poll = "query P($b: String) { runLog(runId: 7, before: $b, wait: 30) { nodes { id } } }"
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(api.data, poll, {"b": cursor["startCursor"]})
+            deadline = time.monotonic() + 30
+            while "runlog_long_polls_waiting 1.0" not in client.get("/metrics").text.splitlines():
+                assert not waiting.done(), waiting.result()
+                assert time.monotonic() < deadline, "the long poll never waited"
+                time.sleep(0.05)
+            assert engine.sync_engine.pool.checkedout() == 0
+            assert api.write(7, "note", {"text": "ends the wait"})
+            assert len(waiting.result(timeout=30)["runLog"]["nodes"]) == 1
+
+
+def test_one_connection_keeps_to_its_engine_and_drops_a_connection_whose_read_was_cancelled(
+    mariadb: Backend,
+) -> None:
+    """A replica's read never takes the primary's held connection, nor the next read a cancelled one."""
+    mariadb.create_tables()
+    mariadb.add_run(37, "live", None, "2026-01-01 00:00:00")
+    url = sa.make_url(mariadb.url)
+
+    async def run() -> None:
+        primary = create_engine(mariadb.settings(pool_size=1))
+        other = create_engine(mariadb.settings(pool_size=1))
+        events: list[str] = []
+        sa.event.listen(primary.sync_engine, "checkout", lambda *_: events.append("checkout"))
+        sa.event.listen(primary.sync_engine, "invalidate", lambda *_: events.append("invalidate"))
+        try:
+            async with store.one_connection(primary):
+                assert [*(await store.find_runs(primary, [37]))] == [37]
+                assert [*(await store.find_runs(other, [37]))] == [37]
+                assert [*(await store.find_runs(primary, [37]))] == [37]
+                assert events == ["checkout"]
+                assert other.sync_engine.pool.checkedout() == 0
+                locker = pymysql.connect(
+                    host=url.host, port=url.port or 3306, user=url.username, password=url.password or "",
+                    database=url.database, autocommit=True,
+                )  # fmt: skip
+                try:
+                    with locker.cursor() as cursor:
+                        cursor.execute("LOCK TABLES event_runs WRITE")
+                    with pytest.raises(TimeoutError):
+                        async with asyncio.timeout(0.3):
+                            await store.find_runs(primary, [37])
+                finally:
+                    locker.close()  # its lock with it
+                assert events == ["checkout", "invalidate"]
+                assert [*(await store.find_runs(primary, [37]))] == [37]
+                assert events == ["checkout", "invalidate", "checkout"]
+            assert primary.sync_engine.pool.checkedout() == 0
+        finally:
+            await primary.dispose()
+            await other.dispose()
+
+    asyncio.run(run())
 
 
 def _kill_connections(backend: Backend) -> int:

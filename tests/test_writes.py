@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from gql import store, writes
 from gql.db import create_engine
 from gql.settings import Settings
+from gql.store import connections
 
 from .conftest import Backend
 
@@ -44,6 +45,57 @@ def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> N
     # Several batches may be at the database at once: the order of ids is theirs.
     assert sorted(row.detail for row in stored) == sorted(f'{{"text": "{i}"}}' for i in range(40))
     assert inserts < 40
+
+
+def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
+    mariadb: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that waits when one is answered goes on the same connection, without a checkout.
+
+    MariaDB alone: SQLite's INSERTs go through SQLAlchemy, a checkout each.
+    """
+    mariadb.create_tables()
+    tables = mariadb
+    batches: list[int] = []
+    fetch = connections.fetch
+
+    async def counting(driver: Any, sql: str, params: Any) -> Any:
+        batches.append(len(params))
+        return await fetch(driver, sql, params)
+
+    monkeypatch.setattr(connections, "fetch", counting)
+
+    async def run() -> tuple[int, int]:
+        settings = tables.settings()
+        engine = create_engine(settings)
+        writer = writes.Writer(engine, settings)
+        checkouts: list[int] = []
+        sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
+        checked_in = asyncio.Event()
+        sa.event.listen(engine.sync_engine, "checkin", lambda *args: checked_in.set())
+
+        async def write_some(number: int) -> None:
+            for i in range(15):
+                line = store.NewLine(run_id=5, kind="note", detail=f'{{"text": "{number}.{i}"}}')
+                await writer.write_line(line, deadline=_in(5))
+
+        try:
+            await asyncio.gather(*(write_some(n) for n in range(8)))
+            # The last batch's connection goes back after its answer: wait for
+            # the checkins (a generous bound), then count.
+            while engine.sync_engine.pool.checkedout():
+                checked_in.clear()
+                async with asyncio.timeout(10):
+                    await checked_in.wait()
+            return len(checkouts), engine.sync_engine.pool.checkedout()
+        finally:
+            await engine.dispose()
+
+    checkouts, still_out = asyncio.run(run())
+    stored = tables.rows("SELECT detail FROM event_run_log WHERE run_id = 5")
+    assert len(stored) == 8 * 15
+    assert checkouts < len(batches), (checkouts, len(batches))
+    assert still_out == 0
 
 
 def test_a_line_the_database_refuses_does_not_take_its_group_with_it(tables: Backend) -> None:

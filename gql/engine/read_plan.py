@@ -7,6 +7,7 @@ plan, or answers None (counted) for the executor to answer exactly as it would.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from graphql import (
     located_error,
 )
 
-from .. import metrics
+from .. import metrics, store
 from ..compat.strawberry import strawberry_definition
 from ..limits import detail_servings
 from ..page import Context, asked_of
@@ -65,26 +66,29 @@ class ReadPlan:
             # The executor compiles it, or says why it cannot (page_plan's count).
             metrics.fell_back("read_plan", "not_compiled", text, "the page has no compiled plan (yet)")
             return None
+        wait = arguments.get("wait")
         kinds = arguments.get("kinds")  # RunLogKind members, as Strawberry's enum type coerces them
         try:
-            page = await read_run_log(
-                context,
-                asked_of((self.node,), self.fragments),
-                functools.partial(detail_servings, self.node, self.fragments),
-                run_id=arguments["runId"],
-                kinds=None if kinds is None else [kind.value for kind in kinds],
-                limit=arguments.get("limit"),
-                after=arguments.get("after"),
-                before=arguments.get("before"),
-                wait=arguments.get("wait"),
-                fresh=arguments.get("fresh"),
-                phase=arguments.get("phase"),
-                step_id=arguments.get("stepId"),
-                since=arguments.get("since"),
-                until=arguments.get("until"),
-                search=arguments.get("search"),
-                around=arguments.get("around"),
-            )
+            held = contextlib.nullcontext() if wait else store.one_connection(context.engine)
+            async with held:
+                page = await read_run_log(
+                    context,
+                    asked_of((self.node,), self.fragments),
+                    functools.partial(detail_servings, self.node, self.fragments),
+                    run_id=arguments["runId"],
+                    kinds=None if kinds is None else [kind.value for kind in kinds],
+                    limit=arguments.get("limit"),
+                    after=arguments.get("after"),
+                    before=arguments.get("before"),
+                    wait=wait,
+                    fresh=arguments.get("fresh"),
+                    phase=arguments.get("phase"),
+                    step_id=arguments.get("stepId"),
+                    since=arguments.get("since"),
+                    until=arguments.get("until"),
+                    search=arguments.get("search"),
+                    around=arguments.get("around"),
+                )
         except Exception as exc:  # the executor's answer: located at the field, and data null
             return ExecutionResult(data=None, errors=[located_error(exc, [self.node], [self.key])])
         try:

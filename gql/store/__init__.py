@@ -1,10 +1,11 @@
 """Storage: the run log's operations as plain async functions over an engine.
 
 Each call takes its own connection from the pool (sibling fields resolve as concurrent
-tasks, which must not share one). Nothing here knows GraphQL; callers use what this
-module names.
+tasks, which must not share one), unless its caller holds one (`connections`). Nothing
+here knows GraphQL; callers use what this module names.
 """
 
+from .connections import HeldConnection, one_connection
 from .cursors import (
     MAX_CURSOR_CHARS,
     RECENT_LINES,
@@ -95,6 +96,7 @@ __all__ = [
     "Cursor",
     "CursorError",
     "Filters",
+    "HeldConnection",
     "KeyReused",
     "Line",
     "NewLine",
@@ -131,6 +133,7 @@ __all__ = [
     "is_conflict",
     "is_unavailable",
     "newer_cursors",
+    "one_connection",
     "one_line_reason",
     "page_cursors",
     "page_query",

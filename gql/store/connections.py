@@ -1,13 +1,28 @@
-"""Reads through SQLAlchemy's connection, retried once on a connection the server had closed."""
+"""Pooled connections: reads on the driver's own connection, and holding one connection across calls."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import asyncio
+import contextlib
+import contextvars
+import functools
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, NamedTuple
 
-from sqlalchemy import Executable
+from sqlalchemy import (
+    Executable,
+    Select,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .. import tracing
+from ..compat.sqlalchemy import cursor_listeners, greenlet_spawn
+from ..db import (
+    mark_pool_stale,
+    pool_generation,
+    pool_state,
+)
 
 
 async def read_rows(
@@ -19,11 +34,297 @@ async def read_rows(
     on first use; a read changes nothing, so it is sent again on a fresh one. Any other
     failure is the caller's.
     """
+    raw = None
+    direct, spans = direct_path(engine)
+    if direct:
+        raw = _raw_statement(engine, statement, values)
     try:
+        if raw is not None:
+            return await _read_raw(engine, raw, values, spans)
         async with engine.connect() as conn:
             return (await conn.execute(statement, values)).all()
     except sa_exc.DBAPIError as exc:
         if not exc.connection_invalidated:
             raise
+    if raw is not None:
+        return await _read_raw(engine, raw, values, spans)
     async with engine.connect() as conn:
         return (await conn.execute(statement, values)).all()
+
+
+def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
+    """Whether statements may go to the driver directly, past SQLAlchemy, and the spans to make of them.
+
+    A listener to the statements (a test counting round trips) sees them only
+    through SQLAlchemy's execution: it keeps them. The OpenTelemetry tracer
+    alone does not (gql/tracing.py): the direct path makes its spans.
+    """
+    if engine.dialect.name == "sqlite":
+        return False, None
+    if not cursor_listeners(engine.sync_engine):
+        return True, None
+    spans = tracing.direct_spans(pool_state(engine).spans, engine.sync_engine)
+    return spans is not None, spans
+
+
+class _RawStatement(NamedTuple):
+    sql: str
+    # Where each positional parameter comes from: a value's name, and its
+    # index when the value is an expanded list (`IN (...)`).
+    sources: tuple[tuple[str, int | None], ...]
+
+
+def _raw_statement(
+    engine: AsyncEngine, statement: Executable, values: dict[str, Any] | None
+) -> _RawStatement | None:
+    """`statement` as the driver's SQL for these values' shape, or None where it needs SQLAlchemy."""
+    # Each value's name, and a list's length: `IN (...)` is written out per length.
+    shape = tuple((k, len(v) if type(v) is list else -1) for k, v in values.items()) if values else ()
+    return _compiled_raw(engine.sync_engine.dialect, statement, shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_raw(
+    dialect: Any, statement: Executable, shape: tuple[tuple[str, int], ...]
+) -> _RawStatement | None:
+    """Compile once per statement and list sizes: what SQLAlchemy would send, with no types to apply.
+
+    Only for statements whose parameters and columns need no conversion by
+    SQLAlchemy (none on MariaDB for what the reads select); anything else
+    keeps SQLAlchemy's execution.
+    """
+    sample = {name: [0] * size if size >= 0 else None for name, size in shape}
+    bound: Any = statement.params(sample) if sample and isinstance(statement, Select) else statement
+    compiled = bound.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
+    if dialect.paramstyle != "format":
+        return None
+    for bind in compiled.binds.values():
+        if bind.type.bind_processor(dialect) is not None:
+            return None
+    if isinstance(statement, Select):
+        for column in statement.selected_columns:
+            if column.type.result_processor(dialect, None) is not None:
+                return None
+    sources: list[tuple[str, int | None]] = []
+    names = {name for name, _ in shape}
+    lists = {name for name, size in shape if size >= 0}
+    for name in compiled.positiontup or ():
+        base, _, index = name.rpartition("_")
+        if name not in lists and base in lists and index.isdigit():
+            sources.append((base, int(index) - 1))
+        elif name in names:
+            sources.append((name, None))
+        else:
+            # A value the statement holds itself (a literal such as
+            # COALESCE's 0), not one of `values`: SQLAlchemy binds it.
+            return None
+    return _RawStatement(compiled.string, tuple(sources))
+
+
+async def raw_checkout(engine: AsyncEngine) -> Any:
+    """The pool's own connection (`AsyncEngine.raw_connection`), failing as engine.connect() fails."""
+    dialect = engine.dialect
+    try:
+        return await engine.raw_connection()
+    except dialect.loaded_dbapi.Error as exc:
+        raise sa_exc.DBAPIError.instance(
+            None,
+            None,
+            exc,
+            dialect.loaded_dbapi.Error,
+            connection_invalidated=dialect.is_disconnect(exc, None, None),
+        ) from exc
+
+
+class HeldConnection:
+    """One pooled connection its owner keeps from one statement to the next, under one rule.
+
+    The owners: `one_connection` (the reads of one runLog field: a page and
+    its runs), a write task's consecutive batches (`insert_lines`' `held`),
+    and the write queue's spare, which hands a batch's connection to the
+    next batch (gql/writes.py). A checkout and a return to the pool cost a
+    greenlet round trip each, a good part of a short statement's CPU.
+
+    The rule, the same for each: a connection is kept only after a statement
+    it answered (`keep`), and `take` hands it out again only while the
+    pool's generation is the one it was kept in (`db.pool_generation`: a
+    connection the pool threw away, or a pool marked stale, means this one
+    may be dead too, and the pool would have replaced it), for the engine it
+    came from, and for at most MAX_USES statements (so that pool_recycle
+    applies at the next checkout). Otherwise it goes back to the pool and
+    the caller checks out its own. `take` leaves nothing held: a second
+    caller meanwhile (a sibling field's read) checks out its own, and of two
+    that `keep` one, the other puts its back. After `release`, nothing more
+    is kept.
+    """
+
+    MAX_USES = 100
+
+    __slots__ = ("closed", "engine", "generation", "only", "pooled", "uses")
+
+    def __init__(self, only: AsyncEngine | None = None) -> None:
+        self.pooled: Any = None
+        self.only = only  # the one engine whose connections are kept, when set
+        self.engine: AsyncEngine | None = None
+        self.uses = 0  # statements answered on the connection kept
+        self.generation = 0  # the pool's, when it was kept
+        self.closed = False
+
+    def holds(self) -> bool:
+        return self.pooled is not None
+
+    async def take(self, engine: AsyncEngine) -> Any:
+        """The connection kept, now the caller's alone; None when there is none to use."""
+        if self.pooled is None or self.engine is not engine:
+            return None  # none, or another engine's (a replica's): left for its own reads
+        pooled, self.pooled = self.pooled, None
+        if self.uses >= self.MAX_USES or self.generation != pool_generation(engine):
+            self.uses = 0
+            await greenlet_spawn(pooled.close)
+            return None
+        return pooled
+
+    def keep(self, pooled: Any, engine: AsyncEngine) -> bool:
+        """Keep `pooled`, which has just answered a statement; False when the caller is to put it back."""
+        if self.closed or self.pooled is not None or (self.only is not None and engine is not self.only):
+            return False
+        if self.engine is not engine:
+            self.engine, self.uses = engine, 0
+        self.generation = pool_generation(engine)  # known good now
+        self.pooled = pooled
+        self.uses += 1
+        return True
+
+    async def release(self, *, close: bool = False) -> None:
+        """Give the connection kept back to the pool; with `close`, keep none from here on."""
+        pooled, self.pooled = self.pooled, None
+        self.uses = 0
+        self.closed = self.closed or close
+        if pooled is not None:
+            # In a greenlet: a connection past the pool's size is closed
+            # there, which the async driver does only inside one.
+            await greenlet_spawn(pooled.close)
+
+
+_held: contextvars.ContextVar[HeldConnection | None] = contextvars.ContextVar("store_held", default=None)
+
+
+class one_connection:  # used as a context manager, named as one
+    """Within it, this task's direct reads of `engine` share one `HeldConnection`, given back at its end.
+
+    A page and its blocking runs are two reads: one checkout and return
+    instead of two (docs/performance.md). Only what `_read_raw` runs shares
+    it, one read at a time; a failed or cancelled read leaves it, as it
+    would a connection of its own, and the next read takes a fresh one. Not
+    for a call that waits between its reads (the long poll): the connection
+    would be held from the pool meanwhile.
+    """
+
+    __slots__ = ("_held", "_token")
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._held = HeldConnection(only=engine)
+
+    async def __aenter__(self) -> None:
+        self._token = _held.set(self._held)
+
+    async def __aexit__(self, *_: object) -> None:
+        _held.reset(self._token)
+        await self._held.release(close=True)
+
+
+class OnDriver:
+    """A pooled connection's driver on loan to direct statements (`on_driver`)."""
+
+    __slots__ = ("answered", "driver", "params", "spans", "sql")
+
+    def __init__(self, driver: Any, spans: tracing.SqlSpans | None) -> None:
+        self.driver = driver
+        self.spans = spans
+        self.sql: str | None = None  # the statement last sent, and its parameters
+        self.params: list[Any] | None = None
+        self.answered = False  # a statement of it has been answered
+
+    async def fetch(self, sql: str, params: list[Any] | None) -> Sequence[Any]:
+        """Send `sql` and read its rows; a driver error is raised as SQLAlchemy's DBAPIError."""
+        self.sql, self.params = sql, params
+        if self.spans is None:
+            rows = await fetch(self.driver, sql, params)
+        else:
+            with self.spans.statement(sql):
+                rows = await fetch(self.driver, sql, params)
+        self.answered = True
+        return rows
+
+
+@contextlib.asynccontextmanager
+async def on_driver(
+    engine: AsyncEngine,
+    spans: tracing.SqlSpans | None,
+    held: HeldConnection | None = None,
+    *,
+    checkout_by: float | None = None,
+) -> AsyncIterator[OnDriver]:
+    """A pooled connection for statements sent to the driver directly, given back as SQLAlchemy would.
+
+    The one lifecycle of a raw connection, for reads (`read_rows`) and writes
+    (`insert_lines`). It comes from `held` when that keeps one, else from the pool
+    (`AsyncEngine.raw_connection`), waited for until `checkout_by` (event loop time) if
+    given. A driver error leaves as SQLAlchemy's DBAPIError; on a
+    disconnect the connection is invalidated and the pool's others marked stale. Any other
+    failure, or a cancellation mid-statement, throws the connection away: what is left on
+    the wire is unknown. Otherwise it goes back to the pool, or is kept by `held` once a
+    statement of it was answered.
+    """
+    dialect = engine.dialect
+    pooled = None if held is None else await held.take(engine)
+    if pooled is None:
+        async with asyncio.timeout_at(checkout_by):
+            pooled = await raw_checkout(engine)
+    on = OnDriver(pooled.driver_connection, spans)
+    # Back to the pool in a greenlet: a connection past the pool's size is
+    # closed there, which the async driver does only inside one.
+    put_back: Callable[[], None] | None = pooled.close
+    try:
+        yield on
+    except dialect.loaded_dbapi.Error as exc:
+        disconnect = dialect.is_disconnect(exc, None, None)
+        if disconnect:
+            mark_pool_stale(engine)
+            put_back = functools.partial(pooled.invalidate, exc)
+        raise sa_exc.DBAPIError.instance(
+            on.sql, on.params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
+        ) from exc
+    except BaseException as exc:
+        put_back = functools.partial(pooled.invalidate, exc if isinstance(exc, Exception) else None)
+        raise
+    else:
+        if on.answered and held is not None and held.keep(pooled, engine):
+            put_back = None  # kept, for the next statement
+    finally:
+        if put_back is not None:
+            await greenlet_spawn(put_back)  # invalidate() checks the connection in as well
+
+
+async def _read_raw(
+    engine: AsyncEngine, raw: _RawStatement, values: dict[str, Any] | None, spans: tracing.SqlSpans | None
+) -> Sequence[Any]:
+    """Run `raw` on the driver directly, past SQLAlchemy's per-statement execution.
+
+    That execution and its greenlet adapter are a measurable share of a 50-line page's CPU
+    (docs/performance.md, "What each piece bought"). Within `one_connection`, the task's
+    reads share one connection.
+    """
+    params = (
+        [values[name] if index is None else values[name][index] for name, index in raw.sources]
+        if values
+        else None
+    )
+    async with on_driver(engine, spans, _held.get()) as on:
+        return await on.fetch(raw.sql, params)
+
+
+async def fetch(driver: Any, sql: str, params: list[Any] | None) -> Sequence[Any]:
+    async with driver.cursor() as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()  # type: ignore[no-any-return]

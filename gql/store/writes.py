@@ -21,11 +21,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .. import metrics
+from .. import metrics, tracing
 from ..db import (
     event_run_log,
     event_run_log_keys,
 )
+from . import connections
+from .connections import HeldConnection, direct_path
 from .errors import (
     KeyReused,
     NotStored,
@@ -76,6 +78,14 @@ def _insert_text(count: int, bound: str | None) -> TextClause:
     return text(sql).bindparams(*(bindparam(f"a{i}", type_=_l.c.at.type) for i in range(count)))
 
 
+@functools.lru_cache(maxsize=512)
+def _raw_insert_sql(count: int, bound: str | None) -> str:
+    """`_insert_text` as the driver takes it (`%s` placeholders, the values in column order)."""
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
+    sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
+    return sql if bound is None else f"SET STATEMENT max_statement_time={bound} FOR {sql}"
+
+
 def _insert(
     engine: AsyncEngine, lines: Sequence[NewLine], at: datetime.datetime, seconds: float
 ) -> tuple[TextClause, dict[str, Any]]:
@@ -100,15 +110,80 @@ class _Progress:
     done: bool = False  # the database answered that it was stored
 
 
-async def insert_lines(engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float) -> None:
+async def insert_lines(
+    engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float, held: HeldConnection | None = None
+) -> None:
     """Store `lines` in one INSERT and one commit, in autocommit, all stamped with now.
 
     `deadline` (event loop time) is when the statement must have ended; none starts with
-    less than MIN_STATEMENT_SECONDS left. Raises NotStored or OutcomeUnknown.
+    less than MIN_STATEMENT_SECONDS left. Raises NotStored or OutcomeUnknown. With `held`,
+    the INSERT goes on the connection it keeps, and it stays kept (MariaDB; SQLite's go back).
     """
+    # A listener to the statements (a test counting round trips) sees them
+    # only through SQLAlchemy's execution, as for the reads (`direct_path`).
+    direct, spans = direct_path(engine)
+    if direct:
+        await _retrying_conflicts(
+            deadline, functools.partial(_insert_raw_once, engine, lines, deadline, spans, held)
+        )
+        return
     # Autocommit: the INSERT is its own transaction, one round trip, with no
     # BEGIN or COMMIT of its own.
     await _bounded(engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT")
+
+
+async def _insert_raw_once(
+    engine: AsyncEngine,
+    lines: Sequence[NewLine],
+    deadline: float,
+    spans: tracing.SqlSpans | None,
+    held: HeldConnection | None = None,
+) -> None:
+    """`_bounded_once` for `insert_lines` on MariaDB, on the pool's own aiomysql connection.
+
+    The same bounds, in the same order, and the same account of a failure
+    (`_account`); what it skips is SQLAlchemy's `AsyncConnection` around the
+    pooled connection (its start, the autocommit check through it, its
+    close: each a greenlet round trip), as the reads do (`_read_raw`): a
+    measurable share of a small write's CPU (docs/performance.md, "What each
+    piece bought"). A connection taken from the pool autocommits (db.create_engine); one that
+    does not is put back and the write goes through SQLAlchemy, which sets
+    autocommit for it. A disconnect invalidates the connection and marks the
+    pool's others stale; a connection left mid-statement (cancelled by the
+    deadline) is thrown away (`connections.on_driver`). With `held`, the connection it
+    keeps is used instead of a checkout, and one that stored the batch is kept there.
+    """
+    loop = asyncio.get_running_loop()
+    progress = _Progress()
+    too_late = through_sqlalchemy = False
+    try:
+        async with (
+            asyncio.timeout_at(deadline + ANSWER_GRACE_SECONDS),
+            connections.on_driver(engine, spans, held, checkout_by=deadline) as on,
+        ):
+            seconds = deadline - loop.time()
+            if seconds < MIN_STATEMENT_SECONDS:
+                too_late = True  # the connection goes back as it came
+            elif not on.driver.get_autocommit():
+                through_sqlalchemy = True
+            else:
+                sql = _raw_insert_sql(len(lines), _bound(engine, seconds))
+                at = utc_now_millis()
+                values = [
+                    v for ln in lines for v in (ln.run_id, ln.step_id, ln.kind, ln.phase, ln.detail, at)
+                ]
+                progress.sent = True
+                await on.fetch(sql, values)
+                progress.done = True
+    except Exception as exc:
+        _account(exc, progress, engine.dialect.name, transaction=False)
+        return
+    if too_late:
+        raise NotStored("the line's deadline came before a database connection was free")
+    if through_sqlalchemy:
+        await _bounded_once(
+            engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT"
+        )
 
 
 async def _run_insert(
@@ -248,7 +323,7 @@ async def _bounded_once(
                 async with asyncio.timeout_at(deadline):
                     await conn.start()
                     level = isolation_level or conn.default_isolation_level
-                    if level:
+                    if level and not await _autocommits_already(conn, level):
                         await conn.execution_options(isolation_level=level)
                 seconds = deadline - loop.time()
                 if seconds < MIN_STATEMENT_SECONDS:
@@ -293,6 +368,19 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
 def _stored_anyway(exc: Exception) -> None:
     metrics.swallowed("store.after_write")
     log.warning("a write was stored; what failed after it is not its caller's: %s", one_line_reason(exc))
+
+
+async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
+    """Whether autocommit is asked of a MariaDB connection that already autocommits (the pool's default).
+
+    Setting it again through SQLAlchemy, and its reset when the connection
+    goes back, cost two greenlet round trips per batch for nothing
+    (docs/performance.md, "What each piece bought").
+    """
+    if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
+        return False
+    driver: Any = (await conn.get_raw_connection()).driver_connection
+    return bool(driver.get_autocommit())
 
 
 async def _sqlite_bounded(
