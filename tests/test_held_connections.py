@@ -16,6 +16,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from gql import store
 from gql.db import create_engine, mark_pool_stale
+from gql.store.connections import read_rows
 
 from .conftest import Backend
 
@@ -103,3 +104,39 @@ def test_a_runlog_fields_reads_check_out_anew_once_the_pool_has_found_a_dead_one
     kept, anew, _ = asyncio.run(run())
     assert kept == 1
     assert anew == 1
+
+
+def test_once_one_read_meets_a_closed_connection_the_pools_others_are_replaced(mariadb: Backend) -> None:
+    """The server closed every pooled connection (a restart, KILL): one read retries, then writes all land.
+
+    The direct path marks the pool stale on the first disconnect it meets, as SQLAlchemy does
+    on its own path; without that, each write after the read would meet a dead connection.
+    """
+    mariadb.create_tables()
+
+    async def run() -> tuple[list[Any], int]:
+        engine = create_engine(mariadb.settings())
+        try:
+            pooled = [await engine.raw_connection() for _ in range(3)]
+            ids = []
+            for connection in pooled:
+                async with connection.driver_connection.cursor() as cursor:
+                    await cursor.execute("SELECT CONNECTION_ID()")
+                    ids.append((await cursor.fetchone())[0])
+            for connection in pooled:
+                await greenlet_spawn(connection.close)
+            for thread in ids:
+                mariadb.execute(f"KILL {int(thread)}")
+            rows = await read_rows(engine, sa.select(sa.literal_column("1")))
+            loop = asyncio.get_running_loop()
+            for _ in range(3):
+                await store.insert_lines(
+                    engine, [store.NewLine(run_id=7, kind="note")], deadline=loop.time() + 5
+                )
+            return list(rows), 3
+        finally:
+            await engine.dispose()
+
+    rows, writes = asyncio.run(run())
+    assert [tuple(row) for row in rows] == [(1,)]
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 7") == writes

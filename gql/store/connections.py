@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -233,20 +232,55 @@ class one_connection:  # used as a context manager, named as one
         await self._held.release(close=True)
 
 
-class OnDriver:
-    """A pooled connection's driver on loan to direct statements (`on_driver`)."""
+class on_driver:  # used as a context manager, named as one
+    """A pooled connection for statements sent to the driver directly, given back as SQLAlchemy would.
 
-    __slots__ = ("answered", "driver", "params", "spans", "sql")
+    `async with on_driver(engine, spans, held) as on: rows = await on.fetch(sql, params)`.
+    The one lifecycle of a raw connection, for reads (`read_rows`) and writes
+    (`insert_lines`). It comes from `held` when that keeps one, else from the pool
+    (`AsyncEngine.raw_connection`), waited for until `checkout_by` (event loop time) if
+    given. A driver error leaves as SQLAlchemy's DBAPIError; on a disconnect the
+    connection is invalidated and the pool's others marked stale. Any other failure, or a
+    cancellation mid-statement, throws the connection away: what is left on the wire is
+    unknown. Otherwise it goes back to the pool, or is kept by `held` once a statement of
+    it was answered.
+    """
 
-    def __init__(self, driver: Any, spans: tracing.SqlSpans | None) -> None:
-        self.driver = driver
+    # A class, not contextlib's decorator: its generator costs a write a few
+    # microseconds more (bench.cpu --operation WriteNote).
+    __slots__ = ("answered", "checkout_by", "driver", "engine", "held", "params", "pooled", "spans", "sql")
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        spans: tracing.SqlSpans | None,
+        held: HeldConnection | None = None,
+        *,
+        checkout_by: float | None = None,
+    ) -> None:
+        self.engine = engine
         self.spans = spans
+        self.held = held
+        self.checkout_by = checkout_by
         self.sql: str | None = None  # the statement last sent, and its parameters
         self.params: list[Any] | None = None
         self.answered = False  # a statement of it has been answered
 
+    async def __aenter__(self) -> on_driver:
+        held = self.held
+        pooled = None if held is None else await held.take(self.engine)
+        if pooled is None:
+            if self.checkout_by is None:
+                pooled = await raw_checkout(self.engine)
+            else:
+                async with asyncio.timeout_at(self.checkout_by):
+                    pooled = await raw_checkout(self.engine)
+        self.pooled = pooled
+        self.driver = pooled.driver_connection
+        return self
+
     async def fetch(self, sql: str, params: list[Any] | None) -> Sequence[Any]:
-        """Send `sql` and read its rows; a driver error is raised as SQLAlchemy's DBAPIError."""
+        """Send `sql` and read its rows."""
         self.sql, self.params = sql, params
         if self.spans is None:
             rows = await fetch(self.driver, sql, params)
@@ -256,54 +290,30 @@ class OnDriver:
         self.answered = True
         return rows
 
-
-@contextlib.asynccontextmanager
-async def on_driver(
-    engine: AsyncEngine,
-    spans: tracing.SqlSpans | None,
-    held: HeldConnection | None = None,
-    *,
-    checkout_by: float | None = None,
-) -> AsyncIterator[OnDriver]:
-    """A pooled connection for statements sent to the driver directly, given back as SQLAlchemy would.
-
-    The one lifecycle of a raw connection, for reads (`read_rows`) and writes
-    (`insert_lines`). It comes from `held` when that keeps one, else from the pool
-    (`AsyncEngine.raw_connection`), waited for until `checkout_by` (event loop time) if
-    given. A driver error leaves as SQLAlchemy's DBAPIError; on a
-    disconnect the connection is invalidated and the pool's others marked stale. Any other
-    failure, or a cancellation mid-statement, throws the connection away: what is left on
-    the wire is unknown. Otherwise it goes back to the pool, or is kept by `held` once a
-    statement of it was answered.
-    """
-    dialect = engine.dialect
-    pooled = None if held is None else await held.take(engine)
-    if pooled is None:
-        async with asyncio.timeout_at(checkout_by):
-            pooled = await raw_checkout(engine)
-    on = OnDriver(pooled.driver_connection, spans)
-    # Back to the pool in a greenlet: a connection past the pool's size is
-    # closed there, which the async driver does only inside one.
-    put_back: Callable[[], None] | None = pooled.close
-    try:
-        yield on
-    except dialect.loaded_dbapi.Error as exc:
-        disconnect = dialect.is_disconnect(exc, None, None)
-        if disconnect:
-            mark_pool_stale(engine)
-            put_back = functools.partial(pooled.invalidate, exc)
-        raise sa_exc.DBAPIError.instance(
-            on.sql, on.params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
-        ) from exc
-    except BaseException as exc:
-        put_back = functools.partial(pooled.invalidate, exc if isinstance(exc, Exception) else None)
-        raise
-    else:
-        if on.answered and held is not None and held.keep(pooled, engine):
-            put_back = None  # kept, for the next statement
-    finally:
-        if put_back is not None:
-            await greenlet_spawn(put_back)  # invalidate() checks the connection in as well
+    async def __aexit__(self, _kind: object, exc: BaseException | None, _tb: object) -> None:
+        engine, pooled = self.engine, self.pooled
+        # Back to the pool in a greenlet: a connection past the pool's size is
+        # closed there, which the async driver does only inside one.
+        put_back: Callable[[], None] | None = pooled.close
+        try:
+            if exc is None:
+                if self.answered and self.held is not None and self.held.keep(pooled, engine):
+                    put_back = None  # kept, for the next statement
+                return
+            dialect = engine.dialect
+            if not isinstance(exc, dialect.loaded_dbapi.Error):
+                put_back = functools.partial(pooled.invalidate, exc if isinstance(exc, Exception) else None)
+                return
+            disconnect = dialect.is_disconnect(exc, None, None)
+            if disconnect:
+                mark_pool_stale(engine)
+                put_back = functools.partial(pooled.invalidate, exc)
+            raise sa_exc.DBAPIError.instance(
+                self.sql, self.params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
+            ) from exc
+        finally:
+            if put_back is not None:
+                await greenlet_spawn(put_back)  # invalidate() checks the connection in as well
 
 
 async def _read_raw(
