@@ -408,6 +408,7 @@ class Mutation:
                 context.engine, before=before, limit=store.clamp_prune_limit(limit), deadline=deadline
             )
         except store.OutcomeUnknown as exc:
+            metrics.lines_pruned(exc.deleted, "pruneTerminal")
             log.error("pruneTerminal failed: request %s: %s", context.request_id, exc)
             raise ClientError(
                 f"The outcome is unknown: {exc} (request id {context.request_id}).",

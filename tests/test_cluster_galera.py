@@ -259,9 +259,11 @@ def test_prunes_through_every_node_cut_off_anywhere_by_their_deadlines_answer_an
                         engine, before=before, limit=7, deadline=loop.time() + rng.uniform(0, 0.25)
                     )
                 except store.OutcomeUnknown as exc:
-                    # A COMMIT unanswered past its grace (a loaded machine): it says
-                    # how many lines it may have deleted, and the sum allows for them.
-                    unknown.append(int(str(exc).split("up to ")[1].split()[0]))
+                    # A COMMIT unanswered past its grace (a loaded machine): it says how
+                    # many lines its call's earlier slices deleted, and how many more it may
+                    # have; the sum allows for both.
+                    answered += exc.deleted
+                    unknown.append(exc.up_to)
                     continue
                 except Exception as exc:
                     if not store.is_unavailable(exc):

@@ -279,6 +279,45 @@ def test_a_prune_whose_commit_goes_unanswered_says_its_outcome_is_unknown(mariad
 
 
 @pytest.mark.mariadb
+def test_a_prune_whose_later_slice_goes_unanswered_counts_what_its_earlier_slices_deleted(
+    mariadb: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines of the slices committed before the unanswered one are said and counted.
+
+    Before, the exception said them in words only: a caller summing what prunes
+    deleted (and the service's runlog_lines_pruned_total) left them out.
+    """
+    from gql.store import pruning
+
+    from .test_operable import scrape, value
+
+    monkeypatch.setattr(pruning, "PRUNE_SLICE_LINES", 2)
+    mariadb.create_tables()
+    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
+    mariadb.execute(
+        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
+    )
+    upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
+    with (
+        FaultProxy(*upstream) as proxy,
+        TestClient(create_app(through(proxy, mariadb, prune_timeout=1))) as client,
+    ):
+        before = scrape(client)
+        # Each slice: SQLAlchemy's COMMIT after it sets the isolation level, then the slice's.
+        proxy.deafen_at("COMMIT", nth=4)
+        body = Api(client).post(PRUNE, token=ADMIN)
+        after = scrape(client)
+    (error,) = body["errors"]
+    assert error["message"].startswith(
+        "The outcome is unknown: the database did not answer a prune's COMMIT: 2 lines were deleted "
+        "before it, and up to 1 more may have been by it;"
+    ), error["message"]
+    pruned = "runlog_lines_pruned_total"
+    assert value(after, pruned, source="pruneTerminal") - value(before, pruned, source="pruneTerminal") == 2
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 0
+
+
+@pytest.mark.mariadb
 def test_a_drained_slice_whose_commit_goes_unanswered_is_not_a_plain_timeout(mariadb: Backend) -> None:
     """The sweeper's and the prune command's slices follow pruneTerminal's rule at their COMMIT.
 

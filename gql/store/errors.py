@@ -21,7 +21,15 @@ class NotStored(Exception):
 
 
 class OutcomeUnknown(Exception):
-    """The statement was sent and no answer came back: the line may have been stored."""
+    """The statement was sent and no answer came back: the line may have been stored.
+
+    From a prune: `deleted` lines went in earlier slices, and up to `up_to` more may have.
+    """
+
+    def __init__(self, reason: str, *, deleted: int = 0, up_to: int = 0) -> None:
+        super().__init__(reason)
+        self.deleted = deleted
+        self.up_to = up_to
 
 
 class KeyReused(Exception):

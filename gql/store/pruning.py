@@ -133,7 +133,9 @@ async def _prune(
             if commit.sent and not answered_by_database(exc, engine.dialect.name):
                 raise OutcomeUnknown(
                     f"the database did not answer a prune's COMMIT: {deleted} lines were deleted before it, "
-                    f"and up to {commit.lines} more may have been by it; call again to prune what is left"
+                    f"and up to {commit.lines} more may have been by it; call again to prune what is left",
+                    deleted=deleted,
+                    up_to=commit.lines,
                 ) from exc
             code = getattr(getattr(exc, "orig", None), "args", (None,))[:1]
             retried = isinstance(exc, sa_exc.DBAPIError) and bool(code) and code[0] in _SLICE_RETRIED
