@@ -198,12 +198,7 @@ def create_app(
             *([Middleware(AllowedHosts, hosts=settings.allowed_hosts)] if settings.allowed_hosts else []),
             *_cors(settings),
             # Before anything reads the body.
-            Middleware(
-                BodyLimit,
-                max_bytes=settings.max_body_bytes,
-                timeout=settings.body_timeout,
-                shortcut=graphql_app.answer_prepared,
-            ),
+            Middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout),
         ],
         # The router's 404 and 405, in JSON like every other error.
         exception_handlers={RouteError: route_error},

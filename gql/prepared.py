@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator
 from typing import Any
 
-from starlette.requests import Request
-from starlette.types import Receive, Scope
 from strawberry.extensions import DisableIntrospection
 
 from . import metrics
@@ -36,8 +33,6 @@ PLAIN_JSON = frozenset({"application/json", "application/json; charset=utf-8"})
 INEXACT = float(2**63)
 # A body this big is left to Strawberry, so as not to be decoded twice.
 PREPARED_MAX_BODY = 256 * 1024
-# In the scope of a request `answer_prepared` left to the routes.
-DECLINED = "runlog.not_prepared"
 
 
 def declined(reason: str, query: str | None, why: str) -> None:
@@ -57,20 +52,3 @@ def maybe_inexact(value: object) -> bool:
         elif type(found) is float and not -INEXACT < found < INEXACT:
             return True
     return False
-
-
-class ReadRequest(Request):
-    """A request whose body `BodyLimit` has read: `body()` and `stream()` answer it.
-
-    Its `receive` is the server's, past the body. It holds nothing of itself (no reference cycle).
-    """
-
-    def __init__(self, scope: Scope, body: bytes, receive: Receive) -> None:
-        super().__init__(scope, receive)
-        self.read = body
-
-    async def body(self) -> bytes:
-        return self.read
-
-    async def stream(self) -> AsyncGenerator[bytes, None]:
-        yield self.read

@@ -15,7 +15,6 @@ from cross_web import HTTPException
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry import UNSET, Schema
 from strawberry.asgi import GraphQL
@@ -43,10 +42,8 @@ from .compat.strawberry import InvalidOperationTypeError
 from .engine import DocumentCaches, Engine, Planned
 from .page import Context
 from .prepared import (
-    DECLINED,
     PLAIN_JSON,
     PREPARED_MAX_BODY,
-    ReadRequest,
     declined,
     maybe_inexact,
     reproduced,
@@ -117,12 +114,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             )
             return await self.reject_websocket(request)
         try:
-            if (
-                self.prepared
-                and isinstance(request, Request)
-                and request.method == "POST"
-                and DECLINED not in request.scope  # answer_prepared tried it already
-            ):
+            if self.prepared and isinstance(request, Request) and request.method == "POST":
                 response = await self.run_prepared(request)
                 if response is not None:
                     return response
@@ -154,32 +146,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
                     405, "A mutation must be sent by POST; GET may run only a query"
                 ) from exc.__cause__
             raise
-
-    async def answer_prepared(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
-        """Answer a POST to /graphql as `run_prepared` does, straight from the ASGI call; False to leave it.
-
-        `BodyLimit` offers it each request whose body it has read; it skips the router, the
-        exception middleware and Strawberry's ASGI entry, which would answer the same.
-        """
-        if (
-            not self.prepared
-            or scope["type"] != "http"
-            or scope["method"] != "POST"
-            or scope["path"] != "/graphql"
-            or scope.get("root_path")
-        ):
-            return False
-
-        request = ReadRequest(scope, body, receive)
-        try:
-            response = await self.run_prepared(request)
-        except HTTPException as exc:  # as `run`
-            response = json_error(request, exc.status_code, shortened(exc.reason))
-        if response is None:
-            scope[DECLINED] = True  # `run` need not try again
-            return False
-        await response(scope, request.receive, send)
-        return True
 
     async def parse_http_body(self, request: Any) -> Any:
         # Strawberry executes any content type that contains "application/json"

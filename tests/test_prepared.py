@@ -243,24 +243,6 @@ def test_the_prepared_path_answers_what_it_should_and_leaves_the_rest(
     assert both.answered == [False, False]
 
 
-def test_a_prepared_request_is_answered_before_the_routes(pair: Callable[..., Pair], tables: Backend) -> None:
-    """Once its text is prepared, a request is answered from the body limit's shortcut, not through `run`."""
-    both = pair()
-    view = both.prepared.app.routes[0].endpoint  # type: ignore[attr-defined]
-    run = view.run
-    ran: list[bool] = []
-
-    async def counting(request: Any, *rest: Any) -> Any:
-        ran.append(True)
-        return await run(request, *rest)
-
-    view.run = counting
-    body = {"query": WRITE, "variables": {"runId": "9", "kind": "note", "detail": {"text": "hi"}}}
-    assert both.compare(body, WRITER) == {"data": {"writeRunLog": True}}
-    assert both.answered == [False, True]  # new, then prepared
-    assert ran == [True], "the prepared answer went through the router and Strawberry's view"
-
-
 def test_an_unavailable_database_is_the_same_answer(tmp_path: Any) -> None:
     url = f"mysql+aiomysql://root@127.0.0.1:{free_port()}/nothing"
     with Pair(Settings(database_url=url, reader_tokens=(READER,), connect_timeout=1)) as both:
