@@ -6,13 +6,11 @@ import asyncio
 import json
 import logging
 import sys
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 from cross_web import HTTPException
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -22,7 +20,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.types import ExecutionResult
 
-from . import graphiql, request_id, writes
+from . import graphiql, request_id
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
@@ -48,30 +46,12 @@ from .prepared import (
     maybe_inexact,
     reproduced,
 )
-from .replica import Replica
-from .retention import Sweeper
 from .schema import RunLogSchema
-from .settings import Settings
-from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
-from .tail import Watcher
+from .subscriptions import BadConnectionInit, TransportWSHandler, WSHandler, connection_caller
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
 from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.app")
-
-
-@dataclass(frozen=True, slots=True)
-class Services:
-    """What each request's context takes from the app (`get_context`), as the lifespan made it."""
-
-    engine: AsyncEngine
-    settings: Settings
-    writer: writes.Writer
-    policy: Policy
-    sweeper: Sweeper | None
-    watcher: Watcher
-    tails: Tails
-    replica: Replica | None
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
@@ -352,9 +332,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return json.dumps(finite(data), separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        # One attribute of app.state, not seven: Starlette's State looks each
-        # up in Python, on every request.
-        state: Services = request.app.state.services
+        state = request.app.state  # what the lifespan made (gql/app.py)
         websocket = request.scope["type"] == "websocket"
         return Context(
             engine=state.engine,
