@@ -9,7 +9,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .request_id import error_body, request_id
 
-# A body at least this big is followed by a young-generation collection (prepared.PREPARED_MAX_BODY).
+# A body at least this big is followed by a young-generation collection (view.PREPARED_MAX_BODY).
 COLLECT_AFTER_BYTES = 256 * 1024
 
 

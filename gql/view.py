@@ -17,13 +17,15 @@ from starlette.websockets import WebSocket
 from strawberry import UNSET, Schema
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.extensions import DisableIntrospection
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.types import ExecutionResult
 
-from . import graphiql, request_id
+from . import graphiql, metrics, request_id
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
+    MaskUnexpected,
     anonymise,
     finite,
     forget_tracebacks,
@@ -37,21 +39,30 @@ from .answers import (
 )
 from .auth import Policy, Role
 from .compat.strawberry import InvalidOperationTypeError
-from .engine import DocumentCaches, Engine, Planned
+from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
+from .limits import RequestLimits
 from .page import Context
-from .prepared import (
-    PLAIN_JSON,
-    PREPARED_MAX_BODY,
-    declined,
-    maybe_inexact,
-    reproduced,
-)
 from .schema import RunLogSchema
 from .subscriptions import BadConnectionInit, TransportWSHandler, WSHandler, connection_caller
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
 from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.app")
+
+# A body this big is left to Strawberry, so as not to be decoded twice.
+PREPARED_MAX_BODY = 256 * 1024
+
+
+def reproduced(extension: Any) -> bool:
+    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
+    made = extension if isinstance(extension, type) else type(extension())
+    # Masking is in process_result, limits and introspection in the cached validation.
+    return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
+
+
+def declined(reason: str, query: str | None, why: str) -> None:
+    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
+    metrics.fell_back("prepared", reason, query, why)
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
@@ -179,23 +190,23 @@ class RunLogGraphQL(GraphQL[Context, None]):
         The text, operation name and variables go to `gql.engine.Engine`; the rest uses the
         pieces `run` uses (`get_context`, the schema's error processing, `process_result`,
         `create_response`). Anything this might not read exactly as `run` would (another
-        content type, `extensions`, JSON orjson reads otherwise, a text not prepared yet, a
-        request over the line budget) goes to `run`, untouched.
+        content type, `extensions`, a body that is not a JSON object, a text not prepared yet,
+        a request over the line budget) goes to `run`, untouched.
         """
-        if request.headers.get("content-type") not in PLAIN_JSON:
-            declined("content_type", None, "the content type is not plain application/json")
+        if json_content_type(request.headers.get("content-type")) is not None:
+            declined("content_type", None, "the content type is not application/json")
             return None
         body = await request.body()
         if len(body) > PREPARED_MAX_BODY:
             declined("large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
             return None
         try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            declined("json", None, "orjson does not read the body (Strawberry reads it, or refuses it)")
+            data = self.decode_json(body)  # as `run` reads it
+        except (ValueError, HTTPException):
+            declined("json", None, "the body is not JSON (Strawberry refuses it)")
             return None
-        if type(data) is not dict or maybe_inexact(data):
-            declined("json", None, "the body is not an object, or holds a number orjson may read inexactly")
+        if type(data) is not dict:
+            declined("json", None, "the body is not an object (Strawberry refuses it)")
             return None
         query = data.get("query")
         variables = data.get("variables")
