@@ -28,8 +28,6 @@ from .schema import RunLogSchema
 
 log = logging.getLogger("gql.app")
 
-log = logging.getLogger("gql.app")
-
 
 class MaskUnexpected(MaskErrors):
     """Mask what the caller cannot act on (`should_mask`): replaced by the request id, and logged in full."""

@@ -44,8 +44,6 @@ from .view import RunLogGraphQL
 
 log = logging.getLogger("gql.app")
 
-log = logging.getLogger("gql.app")
-
 
 def create_app(
     settings: Settings | None = None, *, prepared: bool = True, tracer_provider: Any = None
