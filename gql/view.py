@@ -240,8 +240,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
         context = await self.get_context(request, response=sub_response)
         outcome = await planned.execute(context)
         result = ExecutionResult(data=outcome.data, errors=outcome.errors)
-        if result.errors:
-            self.schema.process_errors(result.errors)
         response_data = await self.process_result(request, result)
         return self.create_response(response_data, sub_response)
 
