@@ -28,8 +28,6 @@ from .schema import RunLogSchema
 
 log = logging.getLogger("gql.app")
 
-log = logging.getLogger("gql.app")
-
 
 class MaskUnexpected(MaskErrors):
     """Mask what the caller cannot act on (`should_mask`): replaced by the request id, and logged in full."""
@@ -108,15 +106,10 @@ def operation_label(
     if operation is None:
         return "invalid"
     names = root_labels.get(operation.operation)
-    selections = operation.selection_set.selections
     if names is None:
         return "invalid"
-    if len(selections) == 1:  # the common case, at about a microsecond
-        selection = selections[0]
-        label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
-        return label or "invalid"
     labels = set()
-    for selection in selections:
+    for selection in operation.selection_set.selections:
         label = names.get(selection.name.value) if isinstance(selection, FieldNode) else "fragment"
         if label is None:
             return "invalid"

@@ -40,9 +40,7 @@ from .settings import Settings
 from .subscriptions import Tails
 from .tail import Watcher
 from .trusted import TrustedDocuments
-from .view import RunLogGraphQL, Services
-
-log = logging.getLogger("gql.app")
+from .view import RunLogGraphQL
 
 log = logging.getLogger("gql.app")
 
@@ -69,8 +67,7 @@ def create_app(
         watcher = app.state.watcher = Watcher(engine, settings)
         tails = app.state.tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         replica = app.state.replica = Replica.from_settings(engine, settings)
-        writer = writes.Writer(engine, settings)
-        app.state.services = Services(engine, settings, writer, policy, sweeper, watcher, tails, replica)
+        writer = app.state.writer = writes.Writer(engine, settings)
         if traced is not None and replica is not None:
             pool_state(replica.engine).spans = tracing.instrument_engine(replica.engine, traced)
         try:
@@ -157,9 +154,7 @@ def create_app(
 
     def sample(app: Any) -> None:
         engine = graphql_app.engine
-        metrics.sample(
-            app.state, caches, engine.page_plans, engine.plans, app.state.services.writer.lines_waiting()
-        )
+        metrics.sample(app.state, caches, engine.page_plans, engine.plans, app.state.writer.lines_waiting())
 
     async def livez(request: Request) -> Response:
         # Asks nothing: a database that is down is no reason to restart this process.
@@ -198,12 +193,7 @@ def create_app(
             *([Middleware(AllowedHosts, hosts=settings.allowed_hosts)] if settings.allowed_hosts else []),
             *_cors(settings),
             # Before anything reads the body.
-            Middleware(
-                BodyLimit,
-                max_bytes=settings.max_body_bytes,
-                timeout=settings.body_timeout,
-                shortcut=graphql_app.answer_prepared,
-            ),
+            Middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.body_timeout),
         ],
         # The router's 404 and 405, in JSON like every other error.
         exception_handlers={RouteError: route_error},

@@ -1,41 +1,25 @@
-"""The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408).
-
-It reads the body before anything else does, and offers a body it has read
-to the prepared path (gql/view.py), which may answer it without the router.
-"""
+"""The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .request_id import error_body, request_id
 
-# A body at least this big is followed by a young-generation collection (prepared.PREPARED_MAX_BODY).
+# A body at least this big is followed by a young-generation collection (view.PREPARED_MAX_BODY).
 COLLECT_AFTER_BYTES = 256 * 1024
 
 
 class BodyLimit:
-    """ASGI middleware: refuse a body over `max_bytes` with 413, or one not in within `timeout` s with 408.
+    """ASGI middleware: refuse a body over `max_bytes` with 413, or one not in within `timeout` s with 408."""
 
-    `shortcut(scope, body, receive, send)`, when given, is offered the whole body first: it
-    answers (True) or sends nothing and leaves it to `app` (False).
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        max_bytes: int,
-        timeout: float = 30.0,
-        shortcut: Callable[[Scope, bytes, Receive, Send], Awaitable[bool]] | None = None,
-    ) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout: float = 30.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout = timeout
-        self.shortcut = shortcut
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -77,14 +61,6 @@ class BodyLimit:
                 await self._refuse(scope, send, None)
                 return
             if not message.get("more_body", False):
-                if self.shortcut is not None:
-                    body = (
-                        message.get("body", b"")
-                        if len(messages) == 1
-                        else b"".join(m.get("body", b"") for m in messages)
-                    )
-                    if await self.shortcut(scope, body, receive, send):
-                        return
                 break
 
         async def replay() -> Message:

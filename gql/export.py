@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from . import store
-from .answers import json_error
+from .answers import anonymise, json_error, should_mask
 from .filters import FilterError, read_filters
 from .graphiql import with_fragments
 from .ids import id_problem, parse_id
@@ -151,7 +151,8 @@ async def _pages(
             if code is None and error.path is None:
                 code = "BAD_USER_INPUT"  # a variable that does not coerce: refused before it ran
             if code not in _STATUS:
-                graphql_app.schema.process_errors(result.errors)  # logged with its stack, as any fault
+                if should_mask(error):  # not masked yet (the engine's answer): logged with its stack
+                    anonymise(error, context.request_id)
                 raise _Refused(500, f"the export failed (request id {context.request_id})")
             raise _Refused(_STATUS[code], error.message)
         page = result.data["runLog"]

@@ -8,8 +8,6 @@ and lines (`LineBudget`). `query_limits(settings)` gives the schema's extensions
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -150,14 +148,6 @@ class DetailBudget:
             return page
 
 
-def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
-    """How many times a runLog field serves each of its lines' details (`_servings`).
-
-    An alias of `blockingRun` alone is counted one too many: the page reads less, never more.
-    """
-    return _remembered_servings(field, fragments)
-
-
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"
 
 
@@ -286,14 +276,12 @@ def lines_asked(
     root = selections([operation.selection_set], fragments, deep=False)
     fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
     read = [_read_limit(field, variables or {}, defaults) for field in fields]
-    served = [
-        limit * _remembered_servings(field, fragments) for field, limit in zip(fields, read, strict=True)
-    ]
+    served = [limit * detail_servings(field, fragments) for field, limit in zip(fields, read, strict=True)]
     return LinesAsked(sum(served), len(fields), sum(served) > sum(read))
 
 
 class LinesAsked(NamedTuple):
-    lines: int  # each page counted once for each time it is served (see _servings)
+    lines: int  # each page counted once for each time it is served (see detail_servings)
     fields: int  # runLog fields
     served_again: bool  # some page is served more than once
 
@@ -303,29 +291,12 @@ class LinesAsked(NamedTuple):
 _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 
 
-# A text seen before hands back the same nodes (documents.DocumentCaches): its
-# count is looked up, not walked again on every request. Held weakly, so no
-# document is kept alive by it.
-_SERVINGS: OrderedDict[int, tuple[weakref.ref[FieldNode], int]] = OrderedDict()
-_SERVINGS_SIZE = 256
-
-
-def _remembered_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
-    found = _SERVINGS.get(id(field))
-    if found is not None and found[0]() is field:
-        return found[1]
-    count = _servings(field, fragments)
-    _SERVINGS[id(field)] = (weakref.ref(field), count)
-    while len(_SERVINGS) > _SERVINGS_SIZE:
-        _SERVINGS.popitem(last=False)
-    return count
-
-
-def _servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
+def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
     """How many times a runLog field's lines are served: once, or once per alias of what holds them.
 
     The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response
-    key as graphql-core merges them: aliases re-serve one page that was read once.
+    key as graphql-core merges them: aliases re-serve one page that was read once. An alias of
+    `blockingRun` alone is counted one too many: the page reads less, never more.
     """
 
     def count(selection_sets: list[SelectionSetNode], depth: int) -> int:

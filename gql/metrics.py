@@ -229,7 +229,9 @@ def fell_back(path: str, reason: str, document: str | None, why: str, level: int
         _logged.popitem(last=False)
     # The document by its hash, as a trusted document is named: its text may
     # hold a write's detail inline, and what is written is never logged.
-    shown = "" if document is None else f"; document sha256:{hashlib.sha256(document.encode()).hexdigest()}"
+    # surrogatepass: JSON may carry half a surrogate pair, which the parser refuses later.
+    digest = "" if document is None else hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()
+    shown = "" if document is None else f"; document sha256:{digest}"
     _fallback_log.log(level, "%s fell back (%s): %s%s", path, reason, why, shown)
 
 

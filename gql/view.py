@@ -6,27 +6,26 @@ import asyncio
 import json
 import logging
 import sys
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
 from cross_web import HTTPException
-from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry import UNSET, Schema
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.extensions import DisableIntrospection
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.types import ExecutionResult
 
-from . import graphiql, request_id, writes
+from . import graphiql, metrics, request_id
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
+    MaskUnexpected,
     anonymise,
     finite,
     forget_tracebacks,
@@ -40,41 +39,30 @@ from .answers import (
 )
 from .auth import Policy, Role
 from .compat.strawberry import InvalidOperationTypeError
-from .engine import DocumentCaches, Engine, Planned
+from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
+from .limits import RequestLimits
 from .page import Context
-from .prepared import (
-    DECLINED,
-    PLAIN_JSON,
-    PREPARED_MAX_BODY,
-    ReadRequest,
-    declined,
-    maybe_inexact,
-    reproduced,
-)
-from .replica import Replica
-from .retention import Sweeper
 from .schema import RunLogSchema
-from .settings import Settings
-from .subscriptions import BadConnectionInit, Tails, TransportWSHandler, WSHandler, connection_caller
-from .tail import Watcher
+from .subscriptions import BadConnectionInit, TransportWSHandler, WSHandler, connection_caller
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
 from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.app")
 
+# A body this big is left to Strawberry, so as not to be decoded twice.
+PREPARED_MAX_BODY = 256 * 1024
 
-@dataclass(frozen=True, slots=True)
-class Services:
-    """What each request's context takes from the app (`get_context`), as the lifespan made it."""
 
-    engine: AsyncEngine
-    settings: Settings
-    writer: writes.Writer
-    policy: Policy
-    sweeper: Sweeper | None
-    watcher: Watcher
-    tails: Tails
-    replica: Replica | None
+def reproduced(extension: Any) -> bool:
+    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
+    made = extension if isinstance(extension, type) else type(extension())
+    # Masking is in process_result, limits and introspection in the cached validation.
+    return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
+
+
+def declined(reason: str, query: str | None, why: str) -> None:
+    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
+    metrics.fell_back("prepared", reason, query, why)
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
@@ -117,12 +105,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             )
             return await self.reject_websocket(request)
         try:
-            if (
-                self.prepared
-                and isinstance(request, Request)
-                and request.method == "POST"
-                and DECLINED not in request.scope  # answer_prepared tried it already
-            ):
+            if self.prepared and isinstance(request, Request) and request.method == "POST":
                 response = await self.run_prepared(request)
                 if response is not None:
                     return response
@@ -154,32 +137,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
                     405, "A mutation must be sent by POST; GET may run only a query"
                 ) from exc.__cause__
             raise
-
-    async def answer_prepared(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
-        """Answer a POST to /graphql as `run_prepared` does, straight from the ASGI call; False to leave it.
-
-        `BodyLimit` offers it each request whose body it has read; it skips the router, the
-        exception middleware and Strawberry's ASGI entry, which would answer the same.
-        """
-        if (
-            not self.prepared
-            or scope["type"] != "http"
-            or scope["method"] != "POST"
-            or scope["path"] != "/graphql"
-            or scope.get("root_path")
-        ):
-            return False
-
-        request = ReadRequest(scope, body, receive)
-        try:
-            response = await self.run_prepared(request)
-        except HTTPException as exc:  # as `run`
-            response = json_error(request, exc.status_code, shortened(exc.reason))
-        if response is None:
-            scope[DECLINED] = True  # `run` need not try again
-            return False
-        await response(scope, request.receive, send)
-        return True
 
     async def parse_http_body(self, request: Any) -> Any:
         # Strawberry executes any content type that contains "application/json"
@@ -233,23 +190,23 @@ class RunLogGraphQL(GraphQL[Context, None]):
         The text, operation name and variables go to `gql.engine.Engine`; the rest uses the
         pieces `run` uses (`get_context`, the schema's error processing, `process_result`,
         `create_response`). Anything this might not read exactly as `run` would (another
-        content type, `extensions`, JSON orjson reads otherwise, a text not prepared yet, a
-        request over the line budget) goes to `run`, untouched.
+        content type, `extensions`, a body that is not a JSON object, a text not prepared yet,
+        a request over the line budget) goes to `run`, untouched.
         """
-        if request.headers.get("content-type") not in PLAIN_JSON:
-            declined("content_type", None, "the content type is not plain application/json")
+        if json_content_type(request.headers.get("content-type")) is not None:
+            declined("content_type", None, "the content type is not application/json")
             return None
         body = await request.body()
         if len(body) > PREPARED_MAX_BODY:
             declined("large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
             return None
         try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            declined("json", None, "orjson does not read the body (Strawberry reads it, or refuses it)")
+            data = self.decode_json(body)  # as `run` reads it
+        except (ValueError, HTTPException):
+            declined("json", None, "the body is not JSON (Strawberry refuses it)")
             return None
-        if type(data) is not dict or maybe_inexact(data):
-            declined("json", None, "the body is not an object, or holds a number orjson may read inexactly")
+        if type(data) is not dict:
+            declined("json", None, "the body is not an object (Strawberry refuses it)")
             return None
         query = data.get("query")
         variables = data.get("variables")
@@ -283,8 +240,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
         context = await self.get_context(request, response=sub_response)
         outcome = await planned.execute(context)
         result = ExecutionResult(data=outcome.data, errors=outcome.errors)
-        if result.errors:
-            self.schema.process_errors(result.errors)
         response_data = await self.process_result(request, result)
         return self.create_response(response_data, sub_response)
 
@@ -386,9 +341,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return json.dumps(finite(data), separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        # One attribute of app.state, not seven: Starlette's State looks each
-        # up in Python, on every request.
-        state: Services = request.app.state.services
+        state = request.app.state  # what the lifespan made (gql/app.py)
         websocket = request.scope["type"] == "websocket"
         return Context(
             engine=state.engine,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -182,3 +183,18 @@ def test_python_m_gql_export_writes_the_same_lines(api: Api, tables: Backend) ->
         timeout=120,
     )
     assert refused.returncode == 1 and b"since" in refused.stderr
+
+
+def test_a_failure_of_ours_is_a_500_whose_request_id_finds_its_stack_in_the_log(
+    api: Api, tables: Backend, caplog: Any
+) -> None:
+    _written(api)
+    tables.execute("DROP TABLE event_run_log")  # a fault of the server's database, not the caller's
+    for path in ("Strawberry", "the engine"):  # the text's first export prepares it for the next
+        caplog.clear()
+        response = api.client.get("/runs/7/log.ndjson")
+        assert response.status_code == 500, path
+        error = response.json()["errors"][0]
+        assert error["extensions"]["requestId"] in error["message"]
+        logged = [r for r in caplog.records if error["extensions"]["requestId"] in r.getMessage()]
+        assert [(r.levelno, bool(r.exc_info)) for r in logged] == [(logging.ERROR, True)], path

@@ -24,7 +24,6 @@ LAYERS: dict[str, set[str]] = {
         "gql.app",
         "gql.body_limit",
         "gql.view",
-        "gql.prepared",
         "gql.adapters",
         "gql.answers",
         "gql.server",

@@ -42,8 +42,7 @@ def holdings(api: Api) -> dict[str, Any]:
     """What one app holds, each thing by name."""
     app: Any = api.client.app
     (view,) = [route.endpoint for route in app.routes if getattr(route, "path", None) == "/graphql"][:1]
-    services = app.state.services
-    engine = services.engine
+    engine = app.state.engine
     return {
         "app": app,
         "view": view,
@@ -56,9 +55,9 @@ def holdings(api: Api) -> dict[str, Any]:
         "sync engine": engine.sync_engine,
         "pool": engine.sync_engine.pool,
         "pool state": pool_state(engine),
-        "writer": services.writer,
-        "watcher": services.watcher,
-        "tails": services.tails,
+        "writer": app.state.writer,
+        "watcher": app.state.watcher,
+        "tails": app.state.tails,
     }
 
 

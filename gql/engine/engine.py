@@ -70,7 +70,10 @@ class Planned:
         return {key: await write_line(context, **values) for key, values in self.writes or ()}
 
     async def execute(self, context: Context) -> ExecutionResult:
-        """The result of a query (or a mutation the write plan does not answer), as the executor gives it."""
+        """The result of a query (or a mutation the write plan does not answer), as Strawberry's gives it.
+
+        Its errors have been through the schema's `process_errors`.
+        """
         try:
             outcome = None
             if self.read is not None:
@@ -88,7 +91,9 @@ class Planned:
                 )
                 outcome = await executed if isawaitable(executed) else executed
         except Exception as exc:  # as Strawberry's execute: the error is the answer
-            return ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
+            outcome = ExecutionResult(data=None, errors=[GraphQLError(str(exc), original_error=exc)])
+        if outcome.errors:
+            self.engine.schema.process_errors(outcome.errors)
         return outcome
 
 
