@@ -1,9 +1,7 @@
 """The live tail's transport: a websocket's caller, its caps, and the registry of tails.
 
-`runLogTail` is served at `/graphql` by Strawberry's `graphql-transport-ws` and
-`graphql-ws` handlers (what a tail delivers is tail.py's). Here: the caller (from the
-`connection_init` payload or the upgrade's header), the per-connection and per-process
-caps, each operation's own context (`OperationSchema`) and the query size limit.
+Strawberry's `graphql-transport-ws` and `graphql-ws` handlers, each operation with its own
+context (`OperationSchema`); what a tail delivers is tail.py's.
 """
 
 from __future__ import annotations
@@ -165,10 +163,7 @@ class Stream(Generic[T, U]):
             raise StopAsyncIteration
         try:
             item = await self.source.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except asyncio.CancelledError:
+        except (StopAsyncIteration, asyncio.CancelledError):
             await self.aclose()
             raise
         except Exception as exc:
@@ -204,11 +199,8 @@ def _untrusted(view: Any, context: Any, payload: Any) -> Any:
 
 
 def unreadable(message: Mapping[str, Any]) -> str | None:
-    """Why a message cannot be served as the protocols define it, or None.
-
-    Strawberry's handlers index into what they receive, so a wrong type (a list as an
-    `id`, a number as a `query`) is caught here rather than failing inside them.
-    """
+    """Why a message cannot be served as the protocols define it, or None."""
+    # Strawberry's handlers index into what they receive: a wrong type would fail inside them.
     if not isinstance(message.get("type"), str):  # graphql-ws's handler raised KeyError out of the app
         return "a message needs a type (a string)"
     if "id" in message and not isinstance(message["id"], str):
@@ -234,9 +226,7 @@ def unreadable(message: Mapping[str, Any]) -> str | None:
 class OperationSchema:
     """The schema as a websocket handler sees it: each operation is run with a context of its own.
 
-    `for_operation` gives each operation its own arrival (a write's deadline) and page
-    budget, keeping the connection's caller and caps. `subscribe` and `stream` both serve
-    every kind of operation: a query or mutation answers once, then completes.
+    `subscribe` and `stream` both serve every kind of operation: a query or mutation answers once.
     """
 
     def __init__(self, schema: Any) -> None:
@@ -273,10 +263,7 @@ async def _unrun_writes_logged(results: Any, sent: dict[str, Any], context: Any)
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
-    """Strawberry's graphql-transport-ws handler: an operation's own context, its messages checked.
-
-    Overrides and reads what `compat.strawberry.TRANSPORT_WS_HOOKS` names.
-    """
+    """Strawberry's graphql-transport-ws handler (overrides: `compat.strawberry.TRANSPORT_WS_HOOKS`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -302,18 +289,16 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
 
     async def handle_task_exception(self, error: Exception) -> None:
         if isinstance(error, WebSocketDisconnected):
-            # The client closed (or was closed) while an answer was sent to
-            # it: routine (a tail's client disconnects and resumes).
+            # Routine: a tail's client disconnects and resumes.
             log.debug("websocket %s: the client left while it was sent a message", self.context.request_id)
             return
         await super().handle_task_exception(error)
 
 
 class WSHandler(BaseGraphQLWSHandler[Any, None]):
-    """Strawberry's graphql-ws handler, held to what graphql-transport-ws holds a connection to.
+    """Strawberry's graphql-ws handler, held to graphql-transport-ws's rules (overrides: `WS_HOOKS`).
 
-    One `connection_init` (4429 for a second) within RUNLOG_HEADER_TIMEOUT (4408), readable
-    messages (4400), an operation's own context. Overrides what `compat.strawberry.WS_HOOKS` names.
+    One `connection_init` (4429 for a second) within RUNLOG_HEADER_TIMEOUT (4408), readable messages (4400).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -362,6 +347,5 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
         try:
             await super().handle_async_results(*args)
         except WebSocketDisconnected:
-            # As TransportWSHandler.handle_task_exception. Raised from the
-            # operation's task, it was "Task exception was never retrieved".
+            # Raised from the operation's task, it would be "Task exception was never retrieved".
             log.debug("websocket %s: the client left while it was sent a message", self.context.request_id)
