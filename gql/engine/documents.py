@@ -69,9 +69,7 @@ class _Document:
 class DocumentCaches:
     """Parsed documents by query text, their validation results, and prepared texts, for one schema.
 
-    Keyed by text (a document hashes by walking its tree). A text that validated cleanly is
-    kept as a `PreparedDocument` for `view.RunLogGraphQL.run_prepared`. Texts over `max_text`
-    characters are not cached; the least recently used go past `size` or `max_bytes`.
+    Keyed by text: a document hashes by walking its tree. Texts over `max_text` characters are not cached.
     """
 
     def __init__(

@@ -1,8 +1,7 @@
 """`Engine`: the one way in to answering a known operation without graphql-core's executor.
 
 `Engine.plan(text, operation_name, variables)` gives a `Planned` request the view runs
-with its context, or None to leave it to Strawberry; each fall-back is counted on
-`/metrics` (`runlog_fallbacks_total`) and logged once per document.
+with its context, or None (counted and logged) to leave it to Strawberry.
 """
 
 from __future__ import annotations
@@ -172,11 +171,9 @@ class Engine:
         return planned
 
     async def warm(self, texts: Iterable[str]) -> None:
-        """Parse, validate and plan each query and mutation of `texts`, executing none of them.
-
-        Pages are compiled for sample variables; a query whose variables cannot be sampled has
-        its pages compiled by its first request.
-        """
+        """Parse, validate and plan each query and mutation of `texts`, executing none of them."""
+        # Pages are compiled for sample variables; a query whose variables cannot be sampled
+        # has its pages compiled by its first request.
         for text in texts:
             for definition in parse(text).definitions:
                 if not isinstance(definition, OperationDefinitionNode) or definition.operation not in (
