@@ -55,8 +55,10 @@ def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
         return True, None
     # A listener (a test counting round trips) sees statements only through SQLAlchemy,
     # except the OpenTelemetry tracer's, whose spans the direct path makes itself.
-    spans = tracing.direct_spans(pool_state(engine).spans, engine.sync_engine)
-    return spans is not None, spans
+    spans = pool_state(engine).spans
+    if spans is not None and spans.alone(engine.sync_engine):
+        return True, spans
+    return False, None
 
 
 class _RawStatement(NamedTuple):
