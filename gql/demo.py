@@ -1,8 +1,7 @@
 """Loading the demo runs (gql/demo_runs.py): `python -m gql demo`, or `python -m gql serve --demo`.
 
 Idempotent: loading again replaces the demo's runs in one transaction. A run id holding
-someone else's run is refused unless `--replace-demo-runs`. Lines are inserted directly
-(with a real evening's times), each detail checked as `writeRunLog` checks it.
+someone else's run is refused unless `--replace-demo-runs`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """One typed detail per kind, declared with `@detail_of(Kind.X, example=...)` above its `@strawberry.type`.
 
-The types are the one source: gql/detail_codec.py derives the checks and reads from them,
-and `RunLogDetail` and `DETAIL_TYPES` follow. Stored as JSON keyed by GraphQL field names;
-one field name has one GraphQL type in every detail. Unknown keys are refused on write,
-ignored on read.
+The types are the one source: gql/detail_codec.py derives the checks and reads from them. Stored
+as JSON keyed by GraphQL field names; one field name has one GraphQL type in every detail.
 """
 
 from __future__ import annotations

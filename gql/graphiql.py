@@ -1,8 +1,7 @@
 """GraphiQL at /graphql, served entirely by the service (no CDN), opening on the example operations.
 
-Its files are `gql/static/graphiql/` (from `scripts/graphiql-assets`, checked against
-`assets.json`), served at `/graphiql/<digest>/<name>` under a same-origin CSP. The example
-tabs are gql/operations/ with demo-run variables. `with_fragments(text)` appends the fragments it needs.
+Its files are `gql/static/graphiql/` (from `scripts/graphiql-assets`), served at
+`/graphiql/<digest>/<name>` under a same-origin CSP.
 """
 
 from __future__ import annotations

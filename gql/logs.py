@@ -1,8 +1,7 @@
 """What a log line looks like: text (the default), or one JSON object per line (RUNLOG_LOG_FORMAT=json).
 
-`logging_config(format, level)` is the dictConfig. A JSON line holds `time`, `level`, `logger`,
-`message`, the request's log context (`request_id.context()`), and `extra={"fields": {...}}`;
-everything past printable ASCII is escaped, so no input can forge a line.
+`logging_config(format, level)` is the dictConfig. Everything past printable ASCII is escaped,
+so that no input can forge a line.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A MariaDB read replica (RUNLOG_READ_DATABASE_URL) for runLog's newest-first pages: `Replica`.
 
-`await replica.source(fresh=..., deadline=...)` says where a page reads: the replica while
-it answers, replicates, and is at most RUNLOG_READ_MAX_LAG behind (looked at every
-RUNLOG_READ_CHECK_INTERVAL), else the primary. `fresh` waits for the primary's GTID first.
-Its user needs REPLICA MONITOR (REPLICATION CLIENT before MariaDB 10.5.9).
+`await replica.source(fresh=..., deadline=...)` says where a page reads: the replica while it
+is fit, else the primary. Its user needs REPLICA MONITOR (REPLICATION CLIENT before MariaDB 10.5.9).
 """
 
 from __future__ import annotations
@@ -95,10 +93,9 @@ class Replica:
         self.reason = reason
 
     async def source(self, *, fresh: bool, deadline: float) -> AsyncEngine:
-        """Where a page reads: the replica while it is fit, else the primary.
+        """Where a page reads: the replica while it answers and is at most RUNLOG_READ_MAX_LAG behind.
 
-        With `fresh`, the replica only once it has applied every transaction
-        the primary had logged when this was called.
+        With `fresh`, only once it has applied every transaction the primary had logged when called.
         """
         if not self.in_use:
             return self.primary

@@ -1,9 +1,6 @@
 """The live side of the log: following a run's new lines (`tail_lines`), and waiting for them (`Watcher`).
 
-`async for line in tail_lines(context, run_id, kinds, since)` needs `context.engine`,
-`.settings` and `.watcher` (the app's `Watcher`, started by the lifespan); it ends at
-shutdown. Long polls share the watcher through `Watcher.watch`. The watcher sends one
-query per RUNLOG_WAIT_INTERVAL per process, however many wait.
+The app's one `Watcher` sends one query per RUNLOG_WAIT_INTERVAL, however many wait.
 """
 
 from __future__ import annotations
@@ -203,9 +200,8 @@ async def tail_lines(
 ) -> AsyncIterator[store.Line]:
     """Every line of `run_id` newer than `since` (a cursor; None: from now), oldest first, then each new one.
 
-    Each line once, late commits included, with its `cursor`. `kinds` None is every kind.
-    Raises store.CursorError for a cursor not issued here, and CatchUpTooLong past
-    `most_catch_up` lines before it first waits. Ends at shutdown.
+    Needs `context.engine`, `.settings` and `.watcher`; ends at shutdown. Raises store.CursorError,
+    and CatchUpTooLong past `most_catch_up` lines before it first waits.
     """
     engine: AsyncEngine = context.engine
     settings: Settings = context.settings
