@@ -404,12 +404,12 @@ class ProgressBar:
         self.stream = stream
         self.tty = stream.isatty()
         self.total = 0
-        self.last: retention.Progress | None = None
+        self.deleted = 0
         self._printed_at = -self.PLAIN_EVERY
         self._drawn = False
 
     def show(self, progress: retention.Progress) -> None:
-        self.last = progress
+        self.deleted = progress.deleted
         total = max(self.total, progress.deleted)
         share = progress.deleted / total if total else 1.0
         counts = (
@@ -426,10 +426,6 @@ class ProgressBar:
             self._printed_at = progress.elapsed
             self.stream.write(f"pruning: {counts}\n")
             self.stream.flush()
-
-    @property
-    def deleted(self) -> int:
-        return 0 if self.last is None else self.last.deleted
 
     def finish(self) -> None:
         if self._drawn:

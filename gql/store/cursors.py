@@ -213,9 +213,6 @@ class _Seen:
         """The oldest line named, by (at, id)."""
         return min(zip(self.ats, self.ids, strict=True)) if self.ids else None
 
-    def pairs(self) -> tuple[tuple[int, datetime.datetime], ...]:
-        return tuple(zip(self.ids, self.ats, strict=True))
-
     def window_bytes(self, floor: Cursor | None) -> bytes:
         floor_bytes = b"\x00" if floor is None else _position_bytes(floor.at, floor.id)
         return (

@@ -116,7 +116,10 @@ async def insert_lines(
             deadline, functools.partial(_insert_raw_once, engine, lines, deadline, spans, held)
         )
         return
-    await _bounded(engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT")
+    run = functools.partial(_run_insert, lines)
+    await _retrying_conflicts(
+        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level="AUTOCOMMIT")
+    )
 
 
 async def _insert_raw_once(
@@ -230,7 +233,9 @@ async def insert_keyed(
         progress.done = True
 
     # The key and the line need one real transaction: the database's default level gives one.
-    await _bounded(engine, deadline, run, isolation_level=None)
+    await _retrying_conflicts(
+        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=None)
+    )
     return outcome[0]
 
 
@@ -243,19 +248,6 @@ def _key_text(bound: str | None) -> TextClause:
     if bound is not None:
         sql = f"SET STATEMENT max_statement_time={bound} FOR {sql}"
     return text(sql).bindparams(bindparam("c", type_=keys.c.created_at.type))
-
-
-async def _bounded(
-    engine: AsyncEngine,
-    deadline: float,
-    run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
-    *,
-    isolation_level: str | None,
-) -> None:
-    """`_bounded_once`, tried again as `_retrying_conflicts` says."""
-    await _retrying_conflicts(
-        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=isolation_level)
-    )
 
 
 async def _retrying_conflicts(deadline: float, attempt: Callable[[], Awaitable[None]]) -> None:
