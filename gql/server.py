@@ -26,10 +26,7 @@ log = logging.getLogger("gql.server")
 
 
 class _HeadDeadline:
-    """A deadline for a request's head, mixed into uvicorn's HTTP protocol (`compat.uvicorn.HTTP_HOOKS`).
-
-    Also closes a connection that takes none of its response for as long.
-    """
+    """A deadline for each request's head, and for a response not taken, mixed into uvicorn's protocol."""
 
     transport: asyncio.Transport
     cycle: Any
@@ -205,11 +202,7 @@ class ClientGone(OSError):
 
 
 class WebSocketProtocol(WebSocketProtocolBase):
-    """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it.
-
-    A subscriber whose pong is late is closed with BEHIND_CODE; a close frame not taken within
-    a period aborts the transport. Overrides what `compat.uvicorn.WEBSOCKET_HOOKS` names.
-    """
+    """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it."""
 
     def keepalive_timeout(self) -> None:
         if self.transport.get_write_buffer_size() and not (self.close_sent or self.transport.is_closing()):

@@ -138,10 +138,7 @@ class _Slot:
 # A class, not an async generator: graphql-core may close a stream it never iterated,
 # and a generator that never started runs no `finally`, which would keep its slot.
 class Stream(Generic[T, U]):
-    """An async iterator over `source`, each item mapped by `convert`, holding `slot` until it is closed.
-
-    `fail` turns an exception from the source into the one the client sees.
-    """
+    """`source`'s items mapped by `convert` (its exceptions by `fail`), holding `slot` until it is closed."""
 
     def __init__(
         self,
@@ -224,10 +221,7 @@ def unreadable(message: Mapping[str, Any]) -> str | None:
 
 
 class OperationSchema:
-    """The schema as a websocket handler sees it: each operation is run with a context of its own.
-
-    `subscribe` and `stream` both serve every kind of operation: a query or mutation answers once.
-    """
+    """The schema as a websocket handler sees it: each operation runs with a context of its own."""
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema

@@ -80,10 +80,7 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
 
 
 def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
-    """Make a span of each statement `engine` executes, through SQLAlchemy's events on this engine alone.
-
-    Returns the spans for the statements sent to the driver directly, for `db.pool_state(engine).spans`.
-    """
+    """Span each statement `engine` executes; answer the spans for those sent to the driver directly."""
     # Not OpenTelemetry's SQLAlchemy instrumentation: it patches `create_engine` once per
     # process, and every app here has an engine of its own.
     from opentelemetry.trace import get_tracer

@@ -75,10 +75,7 @@ Read = str | list[str]
 
 
 class Compiler:
-    """Writes one Python function per (object type, selection) and compiles them together.
-
-    The source is written from schema names only, never from a request.
-    """
+    """Writes one Python function per (object type, selection), from schema names only, and compiles them."""
 
     def __init__(self, executor: Any) -> None:
         # The executor compiling (page_plan.PageExecutor): its subfields are collected as it collects them.

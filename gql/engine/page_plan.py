@@ -186,10 +186,7 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 
 
 class PageExecutor(CompletesObjects, VariablesExecutor):
-    """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
-
-    The schema's `execution_context_class`; it hooks in through `CompletesObjects` (gql/compat/graphql.py).
-    """
+    """graphql-core's executor, completing `RunLogPage` values with a compiled plan (`CompletesObjects`)."""
 
     # Plans are built against one schema's types: a cache per schema (`with_plans`).
     plans: ClassVar[_PlanCache]

@@ -133,7 +133,6 @@ def _run(
     """Run the revisions after `start` (versioned) or after `adopted` (stamped first).
 
     On a connection, applied; for a URL, printed to `out` (offline mode).
-    Alembic's `stamp` and `upgrade` commands run them, through env.py.
     """
     cfg = config()
     offline = isinstance(target, URL)

@@ -82,10 +82,7 @@ _SLICE_RETRIED = frozenset({1180, 1205, 1213})
 async def prune_terminal(
     engine: AsyncEngine, *, before: datetime.datetime, limit: int, deadline: float | None = None
 ) -> int:
-    """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many.
-
-    A busy database answers fewer, not an error.
-    """
+    """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many."""
     piece = await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=PRUNE_SLICE_LINES)
     return piece.deleted
 
