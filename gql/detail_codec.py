@@ -256,18 +256,13 @@ def canonical_detail(kind: Kind, text: str) -> str:
 
 def read_detail(kind_name: str, text: str | bytes | None) -> Any:
     """Build the typed detail for a stored line (text or bytes); never raises on bad data."""
-    if text is None:
-        return None
-    read = _READERS.get(kind_name)
-    if read is None:
-        return _unreadable(text, f"kind {kind_name!r} is not known to this server")
-    build, validate_json = read
+    values = read_values(kind_name, text)
+    if type(values) is not dict:
+        return values
     try:
-        return build(validate_json(text))
-    except pydantic.ValidationError as exc:
-        return _unreadable(text, f"does not fit {kind_name}: {_describe(exc)}")
+        return _READERS[kind_name][0](values)
     except (ValueError, OverflowError) as exc:  # a datetime out of range, say
-        return _unreadable(text, f"does not fit {kind_name}: {exc}")
+        return _unreadable(text or "", f"does not fit {kind_name}: {exc}")
 
 
 def read_values(kind_name: str, text: str | bytes | None) -> dict[str, Any] | UnreadableDetail | None:

@@ -177,19 +177,15 @@ class Stream(Generic[T, U]):
             await close()
 
 
-def _too_big(context: Any, payload: Any) -> Any:
-    """The formatted error for a subscribe/start payload whose query text is over the size limit."""
+def _refusal(view: Any, context: Any, payload: Any) -> Any:
+    """The formatted error for a subscribe or start payload too big or not trusted; None if neither."""
     query = payload.get("query") if isinstance(payload, dict) else None
     if not isinstance(query, str):
         return None  # Strawberry refuses it as it is
-    refusal = query_text_refusal(query, context.settings.max_query_bytes)
-    return None if refusal is None else refusal.formatted
-
-
-def _untrusted(view: Any, context: Any, payload: Any) -> Any:
-    """The formatted error for a text no trusted document has, when they are enforced, for all but admins."""
+    too_big = query_text_refusal(query, context.settings.max_query_bytes)
+    if too_big is not None:
+        return too_big.formatted
     trusted = view.trusted
-    query = payload.get("query") if isinstance(payload, dict) else None
     if not trusted.enforced or query in trusted.texts or Role.ADMIN in context.caller.roles:
         return None
     return GraphQLError(REFUSED, extensions={"code": "FORBIDDEN"}).formatted
@@ -274,8 +270,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
         await super().handle_message(message)
 
     async def handle_subscribe(self, message: Any) -> None:
-        payload = message.get("payload")
-        error = _too_big(self.context, payload) or _untrusted(self.view, self.context, payload)
+        error = _refusal(self.view, self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged and message.get("id") not in self.operations:
             await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
             return
@@ -330,8 +325,7 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
         await super().handle_connection_init(message)
 
     async def handle_start(self, message: Any) -> None:
-        payload = message.get("payload")
-        error = _too_big(self.context, payload) or _untrusted(self.view, self.context, payload)
+        error = _refusal(self.view, self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged:
             await self.send_message(LegacyErrorMessage(type="error", id=message["id"], payload=error))
             return
