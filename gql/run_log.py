@@ -272,7 +272,6 @@ async def read_run_log(
         # Read oldest first; shown newest first, as every page.
         lines = lines[::-1]
         cursors.reverse()
-    if newer is not None:
         info_ = PageInfo(
             has_next_page=True,
             end_cursor=cursors[-1] if cursors else None,
@@ -346,16 +345,12 @@ def _delivers(page: store.Page, made: store.PageCursors | None) -> bool:
 def _line_id(value: Any) -> int:
     """`around` as a line id; refused (BAD_USER_INPUT) when it is not one."""
     text = str(value)
-    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > 19:
+    digits = not isinstance(value, bool) and text.isascii() and text.isdigit() and len(text.lstrip("0")) <= 19
+    if not digits or not 1 <= int(text) <= store.LINE_ID_MAX:
         raise ClientError(
             f"around must be a line's id, a positive integer, got {value!r:.60}", "BAD_USER_INPUT"
         )
-    number = int(text)
-    if not 1 <= number <= store.LINE_ID_MAX:
-        raise ClientError(
-            f"around must be a line's id, a positive integer, got {value!r:.60}", "BAD_USER_INPUT"
-        )
-    return number
+    return int(text)
 
 
 async def _kind_counts(
@@ -394,8 +389,8 @@ async def _long_poll(
 ) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
     """Wait up to `seconds` for the run's next lines, then read them; None when none came.
 
-    Woken by the watcher (gql/tail.py). Ends early at shutdown or when the client hangs
-    up; lines held back by the cursor's bound are read again after `settles_in` seconds.
+    Ends early at shutdown or when the client hangs up; lines held back by the cursor's
+    bound are read again after `settles_in` seconds.
     """
     watcher = context.watcher
     if watcher is None:
