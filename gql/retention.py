@@ -407,5 +407,4 @@ def describe_failure(exc: BaseException, timeout: float | None = None) -> str:
     if isinstance(exc, TimeoutError):
         within = "" if timeout is None else f" within {timeout:g}s"
         return f"the database did not finish a slice{within}"
-    original = getattr(exc, "orig", None) or exc
-    return f"{type(original).__name__}: {original}".splitlines()[0][:300]
+    return store.one_line_reason(exc)[:300]

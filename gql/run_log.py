@@ -445,8 +445,7 @@ def _reason(exc: BaseException) -> str:
     """A one-line account of a failure for the server's log."""
     if isinstance(exc, TimeoutError):
         return "the database did not answer in time"
-    original = getattr(exc, "orig", None) or exc
-    return f"{type(original).__name__}: {original}".splitlines()[0]
+    return store.one_line_reason(exc)
 
 
 async def write_line(context: Context, **arguments: Any) -> bool:

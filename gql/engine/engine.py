@@ -141,10 +141,8 @@ class Engine:
                     "write_plan", "too_many_values", query, "more variables than RequestLimits counts"
                 )
             else:
-                # Within RequestLimits' count of values once they coerce: a
-                # plan's variables are scalars, and a value that coerces as
-                # one counts one (limits.variable_values; JSON is handed over
-                # whole). Coercing them first is bounded by their number.
+                # Within RequestLimits' count of values once they coerce: a plan's variables
+                # are scalars, each counting one (limits.variable_values).
                 planned.writes = plan.arguments(variables)
                 if planned.writes is not None:
                     return planned
