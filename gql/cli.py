@@ -482,10 +482,7 @@ def _demo(settings: Settings, allow_non_embedded: bool, replace_any: bool, then_
 
 
 def _serve_workers(config: uvicorn.Config) -> None:
-    """What `uvicorn.run` does for several workers, with TCP_NODELAY on the shared socket.
-
-    (asyncio does not set it on that socket's connections, and the body would wait for a delayed ACK.)
-    """
+    """What `uvicorn.run` does for several workers, with TCP_NODELAY on the shared socket."""
     from . import metrics
     from .compat.uvicorn import supervisor_class
 
@@ -506,5 +503,6 @@ def _serve_workers(config: uvicorn.Config) -> None:
                     metrics.mark_process_dead(process.pid)
 
     sock = config.bind_socket()
+    # asyncio does not set it on that socket's connections: a body would wait for a delayed ACK.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     Supervisor(config, sockets=[sock]).run()

@@ -65,8 +65,7 @@ async def load(
 ) -> Loaded:
     """Create the tables where missing and put the demo runs in place, replacing earlier ones.
 
-    With `replace_any`, runs with the demo's ids that did not come from the
-    demo are replaced too; no other run is touched either way.
+    With `replace_any`, runs with the demo's ids that did not come from the demo are replaced too.
     """
     now = now or datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     runs = build_runs(now)

@@ -184,10 +184,7 @@ def _page_shape(
 
 
 def line_columns(sqlite: bool, *, detail: bool = True) -> list[ColumnElement[Any]]:
-    """What a statement reading lines selects, in the order rows.sqlite_lines and mariadb_lines read.
-
-    Without `detail`, NULL in its place.
-    """
+    """What a statement reading lines selects, in the order `rows` reads it; NULL without `detail`."""
     if not sqlite:
         stored: ColumnElement[Any] = _l.c.detail if detail else null().label("detail")
         return [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, stored, _l.c.at]

@@ -129,12 +129,7 @@ async def _insert_raw_once(
     spans: tracing.SqlSpans | None,
     held: HeldConnection | None = None,
 ) -> None:
-    """`_bounded_once` for `insert_lines` on MariaDB, sent to the driver past SQLAlchemy's connection.
-
-    The same bounds and the same account of a failure (`_account`). A connection that does
-    not autocommit (the pool's do, db.create_engine) is put back, and the write goes
-    through SQLAlchemy.
-    """
+    """`_bounded_once` for `insert_lines` on MariaDB, sent to the driver past SQLAlchemy's connection."""
     loop = asyncio.get_running_loop()
     progress = _Progress()
     too_late = through_sqlalchemy = False
@@ -147,7 +142,7 @@ async def _insert_raw_once(
             if seconds < MIN_STATEMENT_SECONDS:
                 too_late = True  # the connection goes back as it came
             elif not on.driver.get_autocommit():
-                through_sqlalchemy = True
+                through_sqlalchemy = True  # which sets autocommit (the pool's connections have it)
             else:
                 sql = _raw_insert_sql(len(lines), _bound(engine, seconds))
                 at = utc_now_millis()
@@ -336,10 +331,7 @@ def _stored_anyway(exc: Exception) -> None:
 
 
 async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
-    """Whether autocommit is asked of a MariaDB connection that already autocommits (the pool's default).
-
-    Setting it again, and its reset on return, would cost two greenlet round trips a batch.
-    """
+    """Whether autocommit is asked of a MariaDB connection that already has it: two round trips saved."""
     if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
         return False
     driver: Any = (await conn.get_raw_connection()).driver_connection
@@ -381,10 +373,7 @@ async def forget_keys(engine: AsyncEngine, *, before: datetime.datetime, limit: 
 
 
 async def detail_capacity(engine: AsyncEngine) -> int | None:
-    """The most bytes the `detail` column holds, or None when it has no such limit (SQLite).
-
-    An existing table may have TEXT (65,535 bytes) where this service creates MEDIUMTEXT.
-    """
+    """The most bytes the `detail` column holds (an older table's may be TEXT); None for SQLite's no limit."""
     if engine.dialect.name == "sqlite":
         return None
     async with engine.connect() as conn:
