@@ -40,8 +40,7 @@ from .write_plan import WritePlan
 
 def _declined(reason: str, query: str | None, why: str) -> None:
     """Count a request left to Strawberry's pipeline, and log it once per text."""
-    # A text's first request is how it gets prepared, not a fault: logged at
-    # DEBUG, or every new text would add a line to the log.
+    # A text's first request is how it gets prepared, not a fault: at DEBUG.
     level = logging.DEBUG if reason == "not_prepared" else logging.INFO
     metrics.fell_back("prepared", reason, query, why, level)
 
@@ -64,8 +63,7 @@ class Planned:
     read: ReadPlan | None = None
 
     async def write(self, context: Context) -> dict[str, object]:
-        """The data of a mutation the write plan answers: its fields written one after another."""
-        # One after another, as the executor runs a mutation's fields.
+        """The data of a mutation the write plan answers: its fields written in turn, as the executor does."""
         return {key: await write_line(context, **values) for key, values in self.writes or ()}
 
     async def execute(self, context: Context) -> ExecutionResult:
