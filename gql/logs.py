@@ -24,10 +24,6 @@ ACCESS_TEXT_FORMAT = (
 _HIDDEN = frozenset({"arrived", "errors"})
 
 
-def _context_fields() -> dict[str, Any]:
-    return {k: v for k, v in context().items() if k not in _HIDDEN}
-
-
 class TextFormatter(logging.Formatter):
     """The plain format, with ` (request <id>)` on a line about a request that does not name its id."""
 
@@ -70,7 +66,7 @@ class JsonFormatter(logging.Formatter):
             # A short message when the fields follow (a refused write).
             "message": getattr(record, "json_message", None) or record.getMessage(),
         }
-        entry.update(_context_fields())
+        entry.update((k, v) for k, v in context().items() if k not in _HIDDEN)
         if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
             client, method, path, version, status = record.args
             entry.update(client=client, method=method, path=path, http_version=version, status=status)

@@ -50,11 +50,6 @@ def document_bytes(text: str, document: DocumentNode) -> int:
     return 2 * sys.getsizeof(text) + TOKEN_BYTES * tokens
 
 
-def _errors_bytes(errors: list[GraphQLError]) -> int:
-    # An error holds its message, locations and path; its nodes are the document's.
-    return sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
-
-
 @dataclass(slots=True)
 class _Document:
     """What is known of one query text: its document, its validation, its operations."""
@@ -120,9 +115,9 @@ class DocumentCaches:
     def add_validation(
         self, query: str, document: DocumentNode, rules: tuple[Any, ...], errors: list[GraphQLError]
     ) -> None:
-        self._add(
-            query, document, _errors_bytes(errors), lambda known: known.validated.update({rules: errors})
-        )
+        # An error holds its message, locations and path; its nodes are the document's.
+        held = sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
+        self._add(query, document, held, lambda known: known.validated.update({rules: errors}))
 
     def prepared_operation(
         self, query: str, operation_name: str | None

@@ -56,7 +56,7 @@ def detect(conn: Connection) -> str | None:
     migrations have a `present` check; the walk stops at the first without one.
     """
     found = None
-    for script in _oldest_first():
+    for script in reversed(list(scripts().walk_revisions("base", "heads"))):
         present: Callable[[Connection], bool] | None = getattr(script.module, "present", None)
         if present is None or not present(conn):
             break
@@ -111,10 +111,6 @@ def write_sql(conn: Connection, out: TextIO) -> None:
 
 
 # ── inside ───────────────────────────────────────────────────────────────────
-
-
-def _oldest_first() -> list[Any]:
-    return list(reversed(list(scripts().walk_revisions("base", "heads"))))
 
 
 def _describe(revision: str) -> str:
