@@ -74,7 +74,10 @@ class CompletesObjects:
 
 
 def has_middleware(executor: Any) -> bool:
-    """Whether the executor runs a resolver middleware (`middleware_manager`), which a plan would skip."""
+    """Whether the executor runs a resolver middleware (`middleware_manager`: no documented accessor).
+
+    Without it, a plan could skip a middleware; page_plan.py plans no page when there is one.
+    """
     manager = executor.middleware_manager
     return manager is not None and bool(manager.middlewares)
 
@@ -82,7 +85,11 @@ def has_middleware(executor: Any) -> bool:
 def collect_subfields(
     executor: Any, return_type: GraphQLObjectType, field_details_list: list[FieldDetails]
 ) -> dict[str, list[FieldDetails]]:
-    """The fields selected on `return_type`, by response key, as the executor's `collect_subfields` does."""
+    """The fields selected on `return_type`, by response key, as the executor collects them.
+
+    The executor's `collect_subfields` is not documented, nor `collect_fields` exported;
+    a plan compiled from another collection could select other fields.
+    """
     grouped, _defer, _forbidden = executor.collect_subfields(return_type, field_details_list)
     return grouped  # type: ignore[no-any-return]
 
@@ -90,7 +97,8 @@ def collect_subfields(
 def collect_root_fields(executor: Any) -> dict[str, list[FieldDetails]]:
     """The fields at the root of the executor's operation, by response key, as executing it collects them.
 
-    The very groups, so that start-up's compiled plans match the first request's.
+    `collect_fields` is not exported. Without these very groups, start-up's compiled page
+    plans (`PageExecutor.compile_pages`) would not match, and each first request would compile again.
     """
     root_type = executor.schema.get_root_type(executor.operation.operation)
     grouped, _defer, _forbidden = collect_fields(
@@ -105,7 +113,11 @@ def collect_root_fields(executor: Any) -> dict[str, list[FieldDetails]]:
 
 
 def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bool:
-    """Whether any of the fields is deferred (@defer) or read through fragment arguments: no plan for it."""
+    """Whether any of the fields is deferred (@defer) or read through fragment arguments.
+
+    `FieldDetails.defer_usage` and `fragment_variable_values` are not public; without the
+    check, a plan would complete such a field at once, with other variables.
+    """
     return any(
         d.fragment_variable_values is not None or d.defer_usage is not None for d in field_details_list
     )
@@ -114,11 +126,16 @@ def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bo
 def bound_overlap_check(budget: int) -> None:
     """Bound graphql-core's check that fields sharing a response name merge, for the whole process.
 
-    Sets the global `MAX_COMPLEXITY_BUDGET`: no argument of `validate` does.
+    Sets the global `MAX_COMPLEXITY_BUDGET`, as its comment documents; no argument of
+    `validate` does. Without it, a few thousand repeated fields hold validation for seconds.
     """
     overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = budget
 
 
 def overlap_check_aborted(error: GraphQLError) -> bool:
-    """Whether `error` is the overlap check running out of its budget: only its message tells."""
+    """Whether `error` is the overlap check running out of its budget ("Validation aborted.").
+
+    graphql-core gives only that message, no code or class; without it gql/query_shape.py
+    could not replace it with an error that says what to change.
+    """
     return error.message == "Validation aborted."

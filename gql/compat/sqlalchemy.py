@@ -15,5 +15,9 @@ __all__ = ["cursor_listeners", "greenlet_spawn"]
 
 
 def cursor_listeners(engine: Any) -> tuple[Any, ...]:
-    """The `before_cursor_execute` listeners of a sync `engine`: nothing public lists them."""
+    """The `before_cursor_execute` listeners of a sync `engine`, in the order they run.
+
+    SQLAlchemy's `event.contains` asks about one known function; nothing public lists them
+    all. `engine.dispatch` is its event registry.
+    """
     return tuple(engine.dispatch.before_cursor_execute)

@@ -47,34 +47,45 @@ __all__ = [
 
 
 def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
-    """The graphql-core schema Strawberry built (`Schema._schema`), which has no public accessor."""
+    """The graphql-core schema Strawberry built (`Schema._schema`), which has no public accessor.
+
+    Without it `execute`, `validate`, the write and page plans and `run_prepared` have no
+    schema to run against.
+    """
     return schema._schema
 
 
 def resolve_info(info: strawberry.Info) -> GraphQLResolveInfo[Any]:
-    """graphql-core's resolve info behind Strawberry's `Info` (`Info._raw_info`), for its `field_nodes`."""
+    """graphql-core's resolve info behind Strawberry's `Info` (`Info._raw_info`).
+
+    `Info` offers no `field_nodes` or `fragments`; without them `runLog` cannot count the
+    details a page serves (`detail_servings`) before the page is read.
+    """
     return info._raw_info
 
 
 # Strawberry's own executor, exported from no public module: an executor plugged in at
-# `Schema(execution_context_class=...)` subclasses it to behave as Strawberry's (`PageExecutor`).
+# `Schema(execution_context_class=...)` subclasses it to behave as Strawberry's (`PageExecutor`);
+# without it, resolvers would get graphql-core's bare info.
 DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
 
 
 def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
     """The Strawberry definition a graphql-core type, field or enum was made from, or None.
 
-    Read from `extensions[GraphQLCoreConverter.DEFINITION_BACKREF]`: no public call maps back.
+    Read from `extensions[GraphQLCoreConverter.DEFINITION_BACKREF]` (not a public module); no
+    public call maps back. Without it page_plan.py compiles nothing and graphql-core completes every page.
     """
     return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
 
 
 # The wrappers a Strawberry field's `type` is made of once resolved (`strawberry.types.base`,
-# `strawberry.types.enum`, undocumented): detail_codec.py and write_plan.py read field types by them.
+# `strawberry.types.enum`, undocumented): detail_codec.py and write_plan.py read field types by them;
+# without them, only from Python annotations, which Strawberry resolves in undocumented ways.
 # One reach: the four classes of one module family, tested together.
 
 # The cause Strawberry gives the HTTPException for a mutation sent by GET (InvalidOperationTypeError,
-# undocumented): gql/view.py answers that one with the specification's 405.
+# undocumented): gql/view.py answers that one with the specification's 405, where Strawberry says 400.
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────
 # Members of Strawberry's classes, beyond its documented view hooks, that gql/view.py,
@@ -111,7 +122,8 @@ MASK_ERRORS_HOOKS = ("anonymise_error",)
 REQUEST_ADAPTER_HOOKS = ("content_type",)
 
 # Strawberry's websocket protocol handlers: gql/subscriptions.py gives each operation its own
-# context, checks each message, and refuses an oversized or untrusted text as its error.
+# context, checks each message, and refuses an oversized or untrusted text as its error; without
+# them, a socket's operations share one deadline and budget and skip those checks.
 TRANSPORT_WS_HOOKS = (
     "handle_message",
     "handle_subscribe",
@@ -142,7 +154,9 @@ WS_HOOKS = (
 async def parse_and_validate(schema: strawberry.Schema, query: str, operation_name: str | None) -> None:
     """Take `query` through Strawberry's pipeline as a request would, up to execution, and no further.
 
-    Through the private `_create_execution_context` and `_prepare_operation_async`: public calls execute.
+    Through the private `_create_execution_context` and `_prepare_operation_async`, since
+    every public call executes; without them `Engine.warm` would have to execute each
+    document to have it cached.
     """
     context = schema._create_execution_context(
         query=query, allowed_operation_types=DEFAULT_ALLOWED_OPERATION_TYPES, operation_name=operation_name

@@ -23,6 +23,7 @@ __all__ = [
 
 # uvicorn's HTTP protocol (httptools' if installed, else h11's): no setting bounds the time a
 # request's head may take, nor its size under httptools; gql/server.py's `HTTPProtocol` adds both.
+# Without it a connection that trickles its head holds a slot for ever.
 HTTPProtocolBase = AutoHTTPProtocol
 
 HTTP_HOOKS = (
@@ -53,6 +54,7 @@ HTTPTOOLS_HOOKS = (
 
 # uvicorn's websocket protocol on the websockets library's sans-I/O API: it closes a peer with
 # `transport.close()`, which waits for ever on a client that reads nothing; the subclass aborts it.
+# Without it a stalled subscriber holds its subscription and delays shutdown.
 WebSocketProtocolBase = WebSocketsSansIOProtocol
 
 WEBSOCKET_HOOKS = (
@@ -82,7 +84,8 @@ SUPERVISOR_HOOKS = (
 def supervisor_class() -> Any:
     """uvicorn's supervisor of worker processes (`uvicorn.supervisors.Multiprocess`), imported when called.
 
-    `uvicorn.run(workers=n)` offers no TCP_NODELAY on the shared socket and no word of a dead worker.
+    `uvicorn.run(workers=n)` offers no TCP_NODELAY on the shared socket and no word of a dead
+    worker; gql/cli.py does both around this. Without it `serve --workers` answers keep-alive requests late.
     """
     from uvicorn.supervisors import Multiprocess
 
