@@ -44,8 +44,7 @@ class Closed(Exception):
 class Watch:
     """One waiter on one run: `changed()` returns once the run may have new lines."""
 
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
+    def __init__(self) -> None:
         self.event = asyncio.Event()
         self.closed = False
         self.abandoned = False
@@ -111,10 +110,6 @@ class Watcher:
                 watch.closed = True
                 watch.event.set()
 
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
     @contextlib.asynccontextmanager
     async def watch(self, run_id: int, *, counted: bool = False) -> AsyncIterator[Watch]:
         """Watch `run_id` until the block ends; `counted` waits count against RUNLOG_MAX_WAITS."""
@@ -127,7 +122,7 @@ class Watcher:
                     "(RUNLOG_MAX_WAITS); try again shortly, or wait with fewer calls"
                 )
             self.waits += 1
-        watch = Watch(run_id)
+        watch = Watch()
         self._watches.setdefault(run_id, set()).add(watch)
         try:
             yield watch
