@@ -324,7 +324,6 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
     engine = create_engine(settings)
     when = horizon.isoformat(timespec="seconds")
     progress = ProgressBar(sys.stderr)
-    # Each call bounded by RUNLOG_PRUNE_TIMEOUT: aiomysql reads without a timeout.
     bound = settings.prune_timeout
     try:
         async with asyncio.timeout(bound):

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# pymysql is aiomysql's own base: its converters are what aiomysql's `conv` takes.
 from pymysql.constants import FIELD_TYPE
 from pymysql.converters import convert_datetime, decoders
 from sqlalchemy import (
@@ -246,7 +245,7 @@ def mariadb_datetime(value: Any) -> Any:
 
 
 _FROM_ISO = datetime.datetime.fromisoformat
-# aiomysql's decoders (its `conv`: decoders only, its encoders are its own).
+# aiomysql's decoders (its `conv`, pymysql's: decoders only, its encoders are its own).
 _DECODERS = {**decoders, FIELD_TYPE.DATETIME: mariadb_datetime, FIELD_TYPE.TIMESTAMP: mariadb_datetime}
 
 

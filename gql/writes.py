@@ -263,8 +263,7 @@ class Writer:
         metrics.count_write(problem)
         if problem is None:
             return True
-        sent: dict[str, Any] = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase}
-        sent["detail"] = detail
+        sent = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
         if idempotency_key is not None:
             sent["idempotencyKey"] = idempotency_key
         log_refused(problem, request_id, sent, settings.max_detail_bytes)
