@@ -32,8 +32,7 @@ async def _find_runs(
 ) -> tuple[dict[int, Run] | Exception, Run | Exception | None]:
     """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    With `holds`, their holds too. A failed lookup is returned in their place, for
-    graphql-core to raise at each `blockingRun` (and the page's `run`).
+    With `holds`, their holds too. A failed lookup is returned in their place, for graphql-core to raise.
     """
     blocked = Kind.RUN_BLOCKED.value
     wanted: list[int] = []
@@ -118,8 +117,7 @@ async def read_run_log(
 ) -> RunLogPage:
     """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
 
-    Called by the resolver and by the read plan. `asked` is what the field selects;
-    `servings()` how its details are served (limits.detail_servings), called only if read.
+    `asked` is what the field selects; `servings()` how its details are served, called only if read.
     """
     context.require(Action.READ, "runLog")
     number = parse_id(run_id)

@@ -128,10 +128,8 @@ async def raw_checkout(engine: AsyncEngine) -> Any:
 class HeldConnection:
     """One pooled connection kept from one statement to the next, saving a checkout and a return.
 
-    `keep` it after a statement it answered; `take` hands it out again only for the same
-    engine, in the same pool generation (`db.pool_generation`), for at most MAX_USES
-    statements; otherwise it is closed and the caller checks out its own. After
-    `release(close=True)`, nothing more is kept.
+    `keep` it after a statement it answered; `take` hands it out again only for the same engine,
+    in the same pool generation (`db.pool_generation`), for at most MAX_USES statements.
     """
 
     MAX_USES = 100  # so that pool_recycle applies at the next checkout

@@ -47,9 +47,8 @@ async def read_page(
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    With a search, at most `most_searched` stored lines are read; a page not full by then
-    ends with `has_next` and `stop`, the last line read. With `max_detail_bytes`, the page
-    ends early once its details would weigh more (its first line whatever its size).
+    A search reads at most `most_searched` lines, then ends with `stop`, the last line read.
+    With `max_detail_bytes`, the page ends early once its details would weigh more.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)

@@ -183,8 +183,7 @@ async def insert_keyed(
 ) -> bool:
     """Store `line` under an idempotency key, in one transaction; False when the key already stored it.
 
-    A stored `also_matches` digest counts as this same line too. Raises KeyReused when the
-    key stored another line of this run, and NotStored or OutcomeUnknown.
+    A stored `also_matches` digest counts as this line too. Raises KeyReused, NotStored or OutcomeUnknown.
     """
     keys = event_run_log_keys
     outcome: list[bool] = []
