@@ -233,29 +233,21 @@ async def _record_pruned(conn: AsyncConnection, lines: Sequence[tuple[int, Any]]
     p = event_run_log_pruned
     for run_id, (count, through) in sorted(per_run.items()):
         values = {"run_id": run_id, "line_count": count, "through": through, "pruned_at": now}
-        if conn.dialect.name == "sqlite":
-            statement: Any = sqlite_insert(p).values(values)
-            statement = statement.on_conflict_do_update(
-                index_elements=[p.c.run_id],
-                set_={
-                    "line_count": p.c.line_count + statement.excluded.line_count,
-                    "through": func.max(
-                        func.coalesce(p.c.through, statement.excluded.through),
-                        func.coalesce(statement.excluded.through, p.c.through),
-                    ),
-                    "pruned_at": statement.excluded.pruned_at,
-                },
-            )
+        sqlite = conn.dialect.name == "sqlite"
+        statement: Any = (sqlite_insert if sqlite else mysql_insert)(p).values(values)
+        new = statement.excluded if sqlite else statement.inserted
+        newer = func.max if sqlite else func.greatest
+        update = {
+            "line_count": p.c.line_count + new.line_count,
+            "through": newer(
+                func.coalesce(p.c.through, new.through), func.coalesce(new.through, p.c.through)
+            ),
+            "pruned_at": new.pruned_at,
+        }
+        if sqlite:
+            statement = statement.on_conflict_do_update(index_elements=[p.c.run_id], set_=update)
         else:
-            statement = mysql_insert(p).values(values)
-            statement = statement.on_duplicate_key_update(
-                line_count=p.c.line_count + statement.inserted.line_count,
-                through=func.greatest(
-                    func.coalesce(p.c.through, statement.inserted.through),
-                    func.coalesce(statement.inserted.through, p.c.through),
-                ),
-                pruned_at=statement.inserted.pruned_at,
-            )
+            statement = statement.on_duplicate_key_update(update)
         await conn.execute(statement)
 
 
