@@ -132,6 +132,13 @@ class Replica:
         }
 
 
+# Each replication thread: its status column, its error's, the error when none is given, and what it does.
+_THREADS = (
+    ("Slave_SQL_Running", "Last_SQL_Error", "stopped", "does not apply changes"),
+    ("Slave_IO_Running", "Last_IO_Error", "not connected", "does not receive changes from its primary"),
+)
+
+
 def judge(rows: list[dict[str, Any]], max_lag: float) -> tuple[str | None, float | None]:
     """Why a replica whose `SHOW ALL SLAVES STATUS` is `rows` may not serve pages (None: it may), its lag."""
     if not rows:
@@ -139,20 +146,10 @@ def judge(rows: list[dict[str, Any]], max_lag: float) -> tuple[str | None, float
     lags: list[float] = []
     for row in rows:
         name = row.get("Connection_name") or "default"
-        if row.get("Slave_SQL_Running") != "Yes":
-            error = row.get("Last_SQL_Error") or "stopped"
-            return (
-                f"does not apply changes (connection {name!r}, Slave_SQL_Running: "
-                f"{row.get('Slave_SQL_Running')}; {error})",
-                None,
-            )
-        if row.get("Slave_IO_Running") != "Yes":
-            error = row.get("Last_IO_Error") or "not connected"
-            return (
-                f"does not receive changes from its primary (connection {name!r}, "
-                f"Slave_IO_Running: {row.get('Slave_IO_Running')}; {error})",
-                None,
-            )
+        for running, last_error, otherwise, what in _THREADS:
+            if row.get(running) != "Yes":
+                error = row.get(last_error) or otherwise
+                return f"{what} (connection {name!r}, {running}: {row.get(running)}; {error})", None
         behind = row.get("Seconds_Behind_Master")
         if behind is None:
             return f"does not say how far behind it is (connection {name!r})", None
