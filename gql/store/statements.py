@@ -344,13 +344,6 @@ def line_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...]) -> S
 def recent_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...] = ()) -> Select[Any]:
     """The ids and times of a run's newest `limit` lines stamped at or after `settled`, newest first."""
     order = sqlite_at if sqlite else _l.c.at
-    settled = bindparam("settled", type_=_at_type(sqlite))
-    query = (
-        select(_l.c.id, order.label("at_utc"))
-        .where(_l.c.run_id == bindparam("run_id"), order >= settled)
-        .order_by(order.desc(), _l.c.id.desc())
-        .limit(bindparam("limit", type_=Integer()))
-    )
-    if by_kinds:
-        query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
-    return _narrow(query, order, sqlite, narrowed)
+    columns: list[ColumnElement[Any]] = [_l.c.id, order.label("at_utc")]
+    query = _page_shape(sqlite, by_kinds, None, "lines without detail", narrowed).with_only_columns(*columns)
+    return query.where(order >= bindparam("settled", type_=_at_type(sqlite)))
