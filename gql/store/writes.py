@@ -107,8 +107,7 @@ async def insert_lines(
 ) -> None:
     """Store `lines` in one autocommitted INSERT, all stamped with now, ended by `deadline` (loop time).
 
-    Raises NotStored or OutcomeUnknown. With `held`, the INSERT goes on the connection it
-    keeps, and it stays kept (MariaDB; SQLite's go back).
+    Raises NotStored or OutcomeUnknown. With `held`, the INSERT goes on the connection it keeps (MariaDB).
     """
     direct, spans = direct_path(engine)
     if direct:
