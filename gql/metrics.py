@@ -21,8 +21,7 @@ from prometheus_client.exposition import choose_encoder
 _log = logging.getLogger("gql.metrics")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-# How often each process samples what is not counted as it happens.
-SAMPLE_EVERY = 5.0
+SAMPLE_EVERY = 5.0  # seconds between two samples of what is not counted as it happens
 
 # ── requests ─────────────────────────────────────────────────────────────────
 # At module level, not per app: the registry is one per process by design.

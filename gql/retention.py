@@ -31,10 +31,8 @@ log = logging.getLogger("gql.retention")
 
 # The interval times a factor in 1 ± JITTER, so servers started together do not sweep in lockstep.
 JITTER = 0.2
-# A slice not finished in this long is rolled back and retried on the next tick.
-SLICE_TIMEOUT = 60.0
-# Shutdown waits this long for a slice in flight, then abandons it.
-STOP_GRACE = 5.0
+SLICE_TIMEOUT = 60.0  # a slice not finished in this long is rolled back, and retried next tick
+STOP_GRACE = 5.0  # shutdown waits this long for a slice in flight, then abandons it
 
 
 def format_duration(seconds: float) -> str:

@@ -18,8 +18,7 @@ from .settings import Settings
 
 # On uvicorn's Config, which each worker process receives (pickled) from the supervisor.
 _CONFIG_KEY = "runlog_header_timeout"
-# h11's own limit on a request's head, kept whichever parser uvicorn uses.
-MAX_HEAD_BYTES = 16 * 1024
+MAX_HEAD_BYTES = 16 * 1024  # h11's own limit on a request's head, kept whichever parser uvicorn uses
 _HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 
 log = logging.getLogger("gql.server")
@@ -185,8 +184,7 @@ class HTTPProtocol(_HostRules, _HeadDeadline, HTTPProtocolBase):  # type: ignore
         super().shutdown()
 
 
-# Seconds uvicorn lets requests in flight finish after SIGTERM.
-GRACEFUL_SHUTDOWN = 10
+GRACEFUL_SHUTDOWN = 10  # seconds uvicorn lets requests in flight finish after SIGTERM
 # Of which a websocket whose client does not take its close frame (1012) is given this many.
 WS_SHUTDOWN_GRACE = GRACEFUL_SHUTDOWN / 4
 # The close a subscriber that falls behind gets; a close frame's reason holds at most 123 bytes.

@@ -20,12 +20,10 @@ from .settings import Settings
 
 log = logging.getLogger("gql.tail")
 
-# A catch-up page: at most this many lines and detail bytes, what one tail holds
-# while a slow client takes them.
+# A catch-up page's lines and detail bytes: what one tail holds while a slow client takes them.
 CATCH_UP_LINES = 500
 CATCH_UP_BYTES = 256 * 1024
-# For the answer's round trip and clocks that differ between processes.
-LATE_MARGIN = 2.0
+LATE_MARGIN = 2.0  # for the answer's round trip, and clocks that differ between processes
 
 
 def late_window(settings: Settings) -> float:

@@ -27,14 +27,12 @@ log = logging.getLogger("gql.runlog")
 
 MAX_LINES = 200  # lines in one INSERT
 MAX_BYTES = 1024 * 1024  # detail text in one INSERT, well under MySQL's max_allowed_packet
-# Batches at the database at once: two keep the process busy while a commit waits
-# on fsync; more make smaller INSERTs that cost more CPU per line. SQLite gets one.
+# Batches at the database at once: two keep the process busy while a commit waits on fsync;
+# more make smaller INSERTs that cost more CPU per line. SQLite gets one.
 IN_FLIGHT = 2
 MAX_KEY_CHARS = 256
-# A key is kept this long: a retry within a day of the first try is safe.
-KEY_TTL = datetime.timedelta(days=1)
-# Every this many keyed writes, one bounded slice of expired keys is deleted.
-KEY_SWEEP_EVERY = 100
+KEY_TTL = datetime.timedelta(days=1)  # a retry within a day of the first try is safe
+KEY_SWEEP_EVERY = 100  # keyed writes between two bounded slices of expired keys deleted
 # A refused line is logged whole up to the detail limit plus LOG_SLACK; past that, a
 # prefix of LOG_PREFIX_CHARS, the size and a digest.
 LOG_SLACK = 1024

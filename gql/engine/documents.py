@@ -25,10 +25,8 @@ from strawberry.extensions import SchemaExtension
 log = logging.getLogger("gql.engine")
 
 DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
-# In bytes as `document_bytes` counts them.
-DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024
-# A longer text is parsed each time, never cached.
-CACHED_TEXT_CHARS = 16 * 1024
+DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024  # in bytes as `document_bytes` counts them
+CACHED_TEXT_CHARS = 16 * 1024  # a longer text is parsed each time, never cached
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
 

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-# The newest revision in versions/. Set it with each new revision:
-# runner.head() refuses to run when it is not the newest.
+# The newest revision in versions/: runner.head() refuses to run when it is not.
 HEAD = "0006"
 VERSION_TABLE = "alembic_version"
 

@@ -17,8 +17,7 @@ from typing import NamedTuple
 
 from .values import LINE_ID_MAX, NO_FILTERS, Filters, Line, Page, utc_now_millis
 
-# The most recent lines one cursor names; past it a page stops short.
-RECENT_LINES = 128
+RECENT_LINES = 128  # the most recent lines one cursor names; past it a page stops short
 _VERSION = 2
 # Header and floor (at most 140 bytes) and RECENT_LINES of the widest lines (id step 9, time 7).
 _MAX_BYTES = 140 + RECENT_LINES * 16

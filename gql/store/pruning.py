@@ -66,12 +66,10 @@ class PruneSlice:
     run_ids: frozenset[int]
 
 
-# Each slice is its own transaction, so what was deleted before a deadline or a
-# refusal is kept; on Galera it is also a smaller write set.
+# Each slice its own transaction: what it deleted stays past a later refusal; a small Galera write set.
 PRUNE_SLICE_LINES = 1000
 
-# Tries of a slice that lost a conflict (it deleted nothing, so trying again is safe).
-PRUNE_CONFLICT_RETRIES = 8
+PRUNE_CONFLICT_RETRIES = 8  # tries of a slice that lost a conflict (it deleted nothing: safe)
 
 # Refusals that leave a slice deleting nothing, tried again half as big: a deadlock or
 # lost certification (1213), a lock wait timeout (1205), a commit refused (1180: Galera's
