@@ -16,8 +16,7 @@ from . import request_id, tail
 from .compat.uvicorn import HTTPProtocolBase, WebSocketProtocolBase
 from .settings import Settings
 
-# On uvicorn's Config, which each worker process receives (pickled) from the supervisor.
-_CONFIG_KEY = "runlog_header_timeout"
+_CONFIG_KEY = "runlog_header_timeout"  # on uvicorn's Config, which each worker receives pickled
 MAX_HEAD_BYTES = 16 * 1024  # h11's own limit on a request's head, kept whichever parser uvicorn uses
 _HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 

@@ -33,8 +33,7 @@ IN_FLIGHT = 2
 MAX_KEY_CHARS = 256
 KEY_TTL = datetime.timedelta(days=1)  # a retry within a day of the first try is safe
 KEY_SWEEP_EVERY = 100  # keyed writes between two bounded slices of expired keys deleted
-# A refused line is logged whole up to the detail limit plus LOG_SLACK; past that, a
-# prefix of LOG_PREFIX_CHARS, the size and a digest.
+# A refused line is logged whole up to the detail limit plus LOG_SLACK, past it cut (`bounded_line`).
 LOG_SLACK = 1024
 LOG_PREFIX_CHARS = 1024
 

@@ -20,8 +20,7 @@ from sqlalchemy.engine import URL, Connection
 
 from .revision import HEAD, VERSION_TABLE, Migrated, version
 
-# Two init-db runs at once on MySQL/MariaDB (two deploys, say) would both stamp
-# an unversioned database; the second waits for the first instead.
+# Two init-db runs at once (two deploys) would both stamp an unversioned database: one waits.
 _LOCK = "runlog.migrations"
 _LOCK_WAIT = 60
 

@@ -45,8 +45,7 @@ _l = event_run_log
 
 # Least time worth starting a statement with: with less left, a line is not sent at all.
 MIN_STATEMENT_SECONDS = 0.05
-# How long past a line's deadline its caller waits for the answer (the round trip and a
-# slow commit); the one bound left when the database stops answering at all.
+# How long past its deadline a line's caller waits for the answer: the bound when the database stops.
 ANSWER_GRACE_SECONDS = 1.0
 
 
