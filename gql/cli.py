@@ -324,7 +324,6 @@ async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int,
     engine = create_engine(settings)
     when = horizon.isoformat(timespec="seconds")
     progress = ProgressBar(sys.stderr)
-    # Each call bounded by RUNLOG_PRUNE_TIMEOUT: aiomysql reads without a timeout.
     bound = settings.prune_timeout
     try:
         async with asyncio.timeout(bound):
@@ -404,12 +403,12 @@ class ProgressBar:
         self.stream = stream
         self.tty = stream.isatty()
         self.total = 0
-        self.last: retention.Progress | None = None
+        self.deleted = 0
         self._printed_at = -self.PLAIN_EVERY
         self._drawn = False
 
     def show(self, progress: retention.Progress) -> None:
-        self.last = progress
+        self.deleted = progress.deleted
         total = max(self.total, progress.deleted)
         share = progress.deleted / total if total else 1.0
         counts = (
@@ -426,10 +425,6 @@ class ProgressBar:
             self._printed_at = progress.elapsed
             self.stream.write(f"pruning: {counts}\n")
             self.stream.flush()
-
-    @property
-    def deleted(self) -> int:
-        return 0 if self.last is None else self.last.deleted
 
     def finish(self) -> None:
         if self._drawn:
@@ -486,10 +481,7 @@ def _demo(settings: Settings, allow_non_embedded: bool, replace_any: bool, then_
 
 
 def _serve_workers(config: uvicorn.Config) -> None:
-    """What `uvicorn.run` does for several workers, with TCP_NODELAY on the shared socket.
-
-    (asyncio does not set it on that socket's connections, and the body would wait for a delayed ACK.)
-    """
+    """What `uvicorn.run` does for several workers, with TCP_NODELAY on the shared socket."""
     from . import metrics
     from .compat.uvicorn import supervisor_class
 
@@ -510,5 +502,6 @@ def _serve_workers(config: uvicorn.Config) -> None:
                     metrics.mark_process_dead(process.pid)
 
     sock = config.bind_socket()
+    # asyncio does not set it on that socket's connections: a body would wait for a delayed ACK.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     Supervisor(config, sockets=[sock]).run()

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# pymysql is aiomysql's own base: its converters are what aiomysql's `conv` takes.
 from pymysql.constants import FIELD_TYPE
 from pymysql.converters import convert_datetime, decoders
 from sqlalchemy import (
@@ -67,15 +66,9 @@ event_run_log = Table(
     mysql_charset="utf8mb4",
 )
 
-# SQLite keeps `at` as whatever text (or number) its writer stored, and compares
-# it as text: `2026-03-01 12:00:00` sorts before `2026-03-01T11:00:00Z`. Its
-# reads therefore order by this normalised form: UTC, `YYYY-MM-DD HH:MM:SS.SSS`,
-# from any text SQLite's date functions read (with `T`, `Z`, `+02:00`, any
-# fraction), and '' (older than every time) for a value that is not a date
-# (`yesterday`, '', a number, NULL). The GLOB keeps `now` and Julian day
-# numbers out: SQLite would read them as times, and `now` would move. An index
-# on the expression keeps a page an index range; a query must spell it exactly
-# so for SQLite to match it with the index.
+# SQLite compares `at` as the text its writer stored, so its reads order by this normalised
+# UTC form, '' for what is not a date. The GLOB keeps `now` and Julian day numbers out (`now`
+# would move). A query must spell it exactly so for SQLite to use the index on it.
 SQLITE_AT_ORDER = (
     "coalesce(CASE WHEN at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
     "THEN strftime('%Y-%m-%d %H:%M:%f', at) END, '')"
@@ -91,10 +84,8 @@ def _index(name: str, *columns: Any, dialects: tuple[str, ...]) -> None:
 
 
 _log = event_run_log.c
-# Serve the read (a run's lines newest first, keyset on at, id) and the prune's
-# join from a terminal run to its lines; the kind's index serves a read
-# filtered by kind, so that a rare kind is an index range, never a scan of the
-# run's whole log.
+# A run's lines newest first (keyset on at, id), also the prune's join; by kind, so that a
+# rare kind is an index range, never a scan of the run's whole log.
 _index("ix_event_run_log_run_at", _log.run_id, _log.at, _log.id, dialects=_MYSQL)
 _index("ix_event_run_log_run_kind_at", _log.run_id, _log.kind, _log.at, _log.id, dialects=_MYSQL)
 # The same two on SQLite, over the normalised `at` its reads order by.
@@ -119,12 +110,9 @@ for _name, _column in (
 ):
     _index(_name, _log.run_id, _column, text(SQLITE_AT_ORDER), _log.id, _log.kind, dialects=("sqlite",))
 
-# Ours: the idempotency keys of keyed writes (`writeRunLog(idempotencyKey:)`).
-# The contract fixes event_run_log's columns, so a key lives here, written in
-# the same transaction as its line: either both are stored or neither, and a
-# retry after a lost answer finds the key. The key is kept as its SHA-256, so
-# any key fits and no collation (case, trailing spaces) can make two keys one.
-# Keys are forgotten after a day (writes.KEY_TTL), which bounds the table.
+# Ours: the idempotency keys of keyed writes, written in the transaction of their line
+# (event_run_log's columns are fixed by contract). Kept as SHA-256, so that no collation
+# makes two keys one; forgotten after writes.KEY_TTL.
 event_run_log_keys = Table(
     "event_run_log_keys",
     metadata,
@@ -138,10 +126,7 @@ event_run_log_keys = Table(
     mysql_charset="utf8mb4",
 )
 
-# Ours: leases that hold across a Galera cluster, where GET_LOCK is per node
-# (retention.sweep_lock). A lease is one row, claimed by a conditional UPDATE
-# that only a free or expired row matches; two nodes claiming at once conflict
-# at commit and one of them fails (1213), so one holder at a time cluster-wide.
+# Ours: leases that hold across a Galera cluster, where GET_LOCK is per node (retention.sweep_lock).
 runlog_leases = Table(
     "runlog_leases",
     metadata,
@@ -152,21 +137,15 @@ runlog_leases = Table(
     mysql_charset="utf8mb4",
 )
 
-# Ours: what pruning took from each run's log, so that a page that reaches a
-# run's oldest surviving line can say older lines were pruned, how many, and
-# up to when (`RunLogPage.pruned`). Written in the transaction that deletes the
-# lines, one row per run, kept when every line of the run is gone: the row is
-# what says they were pruned.
+# Ours: what pruning took from each run's log (`RunLogPage.pruned`), one row per run, written
+# in the transaction that deletes the lines.
 event_run_log_pruned = Table(
     "event_run_log_pruned",
     metadata,
     Column("run_id", Integer, primary_key=True, autoincrement=False),
-    # Lines pruned from the run, in all.
     Column("line_count", BigInteger, nullable=False),
-    # The newest `at` among them (null while none had a time): the run's
-    # lines up to this were pruned.
+    # The newest `at` among them (null while none had a time).
     Column("through", _Millis, nullable=True),
-    # When a prune last took lines of the run.
     Column("pruned_at", _Millis, nullable=False),
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
@@ -190,9 +169,7 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
     """Open the pool for `settings.database_url` (or `url`, a replica's), with bounded waits everywhere."""
     url = settings.url if url is None else url
     if settings.is_embedded:
-        # The wait for another writer's lock (sqlite3's `timeout`, which is
-        # SQLite's busy timeout) is part of a write's budget: a write may
-        # wait as long as RUNLOG_WRITE_TIMEOUT allows, and no longer.
+        # The wait for another writer's lock (SQLite's busy timeout) is part of a write's budget.
         engine = create_async_engine(
             url,
             connect_args={"timeout": settings.write_timeout},
@@ -206,24 +183,16 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
             _guard_sqlite_file(engine, path)
         _watch_generations(engine)
         return engine
-    # aiomysql bounds only the TCP connect: it has no read timeout, so a
-    # server that accepts and never answers (the handshake, a ping, a
-    # statement) would hold a caller forever. Every database call the service
-    # makes therefore runs under asyncio.timeout (write, read, prune,
-    # blockingRun, /healthz); SQLAlchemy throws away a connection whose
-    # operation was cancelled instead of returning it to the pool.
+    # aiomysql bounds only the TCP connect, so every database call runs under asyncio.timeout.
     connect_args: dict[str, Any] = {
         "connect_timeout": settings.connect_timeout,
-        # Every time the service writes or compares is UTC; pin the session so
-        # a TIMESTAMP column in an existing database is not shifted either.
+        # UTC, so that a TIMESTAMP column in an existing database is not shifted.
         "init_command": "SET time_zone = '+00:00'",
         "charset": "utf8mb4",
         "conv": _DECODERS,
     }
-    # One round trip where one will do: connections autocommit, with no COMMIT or
-    # ROLLBACK on return to the pool and no ping on checkout. A connection the server
-    # closed is found when used: SQLAlchemy invalidates the pool and reads retry once
-    # (gql/store/connections.py). Work that needs a transaction asks for one (`transaction`).
+    # One round trip where one will do: autocommit, no reset on return, no ping on checkout
+    # (reads retry once on a closed connection). Work that needs a transaction uses `transaction`.
     engine = create_async_engine(
         url,
         connect_args=connect_args,
@@ -244,11 +213,8 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
 
 
 def _refuse_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
-    """Never hand out a connection its driver closed: the pool replaces it (DisconnectionError).
-
-    aiomysql closes a connection whose statement was cancelled, and SQLAlchemy returns it
-    to the pool after an isolation-level change (`transaction`) without noticing.
-    """
+    """Never hand out a connection its driver closed: the pool replaces it (DisconnectionError)."""
+    # aiomysql closes a connection whose statement was cancelled, and SQLAlchemy may pool it.
     if dbapi_connection.driver_connection.closed:
         raise sa_exc.DisconnectionError("the driver closed this connection: a statement on it was cancelled")
 
@@ -261,11 +227,7 @@ def _watch_generations(engine: AsyncEngine) -> None:
 
 
 def mariadb_datetime(value: Any) -> Any:
-    """A DATETIME or TIMESTAMP as MariaDB sends it, read as pymysql's `convert_datetime` reads it.
-
-    Only `2026-02-01 12:00:00[.ffffff]` is read here, faster; anything else is pymysql's,
-    so the answer is the same (tests/test_db_converters.py).
-    """
+    """A DATETIME or TIMESTAMP as MariaDB sends it, read as pymysql's `convert_datetime` reads it."""
     if (
         type(value) is str
         and 19 <= len(value) <= 26
@@ -283,16 +245,12 @@ def mariadb_datetime(value: Any) -> Any:
 
 
 _FROM_ISO = datetime.datetime.fromisoformat
-# aiomysql's decoders (its `conv`: decoders only, its encoders are its own).
+# aiomysql's decoders (its `conv`, pymysql's: decoders only, its encoders are its own).
 _DECODERS = {**decoders, FIELD_TYPE.DATETIME: mariadb_datetime, FIELD_TYPE.TIMESTAMP: mariadb_datetime}
 
 
 def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
-    """On a Galera node, have every read see what the cluster committed before it began.
-
-    `wsrep_sync_wait = 1` on each new connection where wsrep is on (a node applies others'
-    commits a little after they answered); writes are not held.
-    """
+    """On a Galera node, have every read see what the cluster committed before it began."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
@@ -304,27 +262,15 @@ def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
 
 
 class PoolState:
-    """What the service keeps of one engine's pool, carried by the engine itself (`pool_state`).
-
-    An execution option of the engine's, so it lives and goes with the engine: two apps share none of it.
-    """
+    """What the service keeps of one engine's pool, an execution option of the engine (`pool_state`)."""
 
     __slots__ = ("generation", "most", "spans", "stale")
 
     def __init__(self, most: int | None = None) -> None:
-        # The most connections the pool opens (its size and overflow, as
-        # create_engine sized it); None: not a bound the service set (SQLite).
-        self.most = most
-        # How many times the pool was marked stale or threw a connection away
-        # (SQLAlchemy's own disconnect handling included): a connection kept
-        # out of the pool (store.HeldConnection) is not used again once this
-        # has moved, since the pool would have replaced it.
-        self.generation = 0
-        # Whether the next checkout replaces every pooled connection.
-        self.stale = False
-        # The traced engine's spans for statements sent to the driver
-        # directly (gql/tracing.py); None when it is not traced.
-        self.spans: Any = None
+        self.most = most  # the most connections the pool opens; None on SQLite
+        self.generation = 0  # see pool_generation
+        self.stale = False  # the next checkout replaces every pooled connection
+        self.spans: Any = None  # the tracer's, for statements sent to the driver directly
 
 
 _POOL_STATE = "runlog_pool_state"
@@ -340,14 +286,7 @@ def pool_state(engine: Any) -> PoolState:
 
 
 def mark_pool_stale(engine: AsyncEngine) -> None:
-    """Have the next checkout replace every connection the pool holds now.
-
-    What SQLAlchemy does itself when a statement it runs meets a disconnect;
-    a read that runs on the driver's connection (gql/store/connections.py) says so
-    here, and the pool's public way (`InvalidatePoolError` from a checkout)
-    does the rest. After a restart every pooled connection is dead: without
-    this, each would fail one read of its own.
-    """
+    """Have the next checkout replace every connection the pool holds now (after a disconnect)."""
     state = pool_state(engine)
     state.stale = True
     state.generation += 1
@@ -372,11 +311,7 @@ def _replace_stale(state: PoolState, _dbapi_connection: Any, _record: Any, _prox
 async def transaction(
     engine: AsyncEngine, isolation_level: str = "REPEATABLE READ"
 ) -> AsyncIterator[AsyncConnection]:
-    """A connection in one real transaction, committed at the end unless it raises.
-
-    On MySQL/MariaDB the engine autocommits (`create_engine`); this leaves autocommit for
-    its duration, at `isolation_level`. SQLite ignores the level.
-    """
+    """A connection in one real transaction at `isolation_level`, committed at the end unless it raises."""
     async with engine.connect() as conn:
         if conn.dialect.name != "sqlite":
             await conn.execution_options(isolation_level=isolation_level)
@@ -386,10 +321,8 @@ async def transaction(
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any, *, busy_timeout: float) -> None:
     cursor = dbapi_connection.cursor()
-    # WAL lets readers go on while a writer writes; busy_timeout makes a
-    # second writer wait for the lock instead of failing at once. It is set
-    # again here, from the same setting as the connect argument, so that no
-    # other default can take its place.
+    # busy_timeout again, from the same setting as the connect argument, so that no other
+    # default can take its place.
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={round(busy_timeout * 1000)}")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -422,14 +355,7 @@ def sqlite_file(url: URL) -> Path | None:
 
 
 def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
-    """Keep the pool on the file at `path`: never a deleted one, never a read-only one once fixed.
-
-    Each checkout compares the file at the path with the one the connection opened; on a
-    difference every pooled connection is invalidated, and a new one never creates the
-    file, so writes answer false until it is restored or `init-db` makes it. The old
-    file's WAL and shm are removed first, if they are the ones it used. A connection
-    opened read-only is reopened once the file is writable.
-    """
+    """Keep the pool on the file at `path`: never a deleted one, never a read-only one once fixed."""
     sync = engine.sync_engine
     journals = [Path(f"{path}-wal"), Path(f"{path}-shm")]
     old_journals: set[tuple[int, int]] = set()
@@ -463,8 +389,7 @@ def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
         if file is None or _file(path) != file:
             stale.append(True)
             raise sa_exc.InvalidatePoolError(f"the SQLite database file {path} was deleted or replaced")
-        # The journals this file uses now (SQLite makes new ones after a
-        # checkpoint on close): three stats a checkout, microseconds.
+        # The journals this file uses now (SQLite makes new ones after a checkpoint on close).
         old_journals.clear()
         old_journals.update(found for found in map(_file, journals) if found is not None)
         if not writable and os.access(path, os.W_OK):
@@ -473,9 +398,8 @@ def _guard_sqlite_file(engine: AsyncEngine, path: Path) -> None:
     def reopen_after_read_only(context: ExceptionContext) -> None:
         name = getattr(context.original_exception, "sqlite_errorname", None) or ""
         if name.startswith("SQLITE_READONLY") and context.connection is not None:
-            # The connection opened the file read-only after all: its next
-            # checkout reopens it once the file is writable. Not invalidated
-            # now, so the error stays what it is, the database's own answer.
+            # Reopened at its next checkout once writable; not invalidated now, so that the
+            # error stays the database's own answer.
             info = context.connection.info
             info[_OPENED] = (info.get(_OPENED, (None, False))[0], False)
 
@@ -499,11 +423,7 @@ def _file(path: Path) -> tuple[int, int] | None:
 
 
 async def init_db(engine: AsyncEngine) -> Migrated:
-    """Bring the schema to the latest migration, and create `event_runs` where missing; safe to run twice.
-
-    A database an earlier release made is adopted (migrations.upgrade). `event_runs` is
-    the events system's: created only where missing, outside the revisions, never altered.
-    """
+    """Bring the schema to the latest migration, and create `event_runs` where missing; safe to run twice."""
     from . import migrations  # Alembic is imported only by what migrates
 
     path = sqlite_file(engine.url)

@@ -1,8 +1,7 @@
 """Loading the demo runs (gql/demo_runs.py): `python -m gql demo`, or `python -m gql serve --demo`.
 
 Idempotent: loading again replaces the demo's runs in one transaction. A run id holding
-someone else's run is refused unless `--replace-demo-runs`. Lines are inserted directly
-(with a real evening's times), each detail checked as `writeRunLog` checks it.
+someone else's run is refused unless `--replace-demo-runs`.
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ async def load(
 ) -> Loaded:
     """Create the tables where missing and put the demo runs in place, replacing earlier ones.
 
-    With `replace_any`, runs with the demo's ids that did not come from the
-    demo are replaced too; no other run is touched either way.
+    With `replace_any`, runs with the demo's ids that did not come from the demo are replaced too.
     """
     now = now or datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     runs = build_runs(now)

@@ -48,11 +48,18 @@ class DemoRun:
 
 
 class _Log:
-    """Lines of one run, each a given number of minutes after the run began."""
+    """Lines of one run, each a given number of minutes after the run began.
 
-    def __init__(self, start: datetime.datetime) -> None:
+    It opens with the demo's marker note, `marked` minutes before, and `run.created` at 0.
+    """
+
+    def __init__(self, start: datetime.datetime, *, marked: float, event: int, version: str) -> None:
         self.start = start
         self.lines: list[DemoLine] = []
+        self.add(marked, Kind.NOTE, {"text": _MARKER_TEXT, "actor": DEMO_ACTOR})
+        self.add(
+            0, Kind.RUN_CREATED, {"eventId": event, "eventVersion": version, "scheduledFor": self.iso(0)}
+        )
 
     def at(self, minutes: float) -> datetime.datetime:
         return _millis(self.start + datetime.timedelta(minutes=minutes))
@@ -76,16 +83,9 @@ def _millis(value: datetime.datetime) -> datetime.datetime:
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
 
 
-def _marker(log: _Log, minutes: float) -> None:
-    log.add(
-        minutes,
-        Kind.NOTE,
-        {
-            "text": "Demo data: loaded by `python -m gql demo`, and put back as it was "
-            "each time it is loaded again.",
-            "actor": DEMO_ACTOR,
-        },
-    )
+_MARKER_TEXT = (
+    "Demo data: loaded by `python -m gql demo`, and put back as it was each time it is loaded again."
+)
 
 
 def build_runs(now: datetime.datetime) -> list[DemoRun]:
@@ -116,9 +116,7 @@ def _with_lines_of(kinds: list[Kind], run: DemoRun) -> DemoRun:
 
 
 def _dry_run(start: datetime.datetime) -> DemoRun:
-    log = _Log(start)
-    _marker(log, -1)
-    log.add(0, Kind.RUN_CREATED, {"eventId": 12, "eventVersion": "3", "scheduledFor": log.iso(0)})
+    log = _Log(start, marked=-1, event=12, version="3")
     log.add(0.1, Kind.RUN_STATUS, {"from": "scheduled", "to": "live", "reason": "dry run"})
     log.add(0.2, Kind.PHASE_ENTERED, {"stepIds": [3501, 3502, 3503]}, phase=1)
     log.add(
@@ -169,9 +167,7 @@ def _dry_run(start: datetime.datetime) -> DemoRun:
 
 
 def _invasion(start: datetime.datetime) -> DemoRun:
-    log = _Log(start)
-    _marker(log, -2)
-    log.add(0, Kind.RUN_CREATED, {"eventId": 12, "eventVersion": "3", "scheduledFor": log.iso(0)})
+    log = _Log(start, marked=-2, event=12, version="3")
     log.add(
         0.05,
         Kind.RUN_BUDGET,
@@ -360,9 +356,7 @@ def _invasion(start: datetime.datetime) -> DemoRun:
 
 
 def _blocked(start: datetime.datetime) -> DemoRun:
-    log = _Log(start)
-    _marker(log, -1)
-    log.add(0, Kind.RUN_CREATED, {"eventId": 12, "eventVersion": "3", "scheduledFor": log.iso(0)})
+    log = _Log(start, marked=-1, event=12, version="3")
     blocked = {"blockingRunId": INVASION, "concurrencyKey": CONCURRENCY_KEY}
     log.add(0.02, Kind.RUN_BLOCKED, blocked)
     log.add(15, Kind.RUN_BLOCKED, blocked)
@@ -376,9 +370,7 @@ def _blocked(start: datetime.datetime) -> DemoRun:
 
 
 def _treasure_hunt(start: datetime.datetime) -> DemoRun:
-    log = _Log(start)
-    _marker(log, -1)
-    log.add(0, Kind.RUN_CREATED, {"eventId": 19, "eventVersion": "1", "scheduledFor": log.iso(0)})
+    log = _Log(start, marked=-1, event=19, version="1")
     log.add(0.1, Kind.RUN_STATUS, {"from": "scheduled", "to": "live"})
     log.add(0.2, Kind.PHASE_ENTERED, {"stepIds": [3901, 3902]}, phase=1)
     resources = [
@@ -470,9 +462,7 @@ def _treasure_hunt(start: datetime.datetime) -> DemoRun:
 
 
 def _relay(start: datetime.datetime) -> DemoRun:
-    log = _Log(start)
-    _marker(log, -1)
-    log.add(0, Kind.RUN_CREATED, {"eventId": 23, "eventVersion": "2", "scheduledFor": log.iso(0)})
+    log = _Log(start, marked=-1, event=23, version="2")
     log.add(0.1, Kind.RUN_STATUS, {"from": "scheduled", "to": "live"})
     log.add(0.2, Kind.PHASE_ENTERED, {"stepIds": [4001]}, phase=1)
     for attempt in (1, 2):

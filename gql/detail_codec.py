@@ -39,15 +39,13 @@ class DetailError(ValueError):
 class _Codec:
     """How one strawberry type is checked and built from JSON."""
 
-    # Reading: a TypedDict, extra keys ignored, read by the GraphQL names into
-    # the Python ones. Not a model: pydantic builds a dict in about a third of
-    # the time it builds a model instance, on every line of every page.
+    # A TypedDict, extra keys ignored, by GraphQL names into Python ones: pydantic builds a
+    # dict faster than a model, and this runs on every line of every page.
     reader: Any
     writer: type[pydantic.BaseModel]  # refuses extra keys
     build: Callable[[dict[str, Any]], Any]  # the reader's dict to the strawberry type
     read_json: Callable[[str | bytes], dict[str, Any]]  # pydantic-core's own, no wrapper
-    # How `build` takes each stored field from the reader's dict, by Python
-    # name: what the compiled plan (gql/engine/page_plan.py) does in its place.
+    # How `build` takes each stored field, by Python name, for the compiled plan to do the same.
     stored: dict[str, StoredField]
 
 
@@ -133,10 +131,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
         alias = _graphql_name(field)
         default = None if isinstance(field.type, StrawberryOptional) else ...
         if field.default is not dataclasses.MISSING:
-            # A field added to a detail type after lines of its kind were
-            # stored reads those older lines with this default: without one
-            # they would come back as UnreadableDetail (see
-            # tests/test_stored_details.py).
+            # Older lines stored without a field added since read with its default.
             default = field.default
         read_type, build = _pydantic_type(field.type, False, codecs)
         builders[field.python_name] = build
@@ -163,8 +158,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
         **writable,
     )
 
-    # Read on every line of every page: only the fields that need converting
-    # are touched, the rest are passed on as pydantic left them.
+    # Only the fields that need converting are touched, on every line of every page.
     converters = tuple((name, fn) for name, fn in builders.items() if fn is not _same)
     every = len(builders)
     stored = {
@@ -223,8 +217,7 @@ def _describe(error: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
-# Detail fields that name a run (marked NAMES_A_RUN), by kind: only an id that
-# can be one is stored.
+# Detail fields that name a run (marked NAMES_A_RUN), by kind.
 _RUN_ID_FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
     kind: names
     for kind, tp in DETAIL_TYPES.items()
@@ -239,11 +232,7 @@ _RUN_ID_FIELDS: dict[Kind, tuple[tuple[str, str], ...]] = {
 
 
 def check_detail(kind: Kind, text: str) -> None:
-    """Raise DetailError unless `text` is a JSON detail that fits `kind`'s type exactly and can be read back.
-
-    Beyond the type: a run id is 1..2147483647, and `read_detail` must serve it (not a
-    date past year 9999 once in UTC, say).
-    """
+    """Raise DetailError unless `text` is JSON that fits `kind`'s type exactly and can be read back."""
     try:
         model = _BY_KIND[kind].writer.model_validate_json(text)
     except pydantic.ValidationError as exc:
@@ -258,11 +247,7 @@ def check_detail(kind: Kind, text: str) -> None:
 
 
 def canonical_detail(kind: Kind, text: str) -> str:
-    """`text`, a detail `check_detail` accepted, as one JSON text for every way of writing it.
-
-    Details that read the same give the same text (key order, defaults, 7 or "7", offsets);
-    an idempotent retry compares lines by it.
-    """
+    """`text`, a detail `check_detail` accepted, as one JSON text for every way of writing it (7 or "7")."""
     model = _BY_KIND[kind].writer.model_validate_json(text)
     return json.dumps(
         model.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")
@@ -270,29 +255,20 @@ def canonical_detail(kind: Kind, text: str) -> str:
 
 
 def read_detail(kind_name: str, text: str | bytes | None) -> Any:
-    """Build the typed detail for a stored line; never raises on bad data.
-
-    `text` may be bytes; bytes that are not UTF-8 come back as `UnreadableDetail` saying where.
-    """
-    if text is None:
-        return None
-    read = _READERS.get(kind_name)
-    if read is None:
-        return _unreadable(text, f"kind {kind_name!r} is not known to this server")
-    build, validate_json = read
+    """Build the typed detail for a stored line (text or bytes); never raises on bad data."""
+    values = read_values(kind_name, text)
+    if type(values) is not dict:
+        return values
     try:
-        return build(validate_json(text))
-    except pydantic.ValidationError as exc:
-        return _unreadable(text, f"does not fit {kind_name}: {_describe(exc)}")
+        return _READERS[kind_name][0](values)
     except (ValueError, OverflowError) as exc:  # a datetime out of range, say
-        return _unreadable(text, f"does not fit {kind_name}: {exc}")
+        return _unreadable(text or "", f"does not fit {kind_name}: {exc}")
 
 
 def read_values(kind_name: str, text: str | bytes | None) -> dict[str, Any] | UnreadableDetail | None:
-    """As `read_detail`, but a detail that fits comes back as the values pydantic read, not yet built.
+    """As `read_detail`, but a detail that fits comes back as pydantic's values by Python name, not yet built.
 
-    A dict by Python field name, no default filled in, nothing converted (`stored_fields`
-    says how), for the compiled plan (gql/engine/page_plan.py) to serve straight.
+    No default is filled in and nothing converted: `stored_fields` says how.
     """
     if text is None:
         return None
@@ -341,8 +317,7 @@ def _undefined(value: Any) -> None:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-# What json.dumps(detail, ensure_ascii=False, separators=(",", ":"),
-# allow_nan=False, default=_undefined) would build on every call.
+# What json.dumps would build on every call.
 _DETAIL_ENCODER = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_undefined
 )

@@ -1,9 +1,7 @@
 """One typed detail per kind, declared with `@detail_of(Kind.X, example=...)` above its `@strawberry.type`.
 
-The types are the one source: gql/detail_codec.py derives the checks and reads from them,
-and `RunLogDetail` and `DETAIL_TYPES` follow. Stored as JSON keyed by GraphQL field names;
-one field name has one GraphQL type in every detail. Unknown keys are refused on write,
-ignored on read.
+The types are the one source: gql/detail_codec.py derives the checks and reads from them. Stored
+as JSON keyed by GraphQL field names; one field name has one GraphQL type in every detail.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import strawberry
 from strawberry.scalars import JSON
 from strawberry.types import get_object_definition
 
-# pydantic reads a TypedDict only from typing_extensions before Python 3.12.
 from .kinds import Kind
 
 # ── enums used inside details (stored as their GraphQL names) ───────────────
@@ -51,74 +48,25 @@ class Ownership(enum.Enum):
 # ── field shapes shared by several details (one name, one type) ─────────────
 
 
-def _from() -> Any:
-    return strawberry.field(
-        name="from",
-        description="The status before the change; null for the first status.",
-        default=None,
-    )
+def _shared(description: str, **options: Any) -> Callable[[], Any]:
+    """A field several details have: called in each, it makes that detail's field."""
+    return lambda: strawberry.field(description=description, **options)
 
 
-def _to() -> Any:
-    return strawberry.field(description="The status after the change.")
-
-
-def _reason() -> Any:
-    return strawberry.field(description="Why, in words, where the writer said.", default=None)
-
-
-def _actor() -> Any:
-    return strawberry.field(
-        description="Who acted, as the admin surface names them, where a human acted.",
-        default=None,
-    )
-
-
-def _group() -> Any:
-    return strawberry.field(description="The cleanup group: resources reverted together.")
-
-
-def _resource_ids() -> Any:
-    return strawberry.field(description="The ledger ids of the group's resources.")
-
-
-def _error() -> Any:
-    return strawberry.field(description="The error, as the module reported it.")
-
-
-def _attempt() -> Any:
-    return strawberry.field(description="Which attempt this was, counting from 1.")
-
-
-def _condition() -> Any:
-    return strawberry.field(
-        description="What the gate waits for, as the event's author wrote it (for example `boss.spawned`)."
-    )
-
-
-def _firing() -> Any:
-    return strawberry.field(
-        description="The firing that was tested or opened the gate (for example `boss.spawned`).",
-        default=None,
-    )
-
-
-def _deadline() -> Any:
-    return strawberry.field(
-        description="When the gate opens by itself if nothing matches (UTC).", default=None
-    )
-
-
-def _resource() -> Any:
-    return strawberry.field(description="The resource's id in the run's ledger.")
-
-
-def _resource_type() -> Any:
-    return strawberry.field(description="What kind of thing the resource is (`npc`, `item`).")
-
-
-def _external_id() -> Any:
-    return strawberry.field(description="The resource's id in the world it lives in.")
+_from = _shared("The status before the change; null for the first status.", name="from", default=None)
+_to = _shared("The status after the change.")
+_reason = _shared("Why, in words, where the writer said.", default=None)
+_actor = _shared("Who acted, as the admin surface names them, where a human acted.", default=None)
+_group = _shared("The cleanup group: resources reverted together.")
+_resource_ids = _shared("The ledger ids of the group's resources.")
+_error = _shared("The error, as the module reported it.")
+_attempt = _shared("Which attempt this was, counting from 1.")
+_condition = _shared("What the gate waits for, as the event's author wrote it (for example `boss.spawned`).")
+_firing = _shared("The firing that was tested or opened the gate (for example `boss.spawned`).", default=None)
+_deadline = _shared("When the gate opens by itself if nothing matches (UTC).", default=None)
+_resource = _shared("The resource's id in the run's ledger.")
+_resource_type = _shared("What kind of thing the resource is (`npc`, `item`).")
+_external_id = _shared("The resource's id in the world it lives in.")
 
 
 # ── what a detail links to ───────────────────────────────────────────────────

@@ -47,8 +47,7 @@ class ExportError(ValueError):
 def variables_of(run_id: str, params: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The `RunLogExport` variables for these query parameters, and the cursor of the run's start.
 
-    Lists repeat their parameter (`?phase=1&phase=2`) or separate values by
-    commas; `kinds` takes either spelling (`NOTE` or `note`).
+    Lists repeat their parameter (`?phase=1&phase=2`) or separate values by commas; kinds: `NOTE` or `note`.
     """
     number = parse_id(run_id)
     if number is None:

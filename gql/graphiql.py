@@ -1,8 +1,7 @@
 """GraphiQL at /graphql, served entirely by the service (no CDN), opening on the example operations.
 
-Its files are `gql/static/graphiql/` (from `scripts/graphiql-assets`, checked against
-`assets.json`), served at `/graphiql/<digest>/<name>` under a same-origin CSP. The example
-tabs are gql/operations/ with demo-run variables. `with_fragments(text)` appends the fragments it needs.
+Its files are `gql/static/graphiql/` (from `scripts/graphiql-assets`), served at
+`/graphiql/<digest>/<name>` under a same-origin CSP.
 """
 
 from __future__ import annotations
@@ -217,7 +216,7 @@ def example_tabs() -> list[Tab]:
     return [
         Tab(
             name=file.removesuffix(".graphql"),
-            query=_document(file, fragments),
+            query=with_fragments((OPERATIONS_DIR / file).read_text(encoding="utf-8"), fragments),
             variables=variables,
         )
         for file, variables in TABS
@@ -236,11 +235,6 @@ def _fragments() -> dict[str, tuple[str, set[str]]]:
             text = source[loc.start : loc.end]
             found[definition.name.value] = (text, _spreads(definition))
     return found
-
-
-def _document(file: str, fragments: dict[str, tuple[str, set[str]]]) -> str:
-    """The operation file as written, followed by every fragment it needs."""
-    return with_fragments((OPERATIONS_DIR / file).read_text(encoding="utf-8"), fragments)
 
 
 def with_fragments(source: str, fragments: dict[str, tuple[str, set[str]]] | None = None) -> str:

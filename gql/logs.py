@@ -1,8 +1,7 @@
 """What a log line looks like: text (the default), or one JSON object per line (RUNLOG_LOG_FORMAT=json).
 
-`logging_config(format, level)` is the dictConfig. A JSON line holds `time`, `level`, `logger`,
-`message`, the request's log context (`request_id.context()`), and `extra={"fields": {...}}`;
-everything past printable ASCII is escaped, so no input can forge a line.
+`logging_config(format, level)` is the dictConfig. Everything past printable ASCII is escaped,
+so that no input can forge a line.
 """
 
 from __future__ import annotations
@@ -23,10 +22,6 @@ ACCESS_TEXT_FORMAT = (
 )
 # Context keys that are the service's own bookkeeping, not for the log.
 _HIDDEN = frozenset({"arrived", "errors"})
-
-
-def _context_fields() -> dict[str, Any]:
-    return {k: v for k, v in context().items() if k not in _HIDDEN}
 
 
 class TextFormatter(logging.Formatter):
@@ -71,7 +66,7 @@ class JsonFormatter(logging.Formatter):
             # A short message when the fields follow (a refused write).
             "message": getattr(record, "json_message", None) or record.getMessage(),
         }
-        entry.update(_context_fields())
+        entry.update((k, v) for k, v in context().items() if k not in _HIDDEN)
         if record.name == "uvicorn.access" and isinstance(record.args, tuple) and len(record.args) == 5:
             client, method, path, version, status = record.args
             entry.update(client=client, method=method, path=path, http_version=version, status=status)

@@ -1,8 +1,6 @@
 """What `GET /metrics` shows: the service's series, in Prometheus' text format.
 
-With `serve --workers N`, each process writes to PROMETHEUS_MULTIPROC_DIR and a scrape
-adds up every process's files (prometheus_client's multiprocess mode, chosen from the
-environment at its first import). The pool, caches and write queue are sampled.
+With `serve --workers N`, a scrape adds up every process's files (prometheus_client's multiprocess mode).
 """
 
 from __future__ import annotations
@@ -23,12 +21,10 @@ from prometheus_client.exposition import choose_encoder
 _log = logging.getLogger("gql.metrics")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-# How often each process samples what is not counted as it happens.
-SAMPLE_EVERY = 5.0
+SAMPLE_EVERY = 5.0  # seconds between two samples of what is not counted as it happens
 
 # ── requests ─────────────────────────────────────────────────────────────────
-# At module level, not per app: the registry is one per process by design, and the
-# multiprocess files are keyed by process id.
+# At module level, not per app: the registry is one per process by design.
 
 REQUESTS = Counter(
     "runlog_requests",
@@ -135,9 +131,7 @@ def observe_request(operation: str, outcome: str, seconds: float) -> None:
 _STORED = WRITES.labels("stored", "stored")
 _refusals: dict[str, Any] = {}
 
-# A refusal's reason as a label: the start of the sentence writes.py words it
-# with, to a short name. Labels must be a small fixed set (each value is a
-# series); the sentence itself, with the values it quotes, is in the log.
+# A refusal's reason as a label (a small fixed set), by the start of writes.py's sentence.
 _REASONS = (
     ("the caller is not a writer", "forbidden"),
     ("kind ", "unknown_kind"),
@@ -207,18 +201,13 @@ def long_poll_waiting() -> Iterator[None]:
 
 
 _fallback_log = logging.getLogger("gql.fallback")
-# Which (path, reason, document) fall-backs were logged: a document is logged
-# once per reason, not once per request. Bounded: past it the oldest are
-# forgotten, and logged again if they come back.
+# Which (path, reason, document) fall-backs were logged, the oldest forgotten past _LOGGED_MAX.
 _logged: OrderedDict[tuple[str, str, int], None] = OrderedDict()
 _LOGGED_MAX = 4096
 
 
 def fell_back(path: str, reason: str, document: str | None, why: str, level: int = logging.INFO) -> None:
-    """Count one fall-back off `path` for `reason` (a fixed label); log `why` once per `document`.
-
-    `document` is the query text, or None where there is none yet; the log names it by its sha256.
-    """
+    """Count one fall-back off `path` for `reason` (a fixed label); log `why` once per query text."""
     FALLBACKS.labels(path, reason).inc()
     key = (path, reason, hash(document))
     if key in _logged:
@@ -227,8 +216,7 @@ def fell_back(path: str, reason: str, document: str | None, why: str, level: int
     _logged[key] = None
     if len(_logged) > _LOGGED_MAX:
         _logged.popitem(last=False)
-    # The document by its hash, as a trusted document is named: its text may
-    # hold a write's detail inline, and what is written is never logged.
+    # By its hash: its text may hold a write's detail inline, and what is written is never logged.
     # surrogatepass: JSON may carry half a surrogate pair, which the parser refuses later.
     digest = "" if document is None else hashlib.sha256(document.encode("utf-8", "surrogatepass")).hexdigest()
     shown = "" if document is None else f"; document sha256:{digest}"
@@ -244,10 +232,7 @@ def swallowed(where: str) -> None:
 
 
 def sample(state: Any, caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
-    """Set the sampled gauges from what this process holds now.
-
-    The app hands in its state, caches, plans and write queue length, so this module imports none of them.
-    """
+    """Set the sampled gauges from what the app hands in: its state, caches, plans and queue length."""
     pool = state.engine.sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
     if caches is not None:

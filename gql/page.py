@@ -135,14 +135,12 @@ class Asked(NamedTuple):
     kind_counts: bool = False  # the page's `kindCounts`: one grouped query
 
 
-# What a runLog field selects, by its nodes (the document caches hand back the same
-# nodes per query text). Held weakly: a node keeps its whole document alive.
+# What a runLog field selects, by its nodes (cached per query text), held weakly: a node keeps its document.
 _ASKED: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref[FieldNode], ...], Asked]] = OrderedDict()
 _ASKED_SIZE = 128  # fields remembered
 
 
-# The `Run` fields derived from its lines (gql/runs.py): read only when selected.
-RUN_STATE_FIELDS = frozenset({"holds", "headline", "phases", "latestPhase"})
+RUN_STATE_FIELDS = frozenset({"holds", "headline", "phases", "latestPhase"})  # read only when selected
 
 
 def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinitionNode]) -> Asked:

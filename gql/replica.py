@@ -1,9 +1,7 @@
 """A MariaDB read replica (RUNLOG_READ_DATABASE_URL) for runLog's newest-first pages: `Replica`.
 
-`await replica.source(fresh=..., deadline=...)` says where a page reads: the replica while
-it answers, replicates, and is at most RUNLOG_READ_MAX_LAG behind (looked at every
-RUNLOG_READ_CHECK_INTERVAL), else the primary. `fresh` waits for the primary's GTID first.
-Its user needs REPLICA MONITOR (REPLICATION CLIENT before MariaDB 10.5.9).
+`await replica.source(fresh=..., deadline=...)` says where a page reads: the replica while it
+is fit, else the primary. Its user needs REPLICA MONITOR (REPLICATION CLIENT before MariaDB 10.5.9).
 """
 
 from __future__ import annotations
@@ -95,10 +93,9 @@ class Replica:
         self.reason = reason
 
     async def source(self, *, fresh: bool, deadline: float) -> AsyncEngine:
-        """Where a page reads: the replica while it is fit, else the primary.
+        """Where a page reads: the replica while it answers and is at most RUNLOG_READ_MAX_LAG behind.
 
-        With `fresh`, the replica only once it has applied every transaction
-        the primary had logged when this was called.
+        With `fresh`, only once it has applied every transaction the primary had logged when called.
         """
         if not self.in_use:
             return self.primary
@@ -135,6 +132,13 @@ class Replica:
         }
 
 
+# Each replication thread: its status column, its error's, the error when none is given, and what it does.
+_THREADS = (
+    ("Slave_SQL_Running", "Last_SQL_Error", "stopped", "does not apply changes"),
+    ("Slave_IO_Running", "Last_IO_Error", "not connected", "does not receive changes from its primary"),
+)
+
+
 def judge(rows: list[dict[str, Any]], max_lag: float) -> tuple[str | None, float | None]:
     """Why a replica whose `SHOW ALL SLAVES STATUS` is `rows` may not serve pages (None: it may), its lag."""
     if not rows:
@@ -142,20 +146,10 @@ def judge(rows: list[dict[str, Any]], max_lag: float) -> tuple[str | None, float
     lags: list[float] = []
     for row in rows:
         name = row.get("Connection_name") or "default"
-        if row.get("Slave_SQL_Running") != "Yes":
-            error = row.get("Last_SQL_Error") or "stopped"
-            return (
-                f"does not apply changes (connection {name!r}, Slave_SQL_Running: "
-                f"{row.get('Slave_SQL_Running')}; {error})",
-                None,
-            )
-        if row.get("Slave_IO_Running") != "Yes":
-            error = row.get("Last_IO_Error") or "not connected"
-            return (
-                f"does not receive changes from its primary (connection {name!r}, "
-                f"Slave_IO_Running: {row.get('Slave_IO_Running')}; {error})",
-                None,
-            )
+        for running, last_error, otherwise, what in _THREADS:
+            if row.get(running) != "Yes":
+                error = row.get(last_error) or otherwise
+                return f"{what} (connection {name!r}, {running}: {row.get(running)}; {error})", None
         behind = row.get("Seconds_Behind_Master")
         if behind is None:
             return f"does not say how far behind it is (connection {name!r})", None

@@ -1,7 +1,6 @@
 """Retention: draining a backlog (`drain`, the `prune` command) and the `Sweeper` that runs in the server.
 
-Both prune one slice at a time (`store.prune_slice`). The sweeper takes one slice per
-tick; a failed tick is logged and retried. One process sweeps at a time (`sweep_lock`).
+Both prune one slice at a time (`store.prune_slice`); one process sweeps at a time (`sweep_lock`).
 """
 
 from __future__ import annotations
@@ -32,10 +31,8 @@ log = logging.getLogger("gql.retention")
 
 # The interval times a factor in 1 ± JITTER, so servers started together do not sweep in lockstep.
 JITTER = 0.2
-# A slice not finished in this long is rolled back and retried on the next tick.
-SLICE_TIMEOUT = 60.0
-# Shutdown waits this long for a slice in flight, then abandons it.
-STOP_GRACE = 5.0
+SLICE_TIMEOUT = 60.0  # a slice not finished in this long is rolled back, and retried next tick
+STOP_GRACE = 5.0  # shutdown waits this long for a slice in flight, then abandons it
 
 
 def format_duration(seconds: float) -> str:
@@ -71,22 +68,18 @@ def horizon_from(older_than: str, now: datetime.datetime | None = None) -> datet
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
-    """Where a drain stands after a slice."""
-
-    deleted: int
-    runs: int
-    slices: int
-    elapsed: float
-    last: store.PruneSlice
-
-
-@dataclass(frozen=True, slots=True)
 class Drained:
     deleted: int
     runs: int
     slices: int
     elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class Progress(Drained):
+    """Where a drain stands after a slice."""
+
+    last: store.PruneSlice
 
 
 async def drain(
@@ -97,10 +90,7 @@ async def drain(
     on_slice: Callable[[Progress], None] | None = None,
     slice_timeout: float | None = None,
 ) -> Drained:
-    """Prune slice after slice until a slice finds nothing left to delete.
-
-    `slices` counts the slices that deleted something, not the last, empty one.
-    """
+    """Prune slice after slice until a slice finds nothing left to delete (`slices` counts the others)."""
     started = time.monotonic()
     deleted, slices = 0, 0
     runs: set[int] = set()
@@ -151,10 +141,9 @@ async def sweep_lock(
     wait: float = 0,
     on_wait: Callable[[], None] | None = None,
 ) -> AsyncIterator[bool]:
-    """Hold the sweep lock while the block runs; yield whether it was taken.
+    """Hold the sweep lock while the block runs; yield whether it was taken, within `wait` seconds.
 
-    Waits up to `wait` seconds (calling `on_wait` once first). MariaDB: `GET_LOCK`, and on
-    Galera also a lease in `runlog_leases` (`GET_LOCK` holds on one node). SQLite: always taken.
+    `on_wait` is called once before waiting. On Galera, a lease in `runlog_leases` is held too.
     """
     if engine.dialect.name == "sqlite":
         yield True
@@ -186,10 +175,7 @@ async def sweep_lock(
                         on_wait = None
                     await asyncio.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
                 taken = holder is not None
-            if taken:
-                yield True
-            else:
-                yield False
+            yield taken
         finally:
             try:
                 if holder is not None:
@@ -209,10 +195,8 @@ async def _on_galera(conn: AsyncConnection) -> bool:
 
 
 async def _claim_lease(conn: AsyncConnection, name: str, holder: str, ttl: float) -> bool:
-    """Claim the lease `name` for `ttl` seconds if it is free or expired; answer whether it was.
-
-    One conditional UPDATE by the database's clock; of two nodes claiming at once, Galera fails one (1213).
-    """
+    """Claim the lease `name` for `ttl` seconds if it is free or expired; answer whether it was."""
+    # Of two nodes claiming at once, Galera fails one at commit (1213).
     try:
         await conn.execute(
             text("INSERT IGNORE INTO runlog_leases (name, holder, expires_at) VALUES (:name, '', :free)"),
@@ -421,5 +405,4 @@ def describe_failure(exc: BaseException, timeout: float | None = None) -> str:
     if isinstance(exc, TimeoutError):
         within = "" if timeout is None else f" within {timeout:g}s"
         return f"the database did not finish a slice{within}"
-    original = getattr(exc, "orig", None) or exc
-    return f"{type(original).__name__}: {original}".splitlines()[0][:300]
+    return store.one_line_reason(exc)[:300]

@@ -32,8 +32,7 @@ async def _find_runs(
 ) -> tuple[dict[int, Run] | Exception, Run | Exception | None]:
     """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    With `holds`, their holds too. A failed lookup is returned in their place, for
-    graphql-core to raise at each `blockingRun` (and the page's `run`).
+    With `holds`, their holds too. A failed lookup is returned in their place, for graphql-core to raise.
     """
     blocked = Kind.RUN_BLOCKED.value
     wanted: list[int] = []
@@ -118,8 +117,7 @@ async def read_run_log(
 ) -> RunLogPage:
     """What `runLog` answers, its arguments as graphql-core coerced them (`kinds` as wire names).
 
-    Called by the resolver and by the read plan. `asked` is what the field selects;
-    `servings()` how its details are served (limits.detail_servings), called only if read.
+    `asked` is what the field selects; `servings()` how its details are served, called only if read.
     """
     context.require(Action.READ, "runLog")
     number = parse_id(run_id)
@@ -272,7 +270,6 @@ async def read_run_log(
         # Read oldest first; shown newest first, as every page.
         lines = lines[::-1]
         cursors.reverse()
-    if newer is not None:
         info_ = PageInfo(
             has_next_page=True,
             end_cursor=cursors[-1] if cursors else None,
@@ -346,16 +343,12 @@ def _delivers(page: store.Page, made: store.PageCursors | None) -> bool:
 def _line_id(value: Any) -> int:
     """`around` as a line id; refused (BAD_USER_INPUT) when it is not one."""
     text = str(value)
-    if isinstance(value, bool) or not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > 19:
+    digits = not isinstance(value, bool) and text.isascii() and text.isdigit() and len(text.lstrip("0")) <= 19
+    if not digits or not 1 <= int(text) <= store.LINE_ID_MAX:
         raise ClientError(
             f"around must be a line's id, a positive integer, got {value!r:.60}", "BAD_USER_INPUT"
         )
-    number = int(text)
-    if not 1 <= number <= store.LINE_ID_MAX:
-        raise ClientError(
-            f"around must be a line's id, a positive integer, got {value!r:.60}", "BAD_USER_INPUT"
-        )
-    return number
+    return int(text)
 
 
 async def _kind_counts(
@@ -394,8 +387,8 @@ async def _long_poll(
 ) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
     """Wait up to `seconds` for the run's next lines, then read them; None when none came.
 
-    Woken by the watcher (gql/tail.py). Ends early at shutdown or when the client hangs
-    up; lines held back by the cursor's bound are read again after `settles_in` seconds.
+    Ends early at shutdown or when the client hangs up; lines held back by the cursor's
+    bound are read again after `settles_in` seconds.
     """
     watcher = context.watcher
     if watcher is None:
@@ -450,8 +443,7 @@ def _reason(exc: BaseException) -> str:
     """A one-line account of a failure for the server's log."""
     if isinstance(exc, TimeoutError):
         return "the database did not answer in time"
-    original = getattr(exc, "orig", None) or exc
-    return f"{type(original).__name__}: {original}".splitlines()[0]
+    return store.one_line_reason(exc)
 
 
 async def write_line(context: Context, **arguments: Any) -> bool:

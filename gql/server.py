@@ -1,8 +1,6 @@
 """How uvicorn serves the app: timeouts and a cap, so that slow sockets cannot hold the process.
 
-`uvicorn_options` is every uvicorn.Config keyword `serve` sets. `HTTPProtocol` closes a
-connection whose request head is not complete within RUNLOG_HEADER_TIMEOUT, or that
-takes none of its response for as long; the body is bounded by `body_limit.BodyLimit`.
+`uvicorn_options` is every uvicorn.Config keyword `serve` sets; `config` makes the Config.
 """
 
 from __future__ import annotations
@@ -18,22 +16,15 @@ from . import request_id, tail
 from .compat.uvicorn import HTTPProtocolBase, WebSocketProtocolBase
 from .settings import Settings
 
-# The protocol's timeout travels on uvicorn's Config, which each worker
-# process receives (pickled) from the supervisor.
-_CONFIG_KEY = "runlog_header_timeout"
-# The most a request's head (request line and headers) may hold: h11's own
-# limit, kept whichever parser uvicorn uses.
-MAX_HEAD_BYTES = 16 * 1024
+_CONFIG_KEY = "runlog_header_timeout"  # on uvicorn's Config, which each worker receives pickled
+MAX_HEAD_BYTES = 16 * 1024  # h11's own limit on a request's head, kept whichever parser uvicorn uses
 _HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 
 log = logging.getLogger("gql.server")
 
 
 class _HeadDeadline:
-    """A deadline for a request's head, mixed into uvicorn's own HTTP protocol (h11 and httptools).
-
-    Relies on the uvicorn internals `compat.uvicorn.HTTP_HOOKS` names (tests/test_compat.py).
-    """
+    """A deadline for each request's head, and for a response not taken, mixed into uvicorn's protocol."""
 
     transport: asyncio.Transport
     cycle: Any
@@ -53,9 +44,8 @@ class _HeadDeadline:
         super().connection_made(transport)  # type: ignore[misc]
         self._await_head()
 
-    # uvicorn reads this once a request's head is parsed and answers 503 past it. A process
-    # whose connections are all taken is alive all the same: liveness, readiness and
-    # metrics are answered whatever the count (none reads a body or holds the process long).
+    # uvicorn answers 503 past this; a process whose connections are all taken is alive all
+    # the same, so UNCAPPED_PATHS are answered whatever the count.
     @property
     def limit_concurrency(self) -> int | None:
         scope = self.scope
@@ -77,11 +67,7 @@ class _HeadDeadline:
             self._stop()  # a new request's head is complete
 
     def send_400_response(self, msg: str) -> None:
-        """Answer what uvicorn could not parse as a request (or a head too big) with a request id.
-
-        JSON with the id in `X-Request-Id` and the body, as the app answers a 400, and a log
-        line with the id; the connection is closed after it.
-        """
+        """Answer what uvicorn could not parse as a request (or a head too big) as the app answers a 400."""
         rid = request_id.new_id()  # a caller's id in a request that is not one cannot be read
         log.info(
             "request %s answered 400 before the app: %s", rid, msg, extra={"fields": {"request_id": rid}}
@@ -99,10 +85,7 @@ class _HeadDeadline:
         self.transport.close()
 
     def _head_too_big(self, data: bytes) -> bool:
-        """Count the bytes of the head being awaited (up to its blank line); whether they pass MAX_HEAD_BYTES.
-
-        h11 bounds a head itself; httptools has no bound.
-        """
+        """Count the bytes of the head being awaited; whether they pass MAX_HEAD_BYTES."""
         seen = self.head_tail + data
         end = seen.find(b"\r\n\r\n")
         self.head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self.head_tail))
@@ -118,10 +101,7 @@ class _HeadDeadline:
         super().connection_lost(exc)  # type: ignore[misc]
 
     def handle_websocket_upgrade(self, *args: Any) -> None:
-        # The connection is a websocket's from here on (runLogTail), handed
-        # to uvicorn's websocket protocol, which keeps it alive with pings:
-        # no head will come, and the deadline must not close it.
-        self._stop()
+        self._stop()  # a websocket's from here on: no head will come
         super().handle_websocket_upgrade(*args)  # type: ignore[misc]
 
     def _await_head(self, unsent: float = float("inf")) -> None:
@@ -143,10 +123,8 @@ class _HeadDeadline:
         answering = self.cycle is not None and not self.cycle.response_complete
         if self.cycle is not self.waiting_since or answering:
             return
-        # A client that does not read its response leaves it in the
-        # transport's buffer, and close() waits for the buffer to drain: for
-        # ever. One still reading gets another period; one that read nothing
-        # in a whole period is cut off, its buffer dropped.
+        # close() waits for the buffer to drain, for ever if the client reads nothing: one
+        # still reading gets another period, one that read nothing in a period is cut off.
         unsent = self.transport.get_write_buffer_size()
         if unsent and unsent < self.unsent:
             self._await_head(unsent)
@@ -166,11 +144,9 @@ class _HeadRefused(Exception):
 
 
 class _HostRules:
-    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (h11 enforces them itself).
+    """RFC 9112 §3.2's rules for Host, mixed into uvicorn's httptools protocol (`HTTPTOOLS_HOOKS`).
 
-    400 for an HTTP/1.1 request without a Host or with several; an absolute-form target's
-    authority replaces the Host, so RUNLOG_ALLOWED_HOSTS judges the name the request names.
-    Relies on `compat.uvicorn.HTTPTOOLS_HOOKS`.
+    An absolute-form target's authority replaces the Host, so RUNLOG_ALLOWED_HOSTS judges it.
     """
 
     url: bytes
@@ -203,20 +179,14 @@ class HTTPProtocol(_HostRules, _HeadDeadline, HTTPProtocolBase):  # type: ignore
     """uvicorn's HTTP protocol (httptools if installed, else h11): a deadline for each head, Host's rules."""
 
     def shutdown(self) -> None:
-        # uvicorn waits for the requests in flight before the lifespan's end:
-        # a long poll is ended now (with its empty page), not at its timeout.
-        tail.close_all()
+        tail.close_all()  # a long poll ends now with its empty page, not at its timeout
         super().shutdown()
 
 
-# Seconds uvicorn lets requests in flight finish after SIGTERM, before it
-# closes their connections (the lifespan's shutdown then closes the pool).
-GRACEFUL_SHUTDOWN = 10
-# Of which a websocket whose client does not take its close frame (1012) is
-# given this many before it is dropped.
+GRACEFUL_SHUTDOWN = 10  # seconds uvicorn lets requests in flight finish after SIGTERM
+# Of which a websocket whose client does not take its close frame (1012) is given this many.
 WS_SHUTDOWN_GRACE = GRACEFUL_SHUTDOWN / 4
-# The close a subscriber that falls behind gets (RFC 6455's policy violation),
-# and why; a close frame's reason holds at most 123 bytes.
+# The close a subscriber that falls behind gets; a close frame's reason holds at most 123 bytes.
 BEHIND_CODE = 1008
 BEHIND_REASON = (
     "too slow: what was sent was not taken within the ping timeout (RUNLOG_WS_PING_INTERVAL); "
@@ -225,20 +195,11 @@ BEHIND_REASON = (
 
 
 class ClientGone(OSError):
-    """What `WebSocketProtocol.send` raises for a send after this side closed the connection.
-
-    An OSError, as ASGI asks: Starlette takes it as the client leaving (WebSocketDisconnect, 1006).
-    """
+    """What `WebSocketProtocol.send` raises for a send after this side closed (an OSError, as ASGI asks)."""
 
 
 class WebSocketProtocol(WebSocketProtocolBase):
-    """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it.
-
-    A subscriber whose pong is later than RUNLOG_WS_PING_INTERVAL is closed with BEHIND_CODE;
-    a transport whose close frame is not taken within a period is aborted, since uvicorn's
-    `transport.close()` would wait for ever on a client that reads nothing. Relies on the
-    uvicorn internals `compat.uvicorn.WEBSOCKET_HOOKS` names (tests/test_compat.py).
-    """
+    """uvicorn's websocket protocol, dropping a client that takes nothing of what is sent to it."""
 
     def keepalive_timeout(self) -> None:
         if self.transport.get_write_buffer_size() and not (self.close_sent or self.transport.is_closing()):
@@ -252,20 +213,14 @@ class WebSocketProtocol(WebSocketProtocolBase):
 
     async def send(self, message: Any) -> None:
         if self.close_sent and message["type"] in ("websocket.send", "websocket.close"):
-            # Closed by this side (a ping timeout) while the app had more to
-            # send: the client is leaving, as when it closes (uvicorn raises a
-            # RuntimeError here, which reached the log as a fault).
+            # Closed by this side (a ping timeout): uvicorn would raise a RuntimeError, a fault.
             raise ClientGone("the websocket was closed by the server")
         await super().send(message)
         if message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
-            # A handshake answered with a denial response (the app's 403
-            # that says why) is complete: uvicorn leaves it marked otherwise,
-            # and logs "ASGI callable returned without completing handshake"
-            # at ERROR for each one (anyone can send them).
+            # A denial response completes the handshake: uvicorn would log an ERROR for each one.
             self.handshake_complete = True
         if message["type"] == "websocket.close" and self.close_timer is not None:
-            # uvicorn's timer for the client's answering close ends in
-            # transport.close(), which would wait for the unsent bytes.
+            # uvicorn's own timer ends in transport.close(), which would wait for the unsent bytes.
             self.close_timer.cancel()
             self.close_timer = self.loop.call_later(self.close_timeout, self._abort)
 
@@ -294,19 +249,13 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     return {
         "http": "gql.server:HTTPProtocol",
         "timeout_keep_alive": settings.keepalive_timeout,
-        # Past this many connections and requests together, uvicorn answers
-        # 503 at once instead of queueing.
         "limit_concurrency": settings.max_connections,
-        # runLogTail's websocket: named rather than "auto", so an installed wsproto changes
-        # nothing. A message is bounded as a body is; the ping keeps an idle tail open through
-        # proxies, and a peer that does not answer one within as long is cut off.
+        # Named rather than "auto", so that an installed wsproto changes nothing.
         "ws": "gql.server:WebSocketProtocol",
         "ws_max_size": settings.max_body_bytes,
         "ws_ping_interval": settings.ws_ping_interval,
         "ws_ping_timeout": settings.ws_ping_interval,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN,
-        # The client address in the access log is the one a trusted proxy
-        # names in X-Forwarded-For, and only a trusted proxy's is believed.
         "proxy_headers": True,
         "forwarded_allow_ips": settings.forwarded_allow_ips,
         "log_config": logging_config(settings.log_format, settings.log_level),

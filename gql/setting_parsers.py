@@ -100,13 +100,11 @@ def _log_format(raw: str) -> str:
 
 
 def _metrics(raw: str) -> str:
-    lowered = raw.lower()
-    if lowered in ("on", "true", "1", "yes"):
-        return "on"
-    if lowered in ("off", "false", "0", "no"):
-        return "off"
-    if raw.isdigit() and 1 <= int(raw) <= 65535:
-        return str(int(raw))
+    try:
+        return "on" if _boolean(raw) else "off"
+    except ValueError:
+        if raw.isdigit() and 1 <= int(raw) <= 65535:
+            return str(int(raw))
     raise ValueError(
         "expected on (served at /metrics on the API's port), off, or a port from 1 to 65535 "
         "to serve it there alone"

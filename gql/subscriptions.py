@@ -1,9 +1,7 @@
 """The live tail's transport: a websocket's caller, its caps, and the registry of tails.
 
-`runLogTail` is served at `/graphql` by Strawberry's `graphql-transport-ws` and
-`graphql-ws` handlers (what a tail delivers is tail.py's). Here: the caller (from the
-`connection_init` payload or the upgrade's header), the per-connection and per-process
-caps, each operation's own context (`OperationSchema`) and the query size limit.
+Strawberry's `graphql-transport-ws` and `graphql-ws` handlers, each operation with its own
+context (`OperationSchema`); what a tail delivers is tail.py's.
 """
 
 from __future__ import annotations
@@ -140,10 +138,7 @@ class _Slot:
 # A class, not an async generator: graphql-core may close a stream it never iterated,
 # and a generator that never started runs no `finally`, which would keep its slot.
 class Stream(Generic[T, U]):
-    """An async iterator over `source`, each item mapped by `convert`, holding `slot` until it is closed.
-
-    `fail` turns an exception from the source into the one the client sees.
-    """
+    """`source`'s items mapped by `convert` (its exceptions by `fail`), holding `slot` until it is closed."""
 
     def __init__(
         self,
@@ -165,10 +160,7 @@ class Stream(Generic[T, U]):
             raise StopAsyncIteration
         try:
             item = await self.source.__anext__()
-        except StopAsyncIteration:
-            await self.aclose()
-            raise
-        except asyncio.CancelledError:
+        except (StopAsyncIteration, asyncio.CancelledError):
             await self.aclose()
             raise
         except Exception as exc:
@@ -185,30 +177,23 @@ class Stream(Generic[T, U]):
             await close()
 
 
-def _too_big(context: Any, payload: Any) -> Any:
-    """The formatted error for a subscribe/start payload whose query text is over the size limit."""
+def _refusal(view: Any, context: Any, payload: Any) -> Any:
+    """The formatted error for a subscribe or start payload too big or not trusted; None if neither."""
     query = payload.get("query") if isinstance(payload, dict) else None
     if not isinstance(query, str):
         return None  # Strawberry refuses it as it is
-    refusal = query_text_refusal(query, context.settings.max_query_bytes)
-    return None if refusal is None else refusal.formatted
-
-
-def _untrusted(view: Any, context: Any, payload: Any) -> Any:
-    """The formatted error for a text no trusted document has, when they are enforced, for all but admins."""
+    too_big = query_text_refusal(query, context.settings.max_query_bytes)
+    if too_big is not None:
+        return too_big.formatted
     trusted = view.trusted
-    query = payload.get("query") if isinstance(payload, dict) else None
     if not trusted.enforced or query in trusted.texts or Role.ADMIN in context.caller.roles:
         return None
     return GraphQLError(REFUSED, extensions={"code": "FORBIDDEN"}).formatted
 
 
 def unreadable(message: Mapping[str, Any]) -> str | None:
-    """Why a message cannot be served as the protocols define it, or None.
-
-    Strawberry's handlers index into what they receive, so a wrong type (a list as an
-    `id`, a number as a `query`) is caught here rather than failing inside them.
-    """
+    """Why a message cannot be served as the protocols define it, or None."""
+    # Strawberry's handlers index into what they receive: a wrong type would fail inside them.
     if not isinstance(message.get("type"), str):  # graphql-ws's handler raised KeyError out of the app
         return "a message needs a type (a string)"
     if "id" in message and not isinstance(message["id"], str):
@@ -232,12 +217,7 @@ def unreadable(message: Mapping[str, Any]) -> str | None:
 
 
 class OperationSchema:
-    """The schema as a websocket handler sees it: each operation is run with a context of its own.
-
-    `for_operation` gives each operation its own arrival (a write's deadline) and page
-    budget, keeping the connection's caller and caps. `subscribe` and `stream` both serve
-    every kind of operation: a query or mutation answers once, then completes.
-    """
+    """The schema as a websocket handler sees it: each operation runs with a context of its own."""
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
@@ -273,10 +253,7 @@ async def _unrun_writes_logged(results: Any, sent: dict[str, Any], context: Any)
 
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
-    """Strawberry's graphql-transport-ws handler: an operation's own context, its messages checked.
-
-    Overrides and reads what `compat.strawberry.TRANSPORT_WS_HOOKS` names.
-    """
+    """Strawberry's graphql-transport-ws handler (overrides: `compat.strawberry.TRANSPORT_WS_HOOKS`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -293,8 +270,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
         await super().handle_message(message)
 
     async def handle_subscribe(self, message: Any) -> None:
-        payload = message.get("payload")
-        error = _too_big(self.context, payload) or _untrusted(self.view, self.context, payload)
+        error = _refusal(self.view, self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged and message.get("id") not in self.operations:
             await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
             return
@@ -302,18 +278,16 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
 
     async def handle_task_exception(self, error: Exception) -> None:
         if isinstance(error, WebSocketDisconnected):
-            # The client closed (or was closed) while an answer was sent to
-            # it: routine (a tail's client disconnects and resumes).
+            # Routine: a tail's client disconnects and resumes.
             log.debug("websocket %s: the client left while it was sent a message", self.context.request_id)
             return
         await super().handle_task_exception(error)
 
 
 class WSHandler(BaseGraphQLWSHandler[Any, None]):
-    """Strawberry's graphql-ws handler, held to what graphql-transport-ws holds a connection to.
+    """Strawberry's graphql-ws handler, held to graphql-transport-ws's rules (overrides: `WS_HOOKS`).
 
-    One `connection_init` (4429 for a second) within RUNLOG_HEADER_TIMEOUT (4408), readable
-    messages (4400), an operation's own context. Overrides what `compat.strawberry.WS_HOOKS` names.
+    One `connection_init` (4429 for a second) within RUNLOG_HEADER_TIMEOUT (4408), readable messages (4400).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -351,8 +325,7 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
         await super().handle_connection_init(message)
 
     async def handle_start(self, message: Any) -> None:
-        payload = message.get("payload")
-        error = _too_big(self.context, payload) or _untrusted(self.view, self.context, payload)
+        error = _refusal(self.view, self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged:
             await self.send_message(LegacyErrorMessage(type="error", id=message["id"], payload=error))
             return
@@ -362,6 +335,5 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
         try:
             await super().handle_async_results(*args)
         except WebSocketDisconnected:
-            # As TransportWSHandler.handle_task_exception. Raised from the
-            # operation's task, it was "Task exception was never retrieved".
+            # Raised from the operation's task, it would be "Task exception was never retrieved".
             log.debug("websocket %s: the client left while it was sent a message", self.context.request_id)

@@ -1,9 +1,6 @@
 """The live side of the log: following a run's new lines (`tail_lines`), and waiting for them (`Watcher`).
 
-`async for line in tail_lines(context, run_id, kinds, since)` needs `context.engine`,
-`.settings` and `.watcher` (the app's `Watcher`, started by the lifespan); it ends at
-shutdown. Long polls share the watcher through `Watcher.watch`. The watcher sends one
-query per RUNLOG_WAIT_INTERVAL per process, however many wait.
+The app's one `Watcher` sends one query per RUNLOG_WAIT_INTERVAL, however many wait.
 """
 
 from __future__ import annotations
@@ -23,12 +20,10 @@ from .settings import Settings
 
 log = logging.getLogger("gql.tail")
 
-# A catch-up page: at most this many lines and detail bytes, what one tail holds
-# while a slow client takes them.
+# A catch-up page's lines and detail bytes: what one tail holds while a slow client takes them.
 CATCH_UP_LINES = 500
 CATCH_UP_BYTES = 256 * 1024
-# For the answer's round trip and clocks that differ between processes.
-LATE_MARGIN = 2.0
+LATE_MARGIN = 2.0  # for the answer's round trip, and clocks that differ between processes
 
 
 def late_window(settings: Settings) -> float:
@@ -47,8 +42,7 @@ class Closed(Exception):
 class Watch:
     """One waiter on one run: `changed()` returns once the run may have new lines."""
 
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
+    def __init__(self) -> None:
         self.event = asyncio.Event()
         self.closed = False
         self.abandoned = False
@@ -114,10 +108,6 @@ class Watcher:
                 watch.closed = True
                 watch.event.set()
 
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
     @contextlib.asynccontextmanager
     async def watch(self, run_id: int, *, counted: bool = False) -> AsyncIterator[Watch]:
         """Watch `run_id` until the block ends; `counted` waits count against RUNLOG_MAX_WAITS."""
@@ -130,7 +120,7 @@ class Watcher:
                     "(RUNLOG_MAX_WAITS); try again shortly, or wait with fewer calls"
                 )
             self.waits += 1
-        watch = Watch(run_id)
+        watch = Watch()
         self._watches.setdefault(run_id, set()).add(watch)
         try:
             yield watch
@@ -203,9 +193,8 @@ async def tail_lines(
 ) -> AsyncIterator[store.Line]:
     """Every line of `run_id` newer than `since` (a cursor; None: from now), oldest first, then each new one.
 
-    Each line once, late commits included, with its `cursor`. `kinds` None is every kind.
-    Raises store.CursorError for a cursor not issued here, and CatchUpTooLong past
-    `most_catch_up` lines before it first waits. Ends at shutdown.
+    Needs `context.engine`, `.settings` and `.watcher`; ends at shutdown. Raises store.CursorError,
+    and CatchUpTooLong past `most_catch_up` lines before it first waits.
     """
     engine: AsyncEngine = context.engine
     settings: Settings = context.settings

@@ -1,10 +1,6 @@
 """OpenTelemetry spans for requests and SQL: the `otel` extra, off unless RUNLOG_OTEL is set.
 
-`pip install .[otel]`: a server span per HTTP request (OpenTelemetry's ASGI middleware)
-and a client span per statement (`instrument_engine`), exported by OTLP when
-`opentelemetry-exporter-otlp` is installed, or to the operator's tracer provider.
-The GraphQL layer is untouched, so the fast paths stay on; statements the store sends
-to the driver directly get the same spans (`SqlSpans`).
+A server span per HTTP request (`middleware`) and a client span per statement (`instrument_engine`).
 """
 
 from __future__ import annotations
@@ -78,43 +74,24 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
     """The ASGI middleware that makes a server span per request (outermost, so it spans everything)."""
     from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-    # /metrics, /livez, /readyz and /healthz are asked every few seconds by
-    # machines: spans of them would drown the requests worth tracing.
+    # Asked every few seconds by machines: their spans would drown the requests worth tracing.
     excluded = "/metrics,/livez,/readyz,/healthz"
     return [Middleware(OpenTelemetryMiddleware, tracer_provider=tracer_provider, excluded_urls=excluded)]
 
 
 def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
-    """Make a span of each statement `engine` executes, through SQLAlchemy's events on this engine alone.
-
-    Returns the spans for the statements gql/store/connections.py sends to the driver
-    directly; the caller keeps them with the engine (`db.pool_state(engine).spans`).
-    """
+    """Span each statement `engine` executes; answer the spans for those sent to the driver directly."""
     # Not OpenTelemetry's SQLAlchemy instrumentation: it patches `create_engine` once per
     # process, and every app here has an engine of its own.
     from opentelemetry.trace import get_tracer
 
     _SpanEvents(get_tracer(__name__, tracer_provider=tracer_provider), engine.sync_engine)
-    # The direct path's spans are named for the module that sends them (the
-    # span's instrumentation scope), so a trace tells which way a statement went.
+    # Scoped to the module that sends them, so that a trace tells which way a statement went.
     return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)
 
 
-# MariaDB's per-statement bound (`SET STATEMENT max_statement_time=... FOR`),
-# which the write's INSERT starts with: the span is named for the INSERT.
+# MariaDB's per-statement bound, which the write's INSERT starts with: the span is named for the INSERT.
 _BOUND_PREFIX = re.compile(r"SET STATEMENT \S+ FOR ", re.IGNORECASE)
-
-
-def direct_spans(spans: SqlSpans | None, engine: Engine) -> SqlSpans | None:
-    """`spans` (the traced engine's, see `instrument_engine`), if the tracer is all that listens to `engine`.
-
-    None when `engine` is not traced, or when something else listens to its
-    statements too (a test counting round trips): those go through
-    SQLAlchemy's execution then, where every listener sees them.
-    """
-    if spans is None or not spans.alone(engine):
-        return None
-    return spans
 
 
 def _attributes(engine: Engine) -> dict[str, Any]:
@@ -176,12 +153,7 @@ class _SpanEvents:
 
 
 class SqlSpans:
-    """Client spans for statements sent to the driver directly, as `_SpanEvents` makes them for the others.
-
-    Same kind, name (the statement's first word) and attributes (`db.system`,
-    `db.statement`, `db.operation`, `db.name`, `db.user`, `net.peer.name`,
-    `net.peer.port`), so a trace shows a page's read whichever way it went.
-    """
+    """Client spans for statements sent to the driver directly, as `_SpanEvents` makes them for the others."""
 
     def __init__(self, tracer: Any, engine: Engine) -> None:
         self._tracer = tracer
@@ -190,6 +162,7 @@ class SqlSpans:
         self._attributes = _attributes(engine)
 
     def alone(self, engine: Engine) -> bool:
+        """Whether the tracer is all that listens to `engine`'s statements."""
         return all(listener in self._ours for listener in cursor_listeners(engine))
 
     @contextmanager

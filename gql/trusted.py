@@ -1,8 +1,7 @@
 """Trusted documents: operations known by hash (`TrustedDocuments.from_settings`), and who may run others.
 
-The shipped manifest is operations/persisted-documents.json (made by clients/ts); an operator
-adds more with RUNLOG_TRUSTED_DOCUMENTS_FILE. A client may send `{"documentId": "sha256:<hex>"}`.
-With RUNLOG_TRUSTED_DOCUMENTS=on, only an admin may run any other document.
+The shipped manifest is operations/persisted-documents.json; RUNLOG_TRUSTED_DOCUMENTS_FILE adds more.
+A client may send `{"documentId": "sha256:<hex>"}`.
 """
 
 from __future__ import annotations

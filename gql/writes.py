@@ -1,8 +1,6 @@
 """The write path: a line's checks, its one deadline (queue wait and INSERT together), grouping, and answer.
 
-`Writer(engine, settings).write_run_log(...)` answers True once the line is stored, False
-(logged) when not. Lines written at once share one INSERT; a line still queued at its
-deadline is never sent. Keyed lines go with their key in one transaction.
+`Writer(engine, settings).write_run_log(...)` answers True once the line is stored, False (logged) when not.
 """
 
 from __future__ import annotations
@@ -29,16 +27,13 @@ log = logging.getLogger("gql.runlog")
 
 MAX_LINES = 200  # lines in one INSERT
 MAX_BYTES = 1024 * 1024  # detail text in one INSERT, well under MySQL's max_allowed_packet
-# Batches at the database at once: two keep the process busy while a commit waits
-# on fsync; more make smaller INSERTs that cost more CPU per line. SQLite gets one.
+# Batches at the database at once: two keep the process busy while a commit waits on fsync;
+# more make smaller INSERTs that cost more CPU per line. SQLite gets one.
 IN_FLIGHT = 2
 MAX_KEY_CHARS = 256
-# A key is kept this long: a retry within a day of the first try is safe.
-KEY_TTL = datetime.timedelta(days=1)
-# Every this many keyed writes, one bounded slice of expired keys is deleted.
-KEY_SWEEP_EVERY = 100
-# A refused line is logged whole up to the detail limit plus LOG_SLACK; past that, a
-# prefix of LOG_PREFIX_CHARS, the size and a digest.
+KEY_TTL = datetime.timedelta(days=1)  # a retry within a day of the first try is safe
+KEY_SWEEP_EVERY = 100  # keyed writes between two bounded slices of expired keys deleted
+# A refused line is logged whole up to the detail limit plus LOG_SLACK, past it cut (`bounded_line`).
 LOG_SLACK = 1024
 LOG_PREFIX_CHARS = 1024
 
@@ -224,10 +219,7 @@ _UNKNOWN = object()
 
 
 class Writer:
-    """One app's writes: a queue per event loop, the detail column's size, key sweeps.
-
-    Made by the app's lifespan and handed to each request's context.
-    """
+    """One app's writes: a queue per event loop, the detail column's size, key sweeps."""
 
     def __init__(self, engine: AsyncEngine, settings: Settings) -> None:
         self.engine = engine
@@ -252,8 +244,7 @@ class Writer:
     ) -> bool:
         """Store one line; True once it is stored, False (and logged) when it is not.
 
-        The deadline runs from `arrived` (the loop's time the request came), so the
-        aliased writes of one mutation share it.
+        The deadline runs from `arrived` (loop time), so that the writes of one mutation share it.
         """
         settings = self.settings
         start = asyncio.get_running_loop().time() if arrived is None else arrived
@@ -265,13 +256,11 @@ class Writer:
         except Exception as exc:  # the one rule: never an error from a write
             problem = f"unexpected failure: {store.one_line_reason(exc)}"
             log.exception("writeRunLog: unexpected failure, request %s", request_id)
-        # The one place outcomes are counted; lines refused before they ran are
-        # counted by unrun_writes.log_unrun_writes.
-        metrics.count_write(problem)  # runlog_writes_total{outcome, reason}
+        # Lines refused before they ran are counted by unrun_writes.log_unrun_writes.
+        metrics.count_write(problem)
         if problem is None:
             return True
-        sent: dict[str, Any] = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase}
-        sent["detail"] = detail
+        sent = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
         if idempotency_key is not None:
             sent["idempotencyKey"] = idempotency_key
         log_refused(problem, request_id, sent, settings.max_detail_bytes)
@@ -336,10 +325,9 @@ class Writer:
         return None
 
     async def detail_limit(self, deadline: float | None = None) -> tuple[int, str]:
-        """The largest detail a write accepts, and where that limit comes from.
+        """The largest detail a write accepts: RUNLOG_MAX_DETAIL_BYTES, or what the column holds if less.
 
-        RUNLOG_MAX_DETAIL_BYTES, or less where the `detail` column holds less (looked up
-        once, by `deadline`, the loop's time); the setting alone while the database cannot answer.
+        Answers where the limit comes from too. The column is looked up once, by `deadline` (loop time).
         """
         configured = self.settings.max_detail_bytes
         if self.capacity is _UNKNOWN:
@@ -393,9 +381,9 @@ class Writer:
         return sum(len(queue.waiting) for queue in self.queues.values())
 
     async def write_line(self, line: store.NewLine, *, deadline: float) -> None:
-        """Store `line`, grouped with others written at once, by `deadline` (the loop's time).
+        """Store `line`, grouped with others written at once, by `deadline` (loop time).
 
-        Raises store.NotStored, or store.OutcomeUnknown when the database stopped answering after the send.
+        Raises store.NotStored, or store.OutcomeUnknown.
         """
         loop = asyncio.get_running_loop()
         queue = self.queues.get(loop)

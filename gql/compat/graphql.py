@@ -1,7 +1,6 @@
 """graphql-core's non-public names the service relies on (tested in tests/test_compat.py).
 
-graphql-core documents what `graphql` and its subpackages' `__init__` export; the rest
-is its implementation, and changes between minor versions.
+graphql-core documents what `graphql` and its subpackages' `__init__` export, and no more.
 """
 
 from __future__ import annotations
@@ -25,15 +24,9 @@ __all__ = [
     "overlap_check_aborted",
 ]
 
-# `FieldDetails` (graphql.execution.collect_fields): a field node as the
-# executor collected it, with its defer usage and fragment arguments: what
-# the executor hands `complete_object_value`, and what gql/engine/page_plan.py's
-# plan is compiled from. Not exported by graphql.execution.
+# `FieldDetails`: a field node as the executor collected it, what the page plan is compiled from.
 
-# What gql/engine/coercion.py's and page_plan.py's executors override or read
-# on graphql-core's (through Strawberry's, `strawberry.DefaultExecutionContext`
-# here): `build` coerces the variables (its result, the errors or the
-# executor), the rest is the operation it runs. graphql-core documents none.
+# What gql/engine/coercion.py's and page_plan.py's executors override or read on graphql-core's.
 EXECUTOR_HOOKS = (
     "build",  # a null for a nullable variable at a non-null argument refused as BAD_USER_INPUT
     "operation",

@@ -64,13 +64,9 @@ def resolve_info(info: strawberry.Info) -> GraphQLResolveInfo[Any]:
     return info._raw_info
 
 
-# Strawberry's own executor (graphql-core's, plus the resolve info it makes),
-# defined in `strawberry.schema.schema` but exported from no public module.
-# `Schema(execution_context_class=...)` is the documented seam; an executor
-# plugged in there that should behave as Strawberry's default (operation
-# extensions, its resolve info) must subclass this one: gql/engine/page_plan.py's
-# `PageExecutor`. Without it the fast path would need graphql-core's bare
-# executor, and resolvers would get another info.
+# Strawberry's own executor, exported from no public module: an executor plugged in at
+# `Schema(execution_context_class=...)` subclasses it to behave as Strawberry's (`PageExecutor`);
+# without it, resolvers would get graphql-core's bare info.
 DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
 
 
@@ -83,28 +79,17 @@ def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
     return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
 
 
-# The wrappers a Strawberry field's `type` is made of once resolved
-# (`strawberry.types.base`, `strawberry.types.enum`: modules Strawberry does
-# not document; `strawberry.types` exports only `get_object_definition`).
-# gql/detail_codec.py builds each detail's pydantic model from them and
-# gql/engine/write_plan.py tells a `Maybe` argument from them: without them
-# a field's type could only be read from its Python annotation, which
-# Strawberry resolves (lazy types, `Annotated`) in ways not documented either.
+# The wrappers a Strawberry field's `type` is made of once resolved (`strawberry.types.base`,
+# `strawberry.types.enum`, undocumented): detail_codec.py and write_plan.py read field types by them;
+# without them, only from Python annotations, which Strawberry resolves in undocumented ways.
 # One reach: the four classes of one module family, tested together.
 
-# The cause Strawberry gives the HTTPException it raises for a mutation sent
-# by GET (`strawberry.schema.exceptions`, not documented): gql/view.py answers
-# that one with 405, the GraphQL over HTTP specification's status, where
-# Strawberry answers 400; no other attribute of the exception tells it apart.
+# The cause Strawberry gives the HTTPException for a mutation sent by GET (InvalidOperationTypeError,
+# undocumented): gql/view.py answers that one with the specification's 405, where Strawberry says 400.
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────
-# Strawberry documents its ASGI view's hooks (`get_context`, `get_root_value`,
-# `process_result`, `decode_json`/`encode_json`, `on_ws_connect`,
-# `is_websocket_origin_allowed`, `render_graphql_ide`); gql/view.py,
-# gql/adapters.py and gql/subscriptions.py also override or read the members
-# named below, of classes Strawberry does not document. tests/test_compat.py
-# checks that the installed Strawberry still has each, and that nothing else
-# of those classes is overridden or read outside gql/compat.
+# Members of Strawberry's classes, beyond its documented view hooks, that gql/view.py,
+# gql/adapters.py and gql/subscriptions.py override or read; tests/test_compat.py checks each.
 
 # What gql/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks.
 VIEW_HOOKS = (
@@ -124,30 +109,21 @@ VIEW_HOOKS = (
     "parse_json",
 )
 
-# Strawberry's ASGI websocket adapter (`strawberry.asgi.ASGIWebSocketAdapter`,
-# named by the view's `websocket_adapter_class`) and the exceptions its
-# contract is made of (`strawberry.http.exceptions`). gql/adapters.py sends
-# text frames and closes with 4400 on a message that is not a JSON object:
-# without it, browsers get binary frames the graphql-ws client cannot parse.
+# Strawberry's ASGI websocket adapter and the exceptions of its contract: gql/adapters.py sends
+# text frames (the graphql-ws client cannot parse binary ones) and closes 4400 on a non-object.
 WebSocketAdapterBase = ASGIWebSocketAdapter
 WEBSOCKET_ADAPTER_HOOKS = ("iter_json", "send_json", "close", "ws", "view")
 
-# What gql/answers.py's `MaskUnexpected` overrides on Strawberry's MaskErrors
-# extension, which documents only `should_mask_error` and a fixed
-# `error_message`: the masked error made per error, to carry the request's id.
+# What gql/answers.py's `MaskUnexpected` overrides on MaskErrors, to carry the request's id.
 MASK_ERRORS_HOOKS = ("anonymise_error",)
 
-# What gql/adapters.py's request adapter overrides on cross_web's (Strawberry's
-# HTTP layer, named by the view's `request_adapter_class`): its content type,
-# as Strawberry compares it, case-sensitively.
+# What gql/adapters.py's request adapter overrides: the content type, which Strawberry compares
+# case-sensitively.
 REQUEST_ADAPTER_HOOKS = ("content_type",)
 
-# Strawberry's websocket protocol handlers (`strawberry.subscriptions.protocols`,
-# named by the view's `graphql_transport_ws_handler_class` and
-# `graphql_ws_handler_class`) and their error messages. gql/subscriptions.py
-# gives each operation its own context, checks each message and refuses an
-# oversized or untrusted text as the operation's error: without them, a
-# socket's operations share one deadline and budget and skip those checks.
+# Strawberry's websocket protocol handlers: gql/subscriptions.py gives each operation its own
+# context, checks each message, and refuses an oversized or untrusted text as its error; without
+# them, a socket's operations share one deadline and budget and skip those checks.
 TRANSPORT_WS_HOOKS = (
     "handle_message",
     "handle_subscribe",

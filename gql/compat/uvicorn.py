@@ -1,8 +1,6 @@
 """uvicorn's non-public classes the service subclasses (tested in tests/test_compat.py).
 
-uvicorn documents its settings, whose `http=` and `ws=` take a protocol class, but not
-the classes themselves or its worker supervisor (pinned to a minor version in
-pyproject.toml). Subclasses override or read only what each `*_HOOKS` tuple names.
+Subclasses override or read only what each `*_HOOKS` tuple names.
 """
 
 from __future__ import annotations
@@ -23,15 +21,11 @@ __all__ = [
     "supervisor_class",
 ]
 
-# uvicorn's HTTP protocol, httptools' if installed, else h11's
-# (`uvicorn.protocols.http.auto`). No setting bounds the time a request's
-# head may take, nor its size under httptools; gql/server.py's
-# `HTTPProtocol` adds both on top of it. Without it a connection that
-# trickles its head holds a slot for ever.
+# uvicorn's HTTP protocol (httptools' if installed, else h11's): no setting bounds the time a
+# request's head may take, nor its size under httptools; gql/server.py's `HTTPProtocol` adds both.
+# Without it a connection that trickles its head holds a slot for ever.
 HTTPProtocolBase = AutoHTTPProtocol
 
-# What gql/server.py's HTTP protocol overrides (methods) or reads (attributes
-# its instances hold).
 HTTP_HOOKS = (
     "connection_made",  # asyncio's, to start the head's deadline
     "data_received",  # asyncio's, to count the head's bytes
@@ -47,13 +41,10 @@ HTTP_HOOKS = (
     "transport",
 )
 
-# What gql/server.py reads on the objects those members hold: whether the
-# cycle's response is all sent (a head's deadline must not cut it short),
-# and the server's default headers (Server, Date), for its own 400.
+# What gql/server.py reads on the objects those members hold.
 HTTP_STATE_HOOKS = ("cycle.response_complete", "server_state.default_headers")
 
-# What gql/server.py's `_HostRules` overrides or reads on uvicorn's httptools
-# protocol only (h11's itself refuses a missing or second Host).
+# On uvicorn's httptools protocol only (h11's itself refuses a missing or second Host).
 HTTPTOOLS_HOOKS = (
     "on_headers_complete",  # httptools' callback once the head is parsed, before the scope is read
     "url",  # the request's target as sent, its authority with it in the absolute form
@@ -61,12 +52,9 @@ HTTPTOOLS_HOOKS = (
     "parser",  # for the request's HTTP version
 )
 
-# uvicorn's websocket protocol on the websockets library's sans-I/O API
-# (`uvicorn.protocols.websockets.websockets_sansio_impl`), named in
-# `uvicorn.Config(ws=...)` by gql/server.py's subclass. uvicorn closes a
-# peer with `transport.close()`, which waits for ever on a client that
-# reads nothing; the subclass aborts such a transport. Without it a stalled
-# subscriber holds its subscription and delays shutdown.
+# uvicorn's websocket protocol on the websockets library's sans-I/O API: it closes a peer with
+# `transport.close()`, which waits for ever on a client that reads nothing; the subclass aborts it.
+# Without it a stalled subscriber holds its subscription and delays shutdown.
 WebSocketProtocolBase = WebSocketsSansIOProtocol
 
 WEBSOCKET_HOOKS = (

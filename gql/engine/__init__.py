@@ -1,9 +1,7 @@
-"""The engine: answers the operations clients send once they are known.
+"""The engine: answers the operations clients send once they are known (`Engine`, engine.py).
 
-`Engine` (engine.py) takes a request's text, operation name and variables and gives a
-planned request to run, or None for Strawberry's ordinary path. The schema plugs in
-`PageExecutor` (or `VariablesExecutor`) and `DocumentCaches.extension`. Modules outside
-the package import only what this module exports (tests/test_layers.py checks it).
+The schema plugs in `PageExecutor` (or `VariablesExecutor`) and `DocumentCaches.extension`.
+Modules outside the package import only what this module exports.
 """
 
 from .coercion import VariablesExecutor

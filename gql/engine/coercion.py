@@ -1,9 +1,7 @@
 """A plan's variables and arguments, coerced as graphql-core's executor coerces them.
 
 `Coercion(schema, operation, fields).coerce(variables)` answers the coerced variables and
-each field's arguments (graphql-core's `get_variable_values` and `get_argument_values`), or
-None when anything does not coerce (the request then goes to the executor, for its error).
-`VariablesExecutor` refuses a variable that is null where a value is needed.
+each field's arguments, or None when anything does not coerce (the executor then gives the error).
 """
 
 from __future__ import annotations
@@ -66,9 +64,7 @@ class Coercion:
 class VariablesExecutor(DefaultExecutionContext):
     """Strawberry's executor, refusing before anything runs a variable that is null where a value is needed.
 
-    (`$r: ID = 5` may stand at `runId: ID!`; an explicit null for it is a BAD_USER_INPUT
-    request error naming the variable, not a masked fault at the field.) The schema's
-    `execution_context_class`, so every path that runs graphql-core has it.
+    `$r: ID = 5` may stand at `runId: ID!`; an explicit null for it is a BAD_USER_INPUT naming the variable.
     """
 
     @classmethod

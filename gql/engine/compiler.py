@@ -75,10 +75,7 @@ Read = str | list[str]
 
 
 class Compiler:
-    """Writes one Python function per (object type, selection) and compiles them together.
-
-    The source is written from schema names only, never from a request.
-    """
+    """Writes one Python function per (object type, selection), from schema names only, and compiles them."""
 
     def __init__(self, executor: Any) -> None:
         # The executor compiling (page_plan.PageExecutor): its subfields are collected as it collects them.
@@ -198,8 +195,7 @@ class Compiler:
     ) -> str:
         """A function of `parameters` and the page `pg` answering the selected fields of `gtype`.
 
-        It gives up when `refused` holds. `read(name, field_def, python_name, details, local)`
-        gives an expression to complete, or the lines that set the local themselves.
+        `read(name, field_def, python_name, details, local)` gives an expression, or lines setting `local`.
         """
         grouped = collect_subfields(self.executor, gtype, field_details_list)
         function = f"o{next(self.counter)}"
@@ -269,10 +265,7 @@ class Compiler:
         ]
 
     def complete(self, value: str, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
-        """Lines that set `target` to `value` completed as `gtype`, or raise Unplanned.
-
-        One test for a value of the exact expected type; else it coerces as graphql-core would, or gives up.
-        """
+        """Lines that set `target` to `value` completed as `gtype`, or raise Unplanned."""
         nullable = not isinstance(gtype, GraphQLNonNull)
         inner = gtype if nullable else gtype.of_type
         leaf = self.leaf(value, inner, nullable)

@@ -25,10 +25,8 @@ from strawberry.extensions import SchemaExtension
 log = logging.getLogger("gql.engine")
 
 DOCUMENT_CACHE_SIZE = 256  # distinct query texts per process
-# In bytes as `document_bytes` counts them.
-DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024
-# A longer text is parsed each time, never cached.
-CACHED_TEXT_CHARS = 16 * 1024
+DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024  # in bytes as `document_bytes` counts them
+CACHED_TEXT_CHARS = 16 * 1024  # a longer text is parsed each time, never cached
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
 
@@ -50,11 +48,6 @@ def document_bytes(text: str, document: DocumentNode) -> int:
     return 2 * sys.getsizeof(text) + TOKEN_BYTES * tokens
 
 
-def _errors_bytes(errors: list[GraphQLError]) -> int:
-    # An error holds its message, locations and path; its nodes are the document's.
-    return sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
-
-
 @dataclass(slots=True)
 class _Document:
     """What is known of one query text: its document, its validation, its operations."""
@@ -69,9 +62,7 @@ class _Document:
 class DocumentCaches:
     """Parsed documents by query text, their validation results, and prepared texts, for one schema.
 
-    Keyed by text (a document hashes by walking its tree). A text that validated cleanly is
-    kept as a `PreparedDocument` for `view.RunLogGraphQL.run_prepared`. Texts over `max_text`
-    characters are not cached; the least recently used go past `size` or `max_bytes`.
+    Keyed by text: a document hashes by walking its tree. Texts over `max_text` characters are not cached.
     """
 
     def __init__(
@@ -122,9 +113,9 @@ class DocumentCaches:
     def add_validation(
         self, query: str, document: DocumentNode, rules: tuple[Any, ...], errors: list[GraphQLError]
     ) -> None:
-        self._add(
-            query, document, _errors_bytes(errors), lambda known: known.validated.update({rules: errors})
-        )
+        # An error holds its message, locations and path; its nodes are the document's.
+        held = sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
+        self._add(query, document, held, lambda known: known.validated.update({rules: errors}))
 
     def prepared_operation(
         self, query: str, operation_name: str | None

@@ -1,8 +1,7 @@
 """`Engine`: the one way in to answering a known operation without graphql-core's executor.
 
 `Engine.plan(text, operation_name, variables)` gives a `Planned` request the view runs
-with its context, or None to leave it to Strawberry; each fall-back is counted on
-`/metrics` (`runlog_fallbacks_total`) and logged once per document.
+with its context, or None (counted and logged) to leave it to Strawberry.
 """
 
 from __future__ import annotations
@@ -41,8 +40,7 @@ from .write_plan import WritePlan
 
 def _declined(reason: str, query: str | None, why: str) -> None:
     """Count a request left to Strawberry's pipeline, and log it once per text."""
-    # A text's first request is how it gets prepared, not a fault: logged at
-    # DEBUG, or every new text would add a line to the log.
+    # A text's first request is how it gets prepared, not a fault: at DEBUG.
     level = logging.DEBUG if reason == "not_prepared" else logging.INFO
     metrics.fell_back("prepared", reason, query, why, level)
 
@@ -65,8 +63,7 @@ class Planned:
     read: ReadPlan | None = None
 
     async def write(self, context: Context) -> dict[str, object]:
-        """The data of a mutation the write plan answers: its fields written one after another."""
-        # One after another, as the executor runs a mutation's fields.
+        """The data of a mutation the write plan answers: its fields written in turn, as the executor does."""
         return {key: await write_line(context, **values) for key, values in self.writes or ()}
 
     async def execute(self, context: Context) -> ExecutionResult:
@@ -147,10 +144,8 @@ class Engine:
                     "write_plan", "too_many_values", query, "more variables than RequestLimits counts"
                 )
             else:
-                # Within RequestLimits' count of values once they coerce: a
-                # plan's variables are scalars, and a value that coerces as
-                # one counts one (limits.variable_values; JSON is handed over
-                # whole). Coercing them first is bounded by their number.
+                # Within RequestLimits' count of values once they coerce: a plan's variables
+                # are scalars, each counting one (limits.variable_values).
                 planned.writes = plan.arguments(variables)
                 if planned.writes is not None:
                     return planned
@@ -177,11 +172,9 @@ class Engine:
         return planned
 
     async def warm(self, texts: Iterable[str]) -> None:
-        """Parse, validate and plan each query and mutation of `texts`, executing none of them.
-
-        Pages are compiled for sample variables; a query whose variables cannot be sampled has
-        its pages compiled by its first request.
-        """
+        """Parse, validate and plan each query and mutation of `texts`, executing none of them."""
+        # Pages are compiled for sample variables; a query whose variables cannot be sampled
+        # has its pages compiled by its first request.
         for text in texts:
             for definition in parse(text).definitions:
                 if not isinstance(definition, OperationDefinitionNode) or definition.operation not in (

@@ -1,9 +1,7 @@
 """`PageExecutor`: graphql-core's executor, completing a `RunLogPage` with a plan compiled once per selection.
 
-A plan serves the page's stored rows directly (no `RunLogLine` or detail object made). A
-selection outside its cover (a resolver, a permission, a middleware) is "not compilable",
-and a value it did not expect abandons it: graphql-core then completes the same page as
-it always would. Plans are cached per schema, bounded, keyed by the document's identity.
+A plan serves the page's stored rows directly; a selection it does not cover, or a value it
+did not expect, leaves the page to graphql-core as it always would.
 """
 
 from __future__ import annotations
@@ -122,11 +120,7 @@ class _PlanCache:
     def compiled(
         self, nodes: tuple[FieldNode, ...], coerced: dict[str, Any]
     ) -> Callable[[Any, Any], dict[str, Any]] | None:
-        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet.
-
-        Compiles nothing: a plan is made by the executor (`PageExecutor`), on
-        a selection's first page or at start-up (`PageExecutor.compile_pages`).
-        """
+        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet."""
         key = tuple(map(id, nodes))
         with self.lock:
             entry = self.entries.get(key)
@@ -192,10 +186,7 @@ def _directive_variables(nodes: tuple[FieldNode, ...], fragments: dict[str, Any]
 
 
 class PageExecutor(CompletesObjects, VariablesExecutor):
-    """graphql-core's executor, completing `RunLogPage` values with a compiled plan.
-
-    The schema's `execution_context_class`; it hooks in through `CompletesObjects` (gql/compat/graphql.py).
-    """
+    """graphql-core's executor, completing `RunLogPage` values with a compiled plan (`CompletesObjects`)."""
 
     # Plans are built against one schema's types: a cache per schema (`with_plans`).
     plans: ClassVar[_PlanCache]
@@ -217,10 +208,7 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
     ) -> None:
         """Compile the plans of the operation's root `runLog` pages for `variables`, running no resolver.
 
-        The plans its first request with these variables would compile, for
-        the same field nodes, so that request finds them: start-up does this
-        for the known documents (`Engine.warm`). Variables that do not coerce
-        compile nothing.
+        The plans its first request with these variables would compile, for the same field nodes.
         """
         executor = cls.build(schema, document, raw_variable_values=variables, operation_name=operation_name)
         if isinstance(executor, list):

@@ -1,7 +1,6 @@
 """Each prepared operation's plan, made once: `Plans(schema, executor).plan(operation, fragments)`.
 
-A write plan (write_plan.py), a read plan (read_plan.py), or None for graphql-core's executor;
-kept as long as the operation is.
+A write plan, a read plan, or None for graphql-core's executor.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """A query of one plain `runLog` field, answered without graphql-core's executor (write_plan.py's twin).
 
 `read_plan(schema, executor, operation, fragments)` makes one (or None); `await plan.answer(context,
-variables, text)` coerces, calls `run_log.read_run_log` and completes the page with its compiled
-plan, or answers None (counted) for the executor to answer exactly as it would.
+variables, text)` answers, or None (counted) for the executor to answer.
 """
 
 from __future__ import annotations

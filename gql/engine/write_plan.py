@@ -1,9 +1,7 @@
 """A mutation of nothing but `writeRunLog` fields, answered without graphql-core's executor.
 
-A plan is made once per operation (plans.py) whose every root selection is a plain
-`writeRunLog` field with scalar arguments; each field goes to `run_log.write_line`, as
-the resolver's does. Anything it cannot answer exactly as the executor would goes the
-normal way, before any line is written.
+Each field goes to `run_log.write_line`, as the resolver's does; anything it cannot answer
+as the executor would goes the normal way, before any line is written.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Alembic's environment for these revisions, run by `alembic.command` from gql/migrations/runner.py.
 
-The runner hands it what to run on in `Config.attributes`, as Alembic's
-cookbook shares a connection: `connection` (applied) or `url` and `out`
-(offline, the SQL printed), and `on_version_apply`. Use
-`python -m gql init-db` (or `--sql`): it adopts a database an earlier
-release made and takes the lock; the `alembic` command line cannot apply them.
+The runner hands it `connection` (applied) or `url` and `out` (offline) in `Config.attributes`,
+as Alembic's cookbook shares a connection. Use `python -m gql init-db`, not the `alembic` command.
 """
 
 from alembic import context

@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-# The newest revision in versions/. Set it with each new revision:
-# runner.head() refuses to run when it is not the newest.
+# The newest revision in versions/: runner.head() refuses to run when it is not.
 HEAD = "0006"
 VERSION_TABLE = "alembic_version"
 
@@ -17,17 +16,10 @@ VERSION_TABLE = "alembic_version"
 class Migrated:
     """What one init-db did to the schema."""
 
-    revision: str
-    """Where the database is now: the head."""
-    adopted: str | None = None
-    """The revision an unversioned database was found at and stamped with.
-
-    None when it was versioned already, or empty.
-    """
-    applied: list[str] = field(default_factory=list)
-    """Each revision applied, oldest first, as `0002 (its first docstring line)`."""
-    created: list[str] = field(default_factory=list)
-    """Tables created, and `table.index` for each index added to a table that was there."""
+    revision: str  # where the database is now: the head
+    adopted: str | None = None  # what an unversioned database was found at, and stamped with
+    applied: list[str] = field(default_factory=list)  # oldest first, as `0002 (its first docstring line)`
+    created: list[str] = field(default_factory=list)  # tables, and `table.index` for an index added
 
     def lines(self, where: str) -> list[str]:
         """What was done, a sentence each, as init-db prints it and the embedded start logs it."""

@@ -20,8 +20,7 @@ from sqlalchemy.engine import URL, Connection
 
 from .revision import HEAD, VERSION_TABLE, Migrated, version
 
-# Two init-db runs at once on MySQL/MariaDB (two deploys, say) would both stamp
-# an unversioned database; the second waits for the first instead.
+# Two init-db runs at once (two deploys) would both stamp an unversioned database: one waits.
 _LOCK = "runlog.migrations"
 _LOCK_WAIT = 60
 
@@ -56,7 +55,7 @@ def detect(conn: Connection) -> str | None:
     migrations have a `present` check; the walk stops at the first without one.
     """
     found = None
-    for script in _oldest_first():
+    for script in reversed(list(scripts().walk_revisions("base", "heads"))):
         present: Callable[[Connection], bool] | None = getattr(script.module, "present", None)
         if present is None or not present(conn):
             break
@@ -113,10 +112,6 @@ def write_sql(conn: Connection, out: TextIO) -> None:
 # ── inside ───────────────────────────────────────────────────────────────────
 
 
-def _oldest_first() -> list[Any]:
-    return list(reversed(list(scripts().walk_revisions("base", "heads"))))
-
-
 def _describe(revision: str) -> str:
     script = scripts().get_revision(revision)
     return f"{revision} ({script.doc if script is not None else '?'})"
@@ -133,7 +128,6 @@ def _run(
     """Run the revisions after `start` (versioned) or after `adopted` (stamped first).
 
     On a connection, applied; for a URL, printed to `out` (offline mode).
-    Alembic's `stamp` and `upgrade` commands run them, through env.py.
     """
     cfg = config()
     offline = isinstance(target, URL)

@@ -27,12 +27,8 @@ from ..db import (
 async def read_rows(
     engine: AsyncEngine, statement: Executable, values: dict[str, Any] | None = None
 ) -> Sequence[Any]:
-    """The rows of one read, retried once on a connection the server had closed.
-
-    The pool does not ping before checkout (db.py), so a connection the server closed fails
-    on first use; a read changes nothing, so it is sent again on a fresh one. Any other
-    failure is the caller's.
-    """
+    """The rows of one read, retried once on a connection the server had closed."""
+    # The pool does not ping before checkout (db.py), and a read changes nothing.
     raw = None
     direct, spans = direct_path(engine)
     if direct:
@@ -52,18 +48,17 @@ async def read_rows(
 
 
 def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
-    """Whether statements may go to the driver directly, past SQLAlchemy, and the spans to make of them.
-
-    A listener to the statements (a test counting round trips) sees them only
-    through SQLAlchemy's execution: it keeps them. The OpenTelemetry tracer
-    alone does not (gql/tracing.py): the direct path makes its spans.
-    """
+    """Whether statements may go to the driver directly, past SQLAlchemy, and the spans to make of them."""
     if engine.dialect.name == "sqlite":
         return False, None
     if not cursor_listeners(engine.sync_engine):
         return True, None
-    spans = tracing.direct_spans(pool_state(engine).spans, engine.sync_engine)
-    return spans is not None, spans
+    # A listener (a test counting round trips) sees statements only through SQLAlchemy,
+    # except the OpenTelemetry tracer's, whose spans the direct path makes itself.
+    spans = pool_state(engine).spans
+    if spans is not None and spans.alone(engine.sync_engine):
+        return True, spans
+    return False, None
 
 
 class _RawStatement(NamedTuple):
@@ -86,12 +81,7 @@ def _raw_statement(
 def _compiled_raw(
     dialect: Any, statement: Executable, shape: tuple[tuple[str, int], ...]
 ) -> _RawStatement | None:
-    """Compile once per statement and list sizes: what SQLAlchemy would send, with no types to apply.
-
-    Only for statements whose parameters and columns need no conversion by
-    SQLAlchemy (none on MariaDB for what the reads select); anything else
-    keeps SQLAlchemy's execution.
-    """
+    """What SQLAlchemy would send for `statement`, or None where a type needs converting."""
     sample = {name: [0] * size if size >= 0 else None for name, size in shape}
     bound: Any = statement.params(sample) if sample and isinstance(statement, Select) else statement
     compiled = bound.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
@@ -136,28 +126,13 @@ async def raw_checkout(engine: AsyncEngine) -> Any:
 
 
 class HeldConnection:
-    """One pooled connection its owner keeps from one statement to the next, under one rule.
+    """One pooled connection kept from one statement to the next, saving a checkout and a return.
 
-    The owners: `one_connection` (the reads of one runLog field: a page and
-    its runs), a write task's consecutive batches (`insert_lines`' `held`),
-    and the write queue's spare, which hands a batch's connection to the
-    next batch (gql/writes.py). A checkout and a return to the pool cost a
-    greenlet round trip each, a good part of a short statement's CPU.
-
-    The rule, the same for each: a connection is kept only after a statement
-    it answered (`keep`), and `take` hands it out again only while the
-    pool's generation is the one it was kept in (`db.pool_generation`: a
-    connection the pool threw away, or a pool marked stale, means this one
-    may be dead too, and the pool would have replaced it), for the engine it
-    came from, and for at most MAX_USES statements (so that pool_recycle
-    applies at the next checkout). Otherwise it goes back to the pool and
-    the caller checks out its own. `take` leaves nothing held: a second
-    caller meanwhile (a sibling field's read) checks out its own, and of two
-    that `keep` one, the other puts its back. After `release`, nothing more
-    is kept.
+    `keep` it after a statement it answered; `take` hands it out again only for the same engine,
+    in the same pool generation (`db.pool_generation`), for at most MAX_USES statements.
     """
 
-    MAX_USES = 100
+    MAX_USES = 100  # so that pool_recycle applies at the next checkout
 
     __slots__ = ("closed", "engine", "generation", "only", "pooled", "uses")
 
@@ -200,8 +175,6 @@ class HeldConnection:
         self.uses = 0
         self.closed = self.closed or close
         if pooled is not None:
-            # In a greenlet: a connection past the pool's size is closed
-            # there, which the async driver does only inside one.
             await greenlet_spawn(pooled.close)
 
 
@@ -211,12 +184,7 @@ _held: contextvars.ContextVar[HeldConnection | None] = contextvars.ContextVar("s
 class one_connection:  # used as a context manager, named as one
     """Within it, this task's direct reads of `engine` share one `HeldConnection`, given back at its end.
 
-    A page and its blocking runs are two reads: one checkout and return
-    instead of two (docs/performance.md). Only what `_read_raw` runs shares
-    it, one read at a time; a failed or cancelled read leaves it, as it
-    would a connection of its own, and the next read takes a fresh one. Not
-    for a call that waits between its reads (the long poll): the connection
-    would be held from the pool meanwhile.
+    Not for a call that waits between its reads (the long poll): it would hold a connection meanwhile.
     """
 
     __slots__ = ("_held", "_token")
@@ -236,18 +204,11 @@ class on_driver:  # used as a context manager, named as one
     """A pooled connection for statements sent to the driver directly, given back as SQLAlchemy would.
 
     `async with on_driver(engine, spans, held) as on: rows = await on.fetch(sql, params)`.
-    The one lifecycle of a raw connection, for reads (`read_rows`) and writes
-    (`insert_lines`). It comes from `held` when that keeps one, else from the pool
-    (`AsyncEngine.raw_connection`), waited for until `checkout_by` (event loop time) if
-    given. A driver error leaves as SQLAlchemy's DBAPIError; on a disconnect the
-    connection is invalidated and the pool's others marked stale. Any other failure, or a
-    cancellation mid-statement, throws the connection away: what is left on the wire is
-    unknown. Otherwise it goes back to the pool, or is kept by `held` once a statement of
-    it was answered.
+    The connection comes from `held`, else from the pool, waited for until `checkout_by`
+    (event loop time). A driver error leaves as SQLAlchemy's DBAPIError.
     """
 
-    # A class, not contextlib's decorator: its generator costs a write a few
-    # microseconds more (bench.cpu --operation WriteNote).
+    # A class, not contextlib's decorator, whose generator costs a write more CPU.
     __slots__ = ("answered", "checkout_by", "driver", "engine", "held", "params", "pooled", "spans", "sql")
 
     def __init__(
@@ -302,6 +263,7 @@ class on_driver:  # used as a context manager, named as one
                 return
             dialect = engine.dialect
             if not isinstance(exc, dialect.loaded_dbapi.Error):
+                # Cancelled or failed mid-statement: what is left on the wire is unknown.
                 put_back = functools.partial(pooled.invalidate, exc if isinstance(exc, Exception) else None)
                 return
             disconnect = dialect.is_disconnect(exc, None, None)
@@ -319,12 +281,7 @@ class on_driver:  # used as a context manager, named as one
 async def _read_raw(
     engine: AsyncEngine, raw: _RawStatement, values: dict[str, Any] | None, spans: tracing.SqlSpans | None
 ) -> Sequence[Any]:
-    """Run `raw` on the driver directly, past SQLAlchemy's per-statement execution.
-
-    That execution and its greenlet adapter are a measurable share of a 50-line page's CPU
-    (docs/performance.md, "What each piece bought"). Within `one_connection`, the task's
-    reads share one connection.
-    """
+    """Run `raw` on the driver directly, past SQLAlchemy's per-statement execution."""
     params = (
         [values[name] if index is None else values[name][index] for name, index in raw.sources]
         if values

@@ -1,9 +1,6 @@
 """Cursors: a position in a run's log as the opaque text clients pass back, and what it has delivered.
 
-`encode_cursor(line, scope)` makes one, `decode_cursor(text, argument, scope)` reads it back
-(CursorError when it is not for this run and these filters). A cursor of a recent line also
-names the recent lines behind it (`Window`, at most RECENT_LINES), since a line is stamped
-before it commits and can land behind lines a reader already has.
+`encode_cursor(line, scope)` makes one, `decode_cursor(text, argument, scope)` reads it back.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ from typing import NamedTuple
 
 from .values import LINE_ID_MAX, NO_FILTERS, Filters, Line, Page, utc_now_millis
 
-# The most recent lines one cursor names; past it a page stops short.
-RECENT_LINES = 128
+RECENT_LINES = 128  # the most recent lines one cursor names; past it a page stops short
 _VERSION = 2
 # Header and floor (at most 140 bytes) and RECENT_LINES of the widest lines (id step 9, time 7).
 _MAX_BYTES = 140 + RECENT_LINES * 16
@@ -84,11 +80,9 @@ START = Cursor(at="", id=0)
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """What a cursor of a recent line has behind it, besides its position.
+    """What a recent line's cursor has behind it: the lines up to `floor`, before `settled`, and `seen`.
 
-    Every line at or before `floor` (when set), every line with `at` before `settled`
-    (the read's time less tail.late_window), and the lines `seen` (id, naive UTC at;
-    at most RECENT_LINES, by id).
+    A line is stamped before it commits, so it can land behind lines a reader already has.
     """
 
     settled: datetime.datetime
@@ -218,9 +212,6 @@ class _Seen:
         """The oldest line named, by (at, id)."""
         return min(zip(self.ats, self.ids, strict=True)) if self.ids else None
 
-    def pairs(self) -> tuple[tuple[int, datetime.datetime], ...]:
-        return tuple(zip(self.ids, self.ats, strict=True))
-
     def window_bytes(self, floor: Cursor | None) -> bytes:
         floor_bytes = b"\x00" if floor is None else _position_bytes(floor.at, floor.id)
         return (
@@ -312,10 +303,7 @@ class _Reader:
 
 
 def decode_cursor(value: str, argument: str, scope: Scope) -> Cursor:
-    """The cursor `value`, checked to be for `scope`; CursorError says what was wrong.
-
-    Bounded before decoding (MAX_CURSOR_CHARS, RECENT_LINES): a forged one costs no more than an issued one.
-    """
+    """The cursor `value`, checked to be for `scope`; CursorError says what was wrong."""
     shown = value if len(value) <= 60 else f"{value[:60]}... ({len(value)} characters)"
     issued = (
         f"{argument}={shown!r} is not a cursor this service issued: "
@@ -393,11 +381,7 @@ def _decode(raw: bytes) -> tuple[Cursor, int, bytes]:
 
 @dataclass(frozen=True, slots=True)
 class PageCursors:
-    """The cursors of a page's first `len(texts)` lines, in its order.
-
-    Fewer than the page's lines when one would name more than RECENT_LINES; `settles_in`
-    is then the seconds until a read from the last can deliver more (0: now).
-    """
+    """The cursors of a page's first `len(texts)` lines; `settles_in`: seconds until more can be read."""
 
     texts: list[str]
     settles_in: float = 0.0
@@ -437,10 +421,9 @@ def page_cursors(
     scope: Scope,
     only_ends: bool = False,
 ) -> PageCursors:
-    """The cursors of a page read newest first (no cursor, or `after`), in its order.
+    """The cursors of a page read newest first, cut after RECENT_LINES recent lines.
 
-    Cut after RECENT_LINES recent lines (then has a next page). With `only_ends`, the
-    lines between the first and the last get ''.
+    With `only_ends`, the lines between the first and the last get ''.
     """
     # Lines read from the database hold aware times: compared as they are.
     settled_utc = settled.replace(tzinfo=datetime.UTC)
@@ -479,11 +462,7 @@ def page_cursors(
 def newer_cursors(
     lines: Sequence[Line], *, before: Cursor, settled: datetime.datetime, scope: Scope
 ) -> PageCursors:
-    """The cursors of a `before` page (read oldest first), in its order.
-
-    Behind line j: what was behind `before`, and the page's lines up to j. Stops
-    before a line that would make the window name more than RECENT_LINES.
-    """
+    """The cursors of a `before` page (read oldest first), stopping before a window would overflow."""
     window = before.window
     floor: Cursor | None
     window_settled: datetime.datetime | None
@@ -531,8 +510,5 @@ def newer_cursors(
 
 
 def fresh_window(settled: datetime.datetime, seen: Sequence[tuple[int, datetime.datetime]]) -> Window:
-    """The window of a cursor with every line so far behind it, given the recent ones (newest first).
-
-    Names the newest RECENT_LINES; a tail from it may repeat older ones, never miss one.
-    """
+    """The window of a cursor with every line so far behind it, given the recent ones (newest first)."""
     return Window(settled=settled, seen=tuple(sorted(seen[:RECENT_LINES])))

@@ -13,10 +13,8 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
-    LargeBinary,
     Select,
     bindparam,
-    cast,
     delete,
     func,
     select,
@@ -37,7 +35,7 @@ from .connections import read_rows
 from .errors import OutcomeUnknown, answered_by_database
 from .rows import stored_time
 from .runs import terminal_sql
-from .statements import sqlite_at
+from .statements import sqlite_at, sqlite_text
 from .values import as_naive_utc, utc_now_millis
 from .writes import ANSWER_GRACE_SECONDS
 
@@ -55,10 +53,7 @@ def _eligible_runs(before: datetime.datetime) -> Select[Any]:
 
 @asynccontextmanager
 async def _lockless(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A connection in autocommit, where a SELECT locks nothing at any isolation level.
-
-    A prune must never make the events system wait on its `event_runs` rows.
-    """
+    """A connection in autocommit, where a SELECT locks nothing: the events system never waits on a prune."""
     async with engine.connect() as conn:
         yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
@@ -71,12 +66,10 @@ class PruneSlice:
     run_ids: frozenset[int]
 
 
-# Each slice is its own transaction, so what was deleted before a deadline or a
-# refusal is kept; on Galera it is also a smaller write set.
+# Each slice its own transaction: what it deleted stays past a later refusal; a small Galera write set.
 PRUNE_SLICE_LINES = 1000
 
-# Tries of a slice that lost a conflict (it deleted nothing, so trying again is safe).
-PRUNE_CONFLICT_RETRIES = 8
+PRUNE_CONFLICT_RETRIES = 8  # tries of a slice that lost a conflict (it deleted nothing: safe)
 
 # Refusals that leave a slice deleting nothing, tried again half as big: a deadlock or
 # lost certification (1213), a lock wait timeout (1205), a commit refused (1180: Galera's
@@ -87,10 +80,7 @@ _SLICE_RETRIED = frozenset({1180, 1205, 1213})
 async def prune_terminal(
     engine: AsyncEngine, *, before: datetime.datetime, limit: int, deadline: float | None = None
 ) -> int:
-    """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many.
-
-    In committed slices of PRUNE_SLICE_LINES (`_prune`); a busy database answers fewer, not an error.
-    """
+    """Delete at most `limit` lines of terminal runs that ended before `before`; answer how many."""
     piece = await _prune(engine, before=before, limit=limit, deadline=deadline, slice_lines=PRUNE_SLICE_LINES)
     return piece.deleted
 
@@ -113,9 +103,7 @@ async def _prune(
 ) -> PruneSlice:
     """Delete slices of at most `slice_lines` (at most `slices` of them) until `limit` lines or none are left.
 
-    A slice refused for `_SLICE_RETRIED` is tried again half as big after a doubling random
-    pause, at most PRUNE_CONFLICT_RETRIES times. At `deadline` (the loop's clock) the slice
-    in flight rolls back, unless its COMMIT was sent (then awaited ANSWER_GRACE_SECONDS more).
+    At `deadline` (loop time) the slice in flight rolls back, unless its COMMIT was sent.
     Raises only when nothing was deleted; OutcomeUnknown when a COMMIT got no answer.
     """
     deleted, runs, taken = 0, set[int](), 0
@@ -149,8 +137,7 @@ async def _prune(
         refusals, taken = 0, taken + 1
         deleted += piece.deleted
         runs |= piece.run_ids
-        # Nothing eligible was left.
-        if not piece.run_ids:
+        if not piece.run_ids:  # nothing eligible was left
             break
     return PruneSlice(deleted=deleted, run_ids=frozenset(runs))
 
@@ -182,13 +169,7 @@ class _Commit:
 async def _prune_slice_once(
     engine: AsyncEngine, *, before: datetime.datetime, limit: int, commit: _Commit | None = None
 ) -> PruneSlice:
-    """One try at a slice; `commit` is told when its COMMIT is sent.
-
-    The ids of at most `limit` eligible lines, read in autocommit; then in one transaction a
-    fresh check that their runs are still eligible, and a delete by primary key. No row of
-    `event_runs` is locked. A run leaving its terminal status in the round trip between the
-    check and the delete still loses the chosen lines: terminal is final in the events system.
-    """
+    """One try at a slice: delete by primary key what a lockless read chose; `commit` hears of its COMMIT."""
     async with _lockless(engine) as conn:
         found = (
             await conn.execute(
@@ -200,7 +181,8 @@ async def _prune_slice_once(
         return PruneSlice(deleted=0, run_ids=frozenset())
     chosen = sorted({row.run_id for row in found})
     async with transaction(engine, isolation) as conn:
-        # A run that left its terminal status meanwhile keeps its lines.
+        # A run that left its terminal status meanwhile keeps its lines (terminal is final, but
+        # not locked: no row of `event_runs` is).
         still = set((await conn.execute(_eligible_runs(before).where(event_runs.c.id.in_(chosen)))).scalars())
         ids = [row.id for row in found if row.run_id in still]
         if not ids:
@@ -223,11 +205,7 @@ async def _prune_slice_once(
 
 
 async def _delete_isolation(conn: AsyncConnection) -> str:
-    """The isolation level of a slice's transaction: READ COMMITTED where the server allows it.
-
-    There the delete locks only the lines it deletes and no gap, so inserts (and on Galera,
-    applied write sets) never wait on it. A statement-format binary log refuses that (1665).
-    """
+    """READ COMMITTED where the server allows it (not with a statement binary log): no gap locks."""
     if conn.dialect.name == "sqlite":
         return "SERIALIZABLE"  # SQLite's only level; `transaction` sets none there
     logs_statements = "SELECT @@log_bin = 1 AND @@binlog_format = 'STATEMENT'"
@@ -253,29 +231,21 @@ async def _record_pruned(conn: AsyncConnection, lines: Sequence[tuple[int, Any]]
     p = event_run_log_pruned
     for run_id, (count, through) in sorted(per_run.items()):
         values = {"run_id": run_id, "line_count": count, "through": through, "pruned_at": now}
-        if conn.dialect.name == "sqlite":
-            statement: Any = sqlite_insert(p).values(values)
-            statement = statement.on_conflict_do_update(
-                index_elements=[p.c.run_id],
-                set_={
-                    "line_count": p.c.line_count + statement.excluded.line_count,
-                    "through": func.max(
-                        func.coalesce(p.c.through, statement.excluded.through),
-                        func.coalesce(statement.excluded.through, p.c.through),
-                    ),
-                    "pruned_at": statement.excluded.pruned_at,
-                },
-            )
+        sqlite = conn.dialect.name == "sqlite"
+        statement: Any = (sqlite_insert if sqlite else mysql_insert)(p).values(values)
+        new = statement.excluded if sqlite else statement.inserted
+        newer = func.max if sqlite else func.greatest
+        update = {
+            "line_count": p.c.line_count + new.line_count,
+            "through": newer(
+                func.coalesce(p.c.through, new.through), func.coalesce(new.through, p.c.through)
+            ),
+            "pruned_at": new.pruned_at,
+        }
+        if sqlite:
+            statement = statement.on_conflict_do_update(index_elements=[p.c.run_id], set_=update)
         else:
-            statement = mysql_insert(p).values(values)
-            statement = statement.on_duplicate_key_update(
-                line_count=p.c.line_count + statement.inserted.line_count,
-                through=func.greatest(
-                    func.coalesce(p.c.through, statement.inserted.through),
-                    func.coalesce(statement.inserted.through, p.c.through),
-                ),
-                pruned_at=statement.inserted.pruned_at,
-            )
+            statement = statement.on_duplicate_key_update(update)
         await conn.execute(statement)
 
 
@@ -302,7 +272,7 @@ def _pruned_statement(sqlite: bool) -> Select[Any]:
     p = event_run_log_pruned
     columns: list[ColumnElement[Any]] = [p.c.through, p.c.pruned_at]
     if sqlite:
-        columns = [cast(column, LargeBinary) for column in columns]
+        columns = [sqlite_text(column) for column in columns]
     return select(p.c.line_count, *columns).where(p.c.run_id == bindparam("run_id"))
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import (
-    text,
-)
+from sqlalchemy import Select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .connections import read_rows
@@ -48,11 +47,8 @@ async def read_page(
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    A `before` page's `has_next` says whether newer lines remain past it. With a search,
-    at most `most_searched` stored lines are read; a page not full by then ends with
-    `has_next` and `stop`, the last line read. `detail=False` reads no detail. With
-    `max_detail_bytes`, the page ends early once its details would weigh more (its first
-    line whatever its size). One statement; a second only for a detail over its share.
+    A search reads at most `most_searched` lines, then ends with `stop`, the last line read.
+    With `max_detail_bytes`, the page ends early once its details would weigh more.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)
@@ -81,17 +77,21 @@ async def read_page(
             stop, scanned = read[-1], read
     page = await _read_any(
         engine,
-        run_id,
-        kinds,
+        functools.partial(
+            page_statement,
+            run_id=run_id,
+            kinds=kinds,
+            after=after,
+            sqlite=sqlite,
+            before=before,
+            filters=filters,
+            stop=stop,
+        ),
         limit,
-        after,
-        before,
         sqlite,
         detail,
         max_detail_bytes,
         largest_detail,
-        filters,
-        stop,
     )
     if stop is None or page.has_next:
         return page
@@ -100,39 +100,22 @@ async def read_page(
 
 async def _read_any(
     engine: AsyncEngine,
-    run_id: int,
-    kinds: Sequence[str] | None,
+    statement_of: Callable[..., tuple[Select[Any], dict[str, Any]]],
     limit: int,
-    after: Cursor | None,
-    before: Cursor | None,
     sqlite: bool,
     detail: bool,
     max_detail_bytes: int | None,
     largest_detail: int,
-    filters: Filters,
-    stop: Line | None,
 ) -> Page:
-    """`read_page`'s page, read up to `stop` when it is set."""
-    shape = (after, before, sqlite, detail, max_detail_bytes, filters, stop)
+    """`read_page`'s page, whose statement `statement_of(limit=, read=, fits=)` makes."""
     if not detail or max_detail_bytes is None or (limit + 1) * largest_detail <= max_detail_bytes:
-        return await _read_lines(engine, run_id, kinds, limit, *shape)
+        return await _read_lines(engine, statement_of, limit, sqlite, detail, max_detail_bytes)
     if max_detail_bytes <= 0:
         # The request's budget is spent: its first line is all a page returns.
-        return await _read_lines(engine, run_id, kinds, 1, *shape)
+        return await _read_lines(engine, statement_of, 1, sqlite, detail, max_detail_bytes)
     fits = max_detail_bytes // (limit + 1)
     while True:
-        statement, values = page_statement(
-            run_id=run_id,
-            kinds=kinds,
-            limit=limit,
-            after=after,
-            sqlite=sqlite,
-            read="lines with sizes",
-            fits=fits,
-            before=before,
-            filters=filters,
-            stop=stop,
-        )
+        statement, values = statement_of(limit=limit, read="lines with sizes", fits=fits)
         rows = await read_rows(engine, statement, values)
         sizes = [row[-1] or 0 for row in rows[:limit]]
         kept = _fitting(sizes, max_detail_bytes)
@@ -150,30 +133,14 @@ async def _read_any(
 
 async def _read_lines(
     engine: AsyncEngine,
-    run_id: int,
-    kinds: Sequence[str] | None,
+    statement_of: Callable[..., tuple[Select[Any], dict[str, Any]]],
     limit: int,
-    after: Cursor | None,
-    before: Cursor | None,
     sqlite: bool,
     detail: bool,
     max_detail_bytes: int | None,
-    filters: Filters,
-    stop: Line | None,
 ) -> Page:
     """A page read in one statement, cut on the sizes of the details it fetched."""
-    read = "lines" if detail else "lines without detail"
-    statement, values = page_statement(
-        run_id=run_id,
-        kinds=kinds,
-        limit=limit,
-        after=after,
-        sqlite=sqlite,
-        read=read,
-        before=before,
-        filters=filters,
-        stop=stop,
-    )
+    statement, values = statement_of(limit=limit, read="lines" if detail else "lines without detail")
     rows = await read_rows(engine, statement, values)
     lines = sqlite_lines(rows[:limit]) if sqlite else mariadb_lines(rows[:limit])
     if not detail:
@@ -231,10 +198,7 @@ async def cursor_now(
     settled: datetime.datetime,
     filters: Filters = NO_FILTERS,
 ) -> str:
-    """A cursor with every line written so far behind it: a `before` read from it waits for new lines.
-
-    Names the newest RECENT_LINES stamped since `settled` (`fresh_window`); a search is left out of that read.
-    """
+    """A cursor with every line written so far behind it: a `before` read from it waits for new lines."""
     seen: list[tuple[int, datetime.datetime]] = []
     if (kinds is None or kinds) and filters.phases != () and filters.steps != ():
         sqlite = engine.dialect.name == "sqlite"

@@ -47,36 +47,9 @@ def _sqlite_number(column: ColumnElement[Any]) -> ColumnElement[Any]:
     return case((func.typeof(column) == "text", cast(column, LargeBinary)), else_=column)
 
 
-def page_query(
-    *,
-    run_id: int,
-    kinds: Sequence[str] | None,
-    limit: int,
-    after: Cursor | None,
-    sqlite: bool = False,
-    read: str = "lines",
-    fits: int = 0,
-    before: Cursor | None = None,
-    filters: Filters = NO_FILTERS,
-    stop: Line | None = None,
-) -> Select[Any]:
-    """The one statement that reads a page, its values bound (kinds must not be empty).
-
-    `read` is one of PAGE_READS: "lines", "lines without detail" (NULL in its place), or
-    "lines with sizes" (each detail's stored bytes last, the detail NULL past `fits`).
-    """
-    statement, values = page_statement(
-        run_id=run_id,
-        kinds=kinds,
-        limit=limit,
-        after=after,
-        sqlite=sqlite,
-        read=read,
-        fits=fits,
-        before=before,
-        filters=filters,
-        stop=stop,
-    )
+def page_query(**arguments: Any) -> Select[Any]:
+    """`page_statement`'s statement with its values bound."""
+    statement, values = page_statement(**arguments)
     return statement.params(values)
 
 
@@ -93,8 +66,10 @@ def page_statement(
     filters: Filters = NO_FILTERS,
     stop: Line | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
-    """`page_query` as a statement built once per shape, and the values for its parameters.
+    """The one statement that reads a page, built once per shape, and the values for its parameters.
 
+    `read` is one of PAGE_READS: "lines", "lines without detail" (NULL in its place), or
+    "lines with sizes" (each detail's stored bytes last, the detail NULL past `fits`).
     `stop` (a search page's) bounds the lines read to those up to it, in the page's order.
     """
     # One more than asked: its presence is what makes hasNextPage exact.
@@ -150,8 +125,8 @@ def bind_filters(values: dict[str, Any], filters: Filters, sqlite: bool) -> tupl
 def _narrow(
     query: Select[Any], order: ColumnElement[Any], sqlite: bool, narrowed: tuple[str, ...]
 ) -> Select[Any]:
-    """`query` with the filters `narrowed` names (see _bind_filters)."""
-    at_type: Any = String() if sqlite else _l.c.at.type
+    """`query` with the filters `narrowed` names (see bind_filters)."""
+    at_type = _at_type(sqlite)
     for name in narrowed:
         if name == "phases":
             query = query.where(_l.c.phase.in_(bindparam("phases", expanding=True)))
@@ -174,7 +149,7 @@ def _narrow(
     return query
 
 
-# What a page statement reads of each line (see page_query).
+# What a page statement reads of each line (see page_statement).
 PAGE_READS = ("lines", "lines without detail", "lines with sizes")
 
 
@@ -209,10 +184,7 @@ def _page_shape(
 
 
 def line_columns(sqlite: bool, *, detail: bool = True) -> list[ColumnElement[Any]]:
-    """What a statement reading lines selects, in the order rows.sqlite_lines and mariadb_lines read.
-
-    Without `detail`, NULL in its place.
-    """
+    """What a statement reading lines selects, in the order `rows` reads it; NULL without `detail`."""
     if not sqlite:
         stored: ColumnElement[Any] = _l.c.detail if detail else null().label("detail")
         return [_l.c.id, _l.c.run_id, _l.c.step_id, _l.c.kind, _l.c.phase, stored, _l.c.at]
@@ -237,11 +209,8 @@ def _older_than(
         # A NULL `at` (an older table's) sorts after every time. `<=>`, not IS NULL:
         # MariaDB reads `at IS NULL` on a NOT NULL DATETIME as "is the zero date".
         return and_(_l.c.at.op("<=>")(null()), _l.c.id < after_id)
-    if cursor == "text" or sqlite:
-        # As the database compares its own value: a zero date, or SQLite's normalised text.
-        value: Any = bindparam(f"{name}_at", type_=String())
-    else:
-        value = bindparam(f"{name}_at", type_=_l.c.at.type)
+    # As text, where the database compares its own value so: a zero date, or SQLite's normalised text.
+    value = bindparam(f"{name}_at", type_=_at_type(cursor == "text" or sqlite))
     # Not a row comparison: both databases make `at <= x` an index range.
     older = and_(order <= value, or_(order < value, and_(order == value, _l.c.id < after_id)))
     if sqlite:
@@ -260,6 +229,11 @@ def _bind_position(values: dict[str, Any], position: Cursor, name: str, sqlite: 
         return "text"
     values[f"{name}_at"] = as_compared(position.at, sqlite) if position.at is not None else None
     return "time"
+
+
+def _at_type(text: bool) -> Any:
+    """The type a time is bound as: text (SQLite, a zero date), or MariaDB's DATETIME."""
+    return String() if text else _l.c.at.type
 
 
 def as_compared(at: datetime.datetime, sqlite: bool) -> Any:
@@ -310,8 +284,7 @@ def _newer_shape(
     if floor is not None:
         query = query.where(_newer_than(floor, order, sqlite=sqlite, name="floor"))
     if position is None:
-        settled: Any = bindparam("settled", type_=String() if sqlite else _l.c.at.type)
-        query = query.where(order >= settled)
+        query = query.where(order >= bindparam("settled", type_=_at_type(sqlite)))
     if seen:
         query = query.where(_l.c.id.not_in(bindparam("seen", expanding=True)))
     return query
@@ -324,10 +297,7 @@ def _newer_than(cursor: str, order: ColumnElement[Any], *, sqlite: bool, name: s
         # Every line with a time is newer than one with a NULL `at` (see _older_than).
         is_null = _l.c.at.op("<=>", is_comparison=True)(null())
         return or_(not_(is_null), and_(is_null, _l.c.id > line_id))
-    if cursor == "text" or sqlite:
-        value: Any = bindparam(f"{name}_at", type_=String())
-    else:
-        value = bindparam(f"{name}_at", type_=_l.c.at.type)
+    value = bindparam(f"{name}_at", type_=_at_type(cursor == "text" or sqlite))
     # A NULL `at` compares as NULL: such lines are never newer than a time.
     return and_(order >= value, or_(order > value, and_(order == value, _l.c.id > line_id)))
 
@@ -342,8 +312,7 @@ def details_statement(sqlite: bool) -> Select[Any]:
 @functools.cache
 def count_statement(sqlite: bool) -> Select[Any]:
     order = sqlite_at if sqlite else _l.c.at
-    kind: Any = String() if sqlite else _l.c.at.type
-    earlier, since = bindparam("earlier", type_=kind), bindparam("since", type_=kind)
+    earlier, since = bindparam("earlier", type_=_at_type(sqlite)), bindparam("since", type_=_at_type(sqlite))
     return (
         select(_l.c.run_id, func.count(), func.count(case((order >= since, _l.c.id))))
         .where(_l.c.run_id.in_(bindparam("runs", expanding=True)), order >= earlier)
@@ -375,13 +344,6 @@ def line_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...]) -> S
 def recent_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...] = ()) -> Select[Any]:
     """The ids and times of a run's newest `limit` lines stamped at or after `settled`, newest first."""
     order = sqlite_at if sqlite else _l.c.at
-    settled: Any = bindparam("settled", type_=String() if sqlite else _l.c.at.type)
-    query = (
-        select(_l.c.id, order.label("at_utc"))
-        .where(_l.c.run_id == bindparam("run_id"), order >= settled)
-        .order_by(order.desc(), _l.c.id.desc())
-        .limit(bindparam("limit", type_=Integer()))
-    )
-    if by_kinds:
-        query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
-    return _narrow(query, order, sqlite, narrowed)
+    columns: list[ColumnElement[Any]] = [_l.c.id, order.label("at_utc")]
+    query = _page_shape(sqlite, by_kinds, None, "lines without detail", narrowed).with_only_columns(*columns)
+    return query.where(order >= bindparam("settled", type_=_at_type(sqlite)))

@@ -43,13 +43,9 @@ log = logging.getLogger("gql.store")
 
 _l = event_run_log
 
-# Least time worth starting a statement with: a line with less left is not
-# sent at all, since its caller could not wait for the commit.
+# Least time worth starting a statement with: with less left, a line is not sent at all.
 MIN_STATEMENT_SECONDS = 0.05
-# How long past a line's deadline its caller waits for an answer the database
-# owes it. The statement itself is bounded on the server to end by the
-# deadline; this covers the round trip and a slow commit, and is the one
-# bound left when the database stops answering at all.
+# How long past its deadline a line's caller waits for the answer: the bound when the database stops.
 ANSWER_GRACE_SECONDS = 1.0
 
 
@@ -62,12 +58,7 @@ def _bound(engine: AsyncEngine, seconds: float) -> str | None:
 
 @functools.lru_cache(maxsize=512)
 def _insert_text(count: int, bound: str | None) -> TextClause:
-    """The INSERT of `count` lines, bounded on MariaDB's side to `bound` seconds.
-
-    MariaDB ends it past the bound (`SET STATEMENT max_statement_time`, error 1969, rolled
-    back); MySQL has no bound but the caller's wait, SQLite its busy timeout
-    (`_sqlite_bounded`). One object per (size, bound in tenths), compiled once.
-    """
+    """The INSERT of `count` lines, which MariaDB ends and rolls back past `bound` seconds (error 1969)."""
     rows = ", ".join(f"(:r{i}, :s{i}, :k{i}, :p{i}, :d{i}, :a{i})" for i in range(count))
     # Only our own table name and placeholders: every value is a bound parameter.
     sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
@@ -113,23 +104,20 @@ class _Progress:
 async def insert_lines(
     engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float, held: HeldConnection | None = None
 ) -> None:
-    """Store `lines` in one INSERT and one commit, in autocommit, all stamped with now.
+    """Store `lines` in one autocommitted INSERT, all stamped with now, ended by `deadline` (loop time).
 
-    `deadline` (event loop time) is when the statement must have ended; none starts with
-    less than MIN_STATEMENT_SECONDS left. Raises NotStored or OutcomeUnknown. With `held`,
-    the INSERT goes on the connection it keeps, and it stays kept (MariaDB; SQLite's go back).
+    Raises NotStored or OutcomeUnknown. With `held`, the INSERT goes on the connection it keeps (MariaDB).
     """
-    # A listener to the statements (a test counting round trips) sees them
-    # only through SQLAlchemy's execution, as for the reads (`direct_path`).
     direct, spans = direct_path(engine)
     if direct:
         await _retrying_conflicts(
             deadline, functools.partial(_insert_raw_once, engine, lines, deadline, spans, held)
         )
         return
-    # Autocommit: the INSERT is its own transaction, one round trip, with no
-    # BEGIN or COMMIT of its own.
-    await _bounded(engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT")
+    run = functools.partial(_run_insert, lines)
+    await _retrying_conflicts(
+        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level="AUTOCOMMIT")
+    )
 
 
 async def _insert_raw_once(
@@ -139,20 +127,7 @@ async def _insert_raw_once(
     spans: tracing.SqlSpans | None,
     held: HeldConnection | None = None,
 ) -> None:
-    """`_bounded_once` for `insert_lines` on MariaDB, on the pool's own aiomysql connection.
-
-    The same bounds, in the same order, and the same account of a failure
-    (`_account`); what it skips is SQLAlchemy's `AsyncConnection` around the
-    pooled connection (its start, the autocommit check through it, its
-    close: each a greenlet round trip), as the reads do (`_read_raw`): a
-    measurable share of a small write's CPU (docs/performance.md, "What each
-    piece bought"). A connection taken from the pool autocommits (db.create_engine); one that
-    does not is put back and the write goes through SQLAlchemy, which sets
-    autocommit for it. A disconnect invalidates the connection and marks the
-    pool's others stale; a connection left mid-statement (cancelled by the
-    deadline) is thrown away (`connections.on_driver`). With `held`, the connection it
-    keeps is used instead of a checkout, and one that stored the batch is kept there.
-    """
+    """`_bounded_once` for `insert_lines` on MariaDB, sent to the driver past SQLAlchemy's connection."""
     loop = asyncio.get_running_loop()
     progress = _Progress()
     too_late = through_sqlalchemy = False
@@ -165,7 +140,7 @@ async def _insert_raw_once(
             if seconds < MIN_STATEMENT_SECONDS:
                 too_late = True  # the connection goes back as it came
             elif not on.driver.get_autocommit():
-                through_sqlalchemy = True
+                through_sqlalchemy = True  # which sets autocommit (the pool's connections have it)
             else:
                 sql = _raw_insert_sql(len(lines), _bound(engine, seconds))
                 at = utc_now_millis()
@@ -206,8 +181,7 @@ async def insert_keyed(
 ) -> bool:
     """Store `line` under an idempotency key, in one transaction; False when the key already stored it.
 
-    A stored `also_matches` digest counts as this same line too. Raises KeyReused when the
-    key stored another line of this run, and NotStored or OutcomeUnknown.
+    A stored `also_matches` digest counts as this line too. Raises KeyReused, NotStored or OutcomeUnknown.
     """
     keys = event_run_log_keys
     outcome: list[bool] = []
@@ -250,9 +224,10 @@ async def insert_keyed(
         outcome.append(True)
         progress.done = True
 
-    # Whatever the engine's default, the key and the line need one real
-    # transaction: the database's own default level gives one.
-    await _bounded(engine, deadline, run, isolation_level=None)
+    # The key and the line need one real transaction: the database's default level gives one.
+    await _retrying_conflicts(
+        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=None)
+    )
     return outcome[0]
 
 
@@ -267,24 +242,11 @@ def _key_text(bound: str | None) -> TextClause:
     return text(sql).bindparams(bindparam("c", type_=keys.c.created_at.type))
 
 
-async def _bounded(
-    engine: AsyncEngine,
-    deadline: float,
-    run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
-    *,
-    isolation_level: str | None,
-) -> None:
-    """`_bounded_once`, tried again while a deadlock (1213) rolled the write back and the deadline allows.
+async def _retrying_conflicts(deadline: float, attempt: Callable[[], Awaitable[None]]) -> None:
+    """`attempt`, tried again while a deadlock (1213) rolled it back whole and the deadline allows.
 
     On Galera, 1213 is also a certification conflict with a write through another node.
     """
-    await _retrying_conflicts(
-        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=isolation_level)
-    )
-
-
-async def _retrying_conflicts(deadline: float, attempt: Callable[[], Awaitable[None]]) -> None:
-    """`attempt`, tried again while a deadlock (1213) rolled it back whole and the deadline allows."""
     loop = asyncio.get_running_loop()
     retries = 0
     while True:
@@ -307,12 +269,7 @@ async def _bounded_once(
     *,
     isolation_level: str | None,
 ) -> None:
-    """Check out a connection by `deadline`, then `run` a write bounded to end by it.
-
-    No connection by the deadline: nothing was sent. The answer is awaited
-    ANSWER_GRACE_SECONDS past it; after that the outcome is unknown (for a transaction,
-    only once its COMMIT was sent).
-    """
+    """Check out a connection by `deadline`, then `run` a write bounded to end by it."""
     loop = asyncio.get_running_loop()
     name = engine.dialect.name
     progress = _Progress()
@@ -371,12 +328,7 @@ def _stored_anyway(exc: Exception) -> None:
 
 
 async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
-    """Whether autocommit is asked of a MariaDB connection that already autocommits (the pool's default).
-
-    Setting it again through SQLAlchemy, and its reset when the connection
-    goes back, cost two greenlet round trips per batch for nothing
-    (docs/performance.md, "What each piece bought").
-    """
+    """Whether autocommit is asked of a MariaDB connection that already has it: two round trips saved."""
     if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
         return False
     driver: Any = (await conn.get_raw_connection()).driver_connection
@@ -389,10 +341,8 @@ async def _sqlite_bounded(
     run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
     progress: _Progress,
 ) -> None:
-    """Run `run` with SQLite's busy timeout set to `seconds`, then put the connection's back.
-
-    The busy handler waits in aiosqlite's thread, out of asyncio timeouts' reach: this ends it.
-    """
+    """Run `run` with SQLite's busy timeout set to `seconds`, then put the connection's back."""
+    # The busy handler waits in aiosqlite's thread, out of asyncio timeouts' reach.
     before = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
     await conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(int(seconds * 1000), 1)}")
     try:
@@ -420,10 +370,7 @@ async def forget_keys(engine: AsyncEngine, *, before: datetime.datetime, limit: 
 
 
 async def detail_capacity(engine: AsyncEngine) -> int | None:
-    """The most bytes the `detail` column holds, or None when it has no such limit (SQLite).
-
-    An existing table may have TEXT (65,535 bytes) where this service creates MEDIUMTEXT.
-    """
+    """The most bytes the `detail` column holds (an older table's may be TEXT); None for SQLite's no limit."""
     if engine.dialect.name == "sqlite":
         return None
     async with engine.connect() as conn:
