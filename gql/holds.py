@@ -2,7 +2,7 @@
 
 `RULES` is the one table of them (docs/operating.md's "What holds a run" is checked
 against it by tests/test_holds.py); a kind not in it is not read. `derive` is a pure
-function of a run's row, its lines and the runs they name.
+function of a run's row, what its lines `opened` and the runs their blocks name.
 """
 
 from __future__ import annotations
@@ -184,26 +184,40 @@ def _concerns(rule: Rule, subject: Any, hold: Hold) -> bool:
     return True
 
 
-def blocking_ids(lines: Iterable[Line]) -> set[int]:
-    """The runs the run.blocked lines among `lines` name: what `derive` needs looked up."""
-    found = set()
-    for line in lines:
-        if line.kind == _BLOCKED:
-            values = _values(line)
-            if values is not None:
-                with contextlib.suppress(TypeError, ValueError):
-                    found.add(int(values["blocking_run_id"]))
-    return found
+@dataclass
+class Opened:
+    """What a run's lines leave open, before the runs their blocks name are known: `opened`'s answer."""
+
+    ordered: list[Line]  # the lines of a kind in RULES, oldest first
+    details: dict[int, dict[str, Any] | None]  # each line's detail values, by line id, read once
+    holds: list[Hold]  # what the lines leave open, in the order they opened
+    unsure: list[tuple[tuple[HoldReason, ...], Line]]  # enders whose subject cannot be read
+    evaluations: list[Line]
+    reached: dict[str, bool]  # by wire name: whether the kind was read to its reach
+    oldest_read: dict[str, datetime.datetime]  # of each kind read to its reach, its oldest line's time
+
+    def blocking_ids(self, run: Run | None) -> set[int]:
+        """The runs the blocks still open name, in their evidence too: what `derive` needs looked up.
+
+        None of them when `run` is terminal: a finished run is blocked by nothing.
+        """
+        if run is not None and is_terminal(run.status):
+            return set()
+        found = set()
+        for hold in self.holds:
+            if hold.reason is HoldReason.BLOCKED_BY_RUN:
+                for line in hold.evidence:
+                    values = self.details[line.id]
+                    if values is not None:
+                        with contextlib.suppress(TypeError, ValueError):
+                            found.add(int(values["blocking_run_id"]))
+        return found
 
 
-def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[int, Run]) -> State:
-    """What holds run `run_id`, from its row (None: the events system has none) and its lines.
-
-    `lines`: the newest of each kind in RULES, at most its reach, any order; `runs`: the
-    runs their run.blocked lines name (one missing no longer exists).
-    """
+def opened(lines: Iterable[Line]) -> Opened:
+    """What `lines` (the newest of each kind in RULES, at most its reach, any order) leave open."""
     ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
-    details = {line.id: _values(line) for line in ordered}  # each line's detail, read once
+    details = {line.id: _values(line) for line in ordered}
     counted = dict.fromkeys(REACH, 0)
     for line in ordered:
         counted[line.kind] += 1
@@ -214,7 +228,7 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
         if reached[line.kind]:
             oldest_read.setdefault(line.kind, line.at)
     open_: dict[tuple[HoldReason, Any], Hold] = {}
-    unsure: list[tuple[tuple[HoldReason, ...], Line]] = []  # enders whose subject cannot be read
+    unsure: list[tuple[tuple[HoldReason, ...], Line]] = []
     evaluations: list[Line] = []
     for line in ordered:
         rule = _BY_WIRE[line.kind]
@@ -239,21 +253,30 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
                 newer = _opened(rule.opens, line, values, subject)
                 newer.since, newer.evidence = held.since, [*held.evidence, line]
                 open_[key] = newer
+    return Opened(ordered, details, list(open_.values()), unsure, evaluations, reached, oldest_read)
+
+
+def derive(run_id: int, run: Run | None, lines: Opened, runs: Mapping[int, Run]) -> State:
+    """What holds run `run_id`, from its row (None: the events system has none) and what its lines opened.
+
+    `runs`: the runs `lines.blocking_ids` names (one missing no longer exists). Call once per `Opened`:
+    its holds are finished in place.
+    """
     holds = []
     terminal = run is not None and is_terminal(run.status)
-    for hold in open_.values():
+    for hold in lines.holds:
         if terminal and hold.reason not in OUTLIVES_THE_RUN:
             continue
-        if any(hold.reason in ends and line.at >= hold.since for ends, line in unsure):
+        if any(hold.reason in ends and line.at >= hold.since for ends, line in lines.unsure):
             hold.certain = False
-        if any(oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
+        if any(lines.oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
             hold.certain = False  # a line that ends it may lie between it and the oldest read
-        finished = _finish(hold, runs, evaluations, reached, details)
+        finished = _finish(hold, runs, lines.evaluations, lines.reached, lines.details)
         if finished is not None:
             holds.append(finished)
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
-    phases = _phases(ordered, details)
-    return State(holds=holds, headline=_headline(run_id, run, ordered, holds, phases), phases=phases)
+    phases = _phases(lines.ordered, lines.details)
+    return State(holds=holds, headline=_headline(run_id, run, lines.ordered, holds, phases), phases=phases)
 
 
 def _opened(reason: HoldReason, line: Line, values: dict[str, Any] | None, subject: Any) -> Hold:

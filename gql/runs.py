@@ -212,22 +212,22 @@ async def read_runs(
     Then one statement per link of a chain of blocks, never a statement per run.
     """
     found = dict(rows)
-    read: dict[int, list[store.Line]] = {}
+    read: dict[int, holds.Opened] = {}
     looked_up = set(found)
     todo = sorted(found)
     logged: set[int] | None = None  # of `todo`, the runs with a line; None: not known
     if newest is not None:
-        read.update({run_id: list(newest.get(run_id, ())) for run_id in todo})
+        read.update({run_id: holds.opened(newest.get(run_id, ())) for run_id in todo})
     ended: set[int] = set()
     for _ in range(MAX_CHAIN):
         if not todo:
             break
         unread = [run_id for run_id in todo if run_id not in read]
         with_lines = [run_id for run_id in unread if logged is None or run_id in logged]
-        read.update({run_id: [] for run_id in unread})
-        if with_lines:
-            read.update(await store.read_newest(engine, with_lines, holds.REACH))
-        named = set().union(*(holds.blocking_ids(read[run_id]) for run_id in todo)) - looked_up
+        lines = await store.read_newest(engine, with_lines, holds.REACH) if with_lines else {}
+        read.update({run_id: holds.opened(lines.get(run_id, ())) for run_id in unread})
+        # Only the runs a block still open names: a block a later line ended is told without them.
+        named = set().union(*(read[run_id].blocking_ids(found[run_id]) for run_id in todo)) - looked_up
         more, logged = await store.find_logged_runs(engine, named) if named else ({}, set())
         found.update(more)
         looked_up |= named

@@ -233,6 +233,20 @@ def test_run_holds_reads_no_log_of_a_run_without_lines_or_of_an_ended_blocker(ta
     assert read == ["runs+lines", "runs", "lines", "runs"], statements
 
 
+def test_a_block_a_later_line_ended_looks_up_no_run(tables: Backend) -> None:
+    """Run 1 was blocked by 2, then started: its holds are one statement, the run named is not looked up."""
+    for run_id in (1, 2):
+        add_run(tables, run_id, "live")
+    with recorded_statements(tables) as (api, taken):
+        assert api.write(1, "run.blocked", {"blockingRunId": 2, "concurrencyKey": "k"})
+        assert api.write(1, "run.status", {"from": "scheduled", "to": "live"})
+        taken()
+        run = run_of(api, 1)
+        statements = taken()
+    assert run["holds"] == [] and run["headline"].startswith("Nothing in the log holds run 1")
+    assert len(statements) == 1 and "FROM event_runs" in statements[0], statements
+
+
 def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables: Backend) -> None:
     asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True))
     for run_id in demo_runs.RUN_IDS:
