@@ -19,7 +19,9 @@ import strawberry
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import holds, store
+from .details import RunBlockedDetail
 from .holds import HoldReason as _Reason
+from .ids import parse_id
 from .page import RunLogLine, as_line
 
 # The reasons, as declared in holds.py (mypy cannot type the functional Enum API, hence `Any`).
@@ -254,6 +256,11 @@ async def read_runs(
 
 def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
     scope = store.cursor_scope(run_id, None)
+    evidence = [as_line(line, store.encode_cursor(line, scope)) for line in hold.evidence]
+    for line in evidence:
+        if type(line.detail) is RunBlockedDetail:  # as a page's blocked line has it (page.RunLogPage)
+            number = parse_id(line.detail.blocking_run_id)
+            line.detail.blocking_run = None if number is None else runs.get(number)
     return RunHold(
         reason=HoldReason[hold.reason.name],
         since=hold.since,
@@ -261,7 +268,7 @@ def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
         certain=hold.certain,
         phase=hold.phase,
         step_id=None if hold.step_id is None else strawberry.ID(hold.step_id),
-        evidence=[as_line(line, store.encode_cursor(line, scope)) for line in hold.evidence],
+        evidence=evidence,
         blocking_run_id=None if hold.blocking_run_id is None else strawberry.ID(str(hold.blocking_run_id)),
         blocking_run=None if hold.blocking_run_id is None else runs.get(hold.blocking_run_id),
         concurrency_key=hold.concurrency_key,

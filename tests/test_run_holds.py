@@ -50,6 +50,8 @@ def test_each_demo_run_is_held_as_its_story_says_in_one_query(demo_api: Api) -> 
         "invasion:Yew",
     )
     assert [line["kindName"] for line in hold["evidence"]] == ["run.blocked", "run.blocked"]
+    # Each evidence line's blockingRun is the run it names, as on a page.
+    assert [line["detail"]["blockingRun"]["id"] for line in hold["evidence"]] == ["37", "37"]
     assert hold["since"] == hold["evidence"][0]["at"]
     # The chain: what holds the run that blocks it.
     chained = hold["blockingRun"]
