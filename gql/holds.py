@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,24 +163,28 @@ def _values(line: Line) -> dict[str, Any] | None:
     return values if type(values) is dict else None
 
 
-def _subject(rule: Rule, line: Line, values: dict[str, Any] | None) -> Any:
+def _subject(rule: Rule, line: Line, told: Opened) -> Any:
     if rule.on == "phase":
         return line.phase
     if rule.on == "step":
         return None if line.step_id is None else str(line.step_id)
     if rule.on == "group":
+        values = told.values(line)
         return None if values is None else values.get("group")
     return "run"
 
 
-def _concerns(rule: Rule, subject: Any, hold: Hold) -> bool:
-    """Whether a line of `rule`, about `subject`, is about what `hold` holds."""
+def _concerns(rule: Rule, subject: Any, held: Any, newest: Line) -> bool:
+    """Whether a line of `rule`, about `subject`, is about what a hold keyed by `held` holds.
+
+    `newest`: the hold's newest line, which gives its phase and step.
+    """
     if rule.on == "phase":
-        return bool(hold.phase == subject)
+        return bool(newest.phase == subject)
     if rule.on == "step":
-        return bool(hold.step_id == subject)
-    if rule.on == "group":
-        return bool(hold.group == subject)
+        return bool((None if newest.step_id is None else str(newest.step_id)) == subject)
+    if rule.on == "group":  # a cleanup hold, the one kind a group's line ends: keyed by its group
+        return bool(held == subject)
     return True
 
 
@@ -189,12 +193,20 @@ class Opened:
     """What a run's lines leave open, before the runs their blocks name are known: `opened`'s answer."""
 
     ordered: list[Line]  # the lines of a kind in RULES, oldest first
-    details: dict[int, dict[str, Any] | None]  # each line's detail values, by line id, read once
-    holds: list[Hold]  # what the lines leave open, in the order they opened
-    unsure: list[tuple[tuple[HoldReason, ...], Line]]  # enders whose subject cannot be read
-    evaluations: list[Line]
     reached: dict[str, bool]  # by wire name: whether the kind was read to its reach
     oldest_read: dict[str, datetime.datetime]  # of each kind read to its reach, its oldest line's time
+    holds: list[Hold] = field(default_factory=list)  # what the lines leave open, in the order they opened
+    unsure: list[tuple[tuple[HoldReason, ...], Line]] = field(default_factory=list)  # unreadable enders
+    evaluations: list[Line] = field(default_factory=list)
+    details: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # by line id, as read
+
+    def values(self, line: Line) -> dict[str, Any] | None:
+        """`line`'s detail values, read the first time they are asked for (most lines' never are)."""
+        details = self.details
+        if line.id in details:
+            return details[line.id]
+        values = details[line.id] = _values(line)
+        return values
 
     def blocking_ids(self, run: Run | None) -> set[int]:
         """The runs the blocks still open name, in their evidence too: what `derive` needs looked up.
@@ -207,7 +219,7 @@ class Opened:
         for hold in self.holds:
             if hold.reason is HoldReason.BLOCKED_BY_RUN:
                 for line in hold.evidence:
-                    values = self.details[line.id]
+                    values = self.values(line)
                     if values is not None:
                         with contextlib.suppress(TypeError, ValueError):
                             found.add(int(values["blocking_run_id"]))
@@ -217,7 +229,6 @@ class Opened:
 def opened(lines: Iterable[Line]) -> Opened:
     """What `lines` (the newest of each kind in RULES, at most its reach, any order) leave open."""
     ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
-    details = {line.id: _values(line) for line in ordered}
     counted = dict.fromkeys(REACH, 0)
     for line in ordered:
         counted[line.kind] += 1
@@ -227,33 +238,34 @@ def opened(lines: Iterable[Line]) -> Opened:
     for line in ordered:
         if reached[line.kind]:
             oldest_read.setdefault(line.kind, line.at)
-    open_: dict[tuple[HoldReason, Any], Hold] = {}
-    unsure: list[tuple[tuple[HoldReason, ...], Line]] = []
-    evaluations: list[Line] = []
+    told = Opened(ordered, reached, oldest_read)
+    # Each hold open, by (reason, subject): its lines, oldest first. Made a Hold only if
+    # still open after the last line: most lines' holds are ended by a later one.
+    open_: dict[tuple[HoldReason, Any], list[Line]] = {}
     for line in ordered:
         rule = _BY_WIRE[line.kind]
-        values = details[line.id]
-        subject = _subject(rule, line, values)
         if rule.facts:
-            evaluations.append(line)
+            told.evaluations.append(line)
             continue
+        subject = _subject(rule, line, told)
         ends = _ENDS[line.kind]
         if ends:
             if subject is None and rule.on != "run":
-                unsure.append((ends, line))
-            over = [k for k, hold in open_.items() if hold.reason in ends and _concerns(rule, subject, hold)]
+                told.unsure.append((ends, line))
+            over = [
+                key
+                for key, held in open_.items()
+                if key[0] in ends and _concerns(rule, subject, key[1], held[-1])
+            ]
             for key in over:
                 del open_[key]
         if rule.opens is not None:
-            key = (rule.opens, subject)
-            held = open_.get(key)
-            if held is None:
-                open_[key] = _opened(rule.opens, line, values, subject)
-            else:  # the same hold again: it stands since its first line, told by its newest
-                newer = _opened(rule.opens, line, values, subject)
-                newer.since, newer.evidence = held.since, [*held.evidence, line]
-                open_[key] = newer
-    return Opened(ordered, details, list(open_.values()), unsure, evaluations, reached, oldest_read)
+            # The same hold again: it stands since its first line, told by its newest.
+            open_.setdefault((rule.opens, subject), []).append(line)
+    told.holds = [
+        _opened(reason, held, told.values(held[-1]), subject) for (reason, subject), held in open_.items()
+    ]
+    return told
 
 
 def derive(run_id: int, run: Run | None, lines: Opened, runs: Mapping[int, Run]) -> State:
@@ -271,16 +283,18 @@ def derive(run_id: int, run: Run | None, lines: Opened, runs: Mapping[int, Run])
             hold.certain = False
         if any(lines.oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
             hold.certain = False  # a line that ends it may lie between it and the oldest read
-        finished = _finish(hold, runs, lines.evaluations, lines.reached, lines.details)
+        finished = _finish(hold, runs, lines.evaluations, lines.reached, lines.values)
         if finished is not None:
             holds.append(finished)
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
-    phases = _phases(lines.ordered, lines.details)
+    phases = _phases(lines.ordered, lines.values)
     return State(holds=holds, headline=_headline(run_id, run, lines.ordered, holds, phases), phases=phases)
 
 
-def _opened(reason: HoldReason, line: Line, values: dict[str, Any] | None, subject: Any) -> Hold:
-    hold = Hold(reason=reason, since=line.at, sentence="", evidence=[line], phase=line.phase)
+def _opened(reason: HoldReason, lines: list[Line], values: dict[str, Any] | None, subject: Any) -> Hold:
+    """The hold `lines` opened (oldest first), since its first, told by its newest (`values`)."""
+    line = lines[-1]
+    hold = Hold(reason=reason, since=lines[0].at, sentence="", evidence=list(lines), phase=line.phase)
     hold.step_id = None if line.step_id is None else str(line.step_id)
     v = values or {}
     hold.certain = values is not None or line.detail is None
@@ -329,7 +343,7 @@ def _finish(
     runs: Mapping[int, Run],
     evaluations: list[Line],
     reached: dict[str, bool],
-    details: Mapping[int, dict[str, Any] | None],
+    values_of: Callable[[Line], dict[str, Any] | None],
 ) -> Hold | None:
     """The hold with its sentence and the facts other lines give; None when it no longer holds."""
     unreadable = "" if hold.certain else "; a line it rests on cannot be read, so the log cannot tell more"
@@ -354,7 +368,7 @@ def _finish(
             )
     elif hold.reason is HoldReason.WAITING_AT_GATE:
         since = [line for line in evaluations if line.phase == hold.phase and line.at >= hold.since]
-        read = [details[line.id] for line in since]
+        read = [values_of(line) for line in since]
         whole = not (reached[Kind.CONDITION_EVALUATED.value] and since and since[0] is evaluations[0])
         if whole:
             hold.evaluations = len(since)
@@ -403,7 +417,7 @@ def _iso(value: datetime.datetime | None) -> str:
     )
 
 
-def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None]) -> list[Phase]:
+def _phases(ordered: Sequence[Line], values_of: Callable[[Line], dict[str, Any] | None]) -> list[Phase]:
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps."""
     phases: dict[int, Phase] = {}
     marks, step_words = _PHASE_MARKS, _STEP_WORDS
@@ -417,7 +431,7 @@ def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None
         if mark is not None:
             setattr(phase, mark, line.at)
             if line.kind == _ENTERED:
-                for step_id in (details[line.id] or {}).get("step_ids", []):
+                for step_id in (values_of(line) or {}).get("step_ids", []):
                     phase.steps.setdefault(str(step_id), Step(str(step_id)))
             continue
         if line.step_id is None or not line.kind.startswith("step."):
@@ -427,7 +441,7 @@ def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None
         if step is None:
             step = phase.steps[step_id] = Step(step_id)
         step.at = line.at
-        values = details[line.id] or {}
+        values = values_of(line) or {}
         if line.kind == _STEP_STATUS:
             step.status = values.get("to", "unreadable")
             step.attempts = (
