@@ -73,6 +73,23 @@ _ENDS: dict[str, tuple[HoldReason, ...]] = {wire: tuple(rule.ends) for wire, rul
 _ENDED_BY: dict[HoldReason, tuple[str, ...]] = {
     reason: tuple(wire for wire, rule in _BY_WIRE.items() if reason in rule.ends) for reason in HoldReason
 }
+# An open hold's key is (its reason's name, what it concerns): a str hashes at C speed,
+# where a tuple holding an Enum member would hash it in Python. A line ends the holds of
+# a reason opened by lines about the same kind of thing (`on`) by that key; any other
+# (a phase's line ending its steps' holds) by a look at each hold open.
+_OPENED_ON: dict[str, set[str]] = {reason.name: set() for reason in HoldReason}
+for _rule in RULES.values():
+    if _rule.opens is not None:
+        _OPENED_ON[_rule.opens.name].add(_rule.on)
+_OPENS: dict[str, str] = {wire: rule.opens.name for wire, rule in _BY_WIRE.items() if rule.opens is not None}
+_ENDS_BY_KEY: dict[str, tuple[str, ...]] = {
+    wire: tuple(r.name for r in rule.ends if _OPENED_ON[r.name] == {rule.on})
+    for wire, rule in _BY_WIRE.items()
+}
+_ENDS_BY_LOOK: dict[str, tuple[str, ...]] = {
+    wire: tuple(r.name for r in rule.ends if _OPENED_ON[r.name] - {rule.on})
+    for wire, rule in _BY_WIRE.items()
+}
 # Wire names compared on every line (an Enum's `.value` is a Python-level lookup each time).
 _BLOCKED, _ENTERED = Kind.RUN_BLOCKED.value, Kind.PHASE_ENTERED.value
 _STEP_STATUS, _STEP_RETRY = Kind.STEP_STATUS.value, Kind.STEP_RETRY.value
@@ -239,31 +256,37 @@ def opened(lines: Iterable[Line]) -> Opened:
         if reached[line.kind]:
             oldest_read.setdefault(line.kind, line.at)
     told = Opened(ordered, reached, oldest_read)
-    # Each hold open, by (reason, subject): its lines, oldest first. Made a Hold only if
-    # still open after the last line: most lines' holds are ended by a later one.
-    open_: dict[tuple[HoldReason, Any], list[Line]] = {}
+    # Each hold open, by (reason's name, subject): its lines, oldest first. Made a Hold only
+    # if still open after the last line: most lines' holds are ended by a later one.
+    open_: dict[tuple[str, Any], list[Line]] = {}
     for line in ordered:
-        rule = _BY_WIRE[line.kind]
+        kind = line.kind
+        rule = _BY_WIRE[kind]
         if rule.facts:
             told.evaluations.append(line)
             continue
         subject = _subject(rule, line, told)
-        ends = _ENDS[line.kind]
-        if ends:
+        if rule.ends:
             if subject is None and rule.on != "run":
-                told.unsure.append((ends, line))
-            over = [
-                key
-                for key, held in open_.items()
-                if key[0] in ends and _concerns(rule, subject, key[1], held[-1])
-            ]
-            for key in over:
-                del open_[key]
-        if rule.opens is not None:
+                told.unsure.append((_ENDS[kind], line))
+            for name in _ENDS_BY_KEY[kind]:
+                open_.pop((name, subject), None)
+            looked = _ENDS_BY_LOOK[kind]
+            if looked:
+                over = [
+                    key
+                    for key, held in open_.items()
+                    if key[0] in looked and _concerns(rule, subject, key[1], held[-1])
+                ]
+                for key in over:
+                    del open_[key]
+        opens = _OPENS.get(kind)
+        if opens is not None:
             # The same hold again: it stands since its first line, told by its newest.
-            open_.setdefault((rule.opens, subject), []).append(line)
+            open_.setdefault((opens, subject), []).append(line)
     told.holds = [
-        _opened(reason, held, told.values(held[-1]), subject) for (reason, subject), held in open_.items()
+        _opened(HoldReason[name], held, told.values(held[-1]), subject)
+        for (name, subject), held in open_.items()
     ]
     return told
 
