@@ -2,7 +2,7 @@
 
 `RULES` is the one table of them (docs/operating.md's "What holds a run" is checked
 against it by tests/test_holds.py); a kind not in it is not read. `derive` is a pure
-function of a run's row, its lines and the runs they name.
+function of a run's row, what its lines `opened` and the runs their blocks name.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,23 @@ _BY_WIRE: dict[str, Rule] = {kind.value: rule for kind, rule in RULES.items()}
 _ENDS: dict[str, tuple[HoldReason, ...]] = {wire: tuple(rule.ends) for wire, rule in _BY_WIRE.items()}
 _ENDED_BY: dict[HoldReason, tuple[str, ...]] = {
     reason: tuple(wire for wire, rule in _BY_WIRE.items() if reason in rule.ends) for reason in HoldReason
+}
+# An open hold's key is (its reason's name, what it concerns): a str hashes at C speed,
+# where a tuple holding an Enum member would hash it in Python. A line ends the holds of
+# a reason opened by lines about the same kind of thing (`on`) by that key; any other
+# (a phase's line ending its steps' holds) by a look at each hold open.
+_OPENED_ON: dict[str, set[str]] = {reason.name: set() for reason in HoldReason}
+for _rule in RULES.values():
+    if _rule.opens is not None:
+        _OPENED_ON[_rule.opens.name].add(_rule.on)
+_OPENS: dict[str, str] = {wire: rule.opens.name for wire, rule in _BY_WIRE.items() if rule.opens is not None}
+_ENDS_BY_KEY: dict[str, tuple[str, ...]] = {
+    wire: tuple(r.name for r in rule.ends if _OPENED_ON[r.name] == {rule.on})
+    for wire, rule in _BY_WIRE.items()
+}
+_ENDS_BY_LOOK: dict[str, tuple[str, ...]] = {
+    wire: tuple(r.name for r in rule.ends if _OPENED_ON[r.name] - {rule.on})
+    for wire, rule in _BY_WIRE.items()
 }
 # Wire names compared on every line (an Enum's `.value` is a Python-level lookup each time).
 _BLOCKED, _ENTERED = Kind.RUN_BLOCKED.value, Kind.PHASE_ENTERED.value
@@ -163,47 +180,72 @@ def _values(line: Line) -> dict[str, Any] | None:
     return values if type(values) is dict else None
 
 
-def _subject(rule: Rule, line: Line, values: dict[str, Any] | None) -> Any:
+def _subject(rule: Rule, line: Line, told: Opened) -> Any:
     if rule.on == "phase":
         return line.phase
     if rule.on == "step":
         return None if line.step_id is None else str(line.step_id)
     if rule.on == "group":
+        values = told.values(line)
         return None if values is None else values.get("group")
     return "run"
 
 
-def _concerns(rule: Rule, subject: Any, hold: Hold) -> bool:
-    """Whether a line of `rule`, about `subject`, is about what `hold` holds."""
+def _concerns(rule: Rule, subject: Any, held: Any, newest: Line) -> bool:
+    """Whether a line of `rule`, about `subject`, is about what a hold keyed by `held` holds.
+
+    `newest`: the hold's newest line, which gives its phase and step.
+    """
     if rule.on == "phase":
-        return bool(hold.phase == subject)
+        return bool(newest.phase == subject)
     if rule.on == "step":
-        return bool(hold.step_id == subject)
-    if rule.on == "group":
-        return bool(hold.group == subject)
+        return bool((None if newest.step_id is None else str(newest.step_id)) == subject)
+    if rule.on == "group":  # a cleanup hold, the one kind a group's line ends: keyed by its group
+        return bool(held == subject)
     return True
 
 
-def blocking_ids(lines: Iterable[Line]) -> set[int]:
-    """The runs the run.blocked lines among `lines` name: what `derive` needs looked up."""
-    found = set()
-    for line in lines:
-        if line.kind == _BLOCKED:
-            values = _values(line)
-            if values is not None:
-                with contextlib.suppress(TypeError, ValueError):
-                    found.add(int(values["blocking_run_id"]))
-    return found
+@dataclass
+class Opened:
+    """What a run's lines leave open, before the runs their blocks name are known: `opened`'s answer."""
+
+    ordered: list[Line]  # the lines of a kind in RULES, oldest first
+    reached: dict[str, bool]  # by wire name: whether the kind was read to its reach
+    oldest_read: dict[str, datetime.datetime]  # of each kind read to its reach, its oldest line's time
+    holds: list[Hold] = field(default_factory=list)  # what the lines leave open, in the order they opened
+    unsure: list[tuple[tuple[HoldReason, ...], Line]] = field(default_factory=list)  # unreadable enders
+    evaluations: list[Line] = field(default_factory=list)
+    details: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # by line id, as read
+
+    def values(self, line: Line) -> dict[str, Any] | None:
+        """`line`'s detail values, read the first time they are asked for (most lines' never are)."""
+        details = self.details
+        if line.id in details:
+            return details[line.id]
+        values = details[line.id] = _values(line)
+        return values
+
+    def blocking_ids(self, run: Run | None) -> set[int]:
+        """The runs the blocks still open name, in their evidence too: what `derive` needs looked up.
+
+        None of them when `run` is terminal: a finished run is blocked by nothing.
+        """
+        if run is not None and is_terminal(run.status):
+            return set()
+        found = set()
+        for hold in self.holds:
+            if hold.reason is HoldReason.BLOCKED_BY_RUN:
+                for line in hold.evidence:
+                    values = self.values(line)
+                    if values is not None:
+                        with contextlib.suppress(TypeError, ValueError):
+                            found.add(int(values["blocking_run_id"]))
+        return found
 
 
-def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[int, Run]) -> State:
-    """What holds run `run_id`, from its row (None: the events system has none) and its lines.
-
-    `lines`: the newest of each kind in RULES, at most its reach, any order; `runs`: the
-    runs their run.blocked lines name (one missing no longer exists).
-    """
+def opened(lines: Iterable[Line]) -> Opened:
+    """What `lines` (the newest of each kind in RULES, at most its reach, any order) leave open."""
     ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
-    details = {line.id: _values(line) for line in ordered}  # each line's detail, read once
     counted = dict.fromkeys(REACH, 0)
     for line in ordered:
         counted[line.kind] += 1
@@ -213,51 +255,69 @@ def derive(run_id: int, run: Run | None, lines: Sequence[Line], runs: Mapping[in
     for line in ordered:
         if reached[line.kind]:
             oldest_read.setdefault(line.kind, line.at)
-    open_: dict[tuple[HoldReason, Any], Hold] = {}
-    unsure: list[tuple[tuple[HoldReason, ...], Line]] = []  # enders whose subject cannot be read
-    evaluations: list[Line] = []
+    told = Opened(ordered, reached, oldest_read)
+    # Each hold open, by (reason's name, subject): its lines, oldest first. Made a Hold only
+    # if still open after the last line: most lines' holds are ended by a later one.
+    open_: dict[tuple[str, Any], list[Line]] = {}
     for line in ordered:
-        rule = _BY_WIRE[line.kind]
-        values = details[line.id]
-        subject = _subject(rule, line, values)
+        kind = line.kind
+        rule = _BY_WIRE[kind]
         if rule.facts:
-            evaluations.append(line)
+            told.evaluations.append(line)
             continue
-        ends = _ENDS[line.kind]
-        if ends:
+        subject = _subject(rule, line, told)
+        if rule.ends:
             if subject is None and rule.on != "run":
-                unsure.append((ends, line))
-            over = [k for k, hold in open_.items() if hold.reason in ends and _concerns(rule, subject, hold)]
-            for key in over:
-                del open_[key]
-        if rule.opens is not None:
-            key = (rule.opens, subject)
-            held = open_.get(key)
-            if held is None:
-                open_[key] = _opened(rule.opens, line, values, subject)
-            else:  # the same hold again: it stands since its first line, told by its newest
-                newer = _opened(rule.opens, line, values, subject)
-                newer.since, newer.evidence = held.since, [*held.evidence, line]
-                open_[key] = newer
+                told.unsure.append((_ENDS[kind], line))
+            for name in _ENDS_BY_KEY[kind]:
+                open_.pop((name, subject), None)
+            looked = _ENDS_BY_LOOK[kind]
+            if looked:
+                over = [
+                    key
+                    for key, held in open_.items()
+                    if key[0] in looked and _concerns(rule, subject, key[1], held[-1])
+                ]
+                for key in over:
+                    del open_[key]
+        opens = _OPENS.get(kind)
+        if opens is not None:
+            # The same hold again: it stands since its first line, told by its newest.
+            open_.setdefault((opens, subject), []).append(line)
+    told.holds = [
+        _opened(HoldReason[name], held, told.values(held[-1]), subject)
+        for (name, subject), held in open_.items()
+    ]
+    return told
+
+
+def derive(run_id: int, run: Run | None, lines: Opened, runs: Mapping[int, Run]) -> State:
+    """What holds run `run_id`, from its row (None: the events system has none) and what its lines opened.
+
+    `runs`: the runs `lines.blocking_ids` names (one missing no longer exists). Call once per `Opened`:
+    its holds are finished in place.
+    """
     holds = []
     terminal = run is not None and is_terminal(run.status)
-    for hold in open_.values():
+    for hold in lines.holds:
         if terminal and hold.reason not in OUTLIVES_THE_RUN:
             continue
-        if any(hold.reason in ends and line.at >= hold.since for ends, line in unsure):
+        if any(hold.reason in ends and line.at >= hold.since for ends, line in lines.unsure):
             hold.certain = False
-        if any(oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
+        if any(lines.oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
             hold.certain = False  # a line that ends it may lie between it and the oldest read
-        finished = _finish(hold, runs, evaluations, reached, details)
+        finished = _finish(hold, runs, lines.evaluations, lines.reached, lines.values)
         if finished is not None:
             holds.append(finished)
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
-    phases = _phases(ordered, details)
-    return State(holds=holds, headline=_headline(run_id, run, ordered, holds, phases), phases=phases)
+    phases = _phases(lines.ordered, lines.values)
+    return State(holds=holds, headline=_headline(run_id, run, lines.ordered, holds, phases), phases=phases)
 
 
-def _opened(reason: HoldReason, line: Line, values: dict[str, Any] | None, subject: Any) -> Hold:
-    hold = Hold(reason=reason, since=line.at, sentence="", evidence=[line], phase=line.phase)
+def _opened(reason: HoldReason, lines: list[Line], values: dict[str, Any] | None, subject: Any) -> Hold:
+    """The hold `lines` opened (oldest first), since its first, told by its newest (`values`)."""
+    line = lines[-1]
+    hold = Hold(reason=reason, since=lines[0].at, sentence="", evidence=list(lines), phase=line.phase)
     hold.step_id = None if line.step_id is None else str(line.step_id)
     v = values or {}
     hold.certain = values is not None or line.detail is None
@@ -306,7 +366,7 @@ def _finish(
     runs: Mapping[int, Run],
     evaluations: list[Line],
     reached: dict[str, bool],
-    details: Mapping[int, dict[str, Any] | None],
+    values_of: Callable[[Line], dict[str, Any] | None],
 ) -> Hold | None:
     """The hold with its sentence and the facts other lines give; None when it no longer holds."""
     unreadable = "" if hold.certain else "; a line it rests on cannot be read, so the log cannot tell more"
@@ -331,7 +391,7 @@ def _finish(
             )
     elif hold.reason is HoldReason.WAITING_AT_GATE:
         since = [line for line in evaluations if line.phase == hold.phase and line.at >= hold.since]
-        read = [details[line.id] for line in since]
+        read = [values_of(line) for line in since]
         whole = not (reached[Kind.CONDITION_EVALUATED.value] and since and since[0] is evaluations[0])
         if whole:
             hold.evaluations = len(since)
@@ -380,7 +440,7 @@ def _iso(value: datetime.datetime | None) -> str:
     )
 
 
-def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None]) -> list[Phase]:
+def _phases(ordered: Sequence[Line], values_of: Callable[[Line], dict[str, Any] | None]) -> list[Phase]:
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps."""
     phases: dict[int, Phase] = {}
     marks, step_words = _PHASE_MARKS, _STEP_WORDS
@@ -394,7 +454,7 @@ def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None
         if mark is not None:
             setattr(phase, mark, line.at)
             if line.kind == _ENTERED:
-                for step_id in (details[line.id] or {}).get("step_ids", []):
+                for step_id in (values_of(line) or {}).get("step_ids", []):
                     phase.steps.setdefault(str(step_id), Step(str(step_id)))
             continue
         if line.step_id is None or not line.kind.startswith("step."):
@@ -404,7 +464,7 @@ def _phases(ordered: Sequence[Line], details: Mapping[int, dict[str, Any] | None
         if step is None:
             step = phase.steps[step_id] = Step(step_id)
         step.at = line.at
-        values = details[line.id] or {}
+        values = values_of(line) or {}
         if line.kind == _STEP_STATUS:
             step.status = values.get("to", "unreadable")
             step.attempts = (

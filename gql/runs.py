@@ -19,7 +19,9 @@ import strawberry
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import holds, store
+from .details import RunBlockedDetail
 from .holds import HoldReason as _Reason
+from .ids import parse_id
 from .page import RunLogLine, as_line
 
 # The reasons, as declared in holds.py (mypy cannot type the functional Enum API, hence `Any`).
@@ -212,22 +214,22 @@ async def read_runs(
     Then one statement per link of a chain of blocks, never a statement per run.
     """
     found = dict(rows)
-    read: dict[int, list[store.Line]] = {}
+    read: dict[int, holds.Opened] = {}
     looked_up = set(found)
     todo = sorted(found)
     logged: set[int] | None = None  # of `todo`, the runs with a line; None: not known
     if newest is not None:
-        read.update({run_id: list(newest.get(run_id, ())) for run_id in todo})
+        read.update({run_id: holds.opened(newest.get(run_id, ())) for run_id in todo})
     ended: set[int] = set()
     for _ in range(MAX_CHAIN):
         if not todo:
             break
         unread = [run_id for run_id in todo if run_id not in read]
         with_lines = [run_id for run_id in unread if logged is None or run_id in logged]
-        read.update({run_id: [] for run_id in unread})
-        if with_lines:
-            read.update(await store.read_newest(engine, with_lines, holds.REACH))
-        named = set().union(*(holds.blocking_ids(read[run_id]) for run_id in todo)) - looked_up
+        lines = await store.read_newest(engine, with_lines, holds.REACH) if with_lines else {}
+        read.update({run_id: holds.opened(lines.get(run_id, ())) for run_id in unread})
+        # Only the runs a block still open names: a block a later line ended is told without them.
+        named = set().union(*(read[run_id].blocking_ids(found[run_id]) for run_id in todo)) - looked_up
         more, logged = await store.find_logged_runs(engine, named) if named else ({}, set())
         found.update(more)
         looked_up |= named
@@ -254,6 +256,11 @@ async def read_runs(
 
 def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
     scope = store.cursor_scope(run_id, None)
+    evidence = [as_line(line, store.encode_cursor(line, scope)) for line in hold.evidence]
+    for line in evidence:
+        if type(line.detail) is RunBlockedDetail:  # as a page's blocked line has it (page.RunLogPage)
+            number = parse_id(line.detail.blocking_run_id)
+            line.detail.blocking_run = None if number is None else runs.get(number)
     return RunHold(
         reason=HoldReason[hold.reason.name],
         since=hold.since,
@@ -261,7 +268,7 @@ def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
         certain=hold.certain,
         phase=hold.phase,
         step_id=None if hold.step_id is None else strawberry.ID(hold.step_id),
-        evidence=[as_line(line, store.encode_cursor(line, scope)) for line in hold.evidence],
+        evidence=evidence,
         blocking_run_id=None if hold.blocking_run_id is None else strawberry.ID(str(hold.blocking_run_id)),
         blocking_run=None if hold.blocking_run_id is None else runs.get(hold.blocking_run_id),
         concurrency_key=hold.concurrency_key,

@@ -50,13 +50,15 @@ BLOCKED = {"blockingRunId": 2, "concurrencyKey": "invasion:Yew"}
 
 
 def derive(lines: list[Line], run: Run | None = LIVE, runs: dict[int, Run] | None = None) -> holds.State:
-    return holds.derive(1, run, lines, {2: Run(2, "live", None, T0)} if runs is None else runs)
+    return holds.derive(1, run, holds.opened(lines), {2: Run(2, "live", None, T0)} if runs is None else runs)
 
 
 def test_each_demo_run_is_held_as_its_story_says() -> None:
     told = demo()
     rows = {run_id: row for run_id, (row, _) in told.items()}
-    state = {run_id: holds.derive(run_id, row, lines, rows) for run_id, (row, lines) in told.items()}
+    state = {
+        run_id: holds.derive(run_id, row, holds.opened(lines), rows) for run_id, (row, lines) in told.items()
+    }
 
     blocked = state[demo_runs.BLOCKED]
     assert [h.reason for h in blocked.holds] == [HoldReason.BLOCKED_BY_RUN]
@@ -101,7 +103,7 @@ def test_the_gate_while_it_was_closed_says_what_came_instead() -> None:
     row, lines = demo()[demo_runs.INVASION]
     evaluated = [x for x in lines if x.kind == "condition.evaluated"]
     closed = [x for x in lines if x.at < evaluated[-1].at]  # before the boss spawned in Yew
-    state = holds.derive(demo_runs.INVASION, row, closed, {})
+    state = holds.derive(demo_runs.INVASION, row, holds.opened(closed), {})
     [gate] = state.holds
     assert gate.reason is HoldReason.WAITING_AT_GATE and gate.phase == 2
     assert (gate.condition, gate.evaluations, gate.matched) == ("boss.spawned", 2, 0)
@@ -115,7 +117,7 @@ def test_lines_out_of_order_in_at_give_the_same_answer() -> None:
     # Ids not in time order (a slow commit, a Galera cluster), and read in any order.
     renumbered = [x._replace(id=10_000 - x.id) for x in lines]
     random.Random(7).shuffle(renumbered)
-    state = holds.derive(demo_runs.INVASION, row, renumbered, {})
+    state = holds.derive(demo_runs.INVASION, row, holds.opened(renumbered), {})
     assert [(h.reason, h.step_id) for h in state.holds] == [
         (HoldReason.STEP_PARKED, "3705"),
         (HoldReason.STEP_REFUSED, "3704"),
@@ -162,6 +164,17 @@ def test_a_block_ends_when_the_blocking_run_ends_or_the_run_moves() -> None:
     assert derive(started).holds == []
 
 
+def test_only_the_runs_a_block_still_open_names_are_to_be_looked_up() -> None:
+    by_3 = line(1, Kind.RUN_BLOCKED, {"blockingRunId": 3, "concurrencyKey": "k"})
+    by_2 = line(2, Kind.RUN_BLOCKED, BLOCKED, minutes=1)
+    # One hold, told by its newest line; its evidence names both runs, and both are served.
+    assert holds.opened([by_3, by_2]).blocking_ids(LIVE) == {2, 3}
+    started = line(3, Kind.RUN_STATUS, {"from": "scheduled", "to": "live"}, minutes=2)
+    assert holds.opened([by_3, by_2, started]).blocking_ids(LIVE) == set()
+    assert holds.opened([by_2]).blocking_ids(Run(1, "completed", T0, T0)) == set()
+    assert holds.opened([line(1, Kind.RUN_BLOCKED, "{not json")]).blocking_ids(LIVE) == set()
+
+
 def test_a_gate_opened_twice_is_one_hold_until_it_advances_and_then_a_new_one() -> None:
     gate = {"condition": "boss.spawned", "parameters": None, "deadline": None}
     twice = [line(1, Kind.PHASE_GATE, gate, phase=3), line(2, Kind.PHASE_GATE, gate, phase=3, minutes=5)]
@@ -176,13 +189,13 @@ def test_a_gate_opened_twice_is_one_hold_until_it_advances_and_then_a_new_one() 
 
 def test_a_kind_that_opens_or_ends_nothing_changes_nothing() -> None:
     row, lines = demo()[demo_runs.INVASION]
-    before = holds.derive(demo_runs.INVASION, row, lines, {})
+    before = holds.derive(demo_runs.INVASION, row, holds.opened(lines), {})
     noise = [
         line(90_001, Kind.RUN_HEALTH, {"from": "ok", "to": "ok"}, minutes=500),
         line(90_002, Kind.NOTE, {"text": "x"}, minutes=501),
         line(90_003, "a.kind.from.tomorrow", "{}", minutes=502),
     ]
-    after = holds.derive(demo_runs.INVASION, row, [*lines, *noise], {})
+    after = holds.derive(demo_runs.INVASION, row, holds.opened([*lines, *noise]), {})
     assert [(h.reason, h.sentence) for h in after.holds] == [(h.reason, h.sentence) for h in before.holds]
     assert after.headline == before.headline
 

@@ -50,6 +50,8 @@ def test_each_demo_run_is_held_as_its_story_says_in_one_query(demo_api: Api) -> 
         "invasion:Yew",
     )
     assert [line["kindName"] for line in hold["evidence"]] == ["run.blocked", "run.blocked"]
+    # Each evidence line's blockingRun is the run it names, as on a page.
+    assert [line["detail"]["blockingRun"]["id"] for line in hold["evidence"]] == ["37", "37"]
     assert hold["since"] == hold["evidence"][0]["at"]
     # The chain: what holds the run that blocks it.
     chained = hold["blockingRun"]
@@ -135,6 +137,61 @@ def test_a_run_with_no_lines_and_a_run_unknown(api: Api, tables: Backend) -> Non
         == "Run 5 is scheduled, and its log has no line: the log cannot tell what holds it."
     )
     assert run_of(api, 6) is None  # no such run: RunLogPage.run is null, as before
+
+
+def put_line(tables: Backend, line_id: int, kind: str, detail: Any, at: str, **columns: Any) -> None:
+    """A line of run 1 as another writer may leave it: its id and `at` chosen, in any order."""
+    tables.execute(
+        "INSERT INTO event_run_log (id, run_id, step_id, kind, phase, detail, at) "
+        "VALUES (:id, 1, :step, :kind, :phase, :detail, :at)",
+        id=line_id,
+        step=columns.get("step"),
+        kind=kind,
+        phase=columns.get("phase"),
+        detail=json.dumps(detail),
+        at=f"2026-06-01 {at}",
+    )
+
+
+def test_lines_out_of_order_in_at_are_read_newest_by_at(api: Api, tables: Backend) -> None:
+    """Ids that do not follow `at` (a slow commit, a Galera cluster): what is newest is told by `at`."""
+    add_run(tables, 1, "live")
+    # Step 7 parked after its status (the status has the higher id): the park holds.
+    put_line(tables, 10, "step.parked", {"waitingFor": "a GM"}, "18:05:00", step=7, phase=1)
+    put_line(tables, 20, "step.status", {"from": "pending", "to": "running"}, "18:00:00", step=7, phase=1)
+    # Step 8 refused before its status (the refusal has the higher id): the status ends it.
+    put_line(tables, 11, "step.status", {"from": "pending", "to": "running"}, "18:10:00", step=8, phase=1)
+    put_line(tables, 21, "step.refused", {"refusal": "DISABLED", "switch": "s"}, "18:01:00", step=8, phase=1)
+    # The newest run.status by `at` (the one read) came after the block, though its id is lower.
+    put_line(tables, 12, "run.blocked", {"blockingRunId": 2, "concurrencyKey": "k"}, "18:15:00")
+    put_line(tables, 13, "run.status", {"from": "scheduled", "to": "live"}, "18:20:00")
+    put_line(tables, 30, "run.status", {"from": "created", "to": "scheduled"}, "17:00:00")
+    run = run_of(api, 1)
+    assert [(h["reason"], h["stepId"]) for h in run["holds"]] == [("STEP_PARKED", "7")]
+    assert [line["id"] for line in run["holds"][0]["evidence"]] == ["10"]
+    steps = {s["stepId"]: s["status"] for s in run["phases"][0]["steps"]}
+    assert steps == {"7": "parked", "8": "running"}
+
+
+def test_a_gate_opened_twice_is_one_hold_until_it_advances(api: Api, tables: Backend) -> None:
+    add_run(tables, 1, "live")
+    gate = {"condition": "boss.spawned", "parameters": None, "deadline": None}
+    evaluated = {"matched": False, "condition": "boss.spawned", "mismatch": "spawned in Britain"}
+    put_line(tables, 1, "phase.gate", gate, "18:00:00", phase=2)
+    put_line(tables, 2, "condition.evaluated", evaluated, "18:01:00", phase=2)
+    put_line(tables, 3, "phase.gate", gate, "18:02:00", phase=2)
+    [hold] = run_of(api, 1)["holds"]
+    assert (hold["reason"], hold["phase"]) == ("WAITING_AT_GATE", 2)
+    assert hold["since"] == "2026-06-01T18:00:00+00:00"  # its first gate's
+    assert [line["id"] for line in hold["evidence"]] == ["1", "3", "2"]  # its gates, then the evaluation
+    assert (hold["evaluations"], hold["matched"], hold["latestMismatch"]) == (1, 0, "spawned in Britain")
+    put_line(tables, 4, "phase.advanced", {"via": "FORCED"}, "18:03:00", phase=2)
+    assert run_of(api, 1)["holds"] == []
+    put_line(tables, 5, "phase.gate", gate, "18:04:00", phase=2)
+    [again] = run_of(api, 1)["holds"]
+    assert again["since"] == "2026-06-01T18:04:00+00:00"
+    assert [line["id"] for line in again["evidence"]] == ["5"]
+    assert again["evaluations"] == 0
 
 
 def test_a_chain_of_blocks_is_followed_and_read_in_one_batch(api: Api, tables: Backend) -> None:
@@ -231,6 +288,20 @@ def test_run_holds_reads_no_log_of_a_run_without_lines_or_of_an_ended_blocker(ta
     ]
     # Run 1's row and lines; the rows of 2 and 3; 2's lines; 4's row. Not 3's lines, 5, or 4's lines.
     assert read == ["runs+lines", "runs", "lines", "runs"], statements
+
+
+def test_a_block_a_later_line_ended_looks_up_no_run(tables: Backend) -> None:
+    """Run 1 was blocked by 2, then started: its holds are one statement, the run named is not looked up."""
+    for run_id in (1, 2):
+        add_run(tables, run_id, "live")
+    with recorded_statements(tables) as (api, taken):
+        assert api.write(1, "run.blocked", {"blockingRunId": 2, "concurrencyKey": "k"})
+        assert api.write(1, "run.status", {"from": "scheduled", "to": "live"})
+        taken()
+        run = run_of(api, 1)
+        statements = taken()
+    assert run["holds"] == [] and run["headline"].startswith("Nothing in the log holds run 1")
+    assert len(statements) == 1 and "FROM event_runs" in statements[0], statements
 
 
 def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables: Backend) -> None:

@@ -224,6 +224,8 @@ def encode_cursor(line: Line | Cursor, scope: Scope, window: Window | None = Non
     if window is None and isinstance(line, Cursor):
         window = line.window
     if window is None:
+        if isinstance(line, Line):  # as a page's cursors write it: no naive copy of its time
+            return _text(_scope_bytes(scope) + _line_position(line) + b"\x00")
         return _text(_header(scope, line) + b"\x00")
     if len(window.seen) > RECENT_LINES:
         raise ValueError(f"a window names at most {RECENT_LINES} lines, not {len(window.seen)}")

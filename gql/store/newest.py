@@ -100,6 +100,9 @@ def _newest_statement(sqlite: bool, runs: int, kinds: int, rows: bool = False) -
         held: list[Any] = [r.c.status, r.c.ended_at, r.c.updated_at]
         if sqlite:
             held = [cast(column, LargeBinary) for column in held]
+        # The run's columns are its own, NULL in each line's part: its status in a line's
+        # `kind` column would be an illegal mix of collations, on MariaDB, wherever the
+        # events system's table has another collation than the log's.
         blanks = [null()] * (len(columns) - 2)
         parts.append(select(null(), r.c.id, *blanks, *held).where(r.c.id.in_(ids)))
     return union_all(*parts)
