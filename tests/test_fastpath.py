@@ -652,7 +652,13 @@ def _shipped() -> list[tuple[str, str]]:
         p.name for p in graphiql.OPERATIONS_DIR.glob("*.graphql") if p.name != graphiql.FRAGMENTS_FILE
     )
     assert files, "no operations found"
-    documents = [(name, graphiql._document(name, fragments)) for name in files]
+    documents = [
+        (
+            name,
+            graphiql.with_fragments((graphiql.OPERATIONS_DIR / name).read_text(encoding="utf-8"), fragments),
+        )
+        for name in files
+    ]
     # A subscription (RunLogTail) is served over the websocket, one line at a
     # time: the plan compiles pages, and completing one line is graphql-core's.
     return [(name, text) for name, text in documents if _kind(text) != "subscription"]
