@@ -59,6 +59,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Before the database is touched: a known document this schema refuses stops start-up.
+        unchecked = await graphql_app.engine.warm(trusted.by_hash.values())
+        trusted.check(graphql_schema(schema), unchecked)
         engine = create_engine(settings)
         app.state.engine = engine
         if traced is not None:
@@ -77,7 +80,6 @@ def create_app(
                     for line in migrated.lines(settings.safe_database_url):
                         log.info("%s", line)
             _log_start(settings, policy)
-            await graphql_app.engine.warm(graphql_app.trusted.by_hash.values())
             await writer.log_detail_limit()  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
@@ -108,9 +110,8 @@ def create_app(
     caches = DocumentCaches()
     extensions.append(caches.extension)
     schema = build_schema(extensions=extensions)
-    # A manifest entry this schema refuses stops start-up, naming it.
+    # A manifest that does not hold stops start-up, naming it; its documents are checked by the lifespan.
     trusted = TrustedDocuments.from_settings(settings)
-    trusted.check(graphql_schema(schema))
     graphql_app = RunLogGraphQL(
         schema,
         caches=caches,

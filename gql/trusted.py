@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphql import GraphQLSchema, parse, validate
+from graphql import GraphQLError, GraphQLSchema, parse, validate
 
 from .settings import Settings, SettingsError
 
@@ -43,10 +43,19 @@ class TrustedDocuments:
         """The text of the document `document_id` names (`sha256:<hex>` or `<hex>`, in any case), or None."""
         return self.by_hash.get(document_id.lower().removeprefix(PREFIX))
 
-    def check(self, schema: GraphQLSchema) -> None:
-        """Parse and validate every known document: one this schema refuses stops start-up."""
+    def check(self, schema: GraphQLSchema, unchecked: Collection[str]) -> None:
+        """Stop start-up on a known document `schema` refuses, of those `Engine.warm` did not find valid.
+
+        `unchecked` are the texts warm refused under the app's rules, its limits included,
+        or left alone (subscriptions); the others validated there, once.
+        """
         for digest, text in self.by_hash.items():
-            errors = validate(schema, parse(text))
+            if text not in unchecked:
+                continue
+            try:
+                errors = validate(schema, parse(text))
+            except GraphQLError as exc:
+                errors = [exc]
             if errors:
                 raise SettingsError(
                     f"trusted document sha256:{digest} is not valid against this schema: {errors[0].message}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import strawberry
-from graphql import GraphQLResolveInfo, GraphQLSchema
+from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
 from strawberry.schema.exceptions import InvalidOperationTypeError
@@ -151,8 +151,10 @@ WS_HOOKS = (
 )
 
 
-async def parse_and_validate(schema: strawberry.Schema, query: str, operation_name: str | None) -> None:
-    """Take `query` through Strawberry's pipeline as a request would, up to execution, and no further.
+async def parse_and_validate(
+    schema: strawberry.Schema, query: str, operation_name: str | None
+) -> list[GraphQLError]:
+    """Take `query` through Strawberry's pipeline as a request would, up to execution; its errors, if any.
 
     Through the private `_create_execution_context` and `_prepare_operation_async`, since
     every public call executes; without them `Engine.warm` would have to execute each
@@ -166,4 +168,5 @@ async def parse_and_validate(schema: strawberry.Schema, query: str, operation_na
         extension.execution_context = context
     runner = schema.create_extensions_runner(context, extensions)
     async with runner.operation():
-        await schema._prepare_operation_async(context, runner)
+        refused = await schema._prepare_operation_async(context, runner)
+    return [] if refused is None else list(refused.errors or ())

@@ -171,32 +171,50 @@ class Engine:
             metrics.fell_back("read_plan", "not_planned", query, "not a query of one plain runLog field")
         return planned
 
-    async def warm(self, texts: Iterable[str]) -> None:
-        """Parse, validate and plan each query and mutation of `texts`, executing none of them."""
-        # Pages are compiled for sample variables; a query whose variables cannot be sampled
-        # has its pages compiled by its first request.
+    async def warm(self, texts: Iterable[str]) -> list[str]:
+        """Parse, validate and plan each text's queries and mutations, executing none; the texts not valid.
+
+        Those are the texts refused under the app's rules (its limits included), and those with
+        no query or mutation, which are the websocket's and left to it. Pages are compiled for
+        sample variables; a query whose variables cannot be sampled has its pages compiled by
+        its first request.
+        """
+        unchecked = []
         for text in texts:
-            for definition in parse(text).definitions:
-                if not isinstance(definition, OperationDefinitionNode) or definition.operation not in (
-                    OperationType.QUERY,
-                    OperationType.MUTATION,
-                ):
-                    continue
-                name = definition.name.value if definition.name else None
+            try:
+                operations = [d for d in parse(text).definitions if isinstance(d, OperationDefinitionNode)]
+            except GraphQLError:
+                unchecked.append(text)
+                continue
+            names = [o.name.value if o.name else None for o in operations]
+            served = [o.operation in (OperationType.QUERY, OperationType.MUTATION) for o in operations]
+            # An anonymous operation must be alone (validation says so; Strawberry would raise).
+            valid = any(served) and (len(operations) == 1 or None not in names)
+            if valid:
                 try:
-                    await parse_and_validate(self.schema, text, name)
-                except GraphQLError:
-                    continue  # refused by the request limits, as each request of it will be
-                prepared = self.caches.prepared_operation(text, name)
-                if prepared is None:
-                    continue  # held by no cache (too long a text): planned when asked
-                document, operation = prepared
-                self.plans.plan(operation, functools.partial(fragments_of, document))
-                if operation.operation == OperationType.MUTATION or self.pages is None:
-                    continue
-                variables = sample_variables(self.graphql_schema, operation)
-                if variables is not None:
-                    self.pages.compile_pages(self.graphql_schema, document, name, variables)
+                    # One validation a text: its result is cached by text, whatever operation is named.
+                    valid = not await parse_and_validate(self.schema, text, names[served.index(True)])
+                except GraphQLError:  # refused by the request limits, as each request of it will be
+                    valid = False
+            if not valid:
+                unchecked.append(text)
+                continue
+            for name, plan in zip(names, served, strict=True):
+                if plan:
+                    self._plan(text, name)
+        return unchecked
+
+    def _plan(self, text: str, name: str | None) -> None:
+        prepared = self.caches.prepared_operation(text, name)
+        if prepared is None:
+            return  # held by no cache (too long a text): planned when asked
+        document, operation = prepared
+        self.plans.plan(operation, functools.partial(fragments_of, document))
+        if operation.operation == OperationType.MUTATION or self.pages is None:
+            return
+        variables = sample_variables(self.graphql_schema, operation)
+        if variables is not None:
+            self.pages.compile_pages(self.graphql_schema, document, name, variables)
 
 
 def reads_pages(operation: OperationDefinitionNode) -> bool:
