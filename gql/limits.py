@@ -1,8 +1,7 @@
 """What one request may ask of the service: its size, its shape, and how many lines it reads.
 
-Every limit refuses a request before any SQL runs, with an error naming the limit:
-body and query size, tokens, depth and aliases (gql/query_shape.py), variable values
-and lines (`LineBudget`). `query_limits(settings)` gives the schema's extensions.
+Each limit refuses a request before any SQL runs, naming the limit. `query_limits(settings)`
+gives the schema's extensions.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from graphql import (
     TypeNode,
     ValueNode,
     VariableNode,
+    get_operation_ast,
 )
 from strawberry.extensions import SchemaExtension
 
@@ -41,14 +41,9 @@ from .settings import Settings
 
 
 def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    """The extensions that hold a request to `settings`' limits, as factories (one extension per request).
-
-    The depth and alias rules are built once here, so that the same rule classes on every
-    request let a validated text be looked up (engine/documents.py).
-    """
+    """The extensions that hold a request to `settings`' limits, as factories (one extension per request)."""
+    # Built once: the same rule classes on every request let a validated text be looked up.
     rules = shape_rules(settings.max_depth, settings.max_aliases, settings.max_tokens)
-    # One extension, not three: the size check must run before the parser, where the
-    # token limit is set.
     return [
         lambda: RequestLimits(
             max_tokens=settings.max_tokens,
@@ -59,21 +54,42 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     ]
 
 
-class LineBudget(SchemaExtension):
-    """Refuse a request whose `runLog` fields could read more lines, together, than `max_lines`.
+class RequestLimits(SchemaExtension):
+    """Every per-request limit in one extension: the size check must run before the parser.
 
-    Runs once the variables are known; each `runLog` counts its limit as the resolver reads
-    it (null or 0 is 500, else clamped to 1..2000), whatever `kinds` or `@skip` leave out.
-    A `blockingRun` is not counted: its runs are read in one batch per request.
+    `on_operation` does what Strawberry's `MaxTokensLimiter` and `AddValidationRules` do;
+    `on_execute` refuses a request whose `runLog` fields could read more than `max_lines`
+    lines together (a `blockingRun` is not counted: its runs are read in one batch).
     """
 
-    def __init__(self, max_lines: int) -> None:
+    def __init__(
+        self, max_tokens: int, rules: list[type[ASTValidationRule]], max_lines: int, max_query_bytes: int
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.rules = tuple(rules)
         self.max_lines = max_lines
+        self.max_query_bytes = max_query_bytes
+
+    def on_operation(self) -> Iterator[None]:
+        context = self.execution_context
+        # Before anything reads the text: the token limit does not count comments.
+        refusal = query_text_refusal(context.query, self.max_query_bytes)
+        if refusal is not None:
+            raise refusal  # Strawberry answers an exception here as the request's error
+        context.parse_options["max_tokens"] = self.max_tokens
+        context.validation_rules = context.validation_rules + self.rules
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        yield
+        errors = self.execution_context.pre_execution_errors
+        if errors:
+            explain_aborted_overlap_check(errors)
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
         document = context.graphql_document
-        operation = _operation(document.definitions, context.operation_name) if document else None
+        operation = get_operation_ast(document, context.operation_name) if document else None
         if (
             operation is not None
             and operation.operation == OperationType.SUBSCRIPTION
@@ -125,11 +141,9 @@ class LineBudget(SchemaExtension):
 
 
 class DetailBudget:
-    """The stored detail bytes the pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
+    """The stored detail bytes the `runLog` pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
 
-    One per request, spent as its `runLog` pages are read, one page at a time. A page
-    returns its first line whatever it weighs, so a request returns at most the budget
-    plus one line per page.
+    Pages spend it one at a time; a page returns its first line whatever it weighs.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -138,10 +152,7 @@ class DetailBudget:
         self._turn = asyncio.Lock()
 
     async def read(self, read_page: Callable[[int], Awaitable[store.Page]], servings: int = 1) -> store.Page:
-        """`read_page(bytes left)`, its details' bytes then spent once for each time they are served.
-
-        A page whose `detail` is aliased (`servings`) may read a share of what is left.
-        """
+        """`read_page(bytes left / servings)`, its details' bytes then spent once per serving."""
         async with self._turn:
             page = await read_page(max(self.left, 0) // servings)
             self.left -= page.detail_bytes * servings
@@ -163,10 +174,7 @@ _SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Bo
 
 
 def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) -> dict[str, Any] | None:
-    """Values that coerce for each variable `operation` requires; None if one has no sample.
-
-    A list takes `[]`, an enum its first value, a built-in scalar a value of its type.
-    """
+    """Values that coerce for each variable `operation` requires; None if one has no sample."""
     values: dict[str, Any] = {}
     for definition in operation.variable_definitions or ():
         if definition.default_value is not None or not isinstance(definition.type, NonNullTypeNode):
@@ -189,8 +197,7 @@ def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) 
 def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> int:
     """How many values graphql-core will check to coerce `variables`, counted up to just past the limit.
 
-    Each value, list item and input object member counts one; a `JSON` value counts one
-    whole. Counting stops past MAX_VARIABLE_VALUES.
+    Each value, list item and input object member counts one; a `JSON` value counts one whole.
     """
     if not variables:
         return 0
@@ -223,10 +230,7 @@ def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, 
 
 
 def _members(value: Any, type_node: Any, most: int) -> int:
-    """The members of an object `value` and of every object and list inside it, counted up to `most`.
-
-    Nothing for a value that is not an object, or is a `JSON` value.
-    """
+    """The members of an object `value` and of every object and list inside it (not JSON), up to `most`."""
     if not isinstance(value, dict) or type_node.name.value == "JSON":
         return 0
     count = 0
@@ -294,9 +298,8 @@ _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
     """How many times a runLog field's lines are served: once, or once per alias of what holds them.
 
-    The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response
-    key as graphql-core merges them: aliases re-serve one page that was read once. An alias of
-    `blockingRun` alone is counted one too many: the page reads less, never more.
+    The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response key
+    as graphql-core merges them (an alias of `blockingRun` alone over-counts: safe).
     """
 
     def count(selection_sets: list[SelectionSetNode], depth: int) -> int:
@@ -311,61 +314,12 @@ def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNod
 def _fields_by_key(
     selection_sets: list[SelectionSetNode], name: str, fragments: dict[str, FragmentDefinitionNode]
 ) -> dict[str, list[SelectionSetNode]]:
-    """The selection sets of the fields called `name` directly under `selection_sets`, by response key.
-
-    Through fragments, each fragment once, as graphql-core collects fields.
-    """
+    """The selection sets of the fields called `name` directly under `selection_sets`, by response key."""
     found: dict[str, list[SelectionSetNode]] = {}
     for selection in selections(selection_sets, fragments, deep=False):
         if isinstance(selection, FieldNode) and selection.name.value == name and selection.selection_set:
             found.setdefault((selection.alias or selection.name).value, []).append(selection.selection_set)
     return found
-
-
-class RequestLimits(LineBudget):
-    """Strawberry's token limit and extra validation rules, and the line budget, in one extension.
-
-    `on_operation` does what `MaxTokensLimiter` and `AddValidationRules` do, in that order;
-    `on_execute` is `LineBudget`'s.
-    """
-
-    def __init__(
-        self,
-        max_tokens: int,
-        rules: list[type[ASTValidationRule]],
-        max_lines: int,
-        max_query_bytes: int = 128 * 1024,
-    ) -> None:
-        super().__init__(max_lines=max_lines)
-        self.max_tokens = max_tokens
-        self.rules = tuple(rules)
-        self.max_query_bytes = max_query_bytes
-
-    def on_operation(self) -> Iterator[None]:
-        context = self.execution_context
-        # Before anything reads the text: the token limit does not count
-        # comments, and a 4 MiB comment, string or name took about a second
-        # to parse (and to hash, as the document cache's key).
-        refusal = query_text_refusal(context.query, self.max_query_bytes)
-        if refusal is not None:
-            raise refusal  # Strawberry answers an exception here as the request's error
-        context.parse_options["max_tokens"] = self.max_tokens
-        context.validation_rules = context.validation_rules + self.rules
-        yield
-
-    def on_validate(self) -> Iterator[None]:
-        yield
-        errors = self.execution_context.pre_execution_errors
-        if errors:
-            explain_aborted_overlap_check(errors)
-
-
-def _operation(definitions: Any, name: str | None) -> OperationDefinitionNode | None:
-    operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
-    if name is not None:
-        operations = [o for o in operations if o.name is not None and o.name.value == name]
-    # Otherwise no operation or an ambiguous one: execution refuses it anyway.
-    return operations[0] if len(operations) == 1 else None
 
 
 def _read_limit(

@@ -421,7 +421,7 @@ def test_the_override_scan_finds_an_unlisted_override() -> None:
     hooks["strawberry.extensions.base_extension.SchemaExtension"] = (frozenset(), None)
     found = [reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)]
     assert "RunLogGraphQL overrides execute_single" in found
-    assert "LineBudget overrides on_execute" in found
+    assert "RequestLimits overrides on_execute" in found
     del hooks["graphql.error.graphql_error.GraphQLError"]
     assert "ClientError subclasses graphql.error.graphql_error.GraphQLError" in [
         reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)
