@@ -68,10 +68,7 @@ def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
 
 
 def forget_tracebacks(errors: list[GraphQLError]) -> None:
-    """Drop the tracebacks of answered errors, and of the exceptions they wrap.
-
-    Their frames hold the request's text and body in a cycle the collector frees only late.
-    """
+    """Drop the tracebacks of answered errors and of what they wrap: their frames hold the request."""
     pending: list[BaseException | None] = list(errors)
     seen: set[int] = set()
     while pending:
@@ -84,25 +81,18 @@ def forget_tracebacks(errors: list[GraphQLError]) -> None:
 
 
 def should_mask(error: GraphQLError) -> bool:
-    """Whether `error` came from a surprise rather than from what the caller sent.
-
-    Shown: `ClientError`s, and errors from before execution (parsing, validation, a bad
-    variable, which graphql-core wraps around a `GraphQLError`). Masked: anything else.
-    """
+    """Whether `error` came from a surprise: not a `ClientError`, nor from before execution."""
     original = error.original_error
     if original is None or isinstance(original, ClientError):
         return False
-    # An error pointing into the document (an Int of 5,000 digits) is the caller's.
+    # An error pointing into the document (an Int too long to read) is the caller's.
     return not (error.path is None and (isinstance(original, GraphQLError) or error.nodes))
 
 
 def operation_label(
     operation: OperationDefinitionNode | None, root_labels: dict[OperationType, dict[str, str]]
 ) -> str:
-    """What a GraphQL request is counted as: its root fields' names, joined by `+`.
-
-    Only the schema's own names, to bound the /metrics series: `introspection`, or `invalid`.
-    """
+    """What a GraphQL request is counted as: its root fields' names joined by `+` (the schema's only)."""
     if operation is None:
         return "invalid"
     names = root_labels.get(operation.operation)
@@ -161,10 +151,7 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 @functools.lru_cache(maxsize=256)
 def response_media_type(accept: str | None) -> str:
-    """The media type a GraphQL answer goes out as, for a request's `Accept` header.
-
-    application/graphql-response+json when listed at least as high as application/json, else application/json.
-    """
+    """application/graphql-response+json when `accept` ranks it at least as high as JSON, else JSON."""
     if not accept or accept == JSON:
         return JSON
     graphql_q = json_q = wildcard_q = 0.0

@@ -25,10 +25,7 @@ async def read_around(
     limit: int | None,
     unavailable: RefusalOf,
 ) -> tuple[list[store.Line], list[str], PageInfo, float]:
-    """The lines (newest first), their cursors and the page's info around `line_id`; and the read's deadline.
-
-    The line, up to half the rest newer, the others older; `startCursor` and `endCursor` go on both ways.
-    """
+    """The lines (newest first), their cursors and the page's info around `line_id`, and the deadline."""
     size = store.clamp_read_limit(limit)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + context.settings.read_timeout

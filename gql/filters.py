@@ -1,8 +1,4 @@
-"""A read's filters (phase, step, time, search) from a caller's values, checked once for every path.
-
-`runLog`, `runLogTail` and the export (gql/export.py) take the same filters;
-each refusal names its argument and costs nothing of the database.
-"""
+"""A read's filters (phase, step, time, search) from a caller's values, checked once for every path."""
 
 from __future__ import annotations
 

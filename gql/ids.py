@@ -1,8 +1,4 @@
-"""Run and step ids as callers send them: `parse_id(value)`, the one rule every operation reads them by.
-
-An id is 1 to 2,147,483,647 (INT), in ASCII decimal digits, leading zeros allowed (`"007"`
-is 7); no sign, space, point, exponent or other script's digits.
-"""
+"""Run and step ids as callers send them: `parse_id(value)`, 1 to MAX_ID in ASCII decimal digits."""
 
 from __future__ import annotations
 

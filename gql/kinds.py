@@ -1,8 +1,6 @@
 """The closed, append-only set of kinds a run-log line can have: `Kind`, and `BY_WIRE_NAME`.
 
-Append only: a stored row must never name a kind no reader knows (tests/test_kinds.py).
-A kind is declared here with its wire name, what it records and why; its detail type in
-details.py. docs/development.md, "Adding a kind", walks through one.
+Append only: a stored row must never name a kind no reader knows. docs/development.md, "Adding a kind".
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""A document's shape: the one walk over its selections (`selections`), and the rules that bound it.
-
-`shape_rules(max_depth, max_aliases, most)`, for gql/limits.py: depth, aliases, selections with
-fragments spread out, and the budget of graphql-core's overlap check.
-"""
+"""A document's shape: the one walk over its selections (`selections`), and the rules that bound it."""
 
 from __future__ import annotations
 
@@ -64,10 +60,7 @@ def selections(
 
 
 def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTValidationRule]]:
-    """The rules that refuse a document too deep, too aliased, or with more than `most` selections spread out.
-
-    Build them once per process: the same rule classes let a validated text be looked up.
-    """
+    """The rules refusing a document too deep, too aliased, or of more than `most` selections spread out."""
     # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
     bound_overlap_check(OVERLAP_BUDGET)
     expansion = _expansion_limit(most)
@@ -172,8 +165,7 @@ def _spreads_unknown_fragments(document: DocumentNode) -> bool:
     return spreads.unknown
 
 
-# graphql-core compares same-named fields pair by pair; its default budget (500,000) could
-# hold the loop for seconds. The shipped operations spend about 1,400.
+# graphql-core compares same-named fields pair by pair; its default budget could hold the loop for seconds.
 OVERLAP_BUDGET = 25_000
 
 

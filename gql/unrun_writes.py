@@ -30,10 +30,7 @@ from .settings import Settings
 def log_unrun_writes(
     request_id: str, sent: bytes | Mapping[str, Any], errors: list[GraphQLError], settings: Settings
 ) -> None:
-    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran (a value did not coerce).
-
-    `sent` is an HTTP request's JSON body, or a websocket operation's payload (`query`, `variables`).
-    """
+    """Log each `writeRunLog` line of a request refused before it ran; `sent` is its body or payload."""
     if b"writeRunLog" not in sent if isinstance(sent, bytes) else "writeRunLog" not in str(sent.get("query")):
         return
     reason = "the request was refused before it ran: " + "; ".join(
