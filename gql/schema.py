@@ -11,19 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import strawberry
-from graphql import (
-    GraphQLError,
-    OperationType,
-)
+from graphql import GraphQLError, OperationType
 from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 
 from . import metrics, retention, store, subscriptions, tail
 from .auth import Action
 from .compat.strawberry import graphql_schema, resolve_info
-from .details import (
-    DETAIL_TYPES,
-)
+from .details import DETAIL_TYPES
 from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
@@ -49,6 +44,21 @@ def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
             return await resolver(*args, **kwargs)
 
     return resolve
+
+
+# The arguments runLog and runLogTail share.
+Kinds = Annotated[
+    list[RunLogKind] | None,
+    strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
+]
+Phases = Annotated[
+    list[int] | None,
+    strawberry.argument(description="Only lines of these phases (0 or more; at most 100); null for all."),
+]
+Steps = Annotated[
+    list[strawberry.ID] | None,
+    strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
+]
 
 
 # ── retention ────────────────────────────────────────────────────────────────
@@ -186,10 +196,7 @@ class Query:
         self,
         info: strawberry.Info[Context, None],
         run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to read.")],
-        kinds: Annotated[
-            list[RunLogKind] | None,
-            strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
-        ] = None,
+        kinds: Kinds = None,
         limit: Annotated[
             int | None,
             strawberry.argument(description="Lines per page: null or 0 means 500; 1..2000."),
@@ -225,16 +232,8 @@ class Query:
                 "allows."
             ),
         ] = None,
-        phase: Annotated[
-            list[int] | None,
-            strawberry.argument(
-                description="Only lines of these phases (0 or more; at most 100); null for all."
-            ),
-        ] = None,
-        step_id: Annotated[
-            list[strawberry.ID] | None,
-            strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
-        ] = None,
+        phase: Phases = None,
+        step_id: Steps = None,
         since: Annotated[
             datetime.datetime | None,
             strawberry.argument(
@@ -439,26 +438,15 @@ class Subscription:
         self,
         info: strawberry.Info[Context, None],
         run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to follow.")],
-        kinds: Annotated[
-            list[RunLogKind] | None,
-            strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
-        ] = None,
+        kinds: Kinds = None,
         since: Annotated[
             str | None,
             strawberry.argument(
                 description="A line's `cursor`: start with the lines newer than it. Null: from now on."
             ),
         ] = None,
-        phase: Annotated[
-            list[int] | None,
-            strawberry.argument(
-                description="Only lines of these phases (0 or more; at most 100); null for all."
-            ),
-        ] = None,
-        step_id: Annotated[
-            list[strawberry.ID] | None,
-            strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
-        ] = None,
+        phase: Phases = None,
+        step_id: Steps = None,
         search: Annotated[
             str | None,
             strawberry.argument(
@@ -474,10 +462,7 @@ class Subscription:
         context.require(Action.READ, "runLogTail")
         number = parse_id(run_id)
         if number is None:
-            raise ClientError(
-                id_problem("runId", run_id),
-                "BAD_USER_INPUT",
-            )
+            raise ClientError(id_problem("runId", run_id), "BAD_USER_INPUT")
         wire_kinds = None if kinds is None else [k.value for k in kinds]
         try:
             filters = read_filters(phase=phase, step_id=step_id, search=search)
