@@ -64,26 +64,9 @@ def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTVal
     # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
     bound_overlap_check(OVERLAP_BUDGET)
     expansion = _expansion_limit(most)
-    (depth,) = _DepthLimiter(max_depth=max_depth).validation_rules
+    (depth,) = QueryDepthLimiter(max_depth=max_depth).validation_rules
     (aliases,) = MaxAliasesLimiter(max_alias_count=max_aliases).validation_rules
     return [expansion, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
-
-
-class _DepthLimiter(QueryDepthLimiter):
-    """Strawberry's depth limit, leaving `{ ...Missing }` (a KeyError there) to graphql-core's own rule."""
-
-    def __init__(self, max_depth: int) -> None:
-        super().__init__(max_depth=max_depth)
-        (depth_rule,) = self.validation_rules
-
-        class Rule(depth_rule):  # type: ignore[valid-type,misc]
-            def __init__(self, context: ValidationContext) -> None:
-                if _spreads_unknown_fragments(context.document):
-                    ValidationRule.__init__(self, context)
-                else:
-                    super().__init__(context)
-
-        self.validation_rules = [Rule]
 
 
 def _expansion_limit(most: int) -> type[ASTValidationRule]:
@@ -108,12 +91,15 @@ def _expansion_limit(most: int) -> type[ASTValidationRule]:
 
 
 def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidationRule]:
-    """`rule`, skipped for a document the expansion limit refuses or whose fragments form a cycle."""
+    """`rule`, skipped for a document the expansion limit refuses, or graphql-core's own rules do.
+
+    A cycle of fragments, or a spread of an unknown one (Strawberry's depth limit raises a KeyError).
+    """
 
     class Guarded(rule):  # type: ignore[valid-type,misc]
         def __init__(self, context: ValidationContext) -> None:
             count = expanded_selections(context.document, most)
-            if count is None or count > most:
+            if count is None or count > most or _spreads_unknown_fragments(context.document):
                 ValidationRule.__init__(self, context)
             else:
                 super().__init__(context)
