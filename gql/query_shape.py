@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
-from typing import Any
 
 from graphql import (
-    BREAK,
     ASTValidationRule,
     DocumentNode,
     FragmentDefinitionNode,
@@ -19,8 +17,6 @@ from graphql import (
     SelectionSetNode,
     ValidationContext,
     ValidationRule,
-    Visitor,
-    visit,
 )
 from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter
 
@@ -91,15 +87,12 @@ def _expansion_limit(most: int) -> type[ASTValidationRule]:
 
 
 def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidationRule]:
-    """`rule`, skipped for a document the expansion limit refuses, or graphql-core's own rules do.
-
-    A cycle of fragments, or a spread of an unknown one (Strawberry's depth limit raises a KeyError).
-    """
+    """`rule`, skipped for a document the expansion limit refuses, or `expanded_selections` cannot count."""
 
     class Guarded(rule):  # type: ignore[valid-type,misc]
         def __init__(self, context: ValidationContext) -> None:
             count = expanded_selections(context.document, most)
-            if count is None or count > most or _spreads_unknown_fragments(context.document):
+            if count is None or count > most:
                 ValidationRule.__init__(self, context)
             else:
                 super().__init__(context)
@@ -108,10 +101,21 @@ def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidat
 
 
 def expanded_selections(document: DocumentNode, most: int) -> int | None:
-    """The selections of `document`'s operations, fragments spread out, up to `most` + 1; None for a cycle."""
+    """The selections of `document`'s operations, fragments spread out, up to `most` + 1.
+
+    None for a cycle of fragments or a spread of an unknown one (graphql-core's own rules refuse both;
+    Strawberry's depth limit would raise a KeyError).
+    """
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     own = {name: _own_selections(f.selection_set) for name, f in fragments.items()}
-    order = TopologicalSorter({name: {s for s in spreads if s in own} for name, (_, spreads) in own.items()})
+    operations = [
+        _own_selections(d.selection_set)
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    ]
+    if any(s not in own for _, spreads in [*own.values(), *operations] for s in spreads):
+        return None
+    order = TopologicalSorter({name: set(spreads) for name, (_, spreads) in own.items()})
     try:
         ordered = list(order.static_order())
     except CycleError:
@@ -119,12 +123,10 @@ def expanded_selections(document: DocumentNode, most: int) -> int | None:
     sizes: dict[str, int] = {}
     for name in ordered:
         count, spreads = own[name]
-        sizes[name] = min(count + sum(sizes.get(s, 0) for s in spreads), most + 1)
+        sizes[name] = min(count + sum(sizes[s] for s in spreads), most + 1)
     total = 0
-    for definition in document.definitions:
-        if isinstance(definition, OperationDefinitionNode):
-            count, spreads = _own_selections(definition.selection_set)
-            total = min(total + count + sum(sizes.get(s, 0) for s in spreads), most + 1)
+    for count, spreads in operations:
+        total = min(total + count + sum(sizes[s] for s in spreads), most + 1)
     return total
 
 
@@ -132,23 +134,6 @@ def _own_selections(selection_set: SelectionSetNode) -> tuple[int, list[str]]:
     """The selections under `selection_set`, fragments not followed, and the fragments it spreads."""
     found = list(selections([selection_set], None))
     return len(found), [s.name.value for s in found if isinstance(s, FragmentSpreadNode)]
-
-
-def _spreads_unknown_fragments(document: DocumentNode) -> bool:
-    defined = {d.name.value for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-
-    class Spreads(Visitor):
-        unknown = False
-
-        def enter_fragment_spread(self, node: FragmentSpreadNode, *_: Any) -> Any:
-            if node.name.value not in defined:
-                self.unknown = True
-                return BREAK
-            return None
-
-    spreads = Spreads()
-    visit(document, spreads)
-    return spreads.unknown
 
 
 # graphql-core compares same-named fields pair by pair; its default budget could hold the loop for seconds.
