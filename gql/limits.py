@@ -95,18 +95,14 @@ class RequestLimits(SchemaExtension):
             and operation.operation == OperationType.SUBSCRIPTION
             and getattr(context.context, "connection", True) is None
         ):
-            # Over HTTP graphql-core would run the field's plain resolver, and
-            # answer a masked "Cannot return null": say where it is served.
-            context.result = ExecutionResult(
-                data=None,
-                errors=[
-                    GraphQLError(
-                        "A subscription is served over a websocket at this same /graphql "
-                        "(graphql-transport-ws or graphql-ws), not over HTTP",
-                        nodes=[operation],
-                        extensions={"code": "BAD_REQUEST"},
-                    )
-                ],
+            # Over HTTP graphql-core would answer a masked "Cannot return null".
+            context.result = _refused(
+                GraphQLError(
+                    "A subscription is served over a websocket at this same /graphql "
+                    "(graphql-transport-ws or graphql-ws), not over HTTP",
+                    nodes=[operation],
+                    extensions={"code": "BAD_REQUEST"},
+                )
             )
             yield
             return
@@ -114,30 +110,26 @@ class RequestLimits(SchemaExtension):
             lines, fields, served_again = lines_asked(document, operation, context.variables)
             values = variable_values(operation, context.variables)
             if values > MAX_VARIABLE_VALUES and operation.operation == OperationType.SUBSCRIPTION:
-                # Strawberry subscribes whatever `result` holds (the websocket
-                # handler runs it): raised here, the refusal is the answer.
+                # Strawberry would subscribe whatever `result` holds: raised, the refusal is the answer.
                 raise _too_many_values(operation, values)
             if values > MAX_VARIABLE_VALUES:
-                context.result = ExecutionResult(data=None, errors=[_too_many_values(operation, values)])
+                context.result = _refused(_too_many_values(operation, values))
             elif lines > self.max_lines:
-                context.result = ExecutionResult(
-                    data=None,
-                    errors=[
-                        GraphQLError(
-                            f"This request could read {lines} lines "
-                            f"({fields} runLog fields{_AGAIN * served_again}); "
-                            f"the limit is {self.max_lines} lines per request "
-                            "(RUNLOG_MAX_LINES_PER_REQUEST). Ask for fewer or smaller pages.",
-                            nodes=[operation],
-                            extensions={
-                                "code": "TOO_MANY_LINES",
-                                "lines": lines,
-                                "maxLines": self.max_lines,
-                            },
-                        )
-                    ],
+                context.result = _refused(
+                    GraphQLError(
+                        f"This request could read {lines} lines "
+                        f"({fields} runLog fields{_AGAIN * served_again}); "
+                        f"the limit is {self.max_lines} lines per request "
+                        "(RUNLOG_MAX_LINES_PER_REQUEST). Ask for fewer or smaller pages.",
+                        nodes=[operation],
+                        extensions={"code": "TOO_MANY_LINES", "lines": lines, "maxLines": self.max_lines},
+                    )
                 )
         yield
+
+
+def _refused(error: GraphQLError) -> ExecutionResult:
+    return ExecutionResult(data=None, errors=[error])
 
 
 class DetailBudget:
@@ -162,14 +154,11 @@ class DetailBudget:
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"
 
 
-# graphql-core checks each value of a variable against its type one by one, holding
-# the event loop; `kinds` needs at most one per kind. A `JSON` variable (a write's
-# detail) counts as one value, bounded by RUNLOG_MAX_DETAIL_BYTES instead.
+# graphql-core checks each value of a variable one by one, holding the event loop.
 MAX_VARIABLE_VALUES = 10_000
 
 
-# What start-up's pass (Engine.warm) coerces for a required variable of each
-# scalar, to compile pages: any value that coerces will do, as nothing runs.
+# What Engine.warm coerces for a required variable of each scalar: nothing runs.
 _SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Boolean": False}
 
 
@@ -220,7 +209,7 @@ def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, 
             item_type = type_node.type
             named = item_type.type if isinstance(item_type, NonNullTypeNode) else item_type
             if isinstance(named, NamedTypeNode):
-                # Counted without a walk: a list of 600,000 is refused at once.
+                # Counted without a walk: a long list is refused at once.
                 count += len(value)
                 for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)]:
                     count += _members(item, named, MAX_VARIABLE_VALUES + 1 - count)
@@ -290,8 +279,7 @@ class LinesAsked(NamedTuple):
     served_again: bool  # some page is served more than once
 
 
-# The fields that hold a page's lines, and what each line links to: each
-# alias of one serves every line (or its detail, or its blocking run) again.
+# The fields that hold a page's lines, and what each line links to.
 _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 
 

@@ -265,8 +265,7 @@ class Query:
         ] = None,
     ) -> RunLogPage:
         context = info.context
-        # Strawberry's Info has no public field nodes or fragments;
-        # graphql-core's own info has both.
+        # Strawberry's Info has no public field nodes or fragments.
         raw = resolve_info(info)
         return await read_run_log(
             context,
@@ -393,14 +392,12 @@ class Mutation:
         try:
             store.as_naive_utc(before)
         except OverflowError:
-            # 0001-01-01T00:00:00+05:00 is a valid DateTime, but in UTC it is
-            # before the year 1, which no database column can compare with.
+            # 0001-01-01T00:00:00+05:00 is a valid DateTime, but before the year 1 in UTC.
             raise ClientError(
                 f"before={before.isoformat()} is outside the years 1 to 9999 once read as UTC",
                 "BAD_USER_INPUT",
             ) from None
-        # The store answers what it deleted by the deadline (slice by slice,
-        # see store.prune_terminal); it fails only when it deleted nothing.
+        # The store answers what it deleted by the deadline; it fails only when it deleted nothing.
         deadline = asyncio.get_running_loop().time() + context.settings.prune_timeout
         try:
             deleted = await store.prune_terminal(
@@ -455,9 +452,7 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncIterator[RunLogLine]:
-        # A coroutine that returns the stream, not a generator: its refusals
-        # (the caller, the run id, the caps) are raised before the stream
-        # starts, so the client gets them as the operation's error.
+        # A coroutine returning the stream: its refusals are the operation's error, before it starts.
         context = info.context
         context.require(Action.READ, "runLogTail")
         number = parse_id(run_id)
@@ -528,9 +523,7 @@ class RunLogSchema(strawberry.Schema):
         return found
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
-        # Strawberry logs every error with its stack. A refusal the caller can
-        # act on is not a server problem, and unexpected errors are logged
-        # once, with their request id, by the masking extension.
+        # Strawberry logs every error with its stack; unexpected ones are logged by MaskUnexpected.
         for error in errors:
             log.debug("GraphQL error: %s", error.message)
 
@@ -543,8 +536,7 @@ def build_schema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        # Detail types reached only through the union are listed so the SDL
-        # always has all of them in a stable order.
+        # Listed, so the SDL has every detail type in a stable order.
         types=list(DETAIL_TYPES.values()),
         extensions=extensions or [],
         execution_context_class=PageExecutor.with_plans() if fast_path else VariablesExecutor,
