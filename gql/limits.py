@@ -7,6 +7,7 @@ gives the schema's extensions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -28,7 +29,6 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
-    TypeNode,
     ValueNode,
     VariableNode,
     get_operation_ast,
@@ -188,51 +188,22 @@ def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, 
 
     Each value, list item and input object member counts one; a `JSON` value counts one whole.
     """
-    if not variables:
-        return 0
     count = 0
-    pending: list[tuple[Any, TypeNode]] = [
-        (variables[d.variable.name.value], d.type)
-        for d in operation.variable_definitions or ()
-        if d.variable.name.value in variables
-    ]
-    while pending and count <= MAX_VARIABLE_VALUES:
-        value, type_node = pending.pop()
-        if isinstance(type_node, NonNullTypeNode):
-            type_node = type_node.type
-        if not isinstance(type_node, ListTypeNode):
-            count += 1 + _members(value, type_node, MAX_VARIABLE_VALUES + 1 - count)
-        elif not isinstance(value, list):
-            pending.append((value, type_node.type))  # one value is read as a list of it
-        else:
-            count += 1
-            item_type = type_node.type
-            named = item_type.type if isinstance(item_type, NonNullTypeNode) else item_type
-            if isinstance(named, NamedTypeNode):
-                # Counted without a walk: a long list is refused at once.
-                count += len(value)
-                for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)]:
-                    count += _members(item, named, MAX_VARIABLE_VALUES + 1 - count)
+    pending: list[Any] = []
+    for definition in operation.variable_definitions or ():
+        name = definition.variable.name.value
+        named = definition.type.type if isinstance(definition.type, NonNullTypeNode) else definition.type
+        if variables and name in variables:
+            if isinstance(named, NamedTypeNode) and named.name.value == "JSON":
+                count += 1
             else:
-                pending.extend((item, item_type) for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)])
-    return count
-
-
-def _members(value: Any, type_node: Any, most: int) -> int:
-    """The members of an object `value` and of every object and list inside it (not JSON), up to `most`."""
-    if not isinstance(value, dict) or type_node.name.value == "JSON":
-        return 0
-    count = 0
-    pending: list[Any] = [value]
-    while pending and count < most:
-        found = pending.pop()
-        inner = found.values() if isinstance(found, dict) else found
-        for item in inner:
-            count += 1
-            if isinstance(item, dict | list):
-                pending.append(item)
-            if count >= most:
-                break
+                pending.append(variables[name])
+    while pending and count <= MAX_VARIABLE_VALUES:
+        value = pending.pop()
+        count += 1
+        if isinstance(value, dict | list):
+            inner = value.values() if isinstance(value, dict) else value
+            pending.extend(itertools.islice(inner, MAX_VARIABLE_VALUES + 1 - count))
     return count
 
 
