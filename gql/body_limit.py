@@ -34,8 +34,7 @@ class BodyLimit:
             await self._serve(scope, receive, send, read)
         finally:
             if read[0] >= COLLECT_AFTER_BYTES:
-                # graphql-core's executor is a reference cycle holding the request's variables:
-                # for a big body, megabytes kept until the next collection.
+                # graphql-core's executor is a reference cycle holding the request's variables.
                 gc.collect(1)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, read: list[int]) -> None:

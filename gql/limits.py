@@ -264,21 +264,15 @@ def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNod
     def count(selection_sets: list[SelectionSetNode], depth: int) -> int:
         if depth == len(_SERVING_FIELDS):
             return 1
-        found = _fields_by_key(selection_sets, _SERVING_FIELDS[depth], fragments)
+        # The fields of this depth's name, by response key, as graphql-core collects them.
+        found: dict[str, list[SelectionSetNode]] = {}
+        name = _SERVING_FIELDS[depth]
+        for node in selections(selection_sets, fragments, deep=False):
+            if isinstance(node, FieldNode) and node.name.value == name and node.selection_set:
+                found.setdefault((node.alias or node.name).value, []).append(node.selection_set)
         return max(1, sum(count(sets, depth + 1) for sets in found.values()))
 
     return 1 if field.selection_set is None else count([field.selection_set], 0)
-
-
-def _fields_by_key(
-    selection_sets: list[SelectionSetNode], name: str, fragments: dict[str, FragmentDefinitionNode]
-) -> dict[str, list[SelectionSetNode]]:
-    """The selection sets of the fields called `name` directly under `selection_sets`, by response key."""
-    found: dict[str, list[SelectionSetNode]] = {}
-    for selection in selections(selection_sets, fragments, deep=False):
-        if isinstance(selection, FieldNode) and selection.name.value == name and selection.selection_set:
-            found.setdefault((selection.alias or selection.name).value, []).append(selection.selection_set)
-    return found
 
 
 def _read_limit(

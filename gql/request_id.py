@@ -26,8 +26,7 @@ MAX_CALLER_ID_CHARS = 128
 # W3C Trace Context: version-traceid-parentid-flags, lower-case hex (a later version may add fields).
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 
-# The log context of the request being served: a dict (request_id, trace_id,
-# operation, run_id, ...) shared by every task that serves it, or None.
+# The log context of the request being served, shared by every task that serves it.
 _context: contextvars.ContextVar[dict[str, Any] | None]
 _context = contextvars.ContextVar("runlog_request", default=None)
 _NOWHERE: dict[str, Any] = {}

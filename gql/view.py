@@ -116,8 +116,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         root_value: Any,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
-        # A GET may run a query, never a mutation (a link or an <img> could send it):
-        # the GraphQL over HTTP specification's 405 (Strawberry would answer 400).
+        # A GET may run a query, never a mutation (a link or an <img> could send it): 405, not 400.
         try:
             return await super().execute_single(
                 request, request_adapter, sub_response, context, root_value, request_data
@@ -130,8 +129,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             raise
 
     async def parse_http_body(self, request: Any) -> Any:
-        # Strawberry executes any content type containing "application/json"
-        # ("application/jsonp"); only JSON is read here.
+        # Strawberry executes any content type containing "application/json" ("application/jsonp").
         if request.method == "POST":
             refusal = json_content_type(request.headers.get("content-type"))
             if refusal is not None:
@@ -247,19 +245,19 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
         # Behind MaskErrors: a crash while parsing or validating ends the operation before it.
+        request_error = False
         if result.errors:
             request_id.note(errors=True)
             rid = request.state.request_id
             result.errors = [anonymise(e, rid) if should_mask(e) else e for e in result.errors]
             # A request error (no error has a path): nothing ran, so its lines are logged,
             # and the answer has no `data` at all, as the GraphQL specification has it.
-            if result.data is None and all(e.path is None for e in result.errors):
+            request_error = result.data is None and all(e.path is None for e in result.errors)
+            if request_error:
                 log_unrun_writes(rid, await request.body(), result.errors, request.app.state.settings)
-                answer = await super().process_result(request, result)
-                answer.pop("data", None)
-                forget_tracebacks(result.errors)
-                return answer
         answer = await super().process_result(request, result)
+        if request_error:
+            answer.pop("data", None)
         if result.errors:
             forget_tracebacks(result.errors)
         return answer
@@ -277,8 +275,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         media_type = sub_response.media_type or JSON
         if media_type != JSON:
             response.headers["content-type"] = media_type
-            # The GraphQL over HTTP specification's status codes for this
-            # media type: a response with no `data` is a request error.
+            # The GraphQL over HTTP specification's status codes: no `data` is a request error.
             if isinstance(response_data, dict) and "data" not in response_data:
                 response.status_code = 500 if masked(response_data) else 400
         return response
