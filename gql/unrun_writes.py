@@ -42,11 +42,10 @@ def log_unrun_writes(
         if len(query) > settings.max_query_bytes:
             raise ValueError("a text this long is not parsed again")  # it costs the loop
         document = parse(query, no_location=True, max_tokens=settings.max_tokens)
+        lines = _write_arguments(document, variables if isinstance(variables, dict) else {})
     except Exception:  # not a request this can read: the body, bounded, is the trace
-        metrics.count_write(reason)
-        writes.log_refused(reason, request_id, {"request": _as_text(sent)}, settings.max_detail_bytes)
-        return
-    for arguments in _write_arguments(document, variables if isinstance(variables, dict) else {}):
+        lines = [{"request": sent.decode("utf-8", "replace") if isinstance(sent, bytes) else repr(sent)}]
+    for arguments in lines:
         metrics.count_write(reason)
         writes.log_refused(reason, request_id, arguments, settings.max_detail_bytes)
 
@@ -77,7 +76,3 @@ def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
     if isinstance(node, ObjectValueNode):
         return {field.name.value: _as_sent(field.value, variables) for field in node.fields}
     return value_from_ast_untyped(node, variables)
-
-
-def _as_text(sent: bytes | Mapping[str, Any]) -> str:
-    return sent.decode("utf-8", "replace") if isinstance(sent, bytes) else repr(sent)
