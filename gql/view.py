@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 from cross_web import HTTPException
@@ -38,7 +37,7 @@ from .answers import (
     should_mask,
 )
 from .auth import Policy, Role
-from .compat.strawberry import InvalidOperationTypeError
+from .compat.strawberry import InvalidOperationTypeError, is_same_origin
 from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
 from .limits import RequestLimits
 from .page import Context
@@ -348,7 +347,9 @@ class RunLogGraphQL(GraphQL[Context, None]):
         origin = headers.get("origin")
         if origin is None or headers.get("sec-fetch-site") == "same-origin":
             return True
-        return same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(websocket, origin)
+        return is_same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(
+            websocket, origin
+        )
 
     async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
         """graphql-transport-ws when the client offers it, in any order; else graphql-ws."""
@@ -378,22 +379,3 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return graphiql.graphiql_response()
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def same_origin(origin: str, host: str | None) -> bool:
-    """Whether a handshake's Origin names the Host it was sent to (a missing port is the scheme's)."""
-    if not host:
-        return False
-    try:
-        sent, to = urlsplit(origin), urlsplit(f"//{host.strip()}")
-        default = _DEFAULT_PORTS.get(sent.scheme.lower())
-        return (
-            sent.hostname is not None
-            and sent.hostname == to.hostname
-            and (sent.port or default) == (to.port or default)
-        )
-    except ValueError:  # a port that is not a number
-        return False
