@@ -93,10 +93,8 @@ def operation_label(
     operation: OperationDefinitionNode | None, root_labels: dict[OperationType, dict[str, str]]
 ) -> str:
     """What a GraphQL request is counted as: its root fields' names joined by `+` (the schema's only)."""
-    if operation is None:
-        return "invalid"
-    names = root_labels.get(operation.operation)
-    if names is None:
+    names = None if operation is None else root_labels.get(operation.operation)
+    if operation is None or names is None:
         return "invalid"
     labels = set()
     for selection in operation.selection_set.selections:

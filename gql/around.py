@@ -9,8 +9,6 @@ from typing import Any
 from . import store, tail
 from .page import Asked, ClientError, Context, PageInfo
 
-RefusalOf = Callable[[Context, str, Exception], ClientError]
-
 
 async def read_around(
     context: Context,
@@ -23,7 +21,7 @@ async def read_around(
     filters: store.Filters,
     scope: store.Scope,
     limit: int | None,
-    unavailable: RefusalOf,
+    unavailable: Callable[[Context, str, Exception], ClientError],
 ) -> tuple[list[store.Line], list[str], PageInfo, float]:
     """The lines (newest first), their cursors and the page's info around `line_id`, and the deadline."""
     size = store.clamp_read_limit(limit)

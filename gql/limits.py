@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from graphql import (
     ASTValidationRule,
@@ -233,21 +233,16 @@ def query_text_refusal(query: str | None, max_bytes: int) -> GraphQLError | None
 
 def lines_asked(
     document: DocumentNode, operation: OperationDefinitionNode, variables: Mapping[str, Any] | None
-) -> LinesAsked:
-    """The lines `operation`'s runLog fields could serve together, and how many such fields it has."""
+) -> tuple[int, int, bool]:
+    """The lines `operation`'s runLog fields could serve together, how many such fields it has, and
+    whether a page is served more than once (each serving counts its lines: `detail_servings`)."""
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
     root = selections([operation.selection_set], fragments, deep=False)
     fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
     read = [_read_limit(field, variables or {}, defaults) for field in fields]
     served = [limit * detail_servings(field, fragments) for field, limit in zip(fields, read, strict=True)]
-    return LinesAsked(sum(served), len(fields), sum(served) > sum(read))
-
-
-class LinesAsked(NamedTuple):
-    lines: int  # each page counted once for each time it is served (see detail_servings)
-    fields: int  # runLog fields
-    served_again: bool  # some page is served more than once
+    return sum(served), len(fields), sum(served) > sum(read)
 
 
 # The fields that hold a page's lines, and what each line links to.

@@ -57,16 +57,7 @@ def selections(
 
 def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTValidationRule]]:
     """The rules refusing a document too deep, too aliased, or of more than `most` selections spread out."""
-    # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
     bound_overlap_check(OVERLAP_BUDGET)
-    expansion = _expansion_limit(most)
-    (depth,) = QueryDepthLimiter(max_depth=max_depth).validation_rules
-    (aliases,) = MaxAliasesLimiter(max_alias_count=max_aliases).validation_rules
-    return [expansion, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
-
-
-def _expansion_limit(most: int) -> type[ASTValidationRule]:
-    """A rule refusing a document whose fragments, spread out, hold more than `most` selections."""
 
     class ExpansionLimit(ValidationRule):
         def __init__(self, context: ValidationContext) -> None:
@@ -83,7 +74,10 @@ def _expansion_limit(most: int) -> type[ASTValidationRule]:
                     )
                 )
 
-    return ExpansionLimit
+    (depth,) = QueryDepthLimiter(max_depth=max_depth).validation_rules
+    (aliases,) = MaxAliasesLimiter(max_alias_count=max_aliases).validation_rules
+    # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
+    return [ExpansionLimit, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
 
 
 def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidationRule]:
