@@ -43,11 +43,10 @@ class MaskUnexpected(MaskErrors):
         yield from super().on_operation()
         # What the request is counted as, on Strawberry's path (run_prepared notes its own).
         found = self.execution_context.graphql_document
-        if found is not None:
-            schema = self.execution_context.schema
-            if isinstance(schema, RunLogSchema):  # build_schema's, as every app's
-                operation = get_operation_ast(found, self.execution_context.operation_name)
-                request_id.note(operation=operation_label(operation, schema.root_labels))
+        schema = self.execution_context.schema
+        if found is not None and isinstance(schema, RunLogSchema):  # build_schema's, as every app's
+            operation = get_operation_ast(found, self.execution_context.operation_name)
+            request_id.note(operation=operation_label(operation, schema.root_labels))
 
 
 def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:

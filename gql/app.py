@@ -266,7 +266,6 @@ class AllowedHosts:
         await send({"type": prefix + "http.response.body", "body": body})
 
 
-# Answered whatever the Host (see AllowedHosts).
 UNCHECKED_HOST_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/metrics"})
 
 

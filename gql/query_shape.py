@@ -97,8 +97,7 @@ def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidat
 def expanded_selections(document: DocumentNode, most: int) -> int | None:
     """The selections of `document`'s operations, fragments spread out, up to `most` + 1.
 
-    None for a cycle of fragments or a spread of an unknown one (graphql-core's own rules refuse both;
-    Strawberry's depth limit would raise a KeyError).
+    None for a cycle of fragments or a spread of an unknown one (on which Strawberry's rules crash).
     """
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     own = {name: _own_selections(f.selection_set) for name, f in fragments.items()}

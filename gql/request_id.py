@@ -67,8 +67,7 @@ def new_id() -> str:
 
 def request_id(scope: Scope) -> str:
     """The id `RequestId` gave this request ("-" outside one)."""
-    found: str = scope.get("state", {}).get("request_id", "-")
-    return found
+    return str(scope.get("state", {}).get("request_id", "-"))
 
 
 def error_body(status: int, message: str, request_id: str, **extensions: Any) -> bytes:

@@ -31,10 +31,7 @@ log = logging.getLogger("gql.runlog")
 
 
 def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """`resolver` with its reads of the primary taking one pooled connection (store.one_connection).
-
-    Not with `wait`: the long poll would hold it from the pool while it waits.
-    """
+    """`resolver` with its reads of the primary taking one pooled connection, unless a `wait` long-polls."""
 
     @functools.wraps(resolver)
     async def resolve(*args: Any, **kwargs: Any) -> Any:
