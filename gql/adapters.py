@@ -22,8 +22,7 @@ from .compat.strawberry import (
 class RequestAdapter(StarletteRequestAdapter):
     @property
     def content_type(self) -> str | None:
-        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry
-        # compares it: case-sensitively ("Application/JSON" is JSON too).
+        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry compares it (case-sensitively).
         header = super().content_type
         return "application/json" if json_content_type(header) is None else header
 

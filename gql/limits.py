@@ -57,9 +57,8 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
 class RequestLimits(SchemaExtension):
     """Every per-request limit in one extension: the size check must run before the parser.
 
-    `on_operation` does what Strawberry's `MaxTokensLimiter` and `AddValidationRules` do;
-    `on_execute` refuses a request whose `runLog` fields could read more than `max_lines`
-    lines together (a `blockingRun` is not counted: its runs are read in one batch).
+    `on_operation` does what Strawberry's `MaxTokensLimiter` and `AddValidationRules` do; `on_execute`
+    refuses a request whose `runLog` fields could read more than `max_lines` lines together.
     """
 
     def __init__(
@@ -139,7 +138,6 @@ class DetailBudget:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
         self.left = max_bytes
         self._turn = asyncio.Lock()
 

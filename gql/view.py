@@ -354,16 +354,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
     async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
         """graphql-transport-ws when the client offers it, in any order; else graphql-ws."""
         offered = request.scope.get("subprotocols") or []
-        for protocol in self.websocket_subprotocols:
-            if protocol in offered:
-                return protocol
-        return None
+        return next((protocol for protocol in self.websocket_subprotocols if protocol in offered), None)
 
     async def on_ws_connect(self, context: Context) -> Any:
-        """Read the caller from `connection_init`'s payload (`{"Authorization": "Bearer <token>"}`).
-
-        A payload this cannot read closes the socket with 4403.
-        """
+        """Read the caller from `connection_init`'s payload; one this cannot read closes with 4403."""
         try:
             context.caller = connection_caller(
                 context.policy,
