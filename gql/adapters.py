@@ -10,9 +10,7 @@ from cross_web import HTTPException, StarletteRequestAdapter
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
 
-from .answers import (
-    json_content_type,
-)
+from .answers import json_content_type
 from .compat.strawberry import (
     NonJsonMessageReceived,
     NonTextMessageReceived,
@@ -24,18 +22,15 @@ from .compat.strawberry import (
 class RequestAdapter(StarletteRequestAdapter):
     @property
     def content_type(self) -> str | None:
-        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry
-        # compares it: case-sensitively ("Application/JSON" is JSON too).
+        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry compares it (case-sensitively).
         header = super().content_type
         return "application/json" if json_content_type(header) is None else header
 
 
 class WebSocketAdapter(WebSocketAdapterBase):
-    """Strawberry's websocket adapter, sending text frames and closing on a message that is not a JSON object.
+    """Strawberry's websocket adapter, sending text frames and closing (4400) on a message not a JSON object.
 
-    Text frames, since browsers hand binary ones over as a Blob the `graphql-ws` client
-    cannot parse; a binary frame or a text that is not a JSON object closes with 4400, on
-    both protocols. Overrides and reads what `compat.strawberry.WEBSOCKET_ADAPTER_HOOKS` names.
+    Text, since browsers hand binary frames over as a Blob the `graphql-ws` client cannot parse.
     """
 
     async def iter_json(self, *, ignore_parsing_errors: bool = False) -> AsyncGenerator[object, None]:
@@ -57,14 +52,11 @@ class WebSocketAdapter(WebSocketAdapterBase):
         try:
             await self.ws.send_text(encoded.decode() if isinstance(encoded, bytes) else encoded)
         except (WebSocketDisconnect, StarletteWebSocketDisconnected) as exc:
-            # Gone, or closed by this side (4429, 4400) while an operation
-            # still had something to send: Strawberry's handlers take this
-            # as the client having left.
+            # Gone, or closed by this side: Strawberry's handlers take this as the client having left.
             raise WebSocketDisconnected from exc
 
     async def close(self, code: int, reason: str) -> None:
-        # A socket already closed (the client left, or another operation
-        # closed it) is closed: Starlette would raise on a second close.
+        # Starlette would raise on a second close.
         if self.ws.application_state != WebSocketState.DISCONNECTED:
             with contextlib.suppress(WebSocketDisconnect, StarletteWebSocketDisconnected):
                 await self.ws.close(code=code, reason=reason)

@@ -43,11 +43,10 @@ class MaskUnexpected(MaskErrors):
         yield from super().on_operation()
         # What the request is counted as, on Strawberry's path (run_prepared notes its own).
         found = self.execution_context.graphql_document
-        if found is not None:
-            schema = self.execution_context.schema
-            if isinstance(schema, RunLogSchema):  # build_schema's, as every app's
-                operation = get_operation_ast(found, self.execution_context.operation_name)
-                request_id.note(operation=operation_label(operation, schema.root_labels))
+        schema = self.execution_context.schema
+        if found is not None and isinstance(schema, RunLogSchema):  # build_schema's, as every app's
+            operation = get_operation_ast(found, self.execution_context.operation_name)
+            request_id.note(operation=operation_label(operation, schema.root_labels))
 
 
 def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
@@ -68,10 +67,7 @@ def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:
 
 
 def forget_tracebacks(errors: list[GraphQLError]) -> None:
-    """Drop the tracebacks of answered errors, and of the exceptions they wrap.
-
-    Their frames hold the request's text and body in a cycle the collector frees only late.
-    """
+    """Drop the tracebacks of answered errors and of what they wrap: their frames hold the request."""
     pending: list[BaseException | None] = list(errors)
     seen: set[int] = set()
     while pending:
@@ -84,29 +80,20 @@ def forget_tracebacks(errors: list[GraphQLError]) -> None:
 
 
 def should_mask(error: GraphQLError) -> bool:
-    """Whether `error` came from a surprise rather than from what the caller sent.
-
-    Shown: `ClientError`s, and errors from before execution (parsing, validation, a bad
-    variable, which graphql-core wraps around a `GraphQLError`). Masked: anything else.
-    """
+    """Whether `error` came from a surprise: not a `ClientError`, nor from before execution."""
     original = error.original_error
     if original is None or isinstance(original, ClientError):
         return False
-    # An error pointing into the document (an Int of 5,000 digits) is the caller's.
+    # An error pointing into the document (an Int too long to read) is the caller's.
     return not (error.path is None and (isinstance(original, GraphQLError) or error.nodes))
 
 
 def operation_label(
     operation: OperationDefinitionNode | None, root_labels: dict[OperationType, dict[str, str]]
 ) -> str:
-    """What a GraphQL request is counted as: its root fields' names, joined by `+`.
-
-    Only the schema's own names, to bound the /metrics series: `introspection`, or `invalid`.
-    """
-    if operation is None:
-        return "invalid"
-    names = root_labels.get(operation.operation)
-    if names is None:
+    """What a GraphQL request is counted as: its root fields' names joined by `+` (the schema's only)."""
+    names = None if operation is None else root_labels.get(operation.operation)
+    if operation is None or names is None:
         return "invalid"
     labels = set()
     for selection in operation.selection_set.selections:
@@ -161,10 +148,7 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 @functools.lru_cache(maxsize=256)
 def response_media_type(accept: str | None) -> str:
-    """The media type a GraphQL answer goes out as, for a request's `Accept` header.
-
-    application/graphql-response+json when listed at least as high as application/json, else application/json.
-    """
+    """application/graphql-response+json when `accept` ranks it at least as high as JSON, else JSON."""
     if not accept or accept == JSON:
         return JSON
     graphql_q = json_q = wildcard_q = 0.0

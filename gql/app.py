@@ -50,8 +50,7 @@ def create_app(
 ) -> Starlette:
     """Build the app for `settings` (read from the environment when omitted).
 
-    `prepared=False` answers every request through Strawberry's full pipeline. With
-    RUNLOG_OTEL or a `tracer_provider`, requests and SQL make OpenTelemetry spans.
+    `prepared=False` answers every request through Strawberry's full pipeline.
     """
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
@@ -210,10 +209,7 @@ YOUNG_COLLECTION_EVERY = 10_000
 
 @contextlib.contextmanager
 def _start_up_frozen() -> Iterator[None]:
-    """While apps serve, `gc.freeze` what start-up made and collect the youngest generation less often.
-
-    Undone when the last app of the process stops.
-    """
+    """While apps serve, `gc.freeze` what start-up made and collect the youngest generation less often."""
     global _serving, _threshold
     if _serving == 0:
         _threshold = gc.get_threshold()
@@ -235,10 +231,7 @@ _threshold = gc.get_threshold()
 
 
 class AllowedHosts:
-    """ASGI middleware: a JSON 400 for a request whose Host names none of `hosts` (RUNLOG_ALLOWED_HOSTS).
-
-    Closes DNS rebinding. The probes and /metrics are answered whatever the Host.
-    """
+    """ASGI middleware against DNS rebinding: a JSON 400 for a Host none of `hosts` names."""
 
     def __init__(self, app: Any, hosts: tuple[str, ...]) -> None:
         self.app = app
@@ -274,7 +267,6 @@ class AllowedHosts:
         await send({"type": prefix + "http.response.body", "body": body})
 
 
-# Answered whatever the Host (see AllowedHosts).
 UNCHECKED_HOST_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/metrics"})
 
 

@@ -9,8 +9,6 @@ from typing import Any
 from . import store, tail
 from .page import Asked, ClientError, Context, PageInfo
 
-RefusalOf = Callable[[Context, str, Exception], ClientError]
-
 
 async def read_around(
     context: Context,
@@ -23,12 +21,9 @@ async def read_around(
     filters: store.Filters,
     scope: store.Scope,
     limit: int | None,
-    unavailable: RefusalOf,
+    unavailable: Callable[[Context, str, Exception], ClientError],
 ) -> tuple[list[store.Line], list[str], PageInfo, float]:
-    """The lines (newest first), their cursors and the page's info around `line_id`; and the read's deadline.
-
-    The line, up to half the rest newer, the others older; `startCursor` and `endCursor` go on both ways.
-    """
+    """The lines (newest first), their cursors and the page's info around `line_id`, and the deadline."""
     size = store.clamp_read_limit(limit)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + context.settings.read_timeout

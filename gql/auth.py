@@ -40,13 +40,12 @@ class Policy:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
-        return cls(
-            tokens={
-                Role.READER: tuple(_digest(t) for t in settings.reader_tokens),
-                Role.WRITER: tuple(_digest(t) for t in settings.writer_tokens),
-                Role.ADMIN: tuple(_digest(t) for t in settings.admin_tokens),
-            }
-        )
+        given = {
+            Role.READER: settings.reader_tokens,
+            Role.WRITER: settings.writer_tokens,
+            Role.ADMIN: settings.admin_tokens,
+        }
+        return cls(tokens={role: tuple(map(_digest, tokens)) for role, tokens in given.items()})
 
     @property
     def open_reads(self) -> bool:

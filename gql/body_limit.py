@@ -7,7 +7,7 @@ import gc
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .request_id import error_body, request_id
+from .request_id import error_body, request_id, send_json
 
 # A body at least this big is followed by a young-generation collection (view.PREPARED_MAX_BODY).
 COLLECT_AFTER_BYTES = 256 * 1024
@@ -34,8 +34,7 @@ class BodyLimit:
             await self._serve(scope, receive, send, read)
         finally:
             if read[0] >= COLLECT_AFTER_BYTES:
-                # graphql-core's executor is a reference cycle holding the request's variables:
-                # for a big body, megabytes kept until the next collection.
+                # graphql-core's executor is a reference cycle holding the request's variables.
                 gc.collect(1)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, read: list[int]) -> None:
@@ -74,7 +73,8 @@ class BodyLimit:
             f"The request body is over the limit of {self.max_bytes} bytes "
             f"(RUNLOG_MAX_BODY_BYTES): it has {size}."
         )
-        await _closing(send, 413, error_body(413, message, request_id(scope), maxBytes=self.max_bytes))
+        body = error_body(413, message, request_id(scope), maxBytes=self.max_bytes)
+        await send_json(send, 413, body, _CLOSE)
 
     async def _too_slow(self, scope: Scope, send: Send, size: int) -> None:
         message = (
@@ -82,23 +82,11 @@ class BodyLimit:
             f"{size} bytes came in that time."
         )
         body = error_body(408, message, request_id(scope), timeoutSeconds=self.timeout)
-        await _closing(send, 408, body)
+        await send_json(send, 408, body, _CLOSE)
 
 
-async def _closing(send: Send, status: int, body: bytes) -> None:
-    """Answer `status` and close: the rest of the body is unread, so no request can follow it."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+# A refusal closes the connection: the rest of the body is unread, so no request can follow it.
+_CLOSE = (b"connection", b"close")
 
 
 def _content_length(scope: Scope) -> int | None:

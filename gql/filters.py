@@ -1,8 +1,4 @@
-"""A read's filters (phase, step, time, search) from a caller's values, checked once for every path.
-
-`runLog`, `runLogTail` and the export (gql/export.py) take the same filters;
-each refusal names its argument and costs nothing of the database.
-"""
+"""A read's filters (phase, step, time, search) from a caller's values, checked once for every path."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ from .ids import id_problem, parse_id
 
 MOST_VALUES = 100  # phases or steps one filter lists
 MOST_SEARCH_CHARS = 256
-_MILLISECOND = datetime.timedelta(milliseconds=1)
 
 
 class FilterError(ValueError):
@@ -71,7 +66,7 @@ def _millis(value: datetime.datetime, name: str) -> datetime.datetime:
     try:
         utc = store.as_naive_utc(value)
         rounded = utc - datetime.timedelta(microseconds=utc.microsecond % 1000)
-        return rounded + _MILLISECOND if rounded != utc else rounded
+        return rounded + datetime.timedelta(milliseconds=1) if rounded != utc else rounded
     except OverflowError:
         raise FilterError(
             f"{name}={value.isoformat()} is outside the years 1 to 9999 once read as UTC"

@@ -1,8 +1,4 @@
-"""Run and step ids as callers send them: `parse_id(value)`, the one rule every operation reads them by.
-
-An id is 1 to 2,147,483,647 (INT), in ASCII decimal digits, leading zeros allowed (`"007"`
-is 7); no sign, space, point, exponent or other script's digits.
-"""
+"""Run and step ids as callers send them: `parse_id(value)`, 1 to MAX_ID in ASCII decimal digits."""
 
 from __future__ import annotations
 
@@ -31,12 +27,11 @@ def parse_id(value: Any) -> int | None:
 
 def id_problem(name: str, value: Any) -> str:
     """Why `value` is not an id, for a refusal naming the argument `name`."""
-    return f"{name} must be a positive integer up to {MAX_ID}, in decimal digits, got {_shown(value)}"
-
-
-def _shown(value: Any) -> str:
     # As sent, but never long (a huge integer's repr costs time).
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    shown = repr(value)
-    return shown if len(shown) <= 60 else f"{shown[:60]}... ({len(shown)} characters)"
+        shown = f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    else:
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = f"{shown[:60]}... ({len(shown)} characters)"
+    return f"{name} must be a positive integer up to {MAX_ID}, in decimal digits, got {shown}"

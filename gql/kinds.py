@@ -1,8 +1,6 @@
 """The closed, append-only set of kinds a run-log line can have: `Kind`, and `BY_WIRE_NAME`.
 
-Append only: a stored row must never name a kind no reader knows (tests/test_kinds.py).
-A kind is declared here with its wire name, what it records and why; its detail type in
-details.py. docs/development.md, "Adding a kind", walks through one.
+Append only: a stored row must never name a kind no reader knows. docs/development.md, "Adding a kind".
 """
 
 from __future__ import annotations
@@ -41,13 +39,11 @@ class Kind(enum.Enum):
         member.why = why
         return member
 
-    # Phase 1
     RUN_CREATED = ("run.created", "An occurrence was materialised.", _PHASE_1)
     RUN_STATUS = ("run.status", "A status transition, with from and to.", _PHASE_1)
     PHASE_ENTERED = ("phase.entered", "A phase's steps were materialised.", _PHASE_1)
     STEP_STATUS = ("step.status", "A step transition, with the module's answer.", _PHASE_1)
     NOTE = ("note", "A human action taken from the admin surface.", _PHASE_1)
-    # Phase 2
     RUN_BLOCKED = (
         "run.blocked",
         "An occurrence held off: another run has its concurrency key.",
@@ -59,7 +55,6 @@ class Kind(enum.Enum):
     STEP_RETRY = ("step.retry", "A step failed transiently and will be attempted again.", _PHASE_2)
     STEP_PARKED = ("step.parked", "A step is waiting on a human and nothing is holding it.", _PHASE_2)
     PHASE_COMPLETED = ("phase.completed", "Every step of a phase reached a terminal status.", _PHASE_2)
-    # Phase 5 (the seed says "Phase 5's four" and lists these three)
     PHASE_GATE = ("phase.gate", "A phase opened an advance gate, with what it waits for.", _PHASE_5)
     CONDITION_EVALUATED = (
         "condition.evaluated",
@@ -73,7 +68,6 @@ class Kind(enum.Enum):
         "A gate opened: on a firing, on its deadline, or forced.",
         _PHASE_5,
     )
-    # Phase 6
     RUN_BUDGET = (
         "run.budget",
         "The caps this run was seeded with, and which switch set each.",
@@ -91,7 +85,6 @@ class Kind(enum.Enum):
         "A dry run passed against a version, unlocking scheduled starts.",
         _PHASE_6,
     )
-    # Phase 8
     RESOURCE_RECORDED = (
         "resource.recorded",
         "A step reported what it created or borrowed, and it is ledgered.",

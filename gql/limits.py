@@ -1,15 +1,15 @@
 """What one request may ask of the service: its size, its shape, and how many lines it reads.
 
-Every limit refuses a request before any SQL runs, with an error naming the limit:
-body and query size, tokens, depth and aliases (gql/query_shape.py), variable values
-and lines (`LineBudget`). `query_limits(settings)` gives the schema's extensions.
+Each limit refuses a request before any SQL runs, naming the limit. `query_limits(settings)`
+gives the schema's extensions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from graphql import (
     ASTValidationRule,
@@ -29,9 +29,9 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     SelectionSetNode,
-    TypeNode,
     ValueNode,
     VariableNode,
+    get_operation_ast,
 )
 from strawberry.extensions import SchemaExtension
 
@@ -41,14 +41,9 @@ from .settings import Settings
 
 
 def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
-    """The extensions that hold a request to `settings`' limits, as factories (one extension per request).
-
-    The depth and alias rules are built once here, so that the same rule classes on every
-    request let a validated text be looked up (engine/documents.py).
-    """
+    """The extensions that hold a request to `settings`' limits, as factories (one extension per request)."""
+    # Built once: the same rule classes on every request let a validated text be looked up.
     rules = shape_rules(settings.max_depth, settings.max_aliases, settings.max_tokens)
-    # One extension, not three: the size check must run before the parser, where the
-    # token limit is set.
     return [
         lambda: RequestLimits(
             max_tokens=settings.max_tokens,
@@ -59,38 +54,54 @@ def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     ]
 
 
-class LineBudget(SchemaExtension):
-    """Refuse a request whose `runLog` fields could read more lines, together, than `max_lines`.
+class RequestLimits(SchemaExtension):
+    """Every per-request limit in one extension: the size check must run before the parser.
 
-    Runs once the variables are known; each `runLog` counts its limit as the resolver reads
-    it (null or 0 is 500, else clamped to 1..2000), whatever `kinds` or `@skip` leave out.
-    A `blockingRun` is not counted: its runs are read in one batch per request.
+    `on_operation` does what Strawberry's `MaxTokensLimiter` and `AddValidationRules` do; `on_execute`
+    refuses a request whose `runLog` fields could read more than `max_lines` lines together.
     """
 
-    def __init__(self, max_lines: int) -> None:
+    def __init__(
+        self, max_tokens: int, rules: list[type[ASTValidationRule]], max_lines: int, max_query_bytes: int
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.rules = tuple(rules)
         self.max_lines = max_lines
+        self.max_query_bytes = max_query_bytes
+
+    def on_operation(self) -> Iterator[None]:
+        context = self.execution_context
+        # Before anything reads the text: the token limit does not count comments.
+        refusal = query_text_refusal(context.query, self.max_query_bytes)
+        if refusal is not None:
+            raise refusal  # Strawberry answers an exception here as the request's error
+        context.parse_options["max_tokens"] = self.max_tokens
+        context.validation_rules = context.validation_rules + self.rules
+        yield
+
+    def on_validate(self) -> Iterator[None]:
+        yield
+        errors = self.execution_context.pre_execution_errors
+        if errors:
+            explain_aborted_overlap_check(errors)
 
     def on_execute(self) -> Iterator[None]:
         context = self.execution_context
         document = context.graphql_document
-        operation = _operation(document.definitions, context.operation_name) if document else None
+        operation = get_operation_ast(document, context.operation_name) if document else None
         if (
             operation is not None
             and operation.operation == OperationType.SUBSCRIPTION
             and getattr(context.context, "connection", True) is None
         ):
-            # Over HTTP graphql-core would run the field's plain resolver, and
-            # answer a masked "Cannot return null": say where it is served.
-            context.result = ExecutionResult(
-                data=None,
-                errors=[
-                    GraphQLError(
-                        "A subscription is served over a websocket at this same /graphql "
-                        "(graphql-transport-ws or graphql-ws), not over HTTP",
-                        nodes=[operation],
-                        extensions={"code": "BAD_REQUEST"},
-                    )
-                ],
+            # Over HTTP graphql-core would answer a masked "Cannot return null".
+            context.result = _refused(
+                GraphQLError(
+                    "A subscription is served over a websocket at this same /graphql "
+                    "(graphql-transport-ws or graphql-ws), not over HTTP",
+                    nodes=[operation],
+                    extensions={"code": "BAD_REQUEST"},
+                )
             )
             yield
             return
@@ -98,50 +109,40 @@ class LineBudget(SchemaExtension):
             lines, fields, served_again = lines_asked(document, operation, context.variables)
             values = variable_values(operation, context.variables)
             if values > MAX_VARIABLE_VALUES and operation.operation == OperationType.SUBSCRIPTION:
-                # Strawberry subscribes whatever `result` holds (the websocket
-                # handler runs it): raised here, the refusal is the answer.
+                # Strawberry would subscribe whatever `result` holds: raised, the refusal is the answer.
                 raise _too_many_values(operation, values)
             if values > MAX_VARIABLE_VALUES:
-                context.result = ExecutionResult(data=None, errors=[_too_many_values(operation, values)])
+                context.result = _refused(_too_many_values(operation, values))
             elif lines > self.max_lines:
-                context.result = ExecutionResult(
-                    data=None,
-                    errors=[
-                        GraphQLError(
-                            f"This request could read {lines} lines "
-                            f"({fields} runLog fields{_AGAIN * served_again}); "
-                            f"the limit is {self.max_lines} lines per request "
-                            "(RUNLOG_MAX_LINES_PER_REQUEST). Ask for fewer or smaller pages.",
-                            nodes=[operation],
-                            extensions={
-                                "code": "TOO_MANY_LINES",
-                                "lines": lines,
-                                "maxLines": self.max_lines,
-                            },
-                        )
-                    ],
+                context.result = _refused(
+                    GraphQLError(
+                        f"This request could read {lines} lines "
+                        f"({fields} runLog fields{_AGAIN * served_again}); "
+                        f"the limit is {self.max_lines} lines per request "
+                        "(RUNLOG_MAX_LINES_PER_REQUEST). Ask for fewer or smaller pages.",
+                        nodes=[operation],
+                        extensions={"code": "TOO_MANY_LINES", "lines": lines, "maxLines": self.max_lines},
+                    )
                 )
         yield
 
 
-class DetailBudget:
-    """The stored detail bytes the pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
+def _refused(error: GraphQLError) -> ExecutionResult:
+    return ExecutionResult(data=None, errors=[error])
 
-    One per request, spent as its `runLog` pages are read, one page at a time. A page
-    returns its first line whatever it weighs, so a request returns at most the budget
-    plus one line per page.
+
+class DetailBudget:
+    """The stored detail bytes the `runLog` pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
+
+    Pages spend it one at a time; a page returns its first line whatever it weighs.
     """
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
         self.left = max_bytes
         self._turn = asyncio.Lock()
 
     async def read(self, read_page: Callable[[int], Awaitable[store.Page]], servings: int = 1) -> store.Page:
-        """`read_page(bytes left)`, its details' bytes then spent once for each time they are served.
-
-        A page whose `detail` is aliased (`servings`) may read a share of what is left.
-        """
+        """`read_page(bytes left / servings)`, its details' bytes then spent once per serving."""
         async with self._turn:
             page = await read_page(max(self.left, 0) // servings)
             self.left -= page.detail_bytes * servings
@@ -151,22 +152,16 @@ class DetailBudget:
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"
 
 
-# graphql-core checks each value of a variable against its type one by one, holding
-# the event loop; `kinds` needs at most one per kind. A `JSON` variable (a write's
-# detail) counts as one value, bounded by RUNLOG_MAX_DETAIL_BYTES instead.
+# graphql-core checks each value of a variable one by one, holding the event loop.
 MAX_VARIABLE_VALUES = 10_000
 
 
-# What start-up's pass (Engine.warm) coerces for a required variable of each
-# scalar, to compile pages: any value that coerces will do, as nothing runs.
+# What Engine.warm coerces for a required variable of each scalar: nothing runs.
 _SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Boolean": False}
 
 
 def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) -> dict[str, Any] | None:
-    """Values that coerce for each variable `operation` requires; None if one has no sample.
-
-    A list takes `[]`, an enum its first value, a built-in scalar a value of its type.
-    """
+    """Values that coerce for each variable `operation` requires; None if one has no sample."""
     values: dict[str, Any] = {}
     for definition in operation.variable_definitions or ():
         if definition.default_value is not None or not isinstance(definition.type, NonNullTypeNode):
@@ -189,57 +184,24 @@ def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) 
 def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> int:
     """How many values graphql-core will check to coerce `variables`, counted up to just past the limit.
 
-    Each value, list item and input object member counts one; a `JSON` value counts one
-    whole. Counting stops past MAX_VARIABLE_VALUES.
+    Each value, list item and input object member counts one; a `JSON` value counts one whole.
     """
-    if not variables:
-        return 0
     count = 0
-    pending: list[tuple[Any, TypeNode]] = [
-        (variables[d.variable.name.value], d.type)
-        for d in operation.variable_definitions or ()
-        if d.variable.name.value in variables
-    ]
-    while pending and count <= MAX_VARIABLE_VALUES:
-        value, type_node = pending.pop()
-        if isinstance(type_node, NonNullTypeNode):
-            type_node = type_node.type
-        if not isinstance(type_node, ListTypeNode):
-            count += 1 + _members(value, type_node, MAX_VARIABLE_VALUES + 1 - count)
-        elif not isinstance(value, list):
-            pending.append((value, type_node.type))  # one value is read as a list of it
-        else:
-            count += 1
-            item_type = type_node.type
-            named = item_type.type if isinstance(item_type, NonNullTypeNode) else item_type
-            if isinstance(named, NamedTypeNode):
-                # Counted without a walk: a list of 600,000 is refused at once.
-                count += len(value)
-                for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)]:
-                    count += _members(item, named, MAX_VARIABLE_VALUES + 1 - count)
+    pending: list[Any] = []
+    for definition in operation.variable_definitions or ():
+        name = definition.variable.name.value
+        named = definition.type.type if isinstance(definition.type, NonNullTypeNode) else definition.type
+        if variables and name in variables:
+            if isinstance(named, NamedTypeNode) and named.name.value == "JSON":
+                count += 1
             else:
-                pending.extend((item, item_type) for item in value[: max(0, MAX_VARIABLE_VALUES + 1 - count)])
-    return count
-
-
-def _members(value: Any, type_node: Any, most: int) -> int:
-    """The members of an object `value` and of every object and list inside it, counted up to `most`.
-
-    Nothing for a value that is not an object, or is a `JSON` value.
-    """
-    if not isinstance(value, dict) or type_node.name.value == "JSON":
-        return 0
-    count = 0
-    pending: list[Any] = [value]
-    while pending and count < most:
-        found = pending.pop()
-        inner = found.values() if isinstance(found, dict) else found
-        for item in inner:
-            count += 1
-            if isinstance(item, dict | list):
-                pending.append(item)
-            if count >= most:
-                break
+                pending.append(variables[name])
+    while pending and count <= MAX_VARIABLE_VALUES:
+        value = pending.pop()
+        count += 1
+        if isinstance(value, dict | list):
+            inner = value.values() if isinstance(value, dict) else value
+            pending.extend(itertools.islice(inner, MAX_VARIABLE_VALUES + 1 - count))
     return count
 
 
@@ -269,103 +231,41 @@ def query_text_refusal(query: str | None, max_bytes: int) -> GraphQLError | None
 
 def lines_asked(
     document: DocumentNode, operation: OperationDefinitionNode, variables: Mapping[str, Any] | None
-) -> LinesAsked:
-    """The lines `operation`'s runLog fields could serve together, and how many such fields it has."""
+) -> tuple[int, int, bool]:
+    """The lines `operation`'s runLog fields could serve together, how many such fields it has, and
+    whether a page is served more than once (each serving counts its lines: `detail_servings`)."""
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
     root = selections([operation.selection_set], fragments, deep=False)
     fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
     read = [_read_limit(field, variables or {}, defaults) for field in fields]
     served = [limit * detail_servings(field, fragments) for field, limit in zip(fields, read, strict=True)]
-    return LinesAsked(sum(served), len(fields), sum(served) > sum(read))
+    return sum(served), len(fields), sum(served) > sum(read)
 
 
-class LinesAsked(NamedTuple):
-    lines: int  # each page counted once for each time it is served (see detail_servings)
-    fields: int  # runLog fields
-    served_again: bool  # some page is served more than once
-
-
-# The fields that hold a page's lines, and what each line links to: each
-# alias of one serves every line (or its detail, or its blocking run) again.
+# The fields that hold a page's lines, and what each line links to.
 _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 
 
 def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
     """How many times a runLog field's lines are served: once, or once per alias of what holds them.
 
-    The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response
-    key as graphql-core merges them: aliases re-serve one page that was read once. An alias of
-    `blockingRun` alone is counted one too many: the page reads less, never more.
+    The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response key
+    as graphql-core merges them (an alias of `blockingRun` alone over-counts: safe).
     """
 
     def count(selection_sets: list[SelectionSetNode], depth: int) -> int:
         if depth == len(_SERVING_FIELDS):
             return 1
-        found = _fields_by_key(selection_sets, _SERVING_FIELDS[depth], fragments)
+        # The fields of this depth's name, by response key, as graphql-core collects them.
+        found: dict[str, list[SelectionSetNode]] = {}
+        name = _SERVING_FIELDS[depth]
+        for node in selections(selection_sets, fragments, deep=False):
+            if isinstance(node, FieldNode) and node.name.value == name and node.selection_set:
+                found.setdefault((node.alias or node.name).value, []).append(node.selection_set)
         return max(1, sum(count(sets, depth + 1) for sets in found.values()))
 
     return 1 if field.selection_set is None else count([field.selection_set], 0)
-
-
-def _fields_by_key(
-    selection_sets: list[SelectionSetNode], name: str, fragments: dict[str, FragmentDefinitionNode]
-) -> dict[str, list[SelectionSetNode]]:
-    """The selection sets of the fields called `name` directly under `selection_sets`, by response key.
-
-    Through fragments, each fragment once, as graphql-core collects fields.
-    """
-    found: dict[str, list[SelectionSetNode]] = {}
-    for selection in selections(selection_sets, fragments, deep=False):
-        if isinstance(selection, FieldNode) and selection.name.value == name and selection.selection_set:
-            found.setdefault((selection.alias or selection.name).value, []).append(selection.selection_set)
-    return found
-
-
-class RequestLimits(LineBudget):
-    """Strawberry's token limit and extra validation rules, and the line budget, in one extension.
-
-    `on_operation` does what `MaxTokensLimiter` and `AddValidationRules` do, in that order;
-    `on_execute` is `LineBudget`'s.
-    """
-
-    def __init__(
-        self,
-        max_tokens: int,
-        rules: list[type[ASTValidationRule]],
-        max_lines: int,
-        max_query_bytes: int = 128 * 1024,
-    ) -> None:
-        super().__init__(max_lines=max_lines)
-        self.max_tokens = max_tokens
-        self.rules = tuple(rules)
-        self.max_query_bytes = max_query_bytes
-
-    def on_operation(self) -> Iterator[None]:
-        context = self.execution_context
-        # Before anything reads the text: the token limit does not count
-        # comments, and a 4 MiB comment, string or name took about a second
-        # to parse (and to hash, as the document cache's key).
-        refusal = query_text_refusal(context.query, self.max_query_bytes)
-        if refusal is not None:
-            raise refusal  # Strawberry answers an exception here as the request's error
-        context.parse_options["max_tokens"] = self.max_tokens
-        context.validation_rules = context.validation_rules + self.rules
-        yield
-
-    def on_validate(self) -> Iterator[None]:
-        yield
-        errors = self.execution_context.pre_execution_errors
-        if errors:
-            explain_aborted_overlap_check(errors)
-
-
-def _operation(definitions: Any, name: str | None) -> OperationDefinitionNode | None:
-    operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
-    if name is not None:
-        operations = [o for o in operations if o.name is not None and o.name.value == name]
-    # Otherwise no operation or an ambiguous one: execution refuses it anyway.
-    return operations[0] if len(operations) == 1 else None
 
 
 def _read_limit(

@@ -1,17 +1,11 @@
-"""A document's shape: the one walk over its selections (`selections`), and the rules that bound it.
-
-`shape_rules(max_depth, max_aliases, most)`, for gql/limits.py: depth, aliases, selections with
-fragments spread out, and the budget of graphql-core's overlap check.
-"""
+"""A document's shape: the one walk over its selections (`selections`), and the rules that bound it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
-from typing import Any
 
 from graphql import (
-    BREAK,
     ASTValidationRule,
     DocumentNode,
     FragmentDefinitionNode,
@@ -23,8 +17,6 @@ from graphql import (
     SelectionSetNode,
     ValidationContext,
     ValidationRule,
-    Visitor,
-    visit,
 )
 from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter
 
@@ -64,37 +56,8 @@ def selections(
 
 
 def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTValidationRule]]:
-    """The rules that refuse a document too deep, too aliased, or with more than `most` selections spread out.
-
-    Build them once per process: the same rule classes let a validated text be looked up.
-    """
-    # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
+    """The rules refusing a document too deep, too aliased, or of more than `most` selections spread out."""
     bound_overlap_check(OVERLAP_BUDGET)
-    expansion = _expansion_limit(most)
-    (depth,) = _DepthLimiter(max_depth=max_depth).validation_rules
-    (aliases,) = MaxAliasesLimiter(max_alias_count=max_aliases).validation_rules
-    return [expansion, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
-
-
-class _DepthLimiter(QueryDepthLimiter):
-    """Strawberry's depth limit, leaving `{ ...Missing }` (a KeyError there) to graphql-core's own rule."""
-
-    def __init__(self, max_depth: int) -> None:
-        super().__init__(max_depth=max_depth)
-        (depth_rule,) = self.validation_rules
-
-        class Rule(depth_rule):  # type: ignore[valid-type,misc]
-            def __init__(self, context: ValidationContext) -> None:
-                if _spreads_unknown_fragments(context.document):
-                    ValidationRule.__init__(self, context)
-                else:
-                    super().__init__(context)
-
-        self.validation_rules = [Rule]
-
-
-def _expansion_limit(most: int) -> type[ASTValidationRule]:
-    """A rule refusing a document whose fragments, spread out, hold more than `most` selections."""
 
     class ExpansionLimit(ValidationRule):
         def __init__(self, context: ValidationContext) -> None:
@@ -111,11 +74,14 @@ def _expansion_limit(most: int) -> type[ASTValidationRule]:
                     )
                 )
 
-    return ExpansionLimit
+    (depth,) = QueryDepthLimiter(max_depth=max_depth).validation_rules
+    (aliases,) = MaxAliasesLimiter(max_alias_count=max_aliases).validation_rules
+    # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
+    return [ExpansionLimit, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
 
 
 def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidationRule]:
-    """`rule`, skipped for a document the expansion limit refuses or whose fragments form a cycle."""
+    """`rule`, skipped for a document the expansion limit refuses, or `expanded_selections` cannot count."""
 
     class Guarded(rule):  # type: ignore[valid-type,misc]
         def __init__(self, context: ValidationContext) -> None:
@@ -129,10 +95,20 @@ def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidat
 
 
 def expanded_selections(document: DocumentNode, most: int) -> int | None:
-    """The selections of `document`'s operations, fragments spread out, up to `most` + 1; None for a cycle."""
+    """The selections of `document`'s operations, fragments spread out, up to `most` + 1.
+
+    None for a cycle of fragments or a spread of an unknown one (on which Strawberry's rules crash).
+    """
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
     own = {name: _own_selections(f.selection_set) for name, f in fragments.items()}
-    order = TopologicalSorter({name: {s for s in spreads if s in own} for name, (_, spreads) in own.items()})
+    operations = [
+        _own_selections(d.selection_set)
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    ]
+    if any(s not in own for _, spreads in [*own.values(), *operations] for s in spreads):
+        return None
+    order = TopologicalSorter({name: set(spreads) for name, (_, spreads) in own.items()})
     try:
         ordered = list(order.static_order())
     except CycleError:
@@ -140,12 +116,10 @@ def expanded_selections(document: DocumentNode, most: int) -> int | None:
     sizes: dict[str, int] = {}
     for name in ordered:
         count, spreads = own[name]
-        sizes[name] = min(count + sum(sizes.get(s, 0) for s in spreads), most + 1)
+        sizes[name] = min(count + sum(sizes[s] for s in spreads), most + 1)
     total = 0
-    for definition in document.definitions:
-        if isinstance(definition, OperationDefinitionNode):
-            count, spreads = _own_selections(definition.selection_set)
-            total = min(total + count + sum(sizes.get(s, 0) for s in spreads), most + 1)
+    for count, spreads in operations:
+        total = min(total + count + sum(sizes[s] for s in spreads), most + 1)
     return total
 
 
@@ -155,25 +129,7 @@ def _own_selections(selection_set: SelectionSetNode) -> tuple[int, list[str]]:
     return len(found), [s.name.value for s in found if isinstance(s, FragmentSpreadNode)]
 
 
-def _spreads_unknown_fragments(document: DocumentNode) -> bool:
-    defined = {d.name.value for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-
-    class Spreads(Visitor):
-        unknown = False
-
-        def enter_fragment_spread(self, node: FragmentSpreadNode, *_: Any) -> Any:
-            if node.name.value not in defined:
-                self.unknown = True
-                return BREAK
-            return None
-
-    spreads = Spreads()
-    visit(document, spreads)
-    return spreads.unknown
-
-
-# graphql-core compares same-named fields pair by pair; its default budget (500,000) could
-# hold the loop for seconds. The shipped operations spend about 1,400.
+# graphql-core compares same-named fields pair by pair; its default budget could hold the loop for seconds.
 OVERLAP_BUDGET = 25_000
 
 

@@ -1,9 +1,7 @@
 """`RequestId`, the outermost ASGI middleware: an id on every response and log line, and no bare 500.
 
-The id is the caller's `X-Request-Id` (printable ASCII, at most 128 characters) or a new one,
-in `scope["state"]["request_id"]`. It opens the request's log context (`context()`, `note()`),
-counts the request in gql/metrics.py, and answers an uncaught exception with a JSON 500.
-A websocket's handshake answer (101, or a JSON 403) carries the id too.
+The id (the caller's `X-Request-Id`, or a new one) is in `scope["state"]["request_id"]`; the
+request's log context is `context()`, added to by `note()`.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import logging
 import os
 import re
 import time
+from http import HTTPStatus
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,26 +27,13 @@ MAX_CALLER_ID_CHARS = 128
 # W3C Trace Context: version-traceid-parentid-flags, lower-case hex (a later version may add fields).
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 
-# The log context of the request being served: a dict (request_id, trace_id,
-# operation, run_id, ...) shared by every task that serves it, or None.
+# The log context of the request being served, shared by every task that serves it.
 _context: contextvars.ContextVar[dict[str, Any] | None]
 _context = contextvars.ContextVar("runlog_request", default=None)
 _NOWHERE: dict[str, Any] = {}
 
 # What a request is counted as when no GraphQL operation names it.
 _ROUTES = {"/healthz": "healthz", "/livez": "livez", "/readyz": "readyz", "/metrics": "metrics"}
-
-# The code in an error's `extensions`, by HTTP status.
-CODES = {
-    400: "BAD_REQUEST",
-    403: "FORBIDDEN",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    408: "REQUEST_TIMEOUT",
-    413: "BODY_TOO_LARGE",
-    415: "UNSUPPORTED_MEDIA_TYPE",
-    500: "INTERNAL_SERVER_ERROR",
-}
 
 
 def context() -> dict[str, Any]:
@@ -81,20 +67,30 @@ def new_id() -> str:
 
 def request_id(scope: Scope) -> str:
     """The id `RequestId` gave this request ("-" outside one)."""
-    found: str = scope.get("state", {}).get("request_id", "-")
-    return found
+    return str(scope.get("state", {}).get("request_id", "-"))
 
 
 def error_body(status: int, message: str, request_id: str, **extensions: Any) -> bytes:
     """A GraphQL-shaped JSON error body: what a GraphQL client knows how to show."""
-    details = {"code": CODES.get(status, "ERROR"), **extensions, "requestId": request_id}
+    # The code is the status's name (`METHOD_NOT_ALLOWED`), but 413's, which says what is too large.
+    code = "BODY_TOO_LARGE" if status == 413 else HTTPStatus(status).name
+    details = {"code": code, **extensions, "requestId": request_id}
     return json.dumps(
         {"errors": [{"message": message, "extensions": details}]}, separators=(",", ":")
     ).encode()
 
 
-def _from_caller(scope: Scope) -> tuple[str | None, str | None]:
-    """The caller's valid request id and trace id, each None when absent or not valid."""
+async def send_json(
+    send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes], prefix: str = ""
+) -> None:
+    """Send a whole JSON response; `prefix="websocket."` answers a websocket's handshake."""
+    fixed = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": prefix + "http.response.start", "status": status, "headers": [*fixed, *headers]})
+    await send({"type": prefix + "http.response.body", "body": body})
+
+
+def _open(scope: Scope, **fields: Any) -> tuple[str, dict[str, Any], contextvars.Token[Any]]:
+    """Give the request its id (the caller's when valid), and open its log context with `fields`."""
     rid = trace = None
     for name, value in scope.get("headers", ()):
         if name == HEADER:
@@ -104,7 +100,17 @@ def _from_caller(scope: Scope) -> tuple[str | None, str | None]:
                 rid = text
         elif name == TRACEPARENT:
             trace = trace_id(value.decode("latin-1"))
-    return rid, trace
+    rid = rid or new_id()
+    scope.setdefault("state", {})["request_id"] = rid
+    context = {"request_id": rid, **fields}
+    if trace is not None:
+        context["trace_id"] = trace
+    return rid, context, _context.set(context)
+
+
+def _with_id(message: Message, header: tuple[bytes, bytes]) -> Message:
+    headers = [h for h in message.get("headers", ()) if h[0].lower() != HEADER]
+    return {**message, "headers": [*headers, header]}
 
 
 class RequestId:
@@ -121,13 +127,7 @@ class RequestId:
             await self.app(scope, receive, send)
             return
         arrived = time.perf_counter()
-        given, trace = _from_caller(scope)
-        rid = given or new_id()
-        scope.setdefault("state", {})["request_id"] = rid
-        fields: dict[str, Any] = {"request_id": rid, "arrived": arrived}
-        if trace is not None:
-            fields["trace_id"] = trace
-        token = _context.set(fields)
+        rid, fields, token = _open(scope, arrived=arrived)
         header = (HEADER, rid.encode())
         status = 0
 
@@ -135,8 +135,7 @@ class RequestId:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = [h for h in message.get("headers", ()) if h[0].lower() != HEADER]
-                message = {**message, "headers": [*headers, header]}
+                message = _with_id(message, header)
             await send(message)
 
         try:
@@ -147,30 +146,13 @@ class RequestId:
                 status = 500
                 raise  # half a response is out: the server can only close the connection
             status = 500
-            body = error_body(500, f"Unexpected error (request id {rid}).", rid)
-            await send_with_id(
-                {
-                    "type": "http.response.start",
-                    "status": 500,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send_with_id({"type": "http.response.body", "body": body})
+            await send_json(send_with_id, 500, error_body(500, f"Unexpected error (request id {rid}).", rid))
         finally:
             _context.reset(token)
             _count(scope, fields, status, time.perf_counter() - arrived)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        given, trace = _from_caller(scope)
-        rid = given or new_id()
-        scope.setdefault("state", {})["request_id"] = rid
-        fields: dict[str, Any] = {"request_id": rid}
-        if trace is not None:
-            fields["trace_id"] = trace
-        token = _context.set(fields)
+        rid, _, token = _open(scope)
         header = (HEADER, rid.encode())
         answers = "websocket.http.response" in scope.get("extensions", {})
         handshake = True  # no answer to the handshake sent yet
@@ -183,17 +165,10 @@ class RequestId:
                 if kind == "websocket.close" and answers:
                     # Refused before it was accepted: uvicorn's own 403 would carry no id.
                     body = error_body(403, "This websocket was refused.", rid)
-                    start = {
-                        "type": "websocket.http.response.start",
-                        "status": 403,
-                        "headers": [(b"content-type", b"application/json"), header],
-                    }
-                    await send(start)
-                    await send({"type": "websocket.http.response.body", "body": body})
+                    await send_json(send, 403, body, header, prefix="websocket.")
                     return
                 if kind in ("websocket.accept", "websocket.http.response.start"):
-                    headers = [h for h in message.get("headers", ()) if h[0].lower() != HEADER]
-                    message = {**message, "headers": [*headers, header]}
+                    message = _with_id(message, header)
             await send(message)
 
         try:

@@ -1,7 +1,6 @@
 """The run page: `/runs` (the runs in flight) and `/runs/{runId}` (one run), from `routes(trusted_documents)`.
 
-One HTML shell and gql/static/runpage.js (preact, htm, graphql-ws from gql/static/runpage/),
-same-origin only, calling /graphql with the shipped operations as any client does.
+One HTML shell and gql/static/runpage.js, calling /graphql with the shipped operations.
 """
 
 from __future__ import annotations

@@ -11,19 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import strawberry
-from graphql import (
-    GraphQLError,
-    OperationType,
-)
+from graphql import GraphQLError, OperationType
 from strawberry.extensions import SchemaExtension
 from strawberry.scalars import JSON
 
 from . import metrics, retention, store, subscriptions, tail
 from .auth import Action
 from .compat.strawberry import graphql_schema, resolve_info
-from .details import (
-    DETAIL_TYPES,
-)
+from .details import DETAIL_TYPES
 from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
@@ -36,10 +31,7 @@ log = logging.getLogger("gql.runlog")
 
 
 def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """`resolver` with its reads of the primary taking one pooled connection (store.one_connection).
-
-    Not with `wait`: the long poll would hold it from the pool while it waits.
-    """
+    """`resolver` with its reads of the primary taking one pooled connection, unless a `wait` long-polls."""
 
     @functools.wraps(resolver)
     async def resolve(*args: Any, **kwargs: Any) -> Any:
@@ -49,6 +41,21 @@ def _one_connection(resolver: Callable[..., Awaitable[Any]]) -> Callable[..., Aw
             return await resolver(*args, **kwargs)
 
     return resolve
+
+
+# The arguments runLog and runLogTail share.
+Kinds = Annotated[
+    list[RunLogKind] | None,
+    strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
+]
+Phases = Annotated[
+    list[int] | None,
+    strawberry.argument(description="Only lines of these phases (0 or more; at most 100); null for all."),
+]
+Steps = Annotated[
+    list[strawberry.ID] | None,
+    strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
+]
 
 
 # ── retention ────────────────────────────────────────────────────────────────
@@ -186,10 +193,7 @@ class Query:
         self,
         info: strawberry.Info[Context, None],
         run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to read.")],
-        kinds: Annotated[
-            list[RunLogKind] | None,
-            strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
-        ] = None,
+        kinds: Kinds = None,
         limit: Annotated[
             int | None,
             strawberry.argument(description="Lines per page: null or 0 means 500; 1..2000."),
@@ -225,16 +229,8 @@ class Query:
                 "allows."
             ),
         ] = None,
-        phase: Annotated[
-            list[int] | None,
-            strawberry.argument(
-                description="Only lines of these phases (0 or more; at most 100); null for all."
-            ),
-        ] = None,
-        step_id: Annotated[
-            list[strawberry.ID] | None,
-            strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
-        ] = None,
+        phase: Phases = None,
+        step_id: Steps = None,
         since: Annotated[
             datetime.datetime | None,
             strawberry.argument(
@@ -266,8 +262,7 @@ class Query:
         ] = None,
     ) -> RunLogPage:
         context = info.context
-        # Strawberry's Info has no public field nodes or fragments;
-        # graphql-core's own info has both.
+        # Strawberry's Info has no public field nodes or fragments.
         raw = resolve_info(info)
         return await read_run_log(
             context,
@@ -394,14 +389,12 @@ class Mutation:
         try:
             store.as_naive_utc(before)
         except OverflowError:
-            # 0001-01-01T00:00:00+05:00 is a valid DateTime, but in UTC it is
-            # before the year 1, which no database column can compare with.
+            # 0001-01-01T00:00:00+05:00 is a valid DateTime, but before the year 1 in UTC.
             raise ClientError(
                 f"before={before.isoformat()} is outside the years 1 to 9999 once read as UTC",
                 "BAD_USER_INPUT",
             ) from None
-        # The store answers what it deleted by the deadline (slice by slice,
-        # see store.prune_terminal); it fails only when it deleted nothing.
+        # The store answers what it deleted by the deadline; it fails only when it deleted nothing.
         deadline = asyncio.get_running_loop().time() + context.settings.prune_timeout
         try:
             deleted = await store.prune_terminal(
@@ -439,26 +432,15 @@ class Subscription:
         self,
         info: strawberry.Info[Context, None],
         run_id: Annotated[strawberry.ID, strawberry.argument(description="The run to follow.")],
-        kinds: Annotated[
-            list[RunLogKind] | None,
-            strawberry.argument(description="Only lines of these kinds; null for all, [] for none."),
-        ] = None,
+        kinds: Kinds = None,
         since: Annotated[
             str | None,
             strawberry.argument(
                 description="A line's `cursor`: start with the lines newer than it. Null: from now on."
             ),
         ] = None,
-        phase: Annotated[
-            list[int] | None,
-            strawberry.argument(
-                description="Only lines of these phases (0 or more; at most 100); null for all."
-            ),
-        ] = None,
-        step_id: Annotated[
-            list[strawberry.ID] | None,
-            strawberry.argument(description="Only lines of these steps (at most 100); null for all."),
-        ] = None,
+        phase: Phases = None,
+        step_id: Steps = None,
         search: Annotated[
             str | None,
             strawberry.argument(
@@ -467,17 +449,12 @@ class Subscription:
             ),
         ] = None,
     ) -> AsyncIterator[RunLogLine]:
-        # A coroutine that returns the stream, not a generator: its refusals
-        # (the caller, the run id, the caps) are raised before the stream
-        # starts, so the client gets them as the operation's error.
+        # A coroutine returning the stream: its refusals are the operation's error, before it starts.
         context = info.context
         context.require(Action.READ, "runLogTail")
         number = parse_id(run_id)
         if number is None:
-            raise ClientError(
-                id_problem("runId", run_id),
-                "BAD_USER_INPUT",
-            )
+            raise ClientError(id_problem("runId", run_id), "BAD_USER_INPUT")
         wire_kinds = None if kinds is None else [k.value for k in kinds]
         try:
             filters = read_filters(phase=phase, step_id=step_id, search=search)
@@ -543,9 +520,7 @@ class RunLogSchema(strawberry.Schema):
         return found
 
     def process_errors(self, errors: list[GraphQLError], execution_context: Any = None) -> None:
-        # Strawberry logs every error with its stack. A refusal the caller can
-        # act on is not a server problem, and unexpected errors are logged
-        # once, with their request id, by the masking extension.
+        # Strawberry logs every error with its stack; unexpected ones are logged by MaskUnexpected.
         for error in errors:
             log.debug("GraphQL error: %s", error.message)
 
@@ -558,8 +533,7 @@ def build_schema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        # Detail types reached only through the union are listed so the SDL
-        # always has all of them in a stable order.
+        # Listed, so the SDL has every detail type in a stable order.
         types=list(DETAIL_TYPES.values()),
         extensions=extensions or [],
         execution_context_class=PageExecutor.with_plans() if fast_path else VariablesExecutor,

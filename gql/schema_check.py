@@ -1,8 +1,6 @@
 """`check-schema`: what changed between an earlier SDL and the schema this code serves.
 
-Clients are generated from `schema.graphql`; a breaking change graphql-core finds
-(`find_breaking_changes`) passes only when `docs/schema-changes.md` announces it, word
-for word, as a list item.
+A breaking change passes only when `docs/schema-changes.md` announces it, word for word, as a list item.
 """
 
 from __future__ import annotations
@@ -49,10 +47,7 @@ def compare(old_sdl: str, new_sdl: str, announcements: str = "") -> Report:
 
 
 def announced_changes(markdown: str) -> set[str]:
-    """The list items of the announcements page, outside code blocks, as announced descriptions.
-
-    An item starting with graphql-core's sentence for a change announces it, and may go on.
-    """
+    """The list items of the announcements page, outside code blocks, as announced descriptions."""
     items: set[str] = set()
     fenced = False
     for line in markdown.splitlines():
@@ -77,8 +72,7 @@ def repo_root(start: Path) -> Path:
 
 
 def baseline(against: str | None, root: Path) -> tuple[str, str]:
-    """The earlier SDL and where it came from: a file, a git revision, or by default
-    the version before the latest commit that changed `schema.graphql`."""
+    """The earlier SDL and where it came from: a file, a git revision, or before its latest change."""
     if against is not None and Path(against).is_file():
         return Path(against).read_text(encoding="utf-8"), against
     if against is None:

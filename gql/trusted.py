@@ -1,8 +1,4 @@
-"""Trusted documents: operations known by hash (`TrustedDocuments.from_settings`), and who may run others.
-
-The shipped manifest is operations/persisted-documents.json; RUNLOG_TRUSTED_DOCUMENTS_FILE adds more.
-A client may send `{"documentId": "sha256:<hex>"}`.
-"""
+"""Trusted documents: operations known by hash (`TrustedDocuments.from_settings`), and who may run others."""
 
 from __future__ import annotations
 

@@ -30,10 +30,7 @@ from .settings import Settings
 def log_unrun_writes(
     request_id: str, sent: bytes | Mapping[str, Any], errors: list[GraphQLError], settings: Settings
 ) -> None:
-    """Log, at WARNING, each `writeRunLog` line of a request refused before it ran (a value did not coerce).
-
-    `sent` is an HTTP request's JSON body, or a websocket operation's payload (`query`, `variables`).
-    """
+    """Log each `writeRunLog` line of a request refused before it ran; `sent` is its body or payload."""
     if b"writeRunLog" not in sent if isinstance(sent, bytes) else "writeRunLog" not in str(sent.get("query")):
         return
     reason = "the request was refused before it ran: " + "; ".join(
@@ -45,11 +42,10 @@ def log_unrun_writes(
         if len(query) > settings.max_query_bytes:
             raise ValueError("a text this long is not parsed again")  # it costs the loop
         document = parse(query, no_location=True, max_tokens=settings.max_tokens)
+        lines = _write_arguments(document, variables if isinstance(variables, dict) else {})
     except Exception:  # not a request this can read: the body, bounded, is the trace
-        metrics.count_write(reason)
-        writes.log_refused(reason, request_id, {"request": _as_text(sent)}, settings.max_detail_bytes)
-        return
-    for arguments in _write_arguments(document, variables if isinstance(variables, dict) else {}):
+        lines = [{"request": sent.decode("utf-8", "replace") if isinstance(sent, bytes) else repr(sent)}]
+    for arguments in lines:
         metrics.count_write(reason)
         writes.log_refused(reason, request_id, arguments, settings.max_detail_bytes)
 
@@ -80,7 +76,3 @@ def _as_sent(node: ValueNode, variables: dict[str, Any]) -> Any:
     if isinstance(node, ObjectValueNode):
         return {field.name.value: _as_sent(field.value, variables) for field in node.fields}
     return value_from_ast_untyped(node, variables)
-
-
-def _as_text(sent: bytes | Mapping[str, Any]) -> str:
-    return sent.decode("utf-8", "replace") if isinstance(sent, bytes) else repr(sent)

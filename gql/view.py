@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 from typing import Any
-from urllib.parse import urlsplit
 
 import orjson
 from cross_web import HTTPException
@@ -38,7 +37,7 @@ from .answers import (
     should_mask,
 )
 from .auth import Policy, Role
-from .compat.strawberry import InvalidOperationTypeError
+from .compat.strawberry import InvalidOperationTypeError, is_same_origin
 from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
 from .limits import RequestLimits
 from .page import Context
@@ -58,11 +57,6 @@ def reproduced(extension: Any) -> bool:
     made = extension if isinstance(extension, type) else type(extension())
     # Masking is in process_result, limits and introspection in the cached validation.
     return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
-
-
-def declined(reason: str, query: str | None, why: str) -> None:
-    """Count a request `run_prepared` leaves to Strawberry's pipeline, and log it once per text."""
-    metrics.fell_back("prepared", reason, query, why)
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
@@ -85,17 +79,14 @@ class RunLogGraphQL(GraphQL[Context, None]):
         super().__init__(schema, **options)
         self.trusted = trusted
         self.policy = policy
-        # With an extension whose per-request effect run_prepared does not
-        # reproduce (a tracer, a resolver middleware, added later), every
-        # request goes through Strawberry, which runs it.
+        # An extension run_prepared does not reproduce (a tracer) sends every request through Strawberry.
         self.prepared = prepared and not schema.directives and all(map(reproduced, schema.extensions))
         self.engine = Engine(schema, caches, max_lines)
         self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         if request.scope["type"] == "websocket" and not self.origin_allowed(request):
-            # Checked here, before Strawberry's own check (which decides it the
-            # same way), for a warning that names the setting to change.
+            # Before Strawberry's own check (which agrees), for a warning naming the setting.
             log.warning(
                 "websocket %s refused: a page of origin %r may open it only if RUNLOG_CORS_ORIGINS "
                 "names that origin (the request was for host %r)",
@@ -124,9 +115,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         root_value: Any,
         request_data: GraphQLRequestData,
     ) -> ExecutionResult:
-        # A GET may run a query, never a mutation (a link or an <img> could
-        # send it): the GraphQL over HTTP specification's 405, which `run`
-        # answers with `Allow: POST`. Strawberry would answer 400.
+        # A GET may run a query, never a mutation (a link or an <img> could send it): 405, not 400.
         try:
             return await super().execute_single(
                 request, request_adapter, sub_response, context, root_value, request_data
@@ -139,10 +128,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             raise
 
     async def parse_http_body(self, request: Any) -> Any:
-        # Strawberry executes any content type that contains "application/json"
-        # ("text/plain, application/json", "application/jsonp"). Only JSON is
-        # read here; multipart uploads are off (Strawberry's default), there is
-        # no Upload scalar.
+        # Strawberry executes any content type containing "application/json" ("application/jsonp").
         if request.method == "POST":
             refusal = json_content_type(request.headers.get("content-type"))
             if refusal is not None:
@@ -187,26 +173,23 @@ class RunLogGraphQL(GraphQL[Context, None]):
     async def run_prepared(self, request: Request) -> Response | None:
         """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
 
-        The text, operation name and variables go to `gql.engine.Engine`; the rest uses the
-        pieces `run` uses (`get_context`, the schema's error processing, `process_result`,
-        `create_response`). Anything this might not read exactly as `run` would (another
-        content type, `extensions`, a body that is not a JSON object, a text not prepared yet,
-        a request over the line budget) goes to `run`, untouched.
+        Anything this might not read exactly as `run` would (another content type, `extensions`,
+        a text not prepared yet, a request over the line budget) goes to `run`, untouched.
         """
         if json_content_type(request.headers.get("content-type")) is not None:
-            declined("content_type", None, "the content type is not application/json")
+            metrics.fell_back("prepared", "content_type", None, "the content type is not application/json")
             return None
         body = await request.body()
         if len(body) > PREPARED_MAX_BODY:
-            declined("large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
+            metrics.fell_back("prepared", "large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
             return None
         try:
             data = self.decode_json(body)  # as `run` reads it
         except (ValueError, HTTPException):
-            declined("json", None, "the body is not JSON (Strawberry refuses it)")
+            metrics.fell_back("prepared", "json", None, "the body is not JSON (Strawberry refuses it)")
             return None
         if type(data) is not dict:
-            declined("json", None, "the body is not an object (Strawberry refuses it)")
+            metrics.fell_back("prepared", "json", None, "the body is not an object (Strawberry refuses it)")
             return None
         query = data.get("query")
         variables = data.get("variables")
@@ -215,12 +198,14 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if document_id is not None:
             # A trusted document by its hash; anything odd is `run`'s to refuse.
             if query is not None or type(document_id) is not str:
-                declined("request_shape", None, "documentId with query, or not a string")
+                metrics.fell_back("prepared", "request_shape", None, "documentId with query, or not a string")
                 return None
             query = self.trusted.text(document_id)
         elif self.trusted.enforced and not self._may_run(request, query):
             # Refused by `parse_http_body`, in Strawberry's pipeline.
-            declined("not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on")
+            metrics.fell_back(
+                "prepared", "not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on"
+            )
             return None
         if (
             type(query) is not str
@@ -228,7 +213,12 @@ class RunLogGraphQL(GraphQL[Context, None]):
             or (name is not None and type(name) is not str)
             or data.get("extensions") is not None
         ):
-            declined("request_shape", None, "query, variables, operationName or extensions is not plain")
+            metrics.fell_back(
+                "prepared",
+                "request_shape",
+                None,
+                "query, variables, operationName or extensions is not plain",
+            )
             return None
         planned = self.engine.plan(query, name, variables)
         if planned is None:
@@ -245,9 +235,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def run_writes(self, request: Request, planned: Planned) -> Response:
         """Answer a mutation of `writeRunLog` fields alone, as the executor would (engine/write_plan.py)."""
-        # No sub-response: `get_context` keeps none, so a write can set no
-        # header or status on it, and `create_response` of an empty one is
-        # this JSON response.
+        # No sub-response: a write sets no header or status, so this is `create_response`'s answer.
         context = await self.get_context(request, response=None)
         answer: GraphQLHTTPResponse = {"data": await planned.write(context)}
         return Response(
@@ -255,29 +243,20 @@ class RunLogGraphQL(GraphQL[Context, None]):
         )
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
-        # The last stop before the client, behind MaskErrors: an exception
-        # raised while the document is parsed or validated (a validation rule
-        # that crashes) ends the operation before MaskErrors sees its result.
+        # Behind MaskErrors: a crash while parsing or validating ends the operation before it.
+        request_error = False
         if result.errors:
             request_id.note(errors=True)
             rid = request.state.request_id
             result.errors = [anonymise(e, rid) if should_mask(e) else e for e in result.errors]
-            # Refused before it ran: its lines are logged all the same. An
-            # error with a path was raised while it ran (a non-null sibling
-            # such as pruneTerminal nulls the whole answer): its writes ran,
-            # and each logged its own refusal, or was stored.
-            if result.data is None and all(e.path is None for e in result.errors):
+            # A request error (no error has a path): nothing ran, so its lines are logged,
+            # and the answer has no `data` at all, as the GraphQL specification has it.
+            request_error = result.data is None and all(e.path is None for e in result.errors)
+            if request_error:
                 log_unrun_writes(rid, await request.body(), result.errors, request.app.state.settings)
-                # A request error (it did not parse, validate or coerce, or a
-                # limit refused it): nothing ran, so there is no `data` at
-                # all, as the GraphQL specification has it; `create_response`
-                # answers it with 400 to a client that takes
-                # application/graphql-response+json.
-                answer = await super().process_result(request, result)
-                answer.pop("data", None)
-                forget_tracebacks(result.errors)
-                return answer
         answer = await super().process_result(request, result)
+        if request_error:
+            answer.pop("data", None)
         if result.errors:
             forget_tracebacks(result.errors)
         return answer
@@ -295,17 +274,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         media_type = sub_response.media_type or JSON
         if media_type != JSON:
             response.headers["content-type"] = media_type
-            # The GraphQL over HTTP specification's status codes for this
-            # media type: a response with no `data` is a request error.
+            # The GraphQL over HTTP specification's status codes: no `data` is a request error.
             if isinstance(response_data, dict) and "data" not in response_data:
                 response.status_code = 500 if masked(response_data) else 400
         return response
 
     def decode_json(self, data: str | bytes) -> object:
-        # Strawberry turns only a JSONDecodeError into a 400. A body that is
-        # not UTF-8 (json.loads guesses UTF-16 from a BOM and fails with a
-        # UnicodeDecodeError), nests past the recursion limit, or is a bare
-        # string or null would otherwise be a 500.
+        # Strawberry turns only a JSONDecodeError into a 400: anything else here would be a 500.
         try:
             value = json.loads(data)
         except json.JSONDecodeError:
@@ -313,8 +288,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         except (UnicodeDecodeError, RecursionError):
             raise HTTPException(400, "Unable to parse request body as JSON") from None
         except ValueError:
-            # Python refuses to read an integer of more than 4300 digits
-            # (sys.get_int_max_str_digits): a defence of its own, kept.
+            # An integer past sys.get_int_max_str_digits.
             raise HTTPException(
                 400,
                 f"Unable to parse request body as JSON: a number has more than "
@@ -325,9 +299,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return value
 
     def encode_json(self, data: object) -> bytes:
-        # orjson writes a 2,000-line page ten times faster than json.dumps. It
-        # refuses what JSON cannot hold exactly (an integer past 64 bits in a
-        # stored detail); those bodies take the standard encoder, as before.
+        # orjson is the fast encoder; what it refuses (an integer past 64 bits) takes the standard one.
         try:
             return orjson.dumps(data)
         except TypeError:
@@ -335,9 +307,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         try:
             return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
         except ValueError:
-            # A stored detail another writer left with NaN or Infinity (JSON
-            # has neither; a browser's JSON.parse refuses the whole page):
-            # null, as orjson writes it.
+            # NaN or Infinity in a stored detail: null, as orjson writes it.
             return json.dumps(finite(data), separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
@@ -349,8 +319,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             writer=state.writer,
             policy=state.policy,
             caller=state.policy.identify(request.headers.get("authorization")),
-            # Given by the RequestId middleware, which also puts it on the
-            # response (a websocket's: on the answer to its handshake).
+            # Given by the RequestId middleware.
             request_id=request.scope["state"]["request_id"],
             request=request if websocket else None,
             receive=None if websocket else request.receive,
@@ -363,11 +332,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         )
 
     async def reject_websocket(self, request: Any) -> Any:
-        """Refuse a handshake from another origin's page with a 403 that says why, when the server can.
-
-        The answer is a denial response (the ASGI extension), which gql/server.py's protocol
-        does not log as an error.
-        """
+        """Refuse a handshake from another origin's page with a 403 that says why, when the server can."""
         if "websocket.http.response" not in request.scope.get("extensions", {}):
             return await super().reject_websocket(request)  # a bare 403
         message = (
@@ -377,32 +342,22 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return request
 
     def origin_allowed(self, websocket: WebSocket) -> bool:
-        """Whether a websocket's handshake may go on, as Strawberry's own check decides it.
-
-        Allowed: no Origin (not a browser), the page's own origin (Sec-Fetch-Site, or an Origin
-        naming the Host), or an origin RUNLOG_CORS_ORIGINS lists. RUNLOG_ALLOWED_HOSTS bounds the
-        Host, against DNS rebinding (docs/operating.md).
-        """
+        """Whether a websocket's handshake may go on: no Origin, its own, or one RUNLOG_CORS_ORIGINS lists."""
         headers = websocket.headers
         origin = headers.get("origin")
         if origin is None or headers.get("sec-fetch-site") == "same-origin":
             return True
-        return same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(websocket, origin)
+        return is_same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(
+            websocket, origin
+        )
 
     async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
         """graphql-transport-ws when the client offers it, in any order; else graphql-ws."""
         offered = request.scope.get("subprotocols") or []
-        for protocol in self.websocket_subprotocols:
-            if protocol in offered:
-                return protocol
-        return None
+        return next((protocol for protocol in self.websocket_subprotocols if protocol in offered), None)
 
     async def on_ws_connect(self, context: Context) -> Any:
-        """Read the caller from `connection_init`'s payload (`{"Authorization": "Bearer <token>"}`).
-
-        It replaces the upgrade request's header. A token that grants nothing is refused per
-        operation, as over HTTP; a payload this cannot read closes the socket with 4403.
-        """
+        """Read the caller from `connection_init`'s payload; one this cannot read closes with 4403."""
         try:
             context.caller = connection_caller(
                 context.policy,
@@ -411,34 +366,10 @@ class RunLogGraphQL(GraphQL[Context, None]):
             )
         except BadConnectionInit as exc:
             log.info("websocket %s refused: %s", context.request_id, exc)
-            # Closed here, so that both protocols close alike: on this refusal
-            # the older graphql-ws handler closes with 1011, after a
-            # connection_error, which is then not sent (the socket is closed).
+            # Closed here, so that both protocols close alike (graphql-ws would close with 1011).
             await context.request.close(code=4403, reason=f"Forbidden: {exc}")
             raise ConnectionRejectionError() from None
         return await super().on_ws_connect(context)
 
-    # GraphiQL opens on the example operations, from the service's own files
-    # (gql/graphiql.py).
     async def render_graphql_ide(self, request: Request) -> Response:
         return graphiql.graphiql_response()
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def same_origin(origin: str, host: str | None) -> bool:
-    """Whether a handshake's Origin names the Host it was sent to: host and port, the scheme's default port
-    where either leaves it out (a proxy ending TLS keeps it the same origin), as Strawberry's own check."""
-    if not host:
-        return False
-    try:
-        sent, to = urlsplit(origin), urlsplit(f"//{host.strip()}")
-        default = _DEFAULT_PORTS.get(sent.scheme.lower())
-        return (
-            sent.hostname is not None
-            and sent.hostname == to.hostname
-            and (sent.port or default) == (to.port or default)
-        )
-    except ValueError:  # a port that is not a number
-        return False

@@ -99,6 +99,7 @@ def test_the_reaches_are_these() -> None:
             "WebSocketAdapterBase",
             "WebSocketDisconnected",
             "graphql_schema",
+            "is_same_origin",
             "parse_and_validate",
             "resolve_info",
             "strawberry_definition",
@@ -421,7 +422,7 @@ def test_the_override_scan_finds_an_unlisted_override() -> None:
     hooks["strawberry.extensions.base_extension.SchemaExtension"] = (frozenset(), None)
     found = [reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)]
     assert "RunLogGraphQL overrides execute_single" in found
-    assert "LineBudget overrides on_execute" in found
+    assert "RequestLimits overrides on_execute" in found
     del hooks["graphql.error.graphql_error.GraphQLError"]
     assert "ClientError subclasses graphql.error.graphql_error.GraphQLError" in [
         reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)
@@ -944,12 +945,10 @@ def test_cursor_listeners_are_the_engines_listeners() -> None:
 # ── the view ─────────────────────────────────────────────────────────────────
 
 
-def test_the_views_same_origin_check_decides_as_strawberrys() -> None:
-    """gql/view.py refuses a cross-origin handshake before Strawberry does, with its own warning:
-    it must call the same handshakes same-origin as Strawberry's check."""
-    from strawberry.http.websocket_origin import is_same_origin
-
-    from gql.view import same_origin
+def test_strawberrys_same_origin_check_decides_as_the_view_needs() -> None:
+    """gql/view.py refuses a cross-origin handshake before Strawberry does, with its own warning,
+    by Strawberry's own same-origin check: host and port, a missing port the scheme's default."""
+    from gql.compat.strawberry import is_same_origin
 
     cases = [
         ("http://a.example", "a.example"),
@@ -964,6 +963,5 @@ def test_the_views_same_origin_check_decides_as_strawberrys() -> None:
         ("http://a.example", None),
         ("http://a.example", ""),
     ]
-    assert [same_origin(o, h) for o, h in cases] == [is_same_origin(o, h) for o, h in cases]
     same = [True, True, True, True, False, False, True, False, False, False, False]
-    assert [same_origin(o, h) for o, h in cases] == same
+    assert [is_same_origin(o, h) for o, h in cases] == same

@@ -8,6 +8,7 @@ import strawberry
 from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
+from strawberry.http.websocket_origin import is_same_origin
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
@@ -40,6 +41,7 @@ __all__ = [
     "WebSocketAdapterBase",
     "WebSocketDisconnected",
     "graphql_schema",
+    "is_same_origin",
     "parse_and_validate",
     "resolve_info",
     "strawberry_definition",
