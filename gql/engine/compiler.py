@@ -7,10 +7,8 @@ it cannot cover raises `NotCompilable` while compiling.
 from __future__ import annotations
 
 import enum
-import functools
 import itertools
 from collections.abc import Callable
-from types import CodeType
 from typing import Any
 
 from graphql import (
@@ -35,13 +33,6 @@ from ..details import DETAIL_TYPES, LOADED
 from ..store import Line
 
 PAGE_TYPE_NAME = "RunLogPage"
-
-
-# Names in a plan's text are its compiler's own (`name`), so a selection's text is the same
-# in every app a process builds, and its code is compiled once (a test run builds hundreds).
-@functools.lru_cache(maxsize=256)
-def _compiled(text: str) -> CodeType:
-    return compile(text, "<runLog plan>", "exec")
 
 
 class Unplanned(Exception):
@@ -108,7 +99,7 @@ class Compiler:
         self.page_origin = self.origin(page_type)
         entry = self.object_function(page_type, field_details_list)
         self.text = "\n".join(self.source)
-        code = _compiled(self.text)
+        code = compile(self.text, f"<runLog plan {id(self):x}>", "exec")
         exec(code, self.names)  # noqa: S102 -- source written here, from schema names only
         for resolved, table in self.tables:
             resolved.update({cls: self.names[function] for cls, function in table.items()})
