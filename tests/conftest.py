@@ -143,7 +143,10 @@ class Backend:
 
     def create_tables(self) -> None:
         if self.url in _kept_tables:
-            return  # left empty and as created by the test before (_keep_or_drop_tables)
+            # Left empty and as created by the test before (_keep_or_drop_tables): taken
+            # once, so a test that drops a table and creates the tables again gets it back.
+            _kept_tables.discard(self.url)
+            return
         metadata.create_all(self.sync)
 
     def drop_tables(self) -> None:
