@@ -248,6 +248,15 @@ def test_a_locked_sqlite_database_answers_false_and_unavailable_then_recovers(tm
         assert texts(api) == ["after", "before"]
 
 
+def _three_prunable_lines(mariadb: Backend) -> None:
+    """Run 1, completed long ago, with three lines any prune deletes."""
+    mariadb.create_tables()
+    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
+    mariadb.execute(
+        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
+    )
+
+
 @pytest.mark.mariadb
 def test_a_prune_whose_commit_goes_unanswered_says_its_outcome_is_unknown(mariadb: Backend) -> None:
     """The server gets the COMMIT and commits; its answer is lost. The call cannot know, and says so.
@@ -255,11 +264,7 @@ def test_a_prune_whose_commit_goes_unanswered_says_its_outcome_is_unknown(mariad
     Before, a COMMIT cut off by the deadline was answered as a database that
     did not answer (or left out of the count), though its lines were gone.
     """
-    mariadb.create_tables()
-    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
-    mariadb.execute(
-        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
-    )
+    _three_prunable_lines(mariadb)
     upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
     with (
         FaultProxy(*upstream) as proxy,
@@ -292,11 +297,7 @@ def test_a_prune_whose_later_slice_goes_unanswered_counts_what_its_earlier_slice
     from .test_operable import scrape, value
 
     monkeypatch.setattr(pruning, "PRUNE_SLICE_LINES", 2)
-    mariadb.create_tables()
-    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
-    mariadb.execute(
-        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
-    )
+    _three_prunable_lines(mariadb)
     upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
     with (
         FaultProxy(*upstream) as proxy,
@@ -330,11 +331,7 @@ def test_a_drained_slice_whose_commit_goes_unanswered_is_not_a_plain_timeout(mar
     from gql import retention, store
     from gql.db import create_engine
 
-    mariadb.create_tables()
-    mariadb.add_run(1, "completed", "2025-01-01 00:00:00", "2025-01-01 00:00:00")
-    mariadb.execute(
-        "INSERT INTO event_run_log (run_id, kind, at) SELECT 1, 'note', '2025-01-01' FROM seq_1_to_3"
-    )
+    _three_prunable_lines(mariadb)
     upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
 
     async def drain() -> BaseException | None:
