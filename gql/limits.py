@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
@@ -36,7 +37,7 @@ from graphql import (
 from strawberry.extensions import SchemaExtension
 
 from . import store
-from .query_shape import explain_aborted_overlap_check, selections, shape_rules
+from .query_shape import explain_aborted_overlap_check, fragments_of, selections, shape_rules
 from .settings import Settings
 
 
@@ -234,20 +235,42 @@ def lines_asked(
 ) -> tuple[int, int, bool]:
     """The lines `operation`'s runLog fields could serve together, how many such fields it has, and
     whether a page is served more than once (each serving counts its lines: `detail_servings`)."""
-    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-    defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
-    root = selections([operation.selection_set], fragments, deep=False)
-    fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
-    read = [_read_limit(field, variables or {}, defaults) for field in fields]
-    served = [limit * detail_servings(field, fragments) for field, limit in zip(fields, read, strict=True)]
-    return sum(served), len(fields), sum(served) > sum(read)
+    return PageReads.of(operation, fragments_of(document)).lines(variables)
+
+
+@dataclass(frozen=True, slots=True)
+class PageReads:
+    """An operation's root `runLog` fields, each with its `detail_servings`: what its variables do not change.
+
+    `PageReads.of(operation, fragments).lines(variables)` is `lines_asked`; a read plan keeps its own.
+    """
+
+    fields: tuple[tuple[FieldNode, int], ...]
+    defaults: dict[str, ValueNode | None]
+
+    @classmethod
+    def of(
+        cls, operation: OperationDefinitionNode, fragments: Mapping[str, FragmentDefinitionNode]
+    ) -> PageReads:
+        root = selections([operation.selection_set], fragments, deep=False)
+        fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
+        return cls(
+            tuple((field, detail_servings(field, fragments)) for field in fields),
+            {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()},
+        )
+
+    def lines(self, variables: Mapping[str, Any] | None) -> tuple[int, int, bool]:
+        """As `lines_asked`, for these `variables`."""
+        read = [_read_limit(field, variables or {}, self.defaults) for field, _ in self.fields]
+        served = [limit * servings for (_, servings), limit in zip(self.fields, read, strict=True)]
+        return sum(served), len(self.fields), sum(served) > sum(read)
 
 
 # The fields that hold a page's lines, and what each line links to.
 _SERVING_FIELDS = ("nodes", "detail", "blockingRun")
 
 
-def detail_servings(field: FieldNode, fragments: dict[str, FragmentDefinitionNode]) -> int:
+def detail_servings(field: FieldNode, fragments: Mapping[str, FragmentDefinitionNode]) -> int:
     """How many times a runLog field's lines are served: once, or once per alias of what holds them.
 
     The leaves of the tree of `nodes`, `detail` and `blockingRun` fields, merged by response key

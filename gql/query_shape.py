@@ -23,6 +23,11 @@ from strawberry.extensions import MaxAliasesLimiter, QueryDepthLimiter
 from .compat.graphql import bound_overlap_check, overlap_check_aborted
 
 
+def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
+    """A document's named fragments, by name."""
+    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+
+
 def selections(
     sets: Iterable[SelectionSetNode | None],
     fragments: Mapping[str, FragmentDefinitionNode] | None,

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from graphql import get_argument_values, get_variable_values, parse, validate
-from hypothesis import HealthCheck, given, settings
+from graphql import OperationDefinitionNode, get_argument_values, get_variable_values, parse, validate
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from gql.app import create_app
+from gql.engine.coercion import Coercion
 from gql.engine.write_plan import WRITE_FIELD, write_plan
 from gql.schema import build_schema
 
@@ -356,3 +357,83 @@ def test_the_plan_reads_variables_and_arguments_as_graphql_core_does(
             key = node.alias.value if node.alias else node.name.value
             expected.append((key, {names[name]: value for name, value in values.items()}))  # type: ignore[union-attr]
     assert plan.arguments(variables) == expected
+
+
+# Page queries: the read plan's coercion is the same `Coercion`, laid out
+# (leaf-typed variables, lists of them) or graphql-core's (a list literal).
+PAGE_QUERIES = [
+    "query A($runId: ID!, $limit: Int, $after: String, $before: String, $phase: [Int!], $stepId: [ID!]) {"
+    " runLog(runId: $runId, limit: $limit, after: $after, before: $before, phase: $phase, stepId: $stepId)"
+    " { nodes { id } } }",
+    "query B($runId: ID!, $limit: Int = 3, $since: DateTime) {"
+    ' runLog(runId: $runId, limit: $limit, after: "x", since: $since) { nodes { id } } }',
+    "query C($runId: ID!, $kinds: [RunLogKind!], $wait: Int) {"
+    " runLog(runId: $runId, kinds: $kinds, wait: $wait) { nodes { id } } }",
+    # A nullable variable with a default may stand at runId: ID!, and be sent null.
+    'query F($runId: ID = "7", $limit: Int) { runLog(runId: $runId, limit: $limit) { nodes { id } } }',
+    'query D { runLog(runId: "7", limit: 2, kinds: [NOTE]) { nodes { id } } }',
+    "query E($kinds: [RunLogKind!]! = [NOTE], $runId: ID = 7) {"
+    " runLog(runId: $runId, kinds: $kinds) { nodes { id } } }",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.sampled_from(PAGE_QUERIES + DOCUMENTS),
+    variables=st.dictionaries(
+        st.sampled_from(
+            [
+                "runId",
+                "limit",
+                "after",
+                "before",
+                "kinds",
+                "wait",
+                "phase",
+                "stepId",
+                "since",
+                "text",
+                "actor",
+                "a",
+            ]
+        ),
+        _values
+        | st.lists(
+            st.sampled_from(["NOTE", "RUN_STATUS", "nope", 3, None, "2026-12-03T10:00:00Z"]), max_size=2
+        )
+        | st.sampled_from(["2026-12-03T10:00:00Z", "2026-12-03", [[1]], ["7", 7, 2.0]]),
+    ),
+)
+@example(text=PAGE_QUERIES[3], variables={"runId": None})  # null where ID! is needed
+@example(text=PAGE_QUERIES[3], variables={})  # the default
+def test_a_coercion_laid_out_once_gives_graphql_cores_values(text: str, variables: dict[str, Any]) -> None:
+    schema = build_schema()._schema
+    document = parse(text)
+    assert validate(schema, document) == []
+    (operation,) = document.definitions
+    root = schema.query_type if operation.operation.value == "query" else schema.mutation_type  # type: ignore[attr-defined]
+    fields = [
+        (root.fields[node.name.value], node)  # type: ignore[union-attr]
+        for node in operation.selection_set.selections  # type: ignore[attr-defined]
+    ]
+    coercion = Coercion(schema, operation, fields)  # type: ignore[arg-type]
+    # A list literal, and a list default (a fresh list a request), are left to graphql-core.
+    assert (coercion.steps is None) == (text in PAGE_QUERIES[4:])
+    assert coercion.coerce(variables) == coercion.coerce_in_general(variables)
+
+
+def test_the_shipped_operations_but_those_with_list_literals_take_the_laid_out_coercion() -> None:
+    schema = build_schema()._schema
+    laid_out = {}
+    for path in sorted((Path(__file__).resolve().parent.parent / "gql" / "operations").glob("*.graphql")):
+        definitions = parse(path.read_text()).definitions
+        operations = [d for d in definitions if isinstance(d, OperationDefinitionNode)]
+        if not operations or operations[0].operation.value == "subscription":
+            continue  # fragments.graphql; the subscriptions are the websocket's
+        (operation,) = operations
+        root = schema.query_type if operation.operation.value == "query" else schema.mutation_type  # type: ignore[attr-defined]
+        fields = [(root.fields[n.name.value], n) for n in operation.selection_set.selections]  # type: ignore[attr-defined,union-attr]
+        laid_out[path.stem] = Coercion(schema, operation, fields).steps is not None  # type: ignore[arg-type]
+    left = sorted(name for name, steps in laid_out.items() if not steps)
+    assert left == ["RunHolds", "RunKindCounts"]  # their `kinds: []` literal
+    assert {"RunLog", "RunLogPage", "RunLogByKinds", "WriteNote"} <= laid_out.keys()

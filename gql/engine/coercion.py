@@ -2,31 +2,50 @@
 
 `Coercion(schema, operation, fields).coerce(variables)` answers the coerced variables and
 each field's arguments, or None when anything does not coerce (the executor then gives the error).
+An operation of leaf-typed variables gets graphql-core's steps laid out once; any other takes
+graphql-core's `get_variable_values` and `get_argument_values` on each request.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
     FieldNode,
+    GraphQLArgument,
     GraphQLError,
     GraphQLField,
+    GraphQLInputType,
+    GraphQLNonNull,
+    GraphQLScalarType,
     GraphQLSchema,
+    ListValueNode,
     NonNullTypeNode,
     NullValueNode,
+    ObjectValueNode,
     OperationDefinitionNode,
     TypeInfo,
     Undefined,
     ValidationContext,
+    ValueNode,
     VariableDefinitionNode,
+    VariableNode,
+    coerce_input_literal,
+    coerce_input_value,
     get_argument_values,
+    get_named_type,
+    get_nullable_type,
     get_variable_values,
+    is_leaf_type,
     is_non_null_type,
+    is_required_argument,
     print_ast,
+    type_from_ast,
+    value_from_ast_untyped,
 )
 
 from ..compat.strawberry import DefaultExecutionContext
@@ -34,6 +53,7 @@ from ..compat.strawberry import DefaultExecutionContext
 # What a request's values come to: the coerced variables, and each field's
 # arguments by GraphQL name. None: something does not coerce.
 Coerced = tuple[dict[str, Any], list[dict[str, Any]]]
+_IMMUTABLE = (type(None), bool, int, float, str)
 
 
 class Coercion:
@@ -48,9 +68,33 @@ class Coercion:
         self.schema = schema
         self.operation = operation
         self.fields = tuple(fields)
+        # graphql-core's steps for this operation, laid out; None: its functions on each request.
+        # Served, they took a quarter of what graphql-core's did (docs/performance.md).
+        self.steps = _steps(schema, operation, self.fields)
 
     def coerce(self, inputs: dict[str, Any] | None) -> Coerced | None:
         """The coerced variables and each field's arguments; None when anything does not coerce."""
+        if self.steps is None:
+            return self.coerce_in_general(inputs)
+        variables, fields = self.steps
+        coerced: dict[str, Any] = {}
+        found = []
+        try:
+            for variable in variables:
+                variable.coerce(inputs or {}, coerced)
+            for arguments in fields:
+                values = {}
+                for argument in arguments:
+                    value = argument.value(coerced)
+                    if value is not Undefined:
+                        values[argument.name] = value
+                found.append(values)
+        except _Refused:
+            return None
+        return coerced, found
+
+    def coerce_in_general(self, inputs: dict[str, Any] | None) -> Coerced | None:
+        """`coerce` by graphql-core's functions."""
         variables = get_variable_values(self.schema, self.operation.variable_definitions or (), inputs or {})
         if isinstance(variables, list):
             return None
@@ -59,6 +103,166 @@ class Coercion:
         except GraphQLError:
             return None
         return variables.coerced, found
+
+
+class _Refused(Exception):
+    """A value graphql-core would refuse: the request goes to the executor, for its error."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Variable:
+    """A leaf-typed variable (or a list of one), read as graphql-core's `coerce_variable_values` reads it."""
+
+    name: str
+    type: GraphQLInputType
+    non_null: bool
+    default: Any  # its coerced default; Undefined when it has none
+
+    def coerce(self, inputs: dict[str, Any], coerced: dict[str, Any]) -> None:
+        value = inputs.get(self.name, Undefined)
+        if value is Undefined:
+            if self.default is not Undefined:
+                coerced[self.name] = self.default
+            elif self.non_null:
+                raise _Refused
+            return
+        # A leaf type nests no deeper than its lists: no depth to check, as graphql-core does.
+        value = coerce_input_value(value, self.type)
+        if value is Undefined:
+            raise _Refused
+        coerced[self.name] = value
+
+
+@dataclass(frozen=True, slots=True)
+class _Argument:
+    """One argument of a field, read as graphql-core's `coerce_argument` reads it."""
+
+    name: str  # its out_name, as graphql-core keys it
+    non_null: bool
+    default: Any  # Undefined when it has none
+    # Read from a variable, a constant, or a JSON literal's function (at most one is set).
+    variable: str | None = None
+    constant: Any = Undefined
+    literal: Callable[[dict[str, Any]], Any] | None = None
+
+    def value(self, variables: dict[str, Any]) -> Any:
+        """Its value; Undefined when it is left out, as the executor leaves it out."""
+        if self.constant is not Undefined:
+            return self.constant
+        if self.literal is not None:
+            value = self.literal(variables)
+            if value is Undefined:
+                raise _Refused
+            return value
+        if self.variable is None:
+            return self.default
+        if self.variable not in variables:
+            if self.non_null and self.default is Undefined:
+                raise _Refused
+            return self.default
+        value = variables[self.variable]
+        if value is None and self.non_null:
+            raise _Refused
+        return value
+
+
+def _steps(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fields: tuple[tuple[GraphQLField, FieldNode], ...],
+) -> tuple[tuple[_Variable, ...], tuple[tuple[_Argument, ...], ...]] | None:
+    variables = []
+    for definition in operation.variable_definitions or ():
+        variable = _variable(schema, definition)
+        if variable is None:
+            return None
+        variables.append(variable)
+    arguments = []
+    for field, node in fields:
+        given = {a.name.value: a.value for a in node.arguments or ()}
+        if given.keys() - field.args.keys():
+            return None
+        read = []
+        for name, declared in field.args.items():
+            argument = _argument(declared.out_name or name, declared, given.get(name))
+            if argument is None:
+                return None
+            read.append(argument)
+        arguments.append(tuple(read))
+    return tuple(variables), tuple(arguments)
+
+
+def _variable(schema: GraphQLSchema, definition: VariableDefinitionNode) -> _Variable | None:
+    type_: Any = type_from_ast(schema, definition.type)
+    if type_ is None or definition.directives or not is_leaf_type(get_named_type(type_)):
+        return None
+    default = Undefined
+    if definition.default_value is not None:
+        default = coerce_input_literal(definition.default_value, type_)
+        if default is Undefined or not isinstance(default, _IMMUTABLE):
+            return None  # a fresh copy per request, as graphql-core makes: left to it
+    return _Variable(definition.variable.name.value, type_, isinstance(type_, GraphQLNonNull), default)
+
+
+def _argument(name: str, definition: GraphQLArgument, node: ValueNode | None) -> _Argument | None:
+    type_: Any = definition.type
+    default = definition.default_value  # the default as it is (Undefined: none)
+    if definition.default is not None or not (default is Undefined or isinstance(default, _IMMUTABLE)):
+        return None  # an external default graphql-core coerces, or a mutable one: left to it
+    non_null = isinstance(type_, GraphQLNonNull)
+    if node is None:
+        if is_required_argument(definition):
+            return None  # refused by validation
+        return _Argument(name, non_null, default)  # its default, or left out
+    if isinstance(node, VariableNode):
+        return _Argument(name, non_null, default, variable=node.name.value)
+    if not isinstance(get_nullable_type(type_), GraphQLScalarType):
+        return None  # a list, an enum or an input object given a literal: left to graphql-core
+    if isinstance(node, ListValueNode | ObjectValueNode):
+        literal = _literal(get_nullable_type(type_), node)
+        return None if literal is None else _Argument(name, non_null, default, literal=literal)
+    constant = coerce_input_literal(node, type_)
+    if constant is Undefined or not isinstance(constant, _IMMUTABLE) or (constant is None and non_null):
+        return None
+    return _Argument(name, non_null, default, constant=constant)
+
+
+def _literal(scalar: GraphQLScalarType, node: ValueNode) -> Callable[[dict[str, Any]], Any] | None:
+    """What `coerce_input_literal` answers for `node` as a `scalar`, as a function of the coerced variables.
+
+    None (left to graphql-core) for a scalar that reads literals its own way.
+    """
+    if (
+        scalar.coerce_input_literal is not None
+        or "parse_literal" in vars(scalar)
+        or type(scalar).parse_literal is not GraphQLScalarType.parse_literal
+    ):
+        return None
+    read = _untyped(node)
+    coerce = scalar.coerce_input_value
+
+    def value(variables: dict[str, Any]) -> Any:
+        try:
+            return coerce(read(variables))
+        except Exception:  # as coerce_input_literal: not a value; the executor says why
+            return Undefined
+
+    return value
+
+
+def _untyped(node: ValueNode) -> Callable[[dict[str, Any]], Any]:
+    """`value_from_ast_untyped(node, variables)`, as a function of the variables."""
+    if isinstance(node, ObjectValueNode):
+        members = [(field.name.value, _untyped(field.value)) for field in node.fields]
+        return lambda variables: {name: read(variables) for name, read in members}
+    if isinstance(node, ListValueNode):
+        items = [_untyped(item) for item in node.values]
+        return lambda variables: [read(variables) for read in items]
+    if isinstance(node, VariableNode):
+        name = node.name.value
+        return lambda variables: variables.get(name, Undefined)
+    constant = value_from_ast_untyped(node)  # a scalar literal: an immutable value
+    return lambda _variables: constant
 
 
 class VariablesExecutor(DefaultExecutionContext):

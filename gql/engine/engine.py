@@ -17,7 +17,6 @@ from graphql import (
     DocumentNode,
     ExecutionResult,
     FieldNode,
-    FragmentDefinitionNode,
     GraphQLError,
     OperationDefinitionNode,
     OperationType,
@@ -28,8 +27,9 @@ from strawberry import Schema
 
 from .. import metrics
 from ..compat.strawberry import graphql_schema, parse_and_validate
-from ..limits import MAX_VARIABLE_VALUES, lines_asked, sample_variables, variable_values
+from ..limits import MAX_VARIABLE_VALUES, PageReads, sample_variables, variable_values
 from ..page import Context
+from ..query_shape import fragments_of
 from ..run_log import write_line
 from .documents import DocumentCaches
 from .page_plan import PageExecutor
@@ -43,10 +43,6 @@ def _declined(reason: str, query: str | None, why: str) -> None:
     # A text's first request is how it gets prepared, not a fault: at DEBUG.
     level = logging.DEBUG if reason == "not_prepared" else logging.INFO
     metrics.fell_back("prepared", reason, query, why, level)
-
-
-def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
-    return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
 
 
 @dataclass(slots=True)
@@ -158,7 +154,11 @@ class Engine:
                 metrics.fell_back(
                     "write_plan", "not_planned", query, "not a mutation of plain writeRunLog fields"
                 )
-            if lines_asked(document, operation, variables)[0] > self.max_lines:
+            if isinstance(plan, ReadPlan):
+                reads = plan.reads
+            else:
+                reads = PageReads.of(operation, fragments_of(document))
+            if reads.lines(variables)[0] > self.max_lines:
                 _declined("too_many_lines", query, "over RUNLOG_MAX_LINES_PER_REQUEST, refused by Strawberry")
                 return None
         if variable_values(operation, variables) > MAX_VARIABLE_VALUES:

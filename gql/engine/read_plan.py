@@ -7,7 +7,6 @@ variables, text)` answers, or None (counted) for the executor to answer.
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +23,7 @@ from graphql import (
 
 from .. import metrics, store
 from ..compat.strawberry import strawberry_definition
-from ..limits import detail_servings
+from ..limits import PageReads
 from ..page import Context, asked_of
 from ..run_log import read_run_log
 from .coercion import Coercion
@@ -45,6 +44,7 @@ class ReadPlan:
     key: str  # the response key: the alias, or runLog
     fragments: dict[str, FragmentDefinitionNode]
     coercion: Coercion
+    reads: PageReads  # its one field's detail servings, for the line budget
 
     async def answer(
         self, context: Context, inputs: dict[str, Any] | None, text: str
@@ -73,7 +73,7 @@ class ReadPlan:
                 page = await read_run_log(
                     context,
                     asked_of((self.node,), self.fragments),
-                    functools.partial(detail_servings, self.node, self.fragments),
+                    lambda: self.reads.fields[0][1],
                     run_id=arguments["runId"],
                     kinds=None if kinds is None else [kind.value for kind in kinds],
                     limit=arguments.get("limit"),
@@ -129,4 +129,5 @@ def read_plan(
         return None
     key = node.alias.value if node.alias is not None else READ_FIELD
     coercion = Coercion(schema, operation, [(field, node)])
-    return ReadPlan(schema, executor, operation, node, field, key, fragments, coercion)
+    reads = PageReads.of(operation, fragments)
+    return ReadPlan(schema, executor, operation, node, field, key, fragments, coercion, reads)
