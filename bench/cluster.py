@@ -14,7 +14,7 @@ counted against the lines stored.
 On this machine the three nodes, the three services and the load generator
 share two cores: the point is the shape of the cost (certification, a write
 set sent to two other nodes before each commit), not a speed-up. See
-docs/operating.md, "A Galera cluster".
+docs/operating.md, "A Galera cluster", and docs/performance.md.
 """
 
 from __future__ import annotations
