@@ -66,15 +66,9 @@ def test_the_reaches_are_these() -> None:
     assert found == {
         "graphql": [
             "CompletesObjects",
-            "EXECUTOR_HOOKS",
             "FieldDetails",
-            "LEFT",
             "bound_overlap_check",
-            "collect_root_fields",
             "collect_subfields",
-            "deferred_or_fragment_arguments",
-            "has_middleware",
-            "overlap_check_aborted",
         ],
         "sqlalchemy": ["cursor_listeners", "greenlet_spawn"],
         "strawberry": [
@@ -295,6 +289,12 @@ def _defines(cls: type, name: str) -> bool:
     return f"self.{name} =" in source or f"self.{name}: " in source
 
 
+# graphql-core's Executor: "created with the `build` class method ... You can pass a subclass
+# as `executor_class`", and these attributes, each documented in its docstring. What it calls
+# "the methods used internally for executing and completing fields" are gql/compat's.
+EXECUTOR_DOCUMENTED = {"build", "schema", "operation", "fragments", "variable_values", "middleware_manager"}
+
+
 # What gql/ may override or read on a library class it subclasses, by the
 # library class it names as its base: the hooks that class's documentation
 # invites overriding, and the members gql/compat names for the classes it
@@ -311,6 +311,9 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
         "graphql.error.graphql_error.GraphQLError": set(),
         "strawberry.extensions.query_depth_limiter.QueryDepthLimiter": set(),
         "strawberry.schema.schema.Schema": {"process_errors"},
+        # Strawberry's executor (`compat.strawberry.DefaultExecutionContext`) is graphql-core's
+        # Executor: `build` and the attributes its docstring documents (see EXECUTOR_DOCUMENTED).
+        "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": EXECUTOR_DOCUMENTED,
     }
     compat_named: dict[str, tuple[set[str], set[str]]] = {
         "strawberry.asgi.GraphQL": (
@@ -328,10 +331,6 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
         * 2,
         "strawberry.subscriptions.protocols.graphql_ws.handlers.BaseGraphQLWSHandler": (
             set(strawberry_compat.WS_HOOKS),
-        )
-        * 2,
-        "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": (
-            set(graphql_compat.EXECUTOR_HOOKS),
         )
         * 2,
         "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol": (http, http),
@@ -727,12 +726,11 @@ class _Completing(graphql_compat.CompletesObjects, Executor):
         _Completing.seen.append(
             (
                 [type(d) for d in field_details_list],
-                graphql_compat.has_middleware(self),
                 graphql_compat.deferred_or_fragment_arguments(field_details_list),
                 list(collected),
             )
         )
-        return {"n": 42} if result["n"] == 1 else graphql_compat.LEFT
+        return {"n": 42} if result["n"] == 1 else self.LEFT
 
 
 def _execute(text: str, **kwargs: Any) -> Any:
@@ -752,38 +750,47 @@ def test_completes_objects_overrides_graphql_cores_complete_object_value() -> No
         "position_context",
     ]
     assert _execute("{ page { n } }").data == {"page": {"n": 42}}
-    [(kinds, middleware, deferred, collected)] = _Completing.seen
+    [(kinds, deferred, collected)] = _Completing.seen
     assert kinds == [graphql_compat.FieldDetails]
-    assert (middleware, deferred) == (False, False)
+    assert deferred is False
     assert collected == ["n"]
 
 
 def test_collect_subfields_honours_skip_and_aliases() -> None:
     _execute("query($no: Boolean!) { page { a: n s @skip(if: $no) } }", variable_values={"no": True})
-    assert _Completing.seen[0][3] == ["a"]
+    assert _Completing.seen[0][2] == ["a"]
 
 
-def test_collect_root_fields_groups_the_root_as_execution_does() -> None:
-    document = parse("query($no: Boolean!) { a: page { n } a: page { s } page @skip(if: $no) { n } }")
+def _root_fields(executor: Any) -> dict[str, list[Any]]:
+    root = executor.schema.get_root_type(executor.operation.operation)
+    return graphql_compat.collect_subfields(executor, root, None)
+
+
+def test_collect_subfields_of_none_groups_the_root_as_execution_does() -> None:
+    from graphql.execution.collect_fields import collect_fields
+
+    text = (
+        "query($no: Boolean!) { a: page { n } a: page { s } page @skip(if: $no) { n } "
+        "... on Query { b: page { n } } ...F } fragment F on Query { c: page { s } }"
+    )
+    document = parse(text)
     executor = Executor.build(_SCHEMA, document, raw_variable_values={"no": True})
     assert isinstance(executor, Executor)
-    grouped = graphql_compat.collect_root_fields(executor)
-    assert list(grouped) == ["a"]
+    grouped = _root_fields(executor)
+    assert list(grouped) == ["a", "b", "c"]
     assert [d.node.selection_set.selections[0].name.value for d in grouped["a"]] == ["n", "s"]
+    # What graphql-core's own root collection (`collect_fields`, which execution uses) finds.
+    executed = collect_fields(
+        executor.schema, executor.fragments, executor.variable_values, _SCHEMA.query_type, executor.operation
+    ).grouped_field_set
+    assert {k: [d.node for d in v] for k, v in grouped.items()} == {
+        k: [d.node for d in v] for k, v in executed.items()
+    }
     # The very groups the executor completes: the same field nodes.
-    _execute("query($no: Boolean!) { a: page { n } }", variable_values={"no": True})
     completing = Executor.build(_SCHEMA, parse("{ page { n } }"))
     assert isinstance(completing, Executor)
-    (group,) = graphql_compat.collect_root_fields(completing).values()
+    (group,) = _root_fields(completing).values()
     assert group[0].node is completing.operation.selection_set.selections[0]
-
-
-def test_has_middleware_sees_a_resolver_middleware() -> None:
-    def middleware(resolve: Any, source: Any, info: Any, **args: Any) -> Any:
-        return resolve(source, info, **args)
-
-    _execute("{ page { n } }", middleware=[middleware])
-    assert _Completing.seen[0][1] is True
 
 
 def test_left_hands_the_value_back_to_graphql_core() -> None:
@@ -795,11 +802,16 @@ def test_left_hands_the_value_back_to_graphql_core() -> None:
     assert result.data == {"page": {"n": 2, "s": "x"}}
 
 
-def test_strawberrys_executor_has_what_gql_overrides_and_reads() -> None:
-    missing = [
-        n for n in graphql_compat.EXECUTOR_HOOKS if not _has(strawberry_compat.DefaultExecutionContext, n)
-    ]
-    assert missing == []
+def test_graphql_cores_executor_documents_what_gql_overrides_and_reads() -> None:
+    """What EXECUTOR_DOCUMENTED names is documented on graphql-core's Executor, which Strawberry's extends."""
+    assert issubclass(strawberry_compat.DefaultExecutionContext, Executor)
+    assert graphql.Executor is Executor and "Executor" in graphql.__all__
+    documented = inspect.getsource(Executor)
+    for name in EXECUTOR_DOCUMENTED - {"build"}:
+        assert name in Executor.__annotations__, name
+        assert f":param {name}:" in documented, name
+    assert ":meth:`build`" in (Executor.__doc__ or "")
+    assert "middlewares" in graphql.MiddlewareManager.__slots__
     build = inspect.signature(Executor.build)
     assert list(build.parameters)[:2] == ["schema", "document"]
     built = Executor.build(_SCHEMA, parse("{ page { n } }"))
