@@ -38,7 +38,6 @@ from strawberry.extensions import SchemaExtension
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 from strawberry.resolvers import is_default_resolver
 from strawberry.types import get_object_definition
-from strawberry.types.graphql import OperationType
 
 from gql import compat
 from gql.compat import graphql as graphql_compat
@@ -75,27 +74,16 @@ def test_the_reaches_are_these() -> None:
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
             "DefaultExecutionContext",
-            "InvalidOperationTypeError",
             "MASK_ERRORS_HOOKS",
-            "NonJsonMessageReceived",
-            "NonTextMessageReceived",
-            "REQUEST_ADAPTER_HOOKS",
             "StrawberryEnumDefinition",
             "StrawberryList",
             "StrawberryMaybe",
             "StrawberryOptional",
-            "TRANSPORT_WS_HOOKS",
-            "TransportWSError",
             "VIEW_HOOKS",
-            "WEBSOCKET_ADAPTER_HOOKS",
-            "WSError",
-            "WS_HOOKS",
             "WebSocketAdapterBase",
-            "WebSocketDisconnected",
             "graphql_schema",
             "is_same_origin",
             "parse_and_validate",
-            "resolve_info",
             "strawberry_definition",
         ],
         "uvicorn": [
@@ -188,6 +176,9 @@ PUBLIC_MODULES = frozenset(
         "strawberry.extensions",
         "strawberry.resolvers",  # `is_default_resolver`, in its `__all__`
         "strawberry.http",
+        # Strawberry's "Adding an integration" imports from it; its `__all__` names the
+        # websocket adapter's exceptions.
+        "strawberry.http.exceptions",
         "strawberry.scalars",
         "strawberry.types",
         "typing_extensions",
@@ -196,9 +187,12 @@ PUBLIC_MODULES = frozenset(
 )
 # Underscore names that are documented API: namedtuple's `_replace`,
 # SQLAlchemy's `Row._mapping`, Python's enum `_name_`/`_value_` (sunder
-# names, excluded by their shape), and argparse's `_SubParsersAction`
-# (the standard library's, in type annotations only).
-DOCUMENTED_UNDERSCORE = frozenset({"_replace", "_mapping", "_SubParsersAction"})
+# names, excluded by their shape), argparse's `_SubParsersAction`
+# (the standard library's, in type annotations only), and Strawberry's
+# `Info._raw_info`, graphql-core's info behind it ("If you need to access the
+# original info object you can do so by accessing the `_raw_info` attribute":
+# Strawberry's docs, breaking-changes/0.233.0).
+DOCUMENTED_UNDERSCORE = frozenset({"_replace", "_mapping", "_SubParsersAction", "_raw_info"})
 
 
 def _private(name: str) -> bool:
@@ -301,8 +295,12 @@ EXECUTOR_DOCUMENTED = {"build", "schema", "operation", "fragments", "variable_va
 # hands out. (overridden, read): `read` None for a documented class, whose
 # public members may all be read.
 def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
+    # The ASGI view's documented hooks ("Extending the view") and its `schema` option; a base
+    # view's, in "Adding an integration": `run`, `get_sub_response`, `create_response`,
+    # `request_adapter_class`, and the request adapter's `content_type`.
     view = {"get_context", "get_root_value", "process_result", "decode_json", "encode_json"}
-    view |= {"on_ws_connect", "is_websocket_origin_allowed", "render_graphql_ide", "schema"}
+    view |= {"on_ws_connect", "render_graphql_ide", "schema"}
+    view |= {"run", "get_sub_response", "create_response", "request_adapter_class"}
     extension = {"on_operation", "on_validate", "on_parse", "on_execute", "resolve", "get_results"}
     http = {*uvicorn_compat.HTTP_HOOKS, *uvicorn_compat.HTTPTOOLS_HOOKS}
     documented: dict[str, set[str]] = {
@@ -311,6 +309,7 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
         "graphql.error.graphql_error.GraphQLError": set(),
         "strawberry.extensions.query_depth_limiter.QueryDepthLimiter": set(),
         "strawberry.schema.schema.Schema": {"process_errors"},
+        "cross_web.request._starlette.StarletteRequestAdapter": {"content_type"},
         # Strawberry's executor (`compat.strawberry.DefaultExecutionContext`) is graphql-core's
         # Executor: `build` and the attributes its docstring documents (see EXECUTOR_DOCUMENTED).
         "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": EXECUTOR_DOCUMENTED,
@@ -321,10 +320,6 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
             view | set(strawberry_compat.VIEW_HOOKS),
         ),
         "strawberry.asgi.ASGIWebSocketAdapter": (set(strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),) * 2,
-        "cross_web.request._starlette.StarletteRequestAdapter": (
-            set(strawberry_compat.REQUEST_ADAPTER_HOOKS),
-        )
-        * 2,
         "strawberry.subscriptions.protocols.graphql_transport_ws.handlers.BaseGraphQLTransportWSHandler": (
             set(strawberry_compat.TRANSPORT_WS_HOOKS),
         )
@@ -495,7 +490,7 @@ seen_info: list[Any] = []
 class CompatQuery:
     @strawberry.field
     def thing(self, info: strawberry.Info, count: int = 1) -> CompatThing:
-        seen_info.append(strawberry_compat.resolve_info(info))
+        seen_info.append(info._raw_info)
         return CompatThing(plain=count, colour=CompatColour.RED)
 
 
@@ -508,7 +503,7 @@ def test_graphql_schema_is_the_schema_strawberry_executes_against() -> None:
     assert validate(found, parse("{ __typename }")) == []
 
 
-def test_resolve_info_is_graphql_cores_info_with_field_nodes_and_fragments() -> None:
+def test_strawberrys_documented_raw_info_is_graphql_cores_info_with_field_nodes_and_fragments() -> None:
     seen_info.clear()
     schema = strawberry.Schema(query=CompatQuery)
     result = schema.execute_sync("query { thing { ...F } } fragment F on CompatThing { plain }")
@@ -571,20 +566,6 @@ def test_a_fields_type_is_made_of_strawberrys_wrappers() -> None:
     assert fields["colour"].type.wrapped_cls is CompatColour
     (argument,) = fields["set"].arguments
     assert isinstance(argument.type, strawberry_compat.StrawberryMaybe)
-
-
-def test_a_mutation_refused_by_operation_type_raises_invalid_operation_type_error() -> None:
-    """What gql/view.py's execute_single finds as the cause of Strawberry's 400 for a GET mutation."""
-
-    @strawberry.type
-    class Mutation:
-        @strawberry.mutation
-        def y(self) -> int:
-            return 1
-
-    schema = strawberry.Schema(query=CompatQuery, mutation=Mutation)
-    with pytest.raises(strawberry_compat.InvalidOperationTypeError):
-        asyncio.run(schema.execute("mutation { y }", allowed_operation_types=(OperationType.QUERY,)))
 
 
 class _Hooks(SchemaExtension):
@@ -654,7 +635,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     for cls, hooks in (
         (GraphQL, strawberry_compat.VIEW_HOOKS),
         (strawberry_compat.WebSocketAdapterBase, strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),
-        (StarletteRequestAdapter, strawberry_compat.REQUEST_ADAPTER_HOOKS),
         (strawberry_compat.BaseGraphQLTransportWSHandler, strawberry_compat.TRANSPORT_WS_HOOKS),
         (strawberry_compat.BaseGraphQLWSHandler, strawberry_compat.WS_HOOKS),
         (MaskErrors, strawberry_compat.MASK_ERRORS_HOOKS),
@@ -686,8 +666,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     assert list(inspect.signature(GraphQL.run).parameters) == ["self", "request", "context", "root_value"]
     handler = strawberry_compat.BaseGraphQLWSHandler
     assert all(inspect.iscoroutinefunction(getattr(handler, n)) for n in ("handle", "handle_start"))
-    assert strawberry_compat.TransportWSError.__annotations__.keys() >= {"id", "type", "payload"}
-    assert strawberry_compat.WSError.__annotations__.keys() >= {"id", "type", "payload"}
 
 
 def test_mask_errors_makes_each_masked_error_with_anonymise_error() -> None:
