@@ -10,13 +10,11 @@ from cross_web import HTTPException, StarletteRequestAdapter
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 from starlette.websockets import WebSocketDisconnected as StarletteWebSocketDisconnected
 
+# A documented module: Strawberry's "Adding an integration" imports from it.
+from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
+
 from .answers import json_content_type
-from .compat.strawberry import (
-    NonJsonMessageReceived,
-    NonTextMessageReceived,
-    WebSocketAdapterBase,
-    WebSocketDisconnected,
-)
+from .compat.strawberry import WebSocketAdapterBase
 
 
 class RequestAdapter(StarletteRequestAdapter):

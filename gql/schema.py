@@ -17,7 +17,7 @@ from strawberry.scalars import JSON
 
 from . import metrics, retention, store, subscriptions, tail
 from .auth import Action
-from .compat.strawberry import graphql_schema, resolve_info
+from .compat.strawberry import graphql_schema
 from .details import DETAIL_TYPES
 from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
@@ -262,8 +262,9 @@ class Query:
         ] = None,
     ) -> RunLogPage:
         context = info.context
-        # Strawberry's Info has no public field nodes or fragments.
-        raw = resolve_info(info)
+        # graphql-core's info, for its field nodes and fragments: Strawberry documents `_raw_info`
+        # as the way to it (docs/breaking-changes/0.233.0.md).
+        raw = info._raw_info
         return await read_run_log(
             context,
             asked_of(raw.field_nodes, raw.fragments),
@@ -301,7 +302,7 @@ class Query:
             strawberry.argument(description="A previous page's `pageInfo.endCursor`: read the next runs."),
         ] = None,
     ) -> RunsPage:
-        raw = resolve_info(info)
+        raw = info._raw_info  # see run_log above
         holds = asked_of(raw.field_nodes, raw.fragments).holds
         return await read_runs_in_flight(info.context, holds, limit, after)
 

@@ -14,10 +14,11 @@ from typing import Any, Generic, TypeVar
 
 from graphql import GraphQLError
 
+# A documented module: Strawberry's "Adding an integration" imports from it.
+from strawberry.http.exceptions import WebSocketDisconnected
+
 from .auth import Caller, Policy, Role
-from .compat.strawberry import BaseGraphQLTransportWSHandler, BaseGraphQLWSHandler, WebSocketDisconnected
-from .compat.strawberry import TransportWSError as ErrorMessage
-from .compat.strawberry import WSError as LegacyErrorMessage
+from .compat.strawberry import BaseGraphQLTransportWSHandler, BaseGraphQLWSHandler
 from .limits import query_text_refusal
 from .trusted import REFUSED
 from .unrun_writes import log_unrun_writes
@@ -272,7 +273,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, None]):
     async def handle_subscribe(self, message: Any) -> None:
         error = _refusal(self.view, self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged and message.get("id") not in self.operations:
-            await self.send_message(ErrorMessage(id=message["id"], type="error", payload=[error]))
+            await self.send_message({"id": message["id"], "type": "error", "payload": [error]})
             return
         await super().handle_subscribe(message)
 
@@ -327,7 +328,7 @@ class WSHandler(BaseGraphQLWSHandler[Any, None]):
     async def handle_start(self, message: Any) -> None:
         error = _refusal(self.view, self.context, message.get("payload"))
         if error is not None and self.connection_acknowledged:
-            await self.send_message(LegacyErrorMessage(type="error", id=message["id"], payload=error))
+            await self.send_message({"type": "error", "id": message["id"], "payload": error})
             return
         await super().handle_start(message)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 from cross_web import HTTPException
+from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
@@ -37,7 +38,7 @@ from .answers import (
     should_mask,
 )
 from .auth import Policy, Role
-from .compat.strawberry import InvalidOperationTypeError, is_same_origin
+from .compat.strawberry import is_same_origin
 from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
 from .limits import RequestLimits
 from .page import Context
@@ -57,6 +58,17 @@ def reproduced(extension: Any) -> bool:
     made = extension if isinstance(extension, type) else type(extension())
     # Masking is in process_result, limits and introspection in the cached validation.
     return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
+
+
+def _mutation(request_data: GraphQLRequestData) -> bool:
+    """Whether the request's operation is a mutation (False when its text does not parse)."""
+    if not isinstance(request_data.query, str):
+        return False
+    try:
+        operation = get_operation_ast(parse(request_data.query), request_data.operation_name)
+    except GraphQLError:
+        return False
+    return operation is not None and operation.operation == OperationType.MUTATION
 
 
 class RunLogGraphQL(GraphQL[Context, None]):
@@ -121,10 +133,9 @@ class RunLogGraphQL(GraphQL[Context, None]):
                 request, request_adapter, sub_response, context, root_value, request_data
             )
         except HTTPException as exc:
-            if isinstance(exc.__cause__, InvalidOperationTypeError) and request_adapter.method == "GET":
-                raise HTTPException(
-                    405, "A mutation must be sent by POST; GET may run only a query"
-                ) from exc.__cause__
+            # Strawberry's 400 for an operation type the method may not run: on GET, a mutation.
+            if request_adapter.method == "GET" and exc.status_code == 400 and _mutation(request_data):
+                raise HTTPException(405, "A mutation must be sent by POST; GET may run only a query") from exc
             raise
 
     async def parse_http_body(self, request: Any) -> Any:

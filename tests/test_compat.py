@@ -38,7 +38,6 @@ from strawberry.extensions import SchemaExtension
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 from strawberry.resolvers import is_default_resolver
 from strawberry.types import get_object_definition
-from strawberry.types.graphql import OperationType
 
 from gql import compat
 from gql.compat import graphql as graphql_compat
@@ -53,7 +52,10 @@ GQL = pathlib.Path(__file__).resolve().parent.parent / "gql"
 
 
 def test_the_reaches_are_these() -> None:
-    """The inventory: one name per reach. Adding one means adding it here, with a test below."""
+    """The inventory: one name per reach. Adding one means adding it here, with a test below.
+
+    A helper or `*_HOOKS` tuple outside `__all__` works through the entry its module names for it.
+    """
     found = {
         module.__name__.rpartition(".")[2]: sorted(module.__all__)
         for module in (
@@ -66,54 +68,28 @@ def test_the_reaches_are_these() -> None:
     assert found == {
         "graphql": [
             "CompletesObjects",
-            "EXECUTOR_HOOKS",
             "FieldDetails",
-            "LEFT",
             "bound_overlap_check",
-            "collect_root_fields",
             "collect_subfields",
-            "deferred_or_fragment_arguments",
-            "has_middleware",
-            "overlap_check_aborted",
         ],
         "sqlalchemy": ["cursor_listeners", "greenlet_spawn"],
         "strawberry": [
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
             "DefaultExecutionContext",
-            "InvalidOperationTypeError",
             "MASK_ERRORS_HOOKS",
-            "NonJsonMessageReceived",
-            "NonTextMessageReceived",
-            "REQUEST_ADAPTER_HOOKS",
             "StrawberryEnumDefinition",
             "StrawberryList",
             "StrawberryMaybe",
             "StrawberryOptional",
-            "TRANSPORT_WS_HOOKS",
-            "TransportWSError",
             "VIEW_HOOKS",
-            "WEBSOCKET_ADAPTER_HOOKS",
-            "WSError",
-            "WS_HOOKS",
             "WebSocketAdapterBase",
-            "WebSocketDisconnected",
             "graphql_schema",
             "is_same_origin",
             "parse_and_validate",
-            "resolve_info",
             "strawberry_definition",
         ],
-        "uvicorn": [
-            "HTTPProtocolBase",
-            "HTTPTOOLS_HOOKS",
-            "HTTP_HOOKS",
-            "HTTP_STATE_HOOKS",
-            "SUPERVISOR_HOOKS",
-            "WEBSOCKET_HOOKS",
-            "WebSocketProtocolBase",
-            "supervisor_class",
-        ],
+        "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase", "supervisor_class"],
     }
     modules = {p.stem for p in pathlib.Path(compat.__file__).parent.glob("*.py")} - {"__init__"}
     assert modules == set(found), "a module of gql/compat is missing from the inventory"
@@ -194,6 +170,9 @@ PUBLIC_MODULES = frozenset(
         "strawberry.extensions",
         "strawberry.resolvers",  # `is_default_resolver`, in its `__all__`
         "strawberry.http",
+        # Strawberry's "Adding an integration" imports from it; its `__all__` names the
+        # websocket adapter's exceptions.
+        "strawberry.http.exceptions",
         "strawberry.scalars",
         "strawberry.types",
         "typing_extensions",
@@ -202,9 +181,12 @@ PUBLIC_MODULES = frozenset(
 )
 # Underscore names that are documented API: namedtuple's `_replace`,
 # SQLAlchemy's `Row._mapping`, Python's enum `_name_`/`_value_` (sunder
-# names, excluded by their shape), and argparse's `_SubParsersAction`
-# (the standard library's, in type annotations only).
-DOCUMENTED_UNDERSCORE = frozenset({"_replace", "_mapping", "_SubParsersAction"})
+# names, excluded by their shape), argparse's `_SubParsersAction`
+# (the standard library's, in type annotations only), and Strawberry's
+# `Info._raw_info`, graphql-core's info behind it ("If you need to access the
+# original info object you can do so by accessing the `_raw_info` attribute":
+# Strawberry's docs, breaking-changes/0.233.0).
+DOCUMENTED_UNDERSCORE = frozenset({"_replace", "_mapping", "_SubParsersAction", "_raw_info"})
 
 
 def _private(name: str) -> bool:
@@ -295,14 +277,24 @@ def _defines(cls: type, name: str) -> bool:
     return f"self.{name} =" in source or f"self.{name}: " in source
 
 
+# graphql-core's Executor: "created with the `build` class method ... You can pass a subclass
+# as `executor_class`", and these attributes, each documented in its docstring. What it calls
+# "the methods used internally for executing and completing fields" are gql/compat's.
+EXECUTOR_DOCUMENTED = {"build", "schema", "operation", "fragments", "variable_values", "middleware_manager"}
+
+
 # What gql/ may override or read on a library class it subclasses, by the
 # library class it names as its base: the hooks that class's documentation
 # invites overriding, and the members gql/compat names for the classes it
 # hands out. (overridden, read): `read` None for a documented class, whose
 # public members may all be read.
 def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
+    # The ASGI view's documented hooks ("Extending the view") and its `schema` option; a base
+    # view's, in "Adding an integration": `run`, `get_sub_response`, `create_response`,
+    # `request_adapter_class`, and the request adapter's `content_type`.
     view = {"get_context", "get_root_value", "process_result", "decode_json", "encode_json"}
-    view |= {"on_ws_connect", "is_websocket_origin_allowed", "render_graphql_ide", "schema"}
+    view |= {"on_ws_connect", "render_graphql_ide", "schema"}
+    view |= {"run", "get_sub_response", "create_response", "request_adapter_class"}
     extension = {"on_operation", "on_validate", "on_parse", "on_execute", "resolve", "get_results"}
     http = {*uvicorn_compat.HTTP_HOOKS, *uvicorn_compat.HTTPTOOLS_HOOKS}
     documented: dict[str, set[str]] = {
@@ -311,6 +303,10 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
         "graphql.error.graphql_error.GraphQLError": set(),
         "strawberry.extensions.query_depth_limiter.QueryDepthLimiter": set(),
         "strawberry.schema.schema.Schema": {"process_errors"},
+        "cross_web.request._starlette.StarletteRequestAdapter": {"content_type"},
+        # Strawberry's executor (`compat.strawberry.DefaultExecutionContext`) is graphql-core's
+        # Executor: `build` and the attributes its docstring documents (see EXECUTOR_DOCUMENTED).
+        "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": EXECUTOR_DOCUMENTED,
     }
     compat_named: dict[str, tuple[set[str], set[str]]] = {
         "strawberry.asgi.GraphQL": (
@@ -318,20 +314,12 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
             view | set(strawberry_compat.VIEW_HOOKS),
         ),
         "strawberry.asgi.ASGIWebSocketAdapter": (set(strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),) * 2,
-        "cross_web.request._starlette.StarletteRequestAdapter": (
-            set(strawberry_compat.REQUEST_ADAPTER_HOOKS),
-        )
-        * 2,
         "strawberry.subscriptions.protocols.graphql_transport_ws.handlers.BaseGraphQLTransportWSHandler": (
             set(strawberry_compat.TRANSPORT_WS_HOOKS),
         )
         * 2,
         "strawberry.subscriptions.protocols.graphql_ws.handlers.BaseGraphQLWSHandler": (
             set(strawberry_compat.WS_HOOKS),
-        )
-        * 2,
-        "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": (
-            set(graphql_compat.EXECUTOR_HOOKS),
         )
         * 2,
         "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol": (http, http),
@@ -496,7 +484,7 @@ seen_info: list[Any] = []
 class CompatQuery:
     @strawberry.field
     def thing(self, info: strawberry.Info, count: int = 1) -> CompatThing:
-        seen_info.append(strawberry_compat.resolve_info(info))
+        seen_info.append(info._raw_info)
         return CompatThing(plain=count, colour=CompatColour.RED)
 
 
@@ -509,7 +497,7 @@ def test_graphql_schema_is_the_schema_strawberry_executes_against() -> None:
     assert validate(found, parse("{ __typename }")) == []
 
 
-def test_resolve_info_is_graphql_cores_info_with_field_nodes_and_fragments() -> None:
+def test_strawberrys_documented_raw_info_is_graphql_cores_info_with_field_nodes_and_fragments() -> None:
     seen_info.clear()
     schema = strawberry.Schema(query=CompatQuery)
     result = schema.execute_sync("query { thing { ...F } } fragment F on CompatThing { plain }")
@@ -572,20 +560,6 @@ def test_a_fields_type_is_made_of_strawberrys_wrappers() -> None:
     assert fields["colour"].type.wrapped_cls is CompatColour
     (argument,) = fields["set"].arguments
     assert isinstance(argument.type, strawberry_compat.StrawberryMaybe)
-
-
-def test_a_mutation_refused_by_operation_type_raises_invalid_operation_type_error() -> None:
-    """What gql/view.py's execute_single finds as the cause of Strawberry's 400 for a GET mutation."""
-
-    @strawberry.type
-    class Mutation:
-        @strawberry.mutation
-        def y(self) -> int:
-            return 1
-
-    schema = strawberry.Schema(query=CompatQuery, mutation=Mutation)
-    with pytest.raises(strawberry_compat.InvalidOperationTypeError):
-        asyncio.run(schema.execute("mutation { y }", allowed_operation_types=(OperationType.QUERY,)))
 
 
 class _Hooks(SchemaExtension):
@@ -655,7 +629,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     for cls, hooks in (
         (GraphQL, strawberry_compat.VIEW_HOOKS),
         (strawberry_compat.WebSocketAdapterBase, strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),
-        (StarletteRequestAdapter, strawberry_compat.REQUEST_ADAPTER_HOOKS),
         (strawberry_compat.BaseGraphQLTransportWSHandler, strawberry_compat.TRANSPORT_WS_HOOKS),
         (strawberry_compat.BaseGraphQLWSHandler, strawberry_compat.WS_HOOKS),
         (MaskErrors, strawberry_compat.MASK_ERRORS_HOOKS),
@@ -687,8 +660,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     assert list(inspect.signature(GraphQL.run).parameters) == ["self", "request", "context", "root_value"]
     handler = strawberry_compat.BaseGraphQLWSHandler
     assert all(inspect.iscoroutinefunction(getattr(handler, n)) for n in ("handle", "handle_start"))
-    assert strawberry_compat.TransportWSError.__annotations__.keys() >= {"id", "type", "payload"}
-    assert strawberry_compat.WSError.__annotations__.keys() >= {"id", "type", "payload"}
 
 
 def test_mask_errors_makes_each_masked_error_with_anonymise_error() -> None:
@@ -727,12 +698,11 @@ class _Completing(graphql_compat.CompletesObjects, Executor):
         _Completing.seen.append(
             (
                 [type(d) for d in field_details_list],
-                graphql_compat.has_middleware(self),
                 graphql_compat.deferred_or_fragment_arguments(field_details_list),
                 list(collected),
             )
         )
-        return {"n": 42} if result["n"] == 1 else graphql_compat.LEFT
+        return {"n": 42} if result["n"] == 1 else self.LEFT
 
 
 def _execute(text: str, **kwargs: Any) -> Any:
@@ -752,38 +722,47 @@ def test_completes_objects_overrides_graphql_cores_complete_object_value() -> No
         "position_context",
     ]
     assert _execute("{ page { n } }").data == {"page": {"n": 42}}
-    [(kinds, middleware, deferred, collected)] = _Completing.seen
+    [(kinds, deferred, collected)] = _Completing.seen
     assert kinds == [graphql_compat.FieldDetails]
-    assert (middleware, deferred) == (False, False)
+    assert deferred is False
     assert collected == ["n"]
 
 
 def test_collect_subfields_honours_skip_and_aliases() -> None:
     _execute("query($no: Boolean!) { page { a: n s @skip(if: $no) } }", variable_values={"no": True})
-    assert _Completing.seen[0][3] == ["a"]
+    assert _Completing.seen[0][2] == ["a"]
 
 
-def test_collect_root_fields_groups_the_root_as_execution_does() -> None:
-    document = parse("query($no: Boolean!) { a: page { n } a: page { s } page @skip(if: $no) { n } }")
+def _root_fields(executor: Any) -> dict[str, list[Any]]:
+    root = executor.schema.get_root_type(executor.operation.operation)
+    return graphql_compat.collect_subfields(executor, root, None)
+
+
+def test_collect_subfields_of_none_groups_the_root_as_execution_does() -> None:
+    from graphql.execution.collect_fields import collect_fields
+
+    text = (
+        "query($no: Boolean!) { a: page { n } a: page { s } page @skip(if: $no) { n } "
+        "... on Query { b: page { n } } ...F } fragment F on Query { c: page { s } }"
+    )
+    document = parse(text)
     executor = Executor.build(_SCHEMA, document, raw_variable_values={"no": True})
     assert isinstance(executor, Executor)
-    grouped = graphql_compat.collect_root_fields(executor)
-    assert list(grouped) == ["a"]
+    grouped = _root_fields(executor)
+    assert list(grouped) == ["a", "b", "c"]
     assert [d.node.selection_set.selections[0].name.value for d in grouped["a"]] == ["n", "s"]
+    # What graphql-core's own root collection (`collect_fields`, which execution uses) finds.
+    executed = collect_fields(
+        executor.schema, executor.fragments, executor.variable_values, _SCHEMA.query_type, executor.operation
+    ).grouped_field_set
+    assert {k: [d.node for d in v] for k, v in grouped.items()} == {
+        k: [d.node for d in v] for k, v in executed.items()
+    }
     # The very groups the executor completes: the same field nodes.
-    _execute("query($no: Boolean!) { a: page { n } }", variable_values={"no": True})
     completing = Executor.build(_SCHEMA, parse("{ page { n } }"))
     assert isinstance(completing, Executor)
-    (group,) = graphql_compat.collect_root_fields(completing).values()
+    (group,) = _root_fields(completing).values()
     assert group[0].node is completing.operation.selection_set.selections[0]
-
-
-def test_has_middleware_sees_a_resolver_middleware() -> None:
-    def middleware(resolve: Any, source: Any, info: Any, **args: Any) -> Any:
-        return resolve(source, info, **args)
-
-    _execute("{ page { n } }", middleware=[middleware])
-    assert _Completing.seen[0][1] is True
 
 
 def test_left_hands_the_value_back_to_graphql_core() -> None:
@@ -795,11 +774,16 @@ def test_left_hands_the_value_back_to_graphql_core() -> None:
     assert result.data == {"page": {"n": 2, "s": "x"}}
 
 
-def test_strawberrys_executor_has_what_gql_overrides_and_reads() -> None:
-    missing = [
-        n for n in graphql_compat.EXECUTOR_HOOKS if not _has(strawberry_compat.DefaultExecutionContext, n)
-    ]
-    assert missing == []
+def test_graphql_cores_executor_documents_what_gql_overrides_and_reads() -> None:
+    """What EXECUTOR_DOCUMENTED names is documented on graphql-core's Executor, which Strawberry's extends."""
+    assert issubclass(strawberry_compat.DefaultExecutionContext, Executor)
+    assert graphql.Executor is Executor and "Executor" in graphql.__all__
+    documented = inspect.getsource(Executor)
+    for name in EXECUTOR_DOCUMENTED - {"build"}:
+        assert name in Executor.__annotations__, name
+        assert f":param {name}:" in documented, name
+    assert ":meth:`build`" in (Executor.__doc__ or "")
+    assert "middlewares" in graphql.MiddlewareManager.__slots__
     build = inspect.signature(Executor.build)
     assert list(build.parameters)[:2] == ["schema", "document"]
     built = Executor.build(_SCHEMA, parse("{ page { n } }"))

@@ -46,6 +46,8 @@ from hypothesis import strategies as st
 from gql import graphiql, store, writes
 from gql.answers import MaskUnexpected
 from gql.auth import Caller, Policy, Role
+from gql.compat.graphql import collect_subfields
+from gql.compat.strawberry import graphql_schema
 from gql.db import create_engine, event_run_log, event_runs
 from gql.detail_codec import dump_detail
 from gql.engine import page_plan as fastpath
@@ -748,3 +750,20 @@ def test_every_shipped_operation_takes_the_fast_path(
             "status": "live",
             "terminal": False,
         }
+
+
+def test_a_page_under_a_resolver_middleware_has_no_plan() -> None:
+    """A middleware must see every field: graphql-core completes the page (Strawberry passes none)."""
+
+    def middleware(resolve: Any, source: Any, info: Any, **args: Any) -> Any:
+        return resolve(source, info, **args)
+
+    gschema = graphql_schema(FAST)
+    document = parse("{ runLog(runId: 7) { nodes { cursor } } }")
+    for given_middleware, planned in (([middleware], False), (None, True)):
+        executor = FAST.execution_context_class.build(gschema, document, middleware=given_middleware)
+        (group,) = collect_subfields(executor, gschema.query_type, None).values()
+        plan = executor.page_plan(gschema.type_map["RunLogPage"], group)
+        assert callable(plan) is planned
+        if not planned:
+            assert plan[0] == "middleware"

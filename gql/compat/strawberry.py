@@ -1,49 +1,38 @@
-"""Strawberry's non-public names the service relies on (tested in tests/test_compat.py)."""
+"""Strawberry's non-public names the service relies on (tested in tests/test_compat.py).
+
+`__all__` names one entry per reach. A `*_HOOKS` tuple not in it names the members used of
+the class whose entry precedes it, and is tested with that class.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import strawberry
-from graphql import GraphQLError, GraphQLResolveInfo, GraphQLSchema
+from graphql import GraphQLError, GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
-from strawberry.http.exceptions import NonJsonMessageReceived, NonTextMessageReceived, WebSocketDisconnected
 from strawberry.http.websocket_origin import is_same_origin
-from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage as TransportWSError
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as WSError
 from strawberry.types.base import StrawberryList, StrawberryMaybe, StrawberryOptional
 from strawberry.types.enum import StrawberryEnumDefinition
 
 __all__ = [
     "MASK_ERRORS_HOOKS",
-    "REQUEST_ADAPTER_HOOKS",
-    "TRANSPORT_WS_HOOKS",
     "VIEW_HOOKS",
-    "WEBSOCKET_ADAPTER_HOOKS",
-    "WS_HOOKS",
     "BaseGraphQLTransportWSHandler",
     "BaseGraphQLWSHandler",
     "DefaultExecutionContext",
-    "InvalidOperationTypeError",
-    "NonJsonMessageReceived",
-    "NonTextMessageReceived",
     "StrawberryEnumDefinition",
     "StrawberryList",
     "StrawberryMaybe",
     "StrawberryOptional",
-    "TransportWSError",
-    "WSError",
     "WebSocketAdapterBase",
-    "WebSocketDisconnected",
     "graphql_schema",
     "is_same_origin",
     "parse_and_validate",
-    "resolve_info",
     "strawberry_definition",
 ]
 
@@ -55,15 +44,6 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
     schema to run against.
     """
     return schema._schema
-
-
-def resolve_info(info: strawberry.Info) -> GraphQLResolveInfo[Any]:
-    """graphql-core's resolve info behind Strawberry's `Info` (`Info._raw_info`).
-
-    `Info` offers no `field_nodes` or `fragments`; without them `runLog` cannot count the
-    details a page serves (`detail_servings`) before the page is read.
-    """
-    return info._raw_info
 
 
 # Strawberry's own executor, exported from no public module: an executor plugged in at
@@ -84,26 +64,25 @@ def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
 # The wrappers a Strawberry field's `type` is made of once resolved (`strawberry.types.base`,
 # `strawberry.types.enum`, undocumented): detail_codec.py and write_plan.py read field types by them;
 # without them, only from Python annotations, which Strawberry resolves in undocumented ways.
-# One reach: the four classes of one module family, tested together.
-
-# The cause Strawberry gives the HTTPException for a mutation sent by GET (InvalidOperationTypeError,
-# undocumented): gql/view.py answers that one with the specification's 405, where Strawberry says 400.
+# Four entries, one per class.
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────
 # Members of Strawberry's classes, beyond its documented view hooks, that gql/view.py,
 # gql/adapters.py and gql/subscriptions.py override or read; tests/test_compat.py checks each.
+# Documented, and so not here: the ASGI view's hooks ("Extending the view": get_context,
+# get_root_value, process_result, decode_json, encode_json, render_graphql_ide,
+# on_ws_connect) and a base view's ("Adding an integration": run, get_sub_response,
+# create_response, request_adapter_class, and the request adapter's content_type).
 
-# What gql/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks.
+# What gql/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks: one entry,
+# the view (`strawberry.asgi.GraphQL`, itself public).
 VIEW_HOOKS = (
-    "run",  # the prepared path first; Strawberry's HTTPException answered as JSON
     "execute_single",  # a GET mutation answered 405
     "parse_http_body",  # JSON only, and trusted documents
     "should_render_graphql_ide",  # not for a GET of a trusted document
-    "get_sub_response",
-    "create_response",
     "reject_websocket",
     "pick_websocket_subprotocol",  # graphql-transport-ws first, whatever the client's order
-    "request_adapter_class",
+    "is_websocket_origin_allowed",  # its docstring invites overriding; the docs do not name it
     "websocket_adapter_class",
     "graphql_transport_ws_handler_class",
     "graphql_ws_handler_class",
@@ -111,17 +90,14 @@ VIEW_HOOKS = (
     "parse_json",
 )
 
-# Strawberry's ASGI websocket adapter and the exceptions of its contract: gql/adapters.py sends
-# text frames (the graphql-ws client cannot parse binary ones) and closes 4400 on a non-object.
+# Strawberry's ASGI websocket adapter: gql/adapters.py sends text frames (the graphql-ws client
+# cannot parse binary ones) and closes 4400 on a non-object. Its exceptions are in a documented
+# module (strawberry.http.exceptions, which "Adding an integration" imports from).
 WebSocketAdapterBase = ASGIWebSocketAdapter
 WEBSOCKET_ADAPTER_HOOKS = ("iter_json", "send_json", "close", "ws", "view")
 
 # What gql/answers.py's `MaskUnexpected` overrides on MaskErrors, to carry the request's id.
 MASK_ERRORS_HOOKS = ("anonymise_error",)
-
-# What gql/adapters.py's request adapter overrides: the content type, which Strawberry compares
-# case-sensitively.
-REQUEST_ADAPTER_HOOKS = ("content_type",)
 
 # Strawberry's websocket protocol handlers: gql/subscriptions.py gives each operation its own
 # context, checks each message, and refuses an oversized or untrusted text as its error; without

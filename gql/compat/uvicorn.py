@@ -1,6 +1,9 @@
 """uvicorn's non-public classes the service subclasses (tested in tests/test_compat.py).
 
-Subclasses override or read only what each `*_HOOKS` tuple names.
+Subclasses override or read only what each `*_HOOKS` tuple names. `__all__` names one entry
+per reach: a class, with the `*_HOOKS` tuples that follow it (tested with it), and
+`HTTP_STATE_HOOKS`, what is read on two other classes of uvicorn's (the request's cycle, the
+server's state).
 """
 
 from __future__ import annotations
@@ -11,11 +14,7 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 __all__ = [
-    "HTTPTOOLS_HOOKS",
-    "HTTP_HOOKS",
     "HTTP_STATE_HOOKS",
-    "SUPERVISOR_HOOKS",
-    "WEBSOCKET_HOOKS",
     "HTTPProtocolBase",
     "WebSocketProtocolBase",
     "supervisor_class",

@@ -27,12 +27,10 @@ from graphql.pyutils import Undefined
 
 from .. import metrics
 from ..compat.graphql import (
-    LEFT,
     CompletesObjects,
     FieldDetails,
-    collect_root_fields,
+    collect_subfields,
     deferred_or_fragment_arguments,
-    has_middleware,
 )
 from ..query_shape import selections
 from ..store import one_line_reason
@@ -214,8 +212,10 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
         if isinstance(executor, list):
             return
         root = schema.get_root_type(executor.operation.operation)
-        for group in collect_root_fields(executor).values():
-            found = None if root is None else root.fields.get(group[0].node.name.value)  # None: __typename
+        if root is None:
+            return
+        for group in collect_subfields(executor, root, None).values():
+            found = root.fields.get(group[0].node.name.value)  # None: __typename
             page_type = None if found is None else get_named_type(found.type)
             if isinstance(page_type, GraphQLObjectType) and page_type.name == PAGE_TYPE_NAME:
                 executor.page_plan(page_type, group)
@@ -247,7 +247,7 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
         else:
             STATS.not_compilable += 1
             self._fell_back(*plan)
-        return LEFT
+        return self.LEFT
 
     def _fell_back(self, reason: str, why: str, level: int = logging.INFO) -> None:
         """Count a page completed by graphql-core for `reason`, and log it once for this document."""
@@ -258,7 +258,10 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
         self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
     ) -> Callable[[Any, Any], dict[str, Any]] | tuple[str, str]:
         """The page's plan, or why there is none: a reason (a metric's label) and words."""
-        if has_middleware(self):
+        # `middleware_manager` and its `middlewares`: documented attributes of graphql-core's
+        # Executor and MiddlewareManager (graphql-core's docs, execution module).
+        manager = self.middleware_manager
+        if manager is not None and manager.middlewares:
             return "middleware", "a resolver middleware must see every field"
         if deferred_or_fragment_arguments(field_details_list):
             return "defer_or_fragment_arguments", "the page is deferred or read through fragment arguments"
