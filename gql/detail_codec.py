@@ -10,6 +10,8 @@ import dataclasses
 import datetime
 import enum
 import json
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired
@@ -23,7 +25,6 @@ from strawberry.types import get_object_definition
 # pydantic reads a TypedDict only from typing_extensions before Python 3.12.
 from typing_extensions import TypedDict
 
-from .compat.strawberry import StrawberryEnumDefinition, StrawberryList, StrawberryOptional
 from .details import DETAIL_TYPES, LOADED, NAMES_A_RUN, UnreadableDetail
 from .ids import id_problem, parse_id
 from .kinds import Kind
@@ -64,15 +65,24 @@ def _graphql_name(field: Any) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+def _optional_of(tp: Any) -> Any:
+    """The `X` of a Python annotation `X | None`, else None."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = (arg for arg in args if arg is not type(None))
+        return inner
+    return None
+
+
 def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[Any, Callable[[Any], Any]]:
-    """Map a strawberry field type to a strict pydantic type and a builder for its value."""
-    if isinstance(tp, StrawberryOptional):
-        inner, build = _pydantic_type(tp.of_type, forbid, codecs)
+    """Map a detail field's Python annotation to a strict pydantic type and a builder for its value."""
+    if (of := _optional_of(tp)) is not None:
+        inner, build = _pydantic_type(of, forbid, codecs)
         if build is _same:
             return inner | None, _same
         return inner | None, lambda v: None if v is None else build(v)
-    if isinstance(tp, StrawberryList):
-        inner, build = _pydantic_type(tp.of_type, forbid, codecs)
+    if typing.get_origin(tp) is list:
+        inner, build = _pydantic_type(typing.get_args(tp)[0], forbid, codecs)
         return list[inner], lambda v: [build(x) for x in v]  # type: ignore[valid-type]
     if tp is strawberry.ID:
         # A writer may send an id as a number or a string; GraphQL serves it as a string.
@@ -94,8 +104,8 @@ def _pydantic_type(tp: Any, forbid: bool, codecs: dict[type, _Codec]) -> tuple[A
         if forbid:  # as for ids: the writer's dump says the time as it is served, in UTC
             return Annotated[datetime.datetime, pydantic.PlainSerializer(_as_utc_text)], _as_utc
         return datetime.datetime, _as_utc
-    if isinstance(tp, StrawberryEnumDefinition):
-        return tp.origin, _same  # the Python enum
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp, _same
     if get_object_definition(tp) is not None:
         codec = _codec(tp, codecs)
         model = codec.writer if forbid else codec.reader
@@ -121,6 +131,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
     if tp in codecs:
         return codecs[tp]
     definition = get_object_definition(tp, strict=True)
+    annotations = typing.get_type_hints(tp)  # a field's type as Python says it, by Python name
     builders: dict[str, Callable[[Any], Any]] = {}
     defaults: dict[str, Any] = {}  # a stored field's value when the stored detail leaves it out
     readable: dict[str, Any] = {}
@@ -129,11 +140,12 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
         if field.base_resolver is not None or field.metadata.get(LOADED):
             continue  # computed or looked up, never stored
         alias = _graphql_name(field)
-        default = None if isinstance(field.type, StrawberryOptional) else ...
+        annotation = annotations[field.python_name]
+        default = None if _optional_of(annotation) is not None else ...
         if field.default is not dataclasses.MISSING:
             # Older lines stored without a field added since read with its default.
             default = field.default
-        read_type, build = _pydantic_type(field.type, False, codecs)
+        read_type, build = _pydantic_type(annotation, False, codecs)
         builders[field.python_name] = build
         annotated: Any = Annotated[read_type, pydantic.Field(validation_alias=alias)]
         if default is ...:
@@ -146,7 +158,7 @@ def _codec(tp: type, codecs: dict[type, _Codec]) -> _Codec:
                 )
             defaults[field.python_name] = default
             readable[field.python_name] = NotRequired[annotated]
-        write_type, _ = _pydantic_type(field.type, True, codecs)
+        write_type, _ = _pydantic_type(annotation, True, codecs)
         writable[field.python_name] = (write_type, pydantic.Field(default, alias=alias))
     # A TypedDict made from a name and fields at run time (typing's functional form).
     make_typed_dict: Any = TypedDict

@@ -37,7 +37,6 @@ from graphql.execution import Executor
 from strawberry.extensions import SchemaExtension
 from strawberry.http.async_base_view import AsyncBaseHTTPView
 from strawberry.resolvers import is_default_resolver
-from strawberry.types import get_object_definition
 
 from gql import compat
 from gql.compat import graphql as graphql_compat
@@ -78,10 +77,6 @@ def test_the_reaches_are_these() -> None:
             "BaseGraphQLWSHandler",
             "DefaultExecutionContext",
             "MASK_ERRORS_HOOKS",
-            "StrawberryEnumDefinition",
-            "StrawberryList",
-            "StrawberryMaybe",
-            "StrawberryOptional",
             "VIEW_HOOKS",
             "WebSocketAdapterBase",
             "graphql_schema",
@@ -538,28 +533,6 @@ def test_strawberrys_public_is_default_resolver_tells_an_attribute_read_from_a_r
     assert isinstance(thing, GraphQLObjectType)
     assert is_default_resolver(thing.fields["plain"].resolve)
     assert not is_default_resolver(thing.fields["resolved"].resolve)
-
-
-@strawberry.type
-class CompatWrapped:
-    many: list[int] | None
-    colour: CompatColour
-
-    @strawberry.mutation
-    def set(self, to: strawberry.Maybe[int]) -> int:
-        return 1
-
-
-def test_a_fields_type_is_made_of_strawberrys_wrappers() -> None:
-    fields = {f.python_name: f for f in get_object_definition(CompatWrapped, strict=True).fields}
-    many = fields["many"].type
-    assert isinstance(many, strawberry_compat.StrawberryOptional)
-    assert isinstance(many.of_type, strawberry_compat.StrawberryList)
-    assert many.of_type.of_type is int
-    assert isinstance(fields["colour"].type, strawberry_compat.StrawberryEnumDefinition)
-    assert fields["colour"].type.wrapped_cls is CompatColour
-    (argument,) = fields["set"].arguments
-    assert isinstance(argument.type, strawberry_compat.StrawberryMaybe)
 
 
 class _Hooks(SchemaExtension):

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import strawberry
 from graphql import OperationDefinitionNode, get_argument_values, get_variable_values, parse, validate
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from gql.app import create_app
+from gql.compat.strawberry import graphql_schema
 from gql.engine.coercion import Coercion
 from gql.engine.write_plan import WRITE_FIELD, write_plan
 from gql.schema import build_schema
@@ -437,3 +439,34 @@ def test_the_shipped_operations_but_those_with_list_literals_take_the_laid_out_c
     left = sorted(name for name, steps in laid_out.items() if not steps)
     assert left == ["RunHolds", "RunKindCounts"]  # their `kinds: []` literal
     assert {"RunLog", "RunLogPage", "RunLogByKinds", "WriteNote"} <= laid_out.keys()
+
+
+@strawberry.type
+class _MaybeQuery:
+    ok: bool = True
+
+
+@strawberry.type
+class _OptionalWrite:
+    @strawberry.mutation(name=WRITE_FIELD)
+    def write(self, run_id: strawberry.ID | None) -> bool:
+        return True
+
+
+@strawberry.type
+class _MaybeWrite:
+    @strawberry.mutation(name=WRITE_FIELD)
+    def write(self, run_id: strawberry.Maybe[strawberry.ID]) -> bool:
+        return True
+
+
+def test_an_argument_strawberry_wraps_in_some_is_left_to_strawberry() -> None:
+    """A `Maybe` argument reaches its resolver as `Some(value)`, which the plan cannot hand over."""
+    (operation,) = parse(f"mutation {{ {WRITE_FIELD}(runId: 1) }}").definitions
+    assert isinstance(operation, OperationDefinitionNode)
+    optional, maybe = (
+        graphql_schema(strawberry.Schema(query=_MaybeQuery, mutation=m))
+        for m in (_OptionalWrite, _MaybeWrite)
+    )
+    assert write_plan(optional, operation) is not None
+    assert write_plan(maybe, operation) is None

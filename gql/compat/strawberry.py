@@ -16,8 +16,6 @@ from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, Strawberry
 from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
-from strawberry.types.base import StrawberryList, StrawberryMaybe, StrawberryOptional
-from strawberry.types.enum import StrawberryEnumDefinition
 
 __all__ = [
     "MASK_ERRORS_HOOKS",
@@ -25,10 +23,6 @@ __all__ = [
     "BaseGraphQLTransportWSHandler",
     "BaseGraphQLWSHandler",
     "DefaultExecutionContext",
-    "StrawberryEnumDefinition",
-    "StrawberryList",
-    "StrawberryMaybe",
-    "StrawberryOptional",
     "WebSocketAdapterBase",
     "graphql_schema",
     "is_same_origin",
@@ -60,11 +54,6 @@ def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
     """
     return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
 
-
-# The wrappers a Strawberry field's `type` is made of once resolved (`strawberry.types.base`,
-# `strawberry.types.enum`, undocumented): detail_codec.py and write_plan.py read field types by them;
-# without them, only from Python annotations, which Strawberry resolves in undocumented ways.
-# Four entries, one per class.
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────
 # Members of Strawberry's classes, beyond its documented view hooks, that gql/view.py,

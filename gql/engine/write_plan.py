@@ -6,9 +6,11 @@ as the executor would goes the normal way, before any line is written.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Any
 
+import strawberry
 from graphql import (
     FieldNode,
     GraphQLField,
@@ -19,7 +21,7 @@ from graphql import (
     get_nullable_type,
 )
 
-from ..compat.strawberry import StrawberryMaybe, strawberry_definition
+from ..compat.strawberry import strawberry_definition
 from .coercion import Coercion
 
 WRITE_FIELD = "writeRunLog"
@@ -92,7 +94,8 @@ def _python_names(field: GraphQLField | None) -> dict[str, str] | None:
         known = strawberry_definition(argument.extensions)
         if (
             known is None
-            or isinstance(known.type, StrawberryMaybe)  # wrapped in Some by Strawberry
+            # Strawberry hands a resolver's `Maybe` argument over wrapped in `Some`.
+            or typing.get_origin(known.type_annotation.annotation) is strawberry.Maybe
             or not isinstance(scalar := get_nullable_type(argument.type), GraphQLScalarType)
             or scalar.name not in _PASSED_ON
         ):
