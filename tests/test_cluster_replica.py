@@ -30,6 +30,8 @@ from gql.app import create_app
 from gql.db import metadata
 from gql.settings import Settings
 
+from .conftest import MARIADB_URL
+
 ROOT = Path(__file__).resolve().parent.parent
 # scripts/cluster's own default, a fixed path on purpose (the script is run as root).
 CLUSTER_DIR = Path(os.environ.get("RUNLOG_CLUSTER_DIR", "/tmp/runlog-cluster"))  # noqa: S108
@@ -150,6 +152,15 @@ def _replica_state(client: TestClient, wanted: str) -> dict[str, Any]:
             return state
         assert time.monotonic() < deadline, f"the replica did not become {wanted!r}: {body}"
         time.sleep(0.1)
+
+
+def test_a_clusters_node_keeps_its_temporary_files_out_of_the_test_servers_tmpdir(cluster: Topology) -> None:
+    """A mariadbd deletes every #sql* file in its tmpdir as it starts: in a shared /tmp, the
+    temporary tables of queries running on the tests' MariaDB meanwhile (a CI run failed so)."""
+    node_dirs = {cluster.sql(url, "SELECT @@tmpdir")[0][0] for url in (cluster.primary, cluster.replica)}
+    tests_tmpdir = Topology(MARIADB_URL, MARIADB_URL).sql(MARIADB_URL, "SELECT @@tmpdir")[0][0]
+    assert tests_tmpdir not in node_dirs
+    assert len(node_dirs) == 2
 
 
 def test_pages_are_read_from_the_replica(cluster: Topology) -> None:
