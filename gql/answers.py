@@ -18,7 +18,7 @@ from graphql import (
 from starlette.exceptions import HTTPException as RouteError
 from starlette.requests import Request
 from starlette.responses import Response
-from strawberry.extensions import MaskErrors
+from strawberry.extensions import SchemaExtension
 from strawberry.http import GraphQLHTTPResponse
 
 from . import request_id
@@ -29,24 +29,31 @@ from .schema import RunLogSchema
 log = logging.getLogger("gql.app")
 
 
-class MaskUnexpected(MaskErrors):
+class MaskUnexpected(SchemaExtension):
     """Mask what the caller cannot act on (`should_mask`): replaced by the request id, and logged in full."""
 
-    def __init__(self) -> None:
-        super().__init__(should_mask_error=should_mask)
-
-    def anonymise_error(self, error: GraphQLError) -> GraphQLError:
-        context = self.execution_context.context
-        return anonymise(error, getattr(context, "request_id", "-"))
-
     def on_operation(self) -> Iterator[None]:
-        yield from super().on_operation()
+        self.streamed = False  # a stream's results are masked as each is sent (`on_stream_result`)
+        yield
+        if not self.streamed:
+            self.mask(self.execution_context.result)
         # What the request is counted as, on Strawberry's path (run_prepared notes its own).
         found = self.execution_context.graphql_document
         schema = self.execution_context.schema
         if found is not None and isinstance(schema, RunLogSchema):  # build_schema's, as every app's
             operation = get_operation_ast(found, self.execution_context.operation_name)
             request_id.note(operation=operation_label(operation, schema.root_labels))
+
+    def on_stream_result(self, result: Any) -> Iterator[None]:
+        self.streamed = True
+        self.mask(result)
+        yield
+
+    def mask(self, result: Any) -> None:
+        errors = getattr(result, "errors", None)
+        if errors:
+            rid = getattr(self.execution_context.context, "request_id", "-")
+            result.errors = [anonymise(e, rid) if should_mask(e) else e for e in errors]
 
 
 def anonymise(error: GraphQLError, request_id: str) -> GraphQLError:

@@ -254,7 +254,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         )
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
-        # Behind MaskErrors: a crash while parsing or validating ends the operation before it.
+        # Behind MaskUnexpected: a crash while parsing or validating ends the operation before it.
         request_error = False
         if result.errors:
             request_id.note(errors=True)

@@ -76,7 +76,6 @@ def test_the_reaches_are_these() -> None:
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
             "DefaultExecutionContext",
-            "MASK_ERRORS_HOOKS",
             "VIEW_HOOKS",
             "WebSocketAdapterBase",
             "graphql_schema",
@@ -290,11 +289,11 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
     view = {"get_context", "get_root_value", "process_result", "decode_json", "encode_json"}
     view |= {"on_ws_connect", "render_graphql_ide", "schema"}
     view |= {"run", "get_sub_response", "create_response", "request_adapter_class"}
-    extension = {"on_operation", "on_validate", "on_parse", "on_execute", "resolve", "get_results"}
+    extension = {"on_operation", "on_validate", "on_parse", "on_execute", "on_stream_result", "resolve"}
+    extension |= {"get_results"}
     http = {*uvicorn_compat.HTTP_HOOKS, *uvicorn_compat.HTTPTOOLS_HOOKS}
     documented: dict[str, set[str]] = {
         "strawberry.extensions.base_extension.SchemaExtension": extension,
-        "strawberry.extensions.mask_errors.MaskErrors": extension | set(strawberry_compat.MASK_ERRORS_HOOKS),
         "graphql.error.graphql_error.GraphQLError": set(),
         "strawberry.extensions.query_depth_limiter.QueryDepthLimiter": set(),
         "strawberry.schema.schema.Schema": {"process_errors"},
@@ -597,14 +596,12 @@ def test_the_views_handle_errors_hook_is_strawberrys_empty_one() -> None:
 def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_reads() -> None:
     from cross_web import StarletteRequestAdapter
     from strawberry.asgi import GraphQL
-    from strawberry.extensions import MaskErrors
 
     for cls, hooks in (
         (GraphQL, strawberry_compat.VIEW_HOOKS),
         (strawberry_compat.WebSocketAdapterBase, strawberry_compat.WEBSOCKET_ADAPTER_HOOKS),
         (strawberry_compat.BaseGraphQLTransportWSHandler, strawberry_compat.TRANSPORT_WS_HOOKS),
         (strawberry_compat.BaseGraphQLWSHandler, strawberry_compat.WS_HOOKS),
-        (MaskErrors, strawberry_compat.MASK_ERRORS_HOOKS),
     ):
         missing = [name for name in hooks if not _has(cls, name)]
         assert missing == [], cls
@@ -620,7 +617,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
         and GraphQL.request_adapter_class is StarletteRequestAdapter
     )
     # Their signatures, as gql/ calls and overrides them.
-    assert list(inspect.signature(MaskErrors.anonymise_error).parameters) == ["self", "error"]
     assert list(inspect.signature(GraphQL.execute_single).parameters) == [
         "self",
         "request",
@@ -633,23 +629,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     assert list(inspect.signature(GraphQL.run).parameters) == ["self", "request", "context", "root_value"]
     handler = strawberry_compat.BaseGraphQLWSHandler
     assert all(inspect.iscoroutinefunction(getattr(handler, n)) for n in ("handle", "handle_start"))
-
-
-def test_mask_errors_makes_each_masked_error_with_anonymise_error() -> None:
-    from strawberry.extensions import MaskErrors
-
-    class Masking(MaskErrors):
-        def anonymise_error(self, error: graphql.GraphQLError) -> graphql.GraphQLError:
-            return graphql.GraphQLError("masked here")
-
-    @strawberry.type
-    class Query:
-        @strawberry.field
-        def boom(self) -> int:
-            raise RuntimeError("x")
-
-    result = strawberry.Schema(query=Query, extensions=[Masking]).execute_sync("{ boom }")
-    assert [e.message for e in result.errors or []] == ["masked here"]
 
 
 # ── graphql-core ─────────────────────────────────────────────────────────────

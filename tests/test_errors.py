@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
+import strawberry
+
+from gql.answers import MaskUnexpected
 
 from .conftest import ADMIN, Api, Backend
 from .leaks import assert_clean_errors, leaks
@@ -151,3 +156,35 @@ def test_a_refused_line_is_logged_on_one_line_and_reads_back_whole(
     assert len(message.splitlines()) == 1, message
     line = json.loads(message.split("; line ", 1)[1])
     assert (line["kind"], line["detail"]) == (kind, detail)
+
+
+@strawberry.type
+class _Quiet:
+    ok: bool = True
+
+
+@strawberry.type
+class _Failing:
+    @strawberry.subscription
+    async def counts(self) -> AsyncGenerator[int, None]:
+        yield 1
+        raise RuntimeError("the database password is hunter2")
+
+
+def test_a_subscription_event_that_fails_unexpectedly_is_masked_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each event of a stream is masked as it is sent, not only the operation's last result."""
+    schema = strawberry.Schema(query=_Quiet, subscription=_Failing, extensions=[MaskUnexpected])
+
+    async def events() -> list[Any]:
+        stream = await schema.subscribe("subscription { counts }")
+        assert not isinstance(stream, strawberry.types.ExecutionResult)
+        return [result async for result in stream]
+
+    with caplog.at_level(logging.ERROR, logger="gql.app"):
+        first, failed = asyncio.run(events())
+    assert first.data == {"counts": 1} and not first.errors
+    assert [e.message for e in failed.errors] == ["Unexpected error (request id -)."]
+    assert failed.errors[0].extensions["code"] == "INTERNAL_SERVER_ERROR"
+    assert "hunter2" in caplog.text  # logged in full, for whoever runs the server

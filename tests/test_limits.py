@@ -195,7 +195,7 @@ def test_a_crash_while_validating_is_masked_all_the_same(
     tables: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Strawberry's own depth limiter, unguarded, raises a KeyError: to see that
-    # the last stop before the client masks what escaped MaskErrors.
+    # the last stop before the client masks what escaped MaskUnexpected.
     from starlette.testclient import TestClient
 
     import gql.query_shape

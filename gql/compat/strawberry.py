@@ -18,7 +18,6 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Bas
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
 __all__ = [
-    "MASK_ERRORS_HOOKS",
     "VIEW_HOOKS",
     "BaseGraphQLTransportWSHandler",
     "BaseGraphQLWSHandler",
@@ -84,9 +83,6 @@ VIEW_HOOKS = (
 # module (strawberry.http.exceptions, which "Adding an integration" imports from).
 WebSocketAdapterBase = ASGIWebSocketAdapter
 WEBSOCKET_ADAPTER_HOOKS = ("iter_json", "send_json", "close", "ws", "view")
-
-# What gql/answers.py's `MaskUnexpected` overrides on MaskErrors, to carry the request's id.
-MASK_ERRORS_HOOKS = ("anonymise_error",)
 
 # Strawberry's websocket protocol handlers: gql/subscriptions.py gives each operation its own
 # context, checks each message, and refuses an oversized or untrusted text as its error; without
