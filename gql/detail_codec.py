@@ -69,8 +69,10 @@ def _optional_of(tp: Any) -> Any:
     """The `X` of a Python annotation `X | None`, else None."""
     args = typing.get_args(tp)
     if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
-        (inner,) = (arg for arg in args if arg is not type(None))
-        return inner
+        rest = [arg for arg in args if arg is not type(None)]
+        if len(rest) > 1:
+            raise TypeError(f"no JSON mapping for detail field type {tp!r}")
+        return rest[0]
     return None
 
 
