@@ -45,7 +45,9 @@ class Socket:
 
     def __init__(self, api: Api, payload: dict[str, Any] | None = None, **connect: Any) -> None:
         self.api = api
-        given = (payload or {}).get("Authorization") or connect.get("headers", {}).get("Authorization") or ""
+        # Header names are read in any case, as the service reads them (a "since" needs the token).
+        given = next((v for k, v in (payload or {}).items() if k.lower() == "authorization"), None)
+        given = given or connect.get("headers", {}).get("Authorization") or ""
         self.token = given.removeprefix("Bearer ") if isinstance(given, str) else ""
         self.ws = api.client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"], **connect)
         self.ws.__enter__()
