@@ -43,7 +43,6 @@ from .settings import Settings
 
 def query_limits(settings: Settings) -> list[Callable[[], SchemaExtension]]:
     """The extensions that hold a request to `settings`' limits, as factories (one extension per request)."""
-    # Built once: the same rule classes on every request let a validated text be looked up.
     rules = shape_rules(settings.max_depth, settings.max_aliases, settings.max_tokens)
     return [
         lambda: RequestLimits(
@@ -63,10 +62,14 @@ class RequestLimits(SchemaExtension):
     """
 
     def __init__(
-        self, max_tokens: int, rules: list[type[ASTValidationRule]], max_lines: int, max_query_bytes: int
+        self,
+        max_tokens: int,
+        rules: tuple[type[ASTValidationRule], ...],
+        max_lines: int,
+        max_query_bytes: int,
     ) -> None:
         self.max_tokens = max_tokens
-        self.rules = tuple(rules)
+        self.rules = rules
         self.max_lines = max_lines
         self.max_query_bytes = max_query_bytes
 

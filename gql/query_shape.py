@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
 
@@ -60,7 +61,8 @@ def selections(
             stack.append(iter(inner.selections))
 
 
-def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTValidationRule]]:
+@functools.lru_cache(maxsize=16)  # the same classes for the same limits: validations are cached by rules
+def shape_rules(max_depth: int, max_aliases: int, most: int) -> tuple[type[ASTValidationRule], ...]:
     """The rules refusing a document too deep, too aliased, or of more than `most` selections spread out."""
     bound_overlap_check(OVERLAP_BUDGET)
 
@@ -82,7 +84,7 @@ def shape_rules(max_depth: int, max_aliases: int, most: int) -> list[type[ASTVal
     (depth,) = QueryDepthLimiter(max_depth=max_depth).validation_rules
     (aliases,) = MaxAliasesLimiter(max_alias_count=max_aliases).validation_rules
     # Strawberry's rules walk a fragment once per spread: they skip a document the expansion limit refuses.
-    return [ExpansionLimit, _unless_too_big(depth, most), _unless_too_big(aliases, most)]
+    return (ExpansionLimit, _unless_too_big(depth, most), _unless_too_big(aliases, most))
 
 
 def _unless_too_big(rule: type[ASTValidationRule], most: int) -> type[ASTValidationRule]:

@@ -272,3 +272,27 @@ def test_the_known_documents_are_parsed_validated_and_planned_before_the_first_r
 def api_text(document_id: str) -> str:
     text: str = json.loads(PERSISTED.read_text())[document_id]
     return text
+
+
+def test_a_process_parses_and_validates_each_known_document_once_and_each_app_keeps_its_own_limits(
+    make_api: Callable[..., Api],
+) -> None:
+    by_name = {name: key for key, (_, name) in persisted().items()}
+    first = make_api()
+    second = make_api()
+    shallow = make_api(max_depth=2)
+
+    def caches(api: Api) -> Any:
+        return api.client.app.routes[0].endpoint.engine.caches  # type: ignore[attr-defined]
+
+    text = api_text(by_name["RunLog"])
+    held = [caches(api).texts[text] for api in (first, second, shallow)]
+    # The second app took the first's document and validation, not its own again.
+    assert held[1].document is held[0].document
+    assert held[1].validated == held[0].validated != {}
+    # An app of other limits has its own validation of the same document, and refuses it.
+    assert held[2].document is held[0].document
+    assert held[2].validated.keys().isdisjoint(held[0].validated)
+    refused = shallow.post(text, {"runId": "7"})
+    assert "depth" in refused["errors"][0]["message"], refused
+    assert first.data(text, {"runId": "7"})["runLog"]["nodes"] == []

@@ -1,6 +1,7 @@
 """Parsed and validated documents, cached by query text (`DocumentCaches`, one per app), and prepared texts.
 
 Add `DocumentCaches().extension` last among the schema's extensions. Bounded in count and in bytes.
+The known documents' parses and validations are also shared by the apps a process builds (`share`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024  # in bytes as `document_bytes` counts t
 CACHED_TEXT_CHARS = 16 * 1024  # a longer text is parsed each time, never cached
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
+SHARED_ENTRIES = 64  # known documents' parses and validations held for the process's apps
 
 
 # ── caching parsed and validated documents ───────────────────────────────────
@@ -77,6 +79,12 @@ class DocumentCaches:
         self.texts: OrderedDict[str, _Document] = OrderedDict()
         self.held_bytes = 0
         self.lock = threading.Lock()
+        self.schema_key: str | None = None
+        self.known: frozenset[str] = frozenset()
+
+    def share(self, schema_key: str, texts: Iterable[str]) -> None:
+        """Share `texts`' parses and validations with the process's apps whose schema prints `schema_key`."""
+        self.schema_key, self.known = schema_key, frozenset(texts)
 
     def extension(self) -> SchemaExtension:
         return DocumentCacheExtension(self)
@@ -84,14 +92,19 @@ class DocumentCaches:
     def document(self, query: str, options: tuple[Any, ...]) -> DocumentNode | None:
         with self.lock:
             known = self.texts.get(query)
-            if known is None or known.options != options:
-                return None
-            self.texts.move_to_end(query)
-            return known.document
+            if known is not None and known.options == options:
+                self.texts.move_to_end(query)
+                return known.document
+        document = _SHARED.get((query, options)) if query in self.known else None
+        if document is not None:
+            self.add_document(query, options, document)
+        return document
 
     def add_document(self, query: str, options: tuple[Any, ...], document: DocumentNode) -> None:
         if len(query) > self.max_text:
             return
+        if query in self.known:
+            _SHARED.put((query, options), document)
         held = document_bytes(query, document)
         with self.lock:
             old = self.texts.pop(query, None)
@@ -108,11 +121,20 @@ class DocumentCaches:
             known = self.texts.get(query)
             if known is None or known.document is not document:
                 return None
-            return known.validated.get(rules)
+            found = known.validated.get(rules)
+        if found is None and query in self.known:
+            # Only for the same document: each error points into it.
+            shared = _SHARED.get((self.schema_key, query, rules))
+            if shared is not None and shared[0] is document:
+                found = shared[1]
+                self.add_validation(query, document, rules, found)
+        return found
 
     def add_validation(
         self, query: str, document: DocumentNode, rules: tuple[Any, ...], errors: list[GraphQLError]
     ) -> None:
+        if query in self.known:
+            _SHARED.put((self.schema_key, query, rules), (document, errors))
         # An error holds its message, locations and path; its nodes are the document's.
         held = sum(ERROR_BYTES + 2 * len(e.message) for e in errors)
         self._add(query, document, held, lambda known: known.validated.update({rules: errors}))
@@ -168,6 +190,31 @@ class DocumentCaches:
         while self.texts and (self.held_bytes > self.max_bytes or len(self.texts) > self.size):
             _, dropped = self.texts.popitem(last=False)
             self.held_bytes -= dropped.held
+
+
+class _Shared:
+    """The known documents' parses, by text and parse options, and validations, by schema, text and rules.
+
+    What an app prepares stays its own: a text valid under one app's rules may not be under another's.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.entries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        with self.lock:
+            return self.entries.get(key)
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        with self.lock:
+            self.entries[key] = value
+            if len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+
+_SHARED = _Shared(SHARED_ENTRIES)
 
 
 @dataclass(frozen=True, slots=True)

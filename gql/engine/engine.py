@@ -179,15 +179,17 @@ class Engine:
         sample variables; a query whose variables cannot be sampled has its pages compiled by
         its first request.
         """
+        texts = list(texts)
+        # Parsed and validated once a process: the suite builds an app per test.
+        self.caches.share(self.schema.as_str(), texts)
         unchecked = []
         for text in texts:
-            try:
-                operations = [d for d in parse(text).definitions if isinstance(d, OperationDefinitionNode)]
-            except GraphQLError:
+            operations = _operations(text)
+            if operations is None:
                 unchecked.append(text)
                 continue
-            names = [o.name.value if o.name else None for o in operations]
-            served = [o.operation in (OperationType.QUERY, OperationType.MUTATION) for o in operations]
+            names = [name for name, _ in operations]
+            served = [kind in (OperationType.QUERY, OperationType.MUTATION) for _, kind in operations]
             # An anonymous operation must be alone (validation says so; Strawberry would raise).
             valid = any(served) and (len(operations) == 1 or None not in names)
             if valid:
@@ -215,6 +217,20 @@ class Engine:
         variables = sample_variables(self.graphql_schema, operation)
         if variables is not None:
             self.pages.compile_pages(self.graphql_schema, document, name, variables)
+
+
+@functools.lru_cache(maxsize=256)
+def _operations(text: str) -> tuple[tuple[str | None, OperationType], ...] | None:
+    """The name and type of each of `text`'s operations; None if it does not parse."""
+    try:
+        definitions = parse(text).definitions
+    except GraphQLError:
+        return None
+    return tuple(
+        (d.name.value if d.name else None, d.operation)
+        for d in definitions
+        if isinstance(d, OperationDefinitionNode)
+    )
 
 
 def reads_pages(operation: OperationDefinitionNode) -> bool:
