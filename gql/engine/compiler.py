@@ -7,6 +7,7 @@ it cannot cover raises `NotCompilable` while compiling.
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +34,13 @@ from ..details import DETAIL_TYPES, LOADED
 from ..store import Line
 
 PAGE_TYPE_NAME = "RunLogPage"
+
+
+# Python's compile() is most of a plan's making, and a selection's source is the same in every
+# app of the process (the suite builds one app a test); each app binds the code to its own names.
+@functools.lru_cache(maxsize=16)
+def _code(text: str) -> Any:
+    return compile(text, "<runLog plan>", "exec")
 
 
 class Unplanned(Exception):
@@ -99,8 +107,7 @@ class Compiler:
         self.page_origin = self.origin(page_type)
         entry = self.object_function(page_type, field_details_list)
         self.text = "\n".join(self.source)
-        code = compile(self.text, f"<runLog plan {id(self):x}>", "exec")
-        exec(code, self.names)  # noqa: S102 -- source written here, from schema names only
+        exec(_code(self.text), self.names)  # noqa: S102 -- source written here, from schema names only
         for resolved, table in self.tables:
             resolved.update({cls: self.names[function] for cls, function in table.items()})
         function: Callable[[Any, Any], dict[str, Any]] = self.names[entry]
