@@ -42,8 +42,8 @@ class TrustedDocuments:
     def check(self, schema: GraphQLSchema, unchecked: Collection[str]) -> None:
         """Stop start-up on a known document `schema` refuses, of those `Engine.warm` did not find valid.
 
-        `unchecked` are the texts warm refused under the app's rules, its limits included,
-        or left alone (subscriptions); the others validated there, once.
+        `unchecked` are the texts warm refused under the app's rules, its limits included;
+        the others validated there, once.
         """
         for digest, text in self.by_hash.items():
             if text not in unchecked:

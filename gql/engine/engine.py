@@ -172,37 +172,32 @@ class Engine:
         return planned
 
     async def warm(self, texts: Iterable[str]) -> list[str]:
-        """Parse, validate and plan each text's queries and mutations, executing none; the texts not valid.
+        """Parse and validate each text, and plan its queries and mutations, executing none; those not valid.
 
-        Those are the texts refused under the app's rules (its limits included), and those with
-        no query or mutation, which are the websocket's and left to it. Pages are compiled for
-        sample variables; a query whose variables cannot be sampled has its pages compiled by
-        its first request.
+        Those are the texts refused under the app's rules (its limits included). Pages are
+        compiled for sample variables; a query whose variables cannot be sampled has its pages
+        compiled by its first request.
         """
         texts = list(texts)
         # Parsed and validated once a process: the suite builds an app per test.
         self.caches.share(self.schema.as_str(), texts)
         unchecked = []
         for text in texts:
-            operations = _operations(text)
-            if operations is None:
-                unchecked.append(text)
-                continue
+            operations = _operations(text) or ()  # () for a text that does not parse
             names = [name for name, _ in operations]
-            served = [kind in (OperationType.QUERY, OperationType.MUTATION) for _, kind in operations]
             # An anonymous operation must be alone (validation says so; Strawberry would raise).
-            valid = any(served) and (len(operations) == 1 or None not in names)
+            valid = bool(names) and (len(names) == 1 or None not in names)
             if valid:
                 try:
                     # One validation a text: its result is cached by text, whatever operation is named.
-                    valid = not await parse_and_validate(self.schema, text, names[served.index(True)])
+                    valid = not await parse_and_validate(self.schema, text, names[0])
                 except GraphQLError:  # refused by the request limits, as each request of it will be
                     valid = False
             if not valid:
                 unchecked.append(text)
                 continue
-            for name, plan in zip(names, served, strict=True):
-                if plan:
+            for name, kind in operations:
+                if kind in (OperationType.QUERY, OperationType.MUTATION):
                     self._plan(text, name)
         return unchecked
 
