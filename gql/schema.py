@@ -530,15 +530,19 @@ def build_schema(
     extensions: list[type[SchemaExtension] | Any] | None = None, *, fast_path: bool = True
 ) -> strawberry.Schema:
     """The schema; `fast_path=False` completes pages with graphql-core alone (tests compare the two)."""
-    return RunLogSchema(
+    pages = PageExecutor.with_plans() if fast_path else None
+    schema = RunLogSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         # Listed, so the SDL has every detail type in a stable order.
         types=list(DETAIL_TYPES.values()),
         extensions=extensions or [],
-        execution_context_class=PageExecutor.with_plans() if fast_path else VariablesExecutor,
+        execution_context_class=pages or VariablesExecutor,
     )
+    if pages is not None:
+        pages.strawberry_schema = schema
+    return schema
 
 
 def export_sdl() -> str:

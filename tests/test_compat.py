@@ -81,7 +81,6 @@ def test_the_reaches_are_these() -> None:
             "graphql_schema",
             "is_same_origin",
             "parse_and_validate",
-            "strawberry_definition",
         ],
         "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase", "supervisor_class"],
     }
@@ -507,22 +506,20 @@ def test_default_execution_context_is_strawberrys_default() -> None:
     assert issubclass(strawberry_compat.DefaultExecutionContext, Executor)
 
 
-def test_strawberry_definition_maps_graphql_core_back_to_strawberry() -> None:
-    gschema = strawberry_compat.graphql_schema(strawberry.Schema(query=CompatQuery))
-    thing = gschema.type_map["CompatThing"]
-    assert isinstance(thing, GraphQLObjectType)
-    assert strawberry_compat.strawberry_definition(thing.extensions).origin is CompatThing
-    assert strawberry_compat.strawberry_definition(thing.fields["plain"].extensions).python_name == "plain"
-    query = gschema.type_map["CompatQuery"]
-    assert isinstance(query, GraphQLObjectType)
-    argument = strawberry_compat.strawberry_definition(query.fields["thing"].args["count"].extensions)
-    assert argument.python_name == "count"
-    # gql/engine/page_plan.py and gql/details.py read an enum's Python class as the
-    # definition's `origin`, which is what Strawberry's enum type wraps.
-    colour = gschema.type_map["CompatColour"]
-    assert strawberry_compat.strawberry_definition(colour.extensions).origin is CompatColour
-    assert colour.wrapped_cls is CompatColour  # type: ignore[attr-defined]
-    assert strawberry_compat.strawberry_definition(None) is None
+def test_strawberrys_public_lookups_map_graphql_core_names_back_to_definitions() -> None:
+    """gql/engine's plans read a type's Python class, a field's attribute and an argument's keyword
+    through `Schema.get_type_by_name`, `get_field_for_type` and the name converter's `from_argument`."""
+    schema = strawberry.Schema(query=CompatQuery)
+    assert schema.get_type_by_name("CompatThing").origin is CompatThing  # type: ignore[union-attr]
+    plain = schema.get_field_for_type("plain", "CompatThing")
+    assert plain is not None and plain.python_name == "plain"
+    thing = schema.get_field_for_type("thing", "CompatQuery")
+    assert thing is not None
+    (count,) = thing.arguments
+    assert schema.config.name_converter.from_argument(count) == "count" and count.python_name == "count"
+    # An enum's Python class is its definition's `origin` (compiler.leaf).
+    assert schema.get_type_by_name("CompatColour").origin is CompatColour  # type: ignore[union-attr]
+    assert schema.get_field_for_type("missing", "CompatThing") is None
 
 
 def test_strawberrys_public_is_default_resolver_tells_an_attribute_read_from_a_resolver() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from graphql import OperationDefinitionNode, parse
 
+from gql.engine import documents
 from gql.settings import SettingsError
 from gql.trusted import SHIPPED
 
@@ -295,3 +296,8 @@ def test_a_process_parses_and_validates_each_known_document_once_and_each_app_ke
     refused = shallow.post(text, {"runId": "7"})
     assert "depth" in refused["errors"][0]["message"], refused
     assert first.data(text, {"runId": "7"})["runLog"]["nodes"] == []
+    # What the apps share is the known documents' alone: a caller's text stays in its app.
+    mine = "query Mine { runLog(runId: 7, limit: 3) { nodes { id } } }"
+    assert first.data(mine)["runLog"]["nodes"] == []
+    assert mine in caches(first).texts
+    assert all(mine not in key for key in documents._SHARED.entries)

@@ -334,17 +334,18 @@ DOCUMENTS = [WRITE_NOTE, EVERY_ARGUMENT, ALIASES, DEFAULTS, LITERALS, NULLS, NES
 def test_the_plan_reads_variables_and_arguments_as_graphql_core_does(
     text: str, variables: dict[str, Any]
 ) -> None:
-    schema = build_schema()._schema
+    definitions = build_schema()
+    schema = graphql_schema(definitions)
     document = parse(text)
     assert validate(schema, document) == []
     (operation,) = document.definitions
-    plan = write_plan(schema, operation)  # type: ignore[arg-type]
+    plan = write_plan(definitions, operation)  # type: ignore[arg-type]
     assert plan is not None
     field = schema.mutation_type.fields[WRITE_FIELD]  # type: ignore[union-attr]
-    names = {
-        name: argument.extensions["strawberry-definition"].python_name
-        for name, argument in field.args.items()
-    }
+    # The resolver's keywords, by Strawberry's own naming of its arguments.
+    resolver = definitions.get_field_for_type(WRITE_FIELD, "Mutation")
+    assert resolver is not None
+    names = {definitions.config.name_converter.from_argument(a): a.python_name for a in resolver.arguments}
     expected: list[tuple[str, dict[str, Any]]] | None = []
     coerced = get_variable_values(schema, operation.variable_definitions or (), variables)  # type: ignore[attr-defined]
     if isinstance(coerced, list):
@@ -465,8 +466,7 @@ def test_an_argument_strawberry_wraps_in_some_is_left_to_strawberry() -> None:
     (operation,) = parse(f"mutation {{ {WRITE_FIELD}(runId: 1) }}").definitions
     assert isinstance(operation, OperationDefinitionNode)
     optional, maybe = (
-        graphql_schema(strawberry.Schema(query=_MaybeQuery, mutation=m))
-        for m in (_OptionalWrite, _MaybeWrite)
+        strawberry.Schema(query=_MaybeQuery, mutation=m) for m in (_OptionalWrite, _MaybeWrite)
     )
     assert write_plan(optional, operation) is not None
     assert write_plan(maybe, operation) is None

@@ -6,14 +6,11 @@ the class whose entry precedes it, and is tested with that class.
 
 from __future__ import annotations
 
-from typing import Any
-
 import strawberry
 from graphql import GraphQLError, GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.http.websocket_origin import is_same_origin
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
-from strawberry.schema.schema_converter import GraphQLCoreConverter
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
@@ -26,7 +23,6 @@ __all__ = [
     "graphql_schema",
     "is_same_origin",
     "parse_and_validate",
-    "strawberry_definition",
 ]
 
 
@@ -43,15 +39,6 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
 # `Schema(execution_context_class=...)` subclasses it to behave as Strawberry's (`PageExecutor`);
 # without it, resolvers would get graphql-core's bare info.
 DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
-
-
-def strawberry_definition(extensions: dict[str, Any] | None) -> Any:
-    """The Strawberry definition a graphql-core type, field or enum was made from, or None.
-
-    Read from `extensions[GraphQLCoreConverter.DEFINITION_BACKREF]` (not a public module); no
-    public call maps back. Without it page_plan.py compiles nothing and graphql-core completes every page.
-    """
-    return None if extensions is None else extensions.get(GraphQLCoreConverter.DEFINITION_BACKREF)
 
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────

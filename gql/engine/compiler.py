@@ -28,7 +28,6 @@ from graphql.pyutils import Undefined
 from strawberry.resolvers import is_default_resolver
 
 from ..compat.graphql import FieldDetails, collect_subfields
-from ..compat.strawberry import strawberry_definition
 from ..detail_codec import read_values, stored_fields
 from ..details import DETAIL_TYPES, LOADED
 from ..store import Line
@@ -88,6 +87,8 @@ class Compiler:
     def __init__(self, executor: Any) -> None:
         # The executor compiling (page_plan.PageExecutor): its subfields are collected as it collects them.
         self.executor = executor
+        # Strawberry's public lookups, from a graphql-core name back to its Python definition.
+        self.definitions = executor.strawberry_schema
         self.names: dict[str, Any] = {
             "_leaf": _leaf,
             "Unplanned": Unplanned,
@@ -164,7 +165,7 @@ class Compiler:
             name: str, field_def: Any, python_name: str, _details: list[FieldDetails], _target: str
         ) -> Read:
             self.check_default_resolver(gtype, name, field_def)
-            if strawberry_definition(field_def.extensions).metadata.get(LOADED):
+            if self.field(gtype, name).metadata.get(LOADED):
                 return f"pg.loaded({python_name!r}, o)"
             how = stored.get(python_name)
             if how is None:
@@ -179,17 +180,21 @@ class Compiler:
         return self.fields_function(gtype, field_details_list, "o", "type(o) is not dict", read)
 
     def origin(self, gtype: GraphQLObjectType) -> type:
-        origin = getattr(strawberry_definition(gtype.extensions), "origin", None)
+        origin = getattr(self.definitions.get_type_by_name(gtype.name), "origin", None)
         if not isinstance(origin, type):
             raise NotCompilable(f"{gtype.name} is not a Strawberry type")
         if gtype.is_type_of is not None:
             raise NotCompilable(f"{gtype.name} has is_type_of")
         return origin
 
+    def field(self, gtype: GraphQLObjectType, name: str) -> Any:
+        """The Strawberry field `gtype.name` is made from (None for one Strawberry did not make)."""
+        return self.definitions.get_field_for_type(name, gtype.name)
+
     def check_default_resolver(self, gtype: GraphQLObjectType, name: str, field_def: Any) -> None:
         if not is_default_resolver(field_def.resolve):
             raise NotCompilable(f"{gtype.name}.{name} has a resolver")
-        if getattr(strawberry_definition(field_def.extensions), "default_resolver", getattr) is not getattr:
+        if getattr(self.field(gtype, name), "default_resolver", getattr) is not getattr:
             raise NotCompilable("the schema has a custom default resolver")
 
     def fields_function(
@@ -221,7 +226,7 @@ class Compiler:
             field_def = gtype.fields.get(field_name)
             if field_def is None:
                 raise NotCompilable(f"{gtype.name} has no field {field_name}")
-            python_name = getattr(strawberry_definition(field_def.extensions), "python_name", None)
+            python_name = getattr(self.field(gtype, field_name), "python_name", None)
             if not isinstance(python_name, str) or not python_name.isidentifier():
                 raise NotCompilable(f"{gtype.name}.{field_name} has no attribute name")
             found = read(field_name, field_def, python_name, details, local)
@@ -297,7 +302,7 @@ class Compiler:
     def leaf(self, value: str, gtype: Any, nullable: bool) -> str | None:
         """One expression completing a standard scalar or an enum, or None for other types."""
         # A Strawberry enum's definition names its Python enum (`origin`).
-        definition = strawberry_definition(gtype.extensions) if is_enum_type(gtype) else None
+        definition = self.definitions.get_type_by_name(gtype.name) if is_enum_type(gtype) else None
         wrapped = getattr(definition, "origin", None)
         slow = f"_leaf({self.name(gtype, 'T')}, {value})"
         if nullable:
@@ -357,7 +362,7 @@ class Compiler:
         """Exact class → completion function, for each member type of the union."""
         origins: list[tuple[type, GraphQLObjectType]] = []
         for member in union.types:
-            origin = getattr(strawberry_definition(member.extensions), "origin", None)
+            origin = getattr(self.definitions.get_type_by_name(member.name), "origin", None)
             if not isinstance(origin, type):
                 raise NotCompilable(f"{member.name} is not a Strawberry type")
             origins.append((origin, member))

@@ -112,7 +112,7 @@ class Engine:
         # Read plans only with build_schema's executor, which compiles the page plans.
         pages = executor if isinstance(executor, type) and issubclass(executor, PageExecutor) else None
         self.pages: type[PageExecutor] | None = pages
-        self.plans = Plans(self.graphql_schema, pages)
+        self.plans = Plans(schema, pages)
 
     @property
     def page_plans(self) -> Any:

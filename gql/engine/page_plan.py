@@ -188,6 +188,9 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
 
     # Plans are built against one schema's types: a cache per schema (`with_plans`).
     plans: ClassVar[_PlanCache]
+    # The Strawberry schema, whose public lookups map a graphql-core type or field back to its
+    # Python definition; set by `build_schema` once the schema is made.
+    strawberry_schema: ClassVar[Any]
 
     @classmethod
     def with_plans(cls) -> type[PageExecutor]:

@@ -9,8 +9,10 @@ import functools
 import weakref
 from collections.abc import Callable
 
-from graphql import FragmentDefinitionNode, GraphQLSchema, OperationDefinitionNode
+import strawberry
+from graphql import FragmentDefinitionNode, OperationDefinitionNode
 
+from ..compat.strawberry import graphql_schema
 from .page_plan import PageExecutor
 from .read_plan import ReadPlan, read_plan
 from .write_plan import WritePlan, write_plan
@@ -21,8 +23,9 @@ Plan = ReadPlan | WritePlan
 class Plans:
     """Each operation's plan (None: it has none), by the operation's identity, kept as long as it is."""
 
-    def __init__(self, schema: GraphQLSchema, executor: type[PageExecutor] | None) -> None:
-        self.schema = schema
+    def __init__(self, schema: strawberry.Schema, executor: type[PageExecutor] | None) -> None:
+        self.definitions = schema
+        self.schema = graphql_schema(schema)
         # Read plans complete pages with this executor's page plans (None: no read plans).
         self.executor = executor
         # By identity: an AST node hashes its whole tree, on every lookup.
@@ -35,7 +38,7 @@ class Plans:
         if known is not None and known[0]() is operation:
             return known[1]
         key = id(operation)
-        found: Plan | None = write_plan(self.schema, operation)
+        found: Plan | None = write_plan(self.definitions, operation)
         if found is None and self.executor is not None:
             found = read_plan(self.schema, self.executor, operation, fragments())
         self.entries[key] = (weakref.ref(operation, functools.partial(self._forget, key)), found)

@@ -22,7 +22,6 @@ from graphql import (
 )
 
 from .. import metrics, store
-from ..compat.strawberry import strawberry_definition
 from ..limits import PageReads
 from ..page import Context, asked_of
 from ..run_log import read_run_log
@@ -124,7 +123,7 @@ def read_plan(
     field = query.fields.get(READ_FIELD)
     # Only while Strawberry does no more than call the resolver: no field
     # extension or permission class, which the plan would not run.
-    definition = None if field is None else strawberry_definition(field.extensions)
+    definition = executor.strawberry_schema.get_field_for_type(READ_FIELD, query.name)
     if field is None or definition is None or definition.extensions or definition.permission_classes:
         return None
     key = node.alias.value if node.alias is not None else READ_FIELD

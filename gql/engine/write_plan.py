@@ -15,13 +15,12 @@ from graphql import (
     FieldNode,
     GraphQLField,
     GraphQLScalarType,
-    GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
     get_nullable_type,
 )
 
-from ..compat.strawberry import strawberry_definition
+from ..compat.strawberry import graphql_schema
 from .coercion import Coercion
 
 WRITE_FIELD = "writeRunLog"
@@ -50,16 +49,19 @@ class WritePlan:
         ]
 
 
-def write_plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> WritePlan | None:
+def write_plan(definitions: strawberry.Schema, operation: OperationDefinitionNode) -> WritePlan | None:
     """`operation`'s write plan, or None when it is not a mutation of plain `writeRunLog` fields."""
+    schema = graphql_schema(definitions)
     mutation = schema.mutation_type
     if operation.operation != OperationType.MUTATION or mutation is None or operation.directives:
         return None
     if any(definition.directives for definition in operation.variable_definitions or ()):
         return None
     field = mutation.fields.get(WRITE_FIELD)
-    names = _python_names(field)
-    if field is None or names is None:
+    if field is None:
+        return None
+    names = _python_names(definitions, field, definitions.get_field_for_type(WRITE_FIELD, mutation.name))
+    if names is None:
         return None
     fields: list[tuple[str, FieldNode]] = []
     for selection in operation.selection_set.selections:
@@ -82,16 +84,17 @@ def write_plan(schema: GraphQLSchema, operation: OperationDefinitionNode) -> Wri
     return WritePlan(keys, Coercion(schema, operation, [(field, node) for _, node in fields]), names)
 
 
-def _python_names(field: GraphQLField | None) -> dict[str, str] | None:
-    """The resolver's keyword of each argument, or None if Strawberry would do more than pass them on."""
-    if field is None:
-        return None
-    found = strawberry_definition(field.extensions)
+def _python_names(definitions: strawberry.Schema, field: GraphQLField, found: Any) -> dict[str, str] | None:
+    """The resolver's keyword of each argument, or None if Strawberry would do more than pass them on.
+
+    `found` is the Strawberry field `field` was made from (`Schema.get_field_for_type`).
+    """
     if found is None or found.extensions or found.permission_classes:
         return None
+    by_name = {definitions.config.name_converter.from_argument(a): a for a in found.arguments}
     names = {}
     for name, argument in field.args.items():
-        known = strawberry_definition(argument.extensions)
+        known = by_name.get(name)
         if (
             known is None
             # Strawberry hands a resolver's `Maybe` argument over wrapped in `Some`.
