@@ -38,7 +38,6 @@ from .answers import (
     should_mask,
 )
 from .auth import Policy, Role
-from .compat.strawberry import is_same_origin
 from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
 from .limits import RequestLimits
 from .page import Context
@@ -97,16 +96,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
         self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
-        if request.scope["type"] == "websocket" and not self.origin_allowed(request):
-            # Before Strawberry's own check (which agrees), for a warning naming the setting.
-            log.warning(
-                "websocket %s refused: a page of origin %r may open it only if RUNLOG_CORS_ORIGINS "
-                "names that origin (the request was for host %r)",
-                request.scope["state"]["request_id"],
-                shortened(request.headers.get("origin", ""), 200),
-                shortened(request.headers.get("host", ""), 200),
-            )
-            return await self.reject_websocket(request)
         try:
             if self.prepared and isinstance(request, Request) and request.method == "POST":
                 response = await self.run_prepared(request)
@@ -343,7 +332,17 @@ class RunLogGraphQL(GraphQL[Context, None]):
         )
 
     async def reject_websocket(self, request: Any) -> Any:
-        """Refuse a handshake from another origin's page with a 403 that says why, when the server can."""
+        """Refuse a handshake from another origin's page with a 403 that says why, when the server can.
+
+        Strawberry calls it once its origin check (`is_websocket_origin_allowed`) has refused.
+        """
+        log.warning(
+            "websocket %s refused: a page of origin %r may open it only if RUNLOG_CORS_ORIGINS "
+            "names that origin (the request was for host %r)",
+            request.scope["state"]["request_id"],
+            shortened(request.headers.get("origin", ""), 200),
+            shortened(request.headers.get("host", ""), 200),
+        )
         if "websocket.http.response" not in request.scope.get("extensions", {}):
             return await super().reject_websocket(request)  # a bare 403
         message = (
@@ -351,16 +350,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
         )
         await request.send_denial_response(json_error(request, 403, message))
         return request
-
-    def origin_allowed(self, websocket: WebSocket) -> bool:
-        """Whether a websocket's handshake may go on: no Origin, its own, or one RUNLOG_CORS_ORIGINS lists."""
-        headers = websocket.headers
-        origin = headers.get("origin")
-        if origin is None or headers.get("sec-fetch-site") == "same-origin":
-            return True
-        return is_same_origin(origin, headers.get("host")) or self.is_websocket_origin_allowed(
-            websocket, origin
-        )
 
     async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
         """graphql-transport-ws when the client offers it, in any order; else graphql-ws."""

@@ -79,7 +79,6 @@ def test_the_reaches_are_these() -> None:
             "VIEW_HOOKS",
             "WebSocketAdapterBase",
             "graphql_schema",
-            "is_same_origin",
             "parse_and_validate",
         ],
         "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase", "supervisor_class"],
@@ -874,27 +873,3 @@ def test_cursor_listeners_are_the_engines_listeners() -> None:
     sa.event.remove(engine, "before_cursor_execute", first)
     assert sqlalchemy_compat.cursor_listeners(engine) == both[1:]
 
-
-# ── the view ─────────────────────────────────────────────────────────────────
-
-
-def test_strawberrys_same_origin_check_decides_as_the_view_needs() -> None:
-    """gql/view.py refuses a cross-origin handshake before Strawberry does, with its own warning,
-    by Strawberry's own same-origin check: host and port, a missing port the scheme's default."""
-    from gql.compat.strawberry import is_same_origin
-
-    cases = [
-        ("http://a.example", "a.example"),
-        ("https://a.example", "a.example:443"),
-        ("https://A.example:443", "a.example"),
-        ("http://a.example:8000", "a.example:8000"),
-        ("http://a.example:8000", "a.example"),
-        ("http://b.example", "a.example"),
-        ("http://[::1]:8000", "[::1]:8000"),
-        ("null", "a.example"),
-        ("http://a.example:x", "a.example"),
-        ("http://a.example", None),
-        ("http://a.example", ""),
-    ]
-    same = [True, True, True, True, False, False, True, False, False, False, False]
-    assert [is_same_origin(o, h) for o, h in cases] == same

@@ -9,7 +9,6 @@ from __future__ import annotations
 import strawberry
 from graphql import GraphQLError, GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
-from strawberry.http.websocket_origin import is_same_origin
 from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
@@ -21,7 +20,6 @@ __all__ = [
     "DefaultExecutionContext",
     "WebSocketAdapterBase",
     "graphql_schema",
-    "is_same_origin",
     "parse_and_validate",
 ]
 
@@ -57,7 +55,6 @@ VIEW_HOOKS = (
     "should_render_graphql_ide",  # not for a GET of a trusted document
     "reject_websocket",
     "pick_websocket_subprotocol",  # graphql-transport-ws first, whatever the client's order
-    "is_websocket_origin_allowed",  # its docstring invites overriding; the docs do not name it
     "websocket_adapter_class",
     "graphql_transport_ws_handler_class",
     "graphql_ws_handler_class",
