@@ -872,4 +872,3 @@ def test_cursor_listeners_are_the_engines_listeners() -> None:
     assert sqlalchemy_compat.cursor_listeners(engine) == both
     sa.event.remove(engine, "before_cursor_execute", first)
     assert sqlalchemy_compat.cursor_listeners(engine) == both[1:]
-
