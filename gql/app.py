@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from strawberry.extensions import DisableIntrospection
 
-from . import export, graphiql, health, metrics, request_id, run_page, tracing, writes
+from . import export, graphiql, health, metrics, request_id, run_page, server, tracing, writes
 from .answers import MaskUnexpected, route_error, shortened
 from .auth import Policy
 from .body_limit import BodyLimit
@@ -57,7 +57,7 @@ def create_app(
     traced = tracing.provider(tracer_provider) if settings.otel or tracer_provider is not None else None
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         # Before the database is touched: a known document this schema refuses stops start-up.
         unchecked = await graphql_app.engine.warm(trusted.by_hash.values())
         trusted.check(graphql_schema(schema), unchecked)
@@ -79,6 +79,7 @@ def create_app(
                     for line in migrated.lines(settings.safe_database_url):
                         log.info("%s", line)
             _log_start(settings, policy)
+            metrics.forget_dead_workers()
             await writer.log_detail_limit()  # the detail column's size, looked up once
             if sweeper is not None:
                 sweeper.start()
@@ -89,7 +90,7 @@ def create_app(
             sampling = asyncio.get_running_loop().create_task(metrics.sample_every(lambda: sample(app)))
             try:
                 with _start_up_frozen():
-                    yield
+                    yield server.lifespan_state(settings)  # uvicorn hands it to its protocols
             finally:
                 sampling.cancel()
         finally:

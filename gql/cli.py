@@ -9,7 +9,6 @@ import logging
 import logging.config
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -18,8 +17,6 @@ from typing import TYPE_CHECKING, TextIO
 from .settings import Settings, SettingsError
 
 if TYPE_CHECKING:
-    import uvicorn
-
     from . import retention
 
 
@@ -163,15 +160,15 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
     try:
         if settings.metrics_port is not None:
             _serve_metrics(host, settings.metrics_port)
+        options = server.uvicorn_options(settings)
         if workers > 1:
             # Each worker builds its own app (and pool) from the environment.
-            app = "gql.app:create_app"
-            _serve_workers(server.config(app, settings, factory=True, host=host, port=port, workers=workers))
+            uvicorn.run("gql.app:create_app", factory=True, host=host, port=port, workers=workers, **options)
             return 0
         from .app import create_app
 
         # What uvicorn.run does for one process (SIGTERM drains, then lifespan shutdown), with our Config.
-        served = uvicorn.Server(server.config(create_app(settings), settings, host=host, port=port))
+        served = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, **options))
         served.run()
         return 0 if served.started else 3  # uvicorn's own exit status for a failed start
     finally:
@@ -478,30 +475,3 @@ def _demo(settings: Settings, allow_non_embedded: bool, replace_any: bool, then_
     if not then_serve:
         print("Explore it: scripts/serve, then open http://127.0.0.1:8000/graphql")
     return 0
-
-
-def _serve_workers(config: uvicorn.Config) -> None:
-    """What `uvicorn.run` does for several workers, with TCP_NODELAY on the shared socket."""
-    from . import metrics
-    from .compat.uvicorn import supervisor_class
-
-    class Supervisor(supervisor_class()):  # type: ignore[misc]
-        """uvicorn's supervisor, forgetting a dead worker's live gauges (its counts stay)."""
-
-        def keep_subprocess_alive(self) -> None:
-            before = {process.pid for process in self.processes}
-            super().keep_subprocess_alive()
-            for pid in before - {process.pid for process in self.processes}:
-                if pid is not None:
-                    metrics.mark_process_dead(pid)
-
-        def join_all(self) -> None:
-            super().join_all()
-            for process in self.processes:
-                if process.pid is not None:
-                    metrics.mark_process_dead(process.pid)
-
-    sock = config.bind_socket()
-    # asyncio does not set it on that socket's connections: a body would wait for a delayed ACK.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    Supervisor(config, sockets=[sock]).run()

@@ -286,7 +286,20 @@ def exposition(accept: str | None) -> tuple[bytes, str]:
     return encoder(registry()), content_type
 
 
-def mark_process_dead(pid: int) -> None:
-    """Drop a dead worker's live gauges (its counters stay: what it counted happened)."""
-    if multiprocess_dir() is not None:
-        _multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+def forget_dead_workers() -> None:
+    """Drop the live gauges of the workers no longer running (their counts stay: what they counted happened).
+
+    Each worker calls it as it starts: one uvicorn started in place of a dead one clears that one's.
+    """
+    folder = multiprocess_dir()
+    if folder is None:
+        return
+    for name in os.listdir(folder):
+        if name.startswith("gauge_live") and name.endswith(".db"):
+            pid = int(name[:-3].rsplit("_", 1)[1])
+            try:
+                os.kill(pid, 0)  # only asks whether it runs
+            except ProcessLookupError:
+                _multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+            except PermissionError:
+                pass  # another user's process: running

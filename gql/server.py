@@ -1,6 +1,7 @@
 """How uvicorn serves the app: timeouts and a cap, so that slow sockets cannot hold the process.
 
-`uvicorn_options` is every uvicorn.Config keyword `serve` sets; `config` makes the Config.
+`uvicorn_options` is every uvicorn.Config keyword `serve` sets; `lifespan_state` is what the
+app's lifespan tells `HTTPProtocol`.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import socket
 from typing import Any
 
 import uvicorn
@@ -16,7 +18,7 @@ from . import request_id, tail
 from .compat.uvicorn import HTTPProtocolBase, WebSocketProtocolBase
 from .settings import Settings
 
-_CONFIG_KEY = "runlog_header_timeout"  # on uvicorn's Config, which each worker receives pickled
+_HEAD_TIMEOUT = "runlog_header_timeout"  # in the app's lifespan state, which uvicorn hands its protocols
 MAX_HEAD_BYTES = 16 * 1024  # h11's own limit on a request's head, kept whichever parser uvicorn uses
 _HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 
@@ -29,11 +31,12 @@ class _HeadDeadline:
     transport: asyncio.Transport
     cycle: Any
     server_state: Any
+    app_state: dict[str, Any]
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         self.scope: Any = None
         super().__init__(config, *args, **kwargs)  # type: ignore[call-arg]
-        self.head_timeout: float = getattr(config, _CONFIG_KEY, 10.0)
+        self.head_timeout: float = self.app_state.get(_HEAD_TIMEOUT, 10.0)
         self.head_timer: asyncio.TimerHandle | None = None
         self.waiting_since: Any = None  # the cycle that was current when the wait began
         self.unsent = float("inf")  # response bytes not yet taken by the client at the last check
@@ -42,6 +45,11 @@ class _HeadDeadline:
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # asyncio leaves it on for a socket a worker was handed (its proto reads 0): a
+            # response would wait for the client's delayed ACK.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._await_head()
 
     # uvicorn answers 503 past this; a process whose connections are all taken is alive all
@@ -263,7 +271,6 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
-    made = uvicorn.Config(app, **uvicorn_options(settings), **options)
-    setattr(made, _CONFIG_KEY, settings.header_timeout)
-    return made
+def lifespan_state(settings: Settings) -> dict[str, Any]:
+    """What the app's lifespan yields for `HTTPProtocol`: the time a request's head may take."""
+    return {_HEAD_TIMEOUT: settings.header_timeout}

@@ -23,7 +23,6 @@ import greenlet
 import pytest
 import sqlalchemy as sa
 import strawberry
-import uvicorn
 from graphql import (
     GraphQLField,
     GraphQLInt,
@@ -81,7 +80,7 @@ def test_the_reaches_are_these() -> None:
             "graphql_schema",
             "parse_and_validate",
         ],
-        "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase", "supervisor_class"],
+        "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase"],
     }
     modules = {p.stem for p in pathlib.Path(compat.__file__).parent.glob("*.py")} - {"__init__"}
     assert modules == set(found), "a module of gql/compat is missing from the inventory"
@@ -833,15 +832,6 @@ def test_uvicorns_websocket_protocol_has_what_server_py_overrides_and_reads() ->
     assert missing == []
     assert inspect.iscoroutinefunction(protocol.send)
     assert list(inspect.signature(protocol.keepalive_timeout).parameters) == ["self"]
-
-
-def test_the_supervisor_is_uvicorns_and_has_what_cli_py_overrides() -> None:
-    supervisor = uvicorn_compat.supervisor_class()
-    assert supervisor.__module__.startswith("uvicorn.supervisors")
-    missing = [name for name in uvicorn_compat.SUPERVISOR_HOOKS if not _has(supervisor, name)]
-    assert missing == []
-    assert list(inspect.signature(supervisor).parameters)[:2] == ["config", "sockets"]
-    assert callable(uvicorn.Config.bind_socket)
 
 
 # ── SQLAlchemy ───────────────────────────────────────────────────────────────

@@ -577,18 +577,19 @@ def test_a_forwarded_client_address_is_believed_only_from_a_trusted_proxy(
     assert f"{client}:" in line and '"GET /livez HTTP/1.1" 200' in line, line
 
 
-def test_serve_and_its_workers_start_uvicorn_with_one_configuration() -> None:
+def test_serve_starts_uvicorn_behind_a_proxy_with_the_settings_bounds() -> None:
+    import uvicorn
+
     from gql import server
 
     settings = Settings(forwarded_allow_ips="10.0.0.0/8", keepalive_timeout=7.0)
-    one = server.config("gql.app:create_app", settings, factory=True)
-    several = server.config("gql.app:create_app", settings, factory=True, workers=2)
-    for made in (one, several):
-        assert made.proxy_headers is True
-        assert made.forwarded_allow_ips == "10.0.0.0/8"
-        assert made.timeout_keep_alive == 7
-        assert made.timeout_graceful_shutdown == server.GRACEFUL_SHUTDOWN
-        assert made.limit_concurrency == settings.max_connections
+    # What `serve` passes to uvicorn, with one worker or several.
+    made = uvicorn.Config("gql.app:create_app", factory=True, **server.uvicorn_options(settings))
+    assert made.proxy_headers is True
+    assert made.forwarded_allow_ips == "10.0.0.0/8"
+    assert made.timeout_keep_alive == 7
+    assert made.timeout_graceful_shutdown == server.GRACEFUL_SHUTDOWN
+    assert made.limit_concurrency == settings.max_connections
 
 
 # ── OpenTelemetry (the otel extra) ───────────────────────────────────────────

@@ -1,13 +1,14 @@
 """`serve --workers N`: several processes answer on one port, without Nagle's stalls.
 
 How fast a keep-alive request is answered is a benchmark's to say (bench/),
-never a test's: here, the shared socket is checked to have Nagle's algorithm
-off, which is what kept each response from waiting ~40 ms for the client's
+never a test's: here, what a worker accepts on the shared socket is checked to have
+Nagle's algorithm off, which kept each response from waiting ~40 ms for the client's
 delayed ACK.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -18,9 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from uvicorn.supervisors import Multiprocess
+from uvicorn.server import ServerState
 
-from gql.cli import _serve_workers
+from gql import server
+from gql.settings import Settings
 
 from .conftest import Backend, free_port, wait_until_healthy
 
@@ -54,25 +56,40 @@ def test_two_workers_answer_keep_alive_requests(mariadb: Backend) -> None:
             server.communicate()
 
 
-def test_the_workers_shared_socket_and_its_connections_have_nagles_algorithm_off(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """uvicorn's shared socket left Nagle's algorithm on: each response waited ~40 ms for a delayed ACK."""
-    handed: list[socket.socket] = []
-    # The supervisor is handed the socket and starts no worker here.
-    monkeypatch.setattr(Multiprocess, "run", lambda self: handed.extend(self.sockets))
-    _serve_workers(uvicorn.Config("gql.app:create_app", factory=True, port=free_port(), workers=2))
-    [listening] = handed
-    try:
-        assert listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-        # What a worker accepts from it has Nagle's algorithm off too.
-        listening.listen()
-        with socket.create_connection(listening.getsockname()[:2]):
-            accepted, _ = listening.accept()
-            with accepted:
-                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-    finally:
-        listening.close()
+def test_a_connection_accepted_on_a_workers_shared_socket_has_nagles_algorithm_off() -> None:
+    """asyncio left Nagle's algorithm on there: each response waited ~40 ms for a delayed ACK."""
+    config = uvicorn.Config("gql.app:create_app", factory=True, **server.uvicorn_options(Settings()))
+    config.load()
+    # As uvicorn makes the socket it hands its workers (Config.bind_socket): its proto reads 0,
+    # so asyncio does not set TCP_NODELAY on what is accepted from it.
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.bind(("127.0.0.1", 0))
+    assert listening.proto == 0
+
+    async def accept_one() -> int:
+        connected: asyncio.Future[asyncio.Transport] = asyncio.get_running_loop().create_future()
+
+        class Accepting(server.HTTPProtocol):
+            def connection_made(self, transport: asyncio.Transport) -> None:
+                super().connection_made(transport)
+                connected.set_result(transport)
+
+        def protocol() -> asyncio.Protocol:
+            return Accepting(config=config, server_state=ServerState(), app_state={})
+
+        served = await asyncio.get_running_loop().create_server(protocol, sock=listening)
+        try:
+            _reader, writer = await asyncio.open_connection(*listening.getsockname()[:2])
+            transport = await connected
+            accepted = transport.get_extra_info("socket")
+            nodelay: int = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            transport.close()
+            writer.close()
+            return nodelay
+        finally:
+            served.close()
+
+    assert asyncio.run(accept_one()) != 0
 
 
 @pytest.mark.parametrize("workers", ["2", "0"])

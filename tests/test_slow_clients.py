@@ -208,15 +208,38 @@ def test_the_timeouts_and_the_connection_cap_are_settings() -> None:
         Settings.from_env({"RUNLOG_MAX_CONNECTIONS": "0"})
 
 
-def test_serve_passes_the_bounds_to_uvicorn() -> None:
-    from gql import server
+def test_serve_passes_the_bounds_to_uvicorn(tmp_path: Path) -> None:
+    import asyncio
 
-    settings = Settings(header_timeout=3, keepalive_timeout=4, max_connections=7)
-    config = server.config("gql.app:create_app", settings, factory=True)
+    import uvicorn
+    from starlette.testclient import TestClient
+    from uvicorn.server import ServerState
+
+    from gql import server
+    from gql.app import create_app
+
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}",
+        header_timeout=3,
+        keepalive_timeout=4,
+        max_connections=7,
+    )
+    config = uvicorn.Config("gql.app:create_app", factory=True, **server.uvicorn_options(settings))
     config.load()
     assert issubclass(config.http_protocol_class, server.HTTPProtocol)
     assert (config.timeout_keep_alive, config.limit_concurrency) == (4, 7)
-    assert config.runlog_header_timeout == 3  # type: ignore[attr-defined]
+    # The head's deadline is in what the app's lifespan yields, which uvicorn hands each connection's
+    # protocol: so in every worker too, whose Config uvicorn.run makes.
+    with TestClient(create_app(settings)) as client:
+        state = client.app_state
+    loop = asyncio.new_event_loop()
+    try:
+        protocol = config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=ServerState(), app_state=state, _loop=loop
+        )
+        assert protocol.head_timeout == 3  # type: ignore[attr-defined]
+    finally:
+        loop.close()
 
 
 def test_a_request_head_over_16_kib_is_refused(server: int) -> None:

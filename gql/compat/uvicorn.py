@@ -8,8 +8,6 @@ server's state).
 
 from __future__ import annotations
 
-from typing import Any
-
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
@@ -17,7 +15,6 @@ __all__ = [
     "HTTP_STATE_HOOKS",
     "HTTPProtocolBase",
     "WebSocketProtocolBase",
-    "supervisor_class",
 ]
 
 # uvicorn's HTTP protocol (httptools' if installed, else h11's): no setting bounds the time a
@@ -37,6 +34,7 @@ HTTP_HOOKS = (
     "cycle",  # the request/response cycle, made once a head is parsed
     "scope",  # the request's, its path read for limit_concurrency
     "server_state",  # its default headers, for the 400
+    "app_state",  # what the app's lifespan yielded: the head's deadline (gql/server.py's lifespan_state)
     "transport",
 )
 
@@ -71,21 +69,3 @@ WEBSOCKET_HOOKS = (
     "loop",
     "client",
 )
-
-SUPERVISOR_HOOKS = (
-    "keep_subprocess_alive",  # restarts dead workers: their live gauges are forgotten
-    "join_all",  # at shutdown
-    "processes",
-    "run",
-)
-
-
-def supervisor_class() -> Any:
-    """uvicorn's supervisor of worker processes (`uvicorn.supervisors.Multiprocess`), imported when called.
-
-    `uvicorn.run(workers=n)` offers no TCP_NODELAY on the shared socket and no word of a dead
-    worker; gql/cli.py does both around this. Without it `serve --workers` answers keep-alive requests late.
-    """
-    from uvicorn.supervisors import Multiprocess
-
-    return Multiprocess
