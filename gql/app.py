@@ -62,14 +62,24 @@ def create_app(
         unchecked = await graphql_app.engine.warm(trusted.by_hash.values())
         trusted.check(graphql_schema(schema), unchecked)
         engine = create_engine(settings)
-        app.state.engine = engine
         if traced is not None:
             pool_state(engine).spans = tracing.instrument_engine(engine, traced)
-        sweeper = app.state.sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
-        watcher = app.state.watcher = Watcher(engine, settings)
-        tails = app.state.tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
-        replica = app.state.replica = Replica.from_settings(engine, settings)
-        writer = app.state.writer = writes.Writer(engine, settings)
+        sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
+        watcher = Watcher(engine, settings)
+        tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
+        replica = Replica.from_settings(engine, settings)
+        writer = writes.Writer(engine, settings)
+        # The lifespan state: each request's scope["state"] starts as a copy of it.
+        state = {
+            "settings": settings,
+            "engine": engine,
+            "writer": writer,
+            "sweeper": sweeper,
+            "watcher": watcher,
+            "tails": tails,
+            "replica": replica,
+            **server.lifespan_state(settings),  # uvicorn hands it to its protocols too
+        }
         if traced is not None and replica is not None:
             pool_state(replica.engine).spans = tracing.instrument_engine(replica.engine, traced)
         try:
@@ -87,10 +97,10 @@ def create_app(
             if replica is not None:
                 await replica.check()
                 replica.start()
-            sampling = asyncio.get_running_loop().create_task(metrics.sample_every(lambda: sample(app)))
+            sampling = asyncio.get_running_loop().create_task(metrics.sample_every(lambda: sample(state)))
             try:
                 with _start_up_frozen():
-                    yield server.lifespan_state(settings)  # uvicorn hands it to its protocols
+                    yield state
             finally:
                 sampling.cancel()
         finally:
@@ -132,11 +142,11 @@ def create_app(
 
     def replica_state(request: Request) -> dict[str, Any]:
         # Reported, not judged: pages read from the primary while a replica is down.
-        replica: Replica | None = request.app.state.replica
+        replica: Replica | None = request.state.replica
         return {} if replica is None else {"replica": replica.status()}
 
     async def healthz(request: Request) -> Response:
-        reason = await health.problem(request.app.state.engine, settings)
+        reason = await health.problem(request.state.engine, settings)
         extra = replica_state(request)
         if reason is not None:
             log.warning("healthz: %s", reason)
@@ -146,16 +156,16 @@ def create_app(
     readiness = health.Readiness(settings)
 
     async def readyz(request: Request) -> Response:
-        reason = await readiness.problem(request.app.state.engine)
+        reason = await readiness.problem(request.state.engine)
         extra = replica_state(request)
         if reason is not None:
             log.warning("readyz: %s", reason)
             return JSONResponse({"status": "unavailable", "reason": reason, **extra}, status_code=503)
         return JSONResponse({"status": "ready", **extra})
 
-    def sample(app: Any) -> None:
+    def sample(state: dict[str, Any]) -> None:
         engine = graphql_app.engine
-        metrics.sample(app.state, caches, engine.page_plans, engine.plans, app.state.writer.lines_waiting())
+        metrics.sample(state, caches, engine.page_plans, engine.plans, state["writer"].lines_waiting())
 
     async def livez(request: Request) -> Response:
         # Asks nothing: a database that is down is no reason to restart this process.
@@ -163,7 +173,7 @@ def create_app(
 
     async def metrics_page(request: Request) -> Response:
         try:
-            sample(request.app)
+            sample(request.scope["state"])
         except Exception:  # the scrape shows the gauges' last values
             metrics.swallowed("metrics.sample")
             log.exception("sampling the gauges for /metrics failed")
@@ -199,8 +209,6 @@ def create_app(
         # The router's 404 and 405, in JSON like every other error.
         exception_handlers={RouteError: route_error},
     )
-    app.state.settings = settings
-    app.state.policy = policy
     return app
 
 

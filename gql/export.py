@@ -258,8 +258,8 @@ async def export_to(
         else:
             body.extend(message.get("body", b""))
 
-    async with app.router.lifespan_context(app):
-        await app(scope, receive, send)
+    async with app.router.lifespan_context(app) as state:
+        await app({**scope, "state": dict(state)}, receive, send)
     out.flush()
     if status != 200:
         try:

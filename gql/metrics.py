@@ -231,9 +231,9 @@ def swallowed(where: str) -> None:
 # ── sampling ─────────────────────────────────────────────────────────────────
 
 
-def sample(state: Any, caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
-    """Set the sampled gauges from what the app hands in: its state, caches, plans and queue length."""
-    pool = state.engine.sync_engine.pool
+def sample(state: dict[str, Any], caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
+    """Set the sampled gauges from what the app hands in: its lifespan state, caches, plans, queue length."""
+    pool = state["engine"].sync_engine.pool
     POOL_IN_USE.set(_call(pool, "checkedout"))
     if caches is not None:
         CACHE_ENTRIES.labels("documents").set(len(caches.texts))
@@ -243,7 +243,7 @@ def sample(state: Any, caches: Any, plans: Any, operation_plans: Any, queued: in
         CACHE_BYTES.labels("plans").set(plans.held_bytes)
     CACHE_ENTRIES.labels("operation_plans").set(len(operation_plans.entries))
     WRITE_QUEUE.set(queued)
-    tails = getattr(state, "tails", None)  # gql/subscriptions.py: the running runLogTail subscriptions
+    tails = state.get("tails")  # gql/subscriptions.py: the running runLogTail subscriptions
     if tails is not None:
         SUBSCRIPTIONS_OPEN.set(len(tails.running))
 

@@ -82,8 +82,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         *,
         caches: DocumentCaches,
         max_lines: int,
+        policy: Policy,
         trusted: TrustedDocuments = NO_DOCUMENTS,
-        policy: Policy | None = None,
         prepared: bool = True,
         **options: Any,
     ) -> None:
@@ -166,8 +166,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
         """Whether the caller may run `query` while trusted documents are enforced."""
         if isinstance(query, str) and query in self.trusted.texts:
             return True
-        if self.policy is None:
-            return False
         return Role.ADMIN in self.policy.identify(request.headers.get("authorization")).roles
 
     async def run_prepared(self, request: Request) -> Response | None:
@@ -253,7 +251,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             # and the answer has no `data` at all, as the GraphQL specification has it.
             request_error = result.data is None and all(e.path is None for e in result.errors)
             if request_error:
-                log_unrun_writes(rid, await request.body(), result.errors, request.app.state.settings)
+                log_unrun_writes(rid, await request.body(), result.errors, request.state.settings)
         answer = await super().process_result(request, result)
         if request_error:
             answer.pop("data", None)
@@ -311,24 +309,25 @@ class RunLogGraphQL(GraphQL[Context, None]):
             return json.dumps(finite(data), separators=(",", ":")).encode()
 
     async def get_context(self, request: Request | WebSocket, response: Any) -> Context:
-        state = request.app.state  # what the lifespan made (gql/app.py)
+        # What the lifespan made (gql/app.py), read from the dict: each of `request.state`'s
+        # attributes costs an AttributeError raised and caught (docs/performance.md).
+        state = request.scope["state"]
         websocket = request.scope["type"] == "websocket"
         return Context(
-            engine=state.engine,
-            settings=state.settings,
-            writer=state.writer,
-            policy=state.policy,
-            caller=state.policy.identify(request.headers.get("authorization")),
-            # Given by the RequestId middleware.
-            request_id=request.scope["state"]["request_id"],
+            engine=state["engine"],
+            settings=state["settings"],
+            writer=state["writer"],
+            policy=self.policy,
+            caller=self.policy.identify(request.headers.get("authorization")),
+            request_id=state["request_id"],  # given by the RequestId middleware
             request=request if websocket else None,
             receive=None if websocket else request.receive,
-            sweeper=state.sweeper,
+            sweeper=state["sweeper"],
             arrived=asyncio.get_running_loop().time(),
-            watcher=state.watcher,
-            tails=state.tails if websocket else None,
-            connection=state.tails.connection() if websocket else None,
-            replica=state.replica,
+            watcher=state["watcher"],
+            tails=state["tails"] if websocket else None,
+            connection=state["tails"].connection() if websocket else None,
+            replica=state["replica"],
         )
 
     async def reject_websocket(self, request: Any) -> Any:

@@ -150,7 +150,7 @@ def test_a_client_that_stops_reading_is_dropped(make_api: Any, tables: Backend) 
         "headers": [(b"host", b"testserver")],
         "client": ("127.0.0.1", 1),
         "server": ("testserver", 80),
-        "state": {},
+        "state": dict(api.client.app_state),  # as uvicorn copies the lifespan's state
         "app": app,
     }
 

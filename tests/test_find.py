@@ -151,7 +151,7 @@ def test_a_cursor_is_refused_under_other_filters(api: Api, tables: Backend) -> N
 def test_long_poll_under_a_filter_waits_past_lines_it_does_not_keep(make_api: Any, tables: Backend) -> None:
     api = make_api(wait_interval=0.05)
     start = _page(api, phase=[4], limit=5)["pageInfo"]["startCursor"]
-    watcher = api.client.app.state.watcher
+    watcher = api.client.app_state["watcher"]
 
     def probed(times: int) -> None:
         """Wait until the watcher has probed `times` more times (each wakes a waiting poll that has news)."""

@@ -30,7 +30,7 @@ def statements(api: Api) -> Iterator[list[str]]:
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         seen.append(statement)
 
-    engine = api.client.app.state.engine.sync_engine  # type: ignore[attr-defined]
+    engine = api.client.app_state["engine"].sync_engine
     sa.event.listen(engine, "before_cursor_execute", record)
     try:
         yield seen

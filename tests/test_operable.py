@@ -177,7 +177,7 @@ def test_the_sweepers_ticks_and_the_lines_it_prunes_are_counted(
     )
     api = make_api(retention=86400.0, sweep_interval=7 * 86400.0)
     before = scrape(api.client)
-    sweeper = api.client.app.state.sweeper  # type: ignore[attr-defined]
+    sweeper = api.client.app_state["sweeper"]
     api.client.portal.call(sweeper.tick)  # type: ignore[union-attr]
     after = scrape(api.client)
     assert (
@@ -476,7 +476,7 @@ def test_readiness_says_ready_when_the_database_answers(api: Api) -> None:
 def test_readiness_says_so_when_the_pool_has_no_connection_to_spare(mariadb: Backend) -> None:
     mariadb.create_tables()
     with TestClient(create_app(mariadb.settings(pool_size=1))) as client:
-        engine = client.app.state.engine  # type: ignore[attr-defined]
+        engine = client.app_state["engine"]
         portal = client.portal  # type: ignore[union-attr]
         held = [portal.call(engine.connect().start) for _ in range(2)]  # the pool's one and its one overflow
         try:

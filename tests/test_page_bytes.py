@@ -174,7 +174,7 @@ def recorded_statements(backend: Backend) -> Iterator[tuple[Api, Callable[[], li
         return
     sent: list[str] = []
     with TestClient(create_app(backend.settings())) as client:
-        engine = client.app.state.engine.sync_engine  # type: ignore[attr-defined]
+        engine = client.app_state["engine"].sync_engine
 
         def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
             sent.append(statement)

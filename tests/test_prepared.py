@@ -296,6 +296,7 @@ def test_an_extension_it_does_not_reproduce_turns_prepared_texts_off() -> None:
     from strawberry.extensions import SchemaExtension
 
     from gql.answers import MaskUnexpected
+    from gql.auth import Policy
     from gql.engine.documents import DocumentCaches
     from gql.schema import build_schema
     from gql.view import RunLogGraphQL
@@ -305,9 +306,10 @@ def test_an_extension_it_does_not_reproduce_turns_prepared_texts_off() -> None:
 
     caches = DocumentCaches()
     known = build_schema([MaskUnexpected, caches.extension])
-    assert RunLogGraphQL(known, caches=caches, max_lines=10).prepared
+    policy = Policy.from_settings(Settings())
+    assert RunLogGraphQL(known, caches=caches, max_lines=10, policy=policy).prepared
     traced = build_schema([MaskUnexpected, caches.extension, Tracer])
-    assert not RunLogGraphQL(traced, caches=caches, max_lines=10).prepared
+    assert not RunLogGraphQL(traced, caches=caches, max_lines=10, policy=policy).prepared
 
 
 # ── generated requests ───────────────────────────────────────────────────────
@@ -337,6 +339,8 @@ _values = st.recursive(
     ),
     max_leaves=8,
 )
+
+
 CONTENT_TYPES = [
     "application/json",
     "application/json; charset=utf-8",

@@ -250,7 +250,7 @@ def test_a_cursor_the_service_did_not_issue_is_a_clear_error(api: Api) -> None:
 def test_one_page_is_one_query(tables: Backend, api: Api) -> None:
     for i in range(30):
         assert api.write(4, "note", {"text": str(i)})
-    engine = api.client.app.state.engine.sync_engine  # type: ignore[attr-defined]
+    engine = api.client.app_state["engine"].sync_engine
     statements: list[str] = []
     lock = threading.Lock()
 

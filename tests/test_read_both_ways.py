@@ -209,7 +209,7 @@ def test_waits_past_the_process_cap_are_refused_with_a_clear_error(make_api: Any
     answer: dict[str, Any] = {}
     waiting = threading.Thread(target=lambda: answer.update(page(api, before=cursor, wait=30)))
     waiting.start()
-    watcher = api.client.app.state.watcher  # type: ignore[attr-defined]
+    watcher = api.client.app_state["watcher"]
     try:
         while watcher.waits < 1 and waiting.is_alive():
             time.sleep(0.01)

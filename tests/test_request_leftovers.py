@@ -29,8 +29,8 @@ MIB = 1024 * 1024
 
 
 @asynccontextmanager
-async def running(app: Any) -> AsyncIterator[None]:
-    """`app`'s lifespan, driven through ASGI's lifespan messages."""
+async def running(app: Any) -> AsyncIterator[dict[str, Any]]:
+    """`app`'s lifespan, driven through ASGI's lifespan messages; its state."""
     inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
@@ -38,14 +38,14 @@ async def running(app: Any) -> AsyncIterator[None]:
     await inbox.put({"type": "lifespan.startup"})
     assert (await outbox.get())["type"] == "lifespan.startup.complete"
     try:
-        yield
+        yield scope["state"]
     finally:
         await inbox.put({"type": "lifespan.shutdown"})
         assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
         await task
 
 
-async def post(app: Any, body: bytes) -> int:
+async def post(app: Any, state: dict[str, Any], body: bytes) -> int:
     """POST `body` to /graphql in one message, as uvicorn hands it over; the status answered."""
     sent: list[dict[str, Any]] = []
     given = [body]
@@ -76,7 +76,7 @@ async def post(app: Any, body: bytes) -> int:
         ],
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 8000),
-        "state": {},
+        "state": dict(state),  # as uvicorn copies the lifespan's state into each request
     }
     await app(scope, receive, send)
     status: int = sent[0]["status"]
@@ -128,11 +128,11 @@ def test_no_request_leaves_its_body_behind(tables: Backend, name: str) -> None:
 
     async def scenario() -> list[list[str]]:
         found = []
-        async with running(app):
+        async with running(app) as state:
             with collector_off():
                 for _ in range(2):  # the second time, whatever the first prepared
                     body = BODIES[name]()
-                    assert await post(app, body) in (200, 400)
+                    assert await post(app, state, body) in (200, 400)
                     found.append(held_elsewhere(body))
                     del body
         return found

@@ -72,7 +72,7 @@ def test_a_page_and_its_blocking_runs_take_one_connection_from_the_pool(mariadb:
     with TestClient(create_app(mariadb.settings())) as client:
         api = Api(client)
         assert api.write(7, "run.blocked", {"blockingRunId": 37, "concurrencyKey": "k"})
-        engine = client.app.state.engine
+        engine = client.app_state["engine"]
         checkouts: list[object] = []
         sa.event.listen(engine.sync_engine, "checkout", lambda *_: checkouts.append(None))
         for _ in range(3):

@@ -190,7 +190,7 @@ def test_a_writer_waits_for_the_lock_as_long_as_the_write_timeout_allows(tmp_pat
 def test_busy_timeout_is_the_write_timeout(tmp_path: Path, write_timeout: float) -> None:
     path = tmp_path / "runlog.db"
     with TestClient(create_app(settings_for(path, write_timeout=write_timeout))) as client:
-        engine = client.app.state.engine  # type: ignore[attr-defined]
+        engine = client.app_state["engine"]
 
         async def busy_timeout() -> int:
             async with engine.connect() as conn:

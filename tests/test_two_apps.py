@@ -42,7 +42,8 @@ def holdings(api: Api) -> dict[str, Any]:
     """What one app holds, each thing by name."""
     app: Any = api.client.app
     (view,) = [route.endpoint for route in app.routes if getattr(route, "path", None) == "/graphql"][:1]
-    engine = app.state.engine
+    state = api.client.app_state  # what the lifespan made
+    engine = state["engine"]
     return {
         "app": app,
         "view": view,
@@ -55,9 +56,9 @@ def holdings(api: Api) -> dict[str, Any]:
         "sync engine": engine.sync_engine,
         "pool": engine.sync_engine.pool,
         "pool state": pool_state(engine),
-        "writer": app.state.writer,
-        "watcher": app.state.watcher,
-        "tails": app.state.tails,
+        "writer": state["writer"],
+        "watcher": state["watcher"],
+        "tails": state["tails"],
     }
 
 

@@ -153,7 +153,7 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
         with TestClient(create_app(settings)) as client:
             api = Api(client)
             assert api.write(1, "note", {"text": "warm"})
-            engine = client.app.state.engine  # type: ignore[attr-defined]
+            engine = client.app_state["engine"]
 
             def lose_the_answer(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
                 # A batch of several lines: the one a line-by-line retry would double.
