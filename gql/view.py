@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import re
 import sys
 from typing import Any
 
@@ -280,7 +282,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
     def decode_json(self, data: str | bytes) -> object:
         # Strawberry turns only a JSONDecodeError into a 400: anything else here would be a 500.
         try:
-            value = json.loads(data)
+            value = _loads(data)
         except json.JSONDecodeError:
             raise  # Strawberry's own 400
         except (UnicodeDecodeError, RecursionError):
@@ -372,3 +374,15 @@ class RunLogGraphQL(GraphQL[Context, None]):
 
     async def render_graphql_ide(self, request: Request) -> Response:
         return graphiql.graphiql_response()
+
+
+# A run of 19 digits may be an integer past 64 bits, which orjson reads as a float.
+_LONG_NUMBER = re.compile(rb"\d{19}")
+
+
+def _loads(data: str | bytes) -> object:
+    """What `json.loads` reads in `data`, or its error; through orjson, the faster, where the two agree."""
+    if isinstance(data, bytes) and _LONG_NUMBER.search(data) is None:
+        with contextlib.suppress(orjson.JSONDecodeError):  # NaN, a lone surrogate, UTF-16: json's to read
+            return orjson.loads(data)
+    return json.loads(data)
