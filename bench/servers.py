@@ -121,11 +121,14 @@ def start_many(
     pin: int | None = 0,
     server: sa.URL | None = None,
     revision: Revision | None = None,
+    under: tuple[str, ...] = (),
+    within: float = 60,
 ) -> dict[str, Server]:
     """Start each of `names` (`BEFORE` from `revision`'s files), all at once; each, once it answers.
 
     They start together so that one server's imports overlap another's; a
-    server that does not start stops the others.
+    server that does not start within `within` seconds stops the others.
+    `under` goes before each server's command (a profiler, for one).
     """
     if BEFORE in names and revision is None:
         raise ValueError(f"{BEFORE} needs the revision to serve")
@@ -143,6 +146,7 @@ def start_many(
         else:
             driver = "sqlalchemy" if name == "sa floor" else "physical"
             command = [sys.executable, "-m", "bench.floor", "--driver", driver, *common]
+        command = [*under, *command]
         if pin is not None and PINNED:
             command = ["taskset", "-c", str(pin), *command]
         log_path = LOG_DIR / f"runlog-bench-{name.replace(' ', '-')}-{port}.log"
@@ -155,7 +159,7 @@ def start_many(
     servers = {name: Server(name, port, process, workers) for name, (process, port, _) in started.items()}
     try:
         for name, (process, port, log_name) in started.items():
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + within
             while True:
                 try:
                     if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
