@@ -71,7 +71,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gql.compat.uvicorn import HTTPProtocolBase
 from gql.kinds import TERMINAL_STATUSES, Kind
+from gql.server import no_delay
 from gql.settings import Settings
 
 SCHEMA = Path(__file__).resolve().parent.parent / "schema.graphql"
@@ -573,17 +575,23 @@ def main() -> None:
     # As `python -m gql serve` runs the service: the same server, the same log level.
     level = Settings.from_env().log_level.lower()
     if args.workers > 1:
-        from gql.cli import _serve_workers
-
-        # As the service runs several workers (TCP_NODELAY on the shared socket).
+        # As the service runs several workers: uvicorn's, with TCP_NODELAY on each connection.
         factory = (
             "bench.floor:create_sqlalchemy_app" if args.driver == "sqlalchemy" else "bench.floor:create_app"
         )
-        _serve_workers(
-            uvicorn.Config(factory, factory=True, port=args.port, workers=args.workers, log_level=level)
+        uvicorn.run(
+            factory, factory=True, port=args.port, workers=args.workers, log_level=level, http=NoDelayProtocol
         )
     else:
         uvicorn.run(create_app(driver=args.driver), port=args.port, log_level=level)
+
+
+class NoDelayProtocol(HTTPProtocolBase):  # type: ignore[valid-type,misc]
+    """uvicorn's HTTP protocol with TCP_NODELAY on each connection, as the service's."""
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        no_delay(transport)
 
 
 def create_sqlalchemy_app() -> Starlette:

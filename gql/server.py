@@ -25,6 +25,14 @@ _HEAD_TOO_BIG = f"The request head is over {MAX_HEAD_BYTES} bytes."
 log = logging.getLogger("gql.server")
 
 
+def no_delay(transport: asyncio.Transport) -> None:
+    """Set TCP_NODELAY on a TCP connection: a response would otherwise wait for the client's delayed ACK."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        # asyncio sets it itself, except on a socket a worker was handed (its proto reads 0).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class _HeadDeadline:
     """A deadline for each request's head, and for a response not taken, mixed into uvicorn's protocol."""
 
@@ -45,11 +53,7 @@ class _HeadDeadline:
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            # asyncio leaves it on for a socket a worker was handed (its proto reads 0): a
-            # response would wait for the client's delayed ACK.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        no_delay(transport)
         self._await_head()
 
     # uvicorn answers 503 past this; a process whose connections are all taken is alive all

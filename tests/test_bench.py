@@ -329,3 +329,20 @@ def test_the_revision_s_files_are_removed_when_the_bench_fails() -> None:
         assert (tree / "gql" / "__main__.py").is_file()
         raise RuntimeError("a case failed")
     assert not tree.exists()
+
+
+def test_the_floor_serves_with_several_workers_as_the_bench_starts_it(mariadb: Backend) -> None:
+    """The bench's uvicorn-workers case starts the floor with --workers 2: it answers its health check."""
+    from sqlalchemy.engine import make_url
+
+    from bench.servers import _children, start_many
+
+    mariadb.create_tables()
+    url = make_url(mariadb.url)
+    servers = start_many(["floor"], url.database or "", workers=2, pin=None, server=url.set(database=None))
+    try:
+        # start_many has seen it answer /healthz; uvicorn's workers are its children.
+        assert servers["floor"].process.poll() is None
+        assert len(_children(servers["floor"].process.pid)) >= 2
+    finally:
+        servers["floor"].stop()
