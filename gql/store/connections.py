@@ -8,12 +8,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import (
-    Executable,
-    Select,
-)
+from sqlalchemy import BindParameter, Executable, Select
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.visitors import iterate
 
 from .. import tracing
 from ..compat.sqlalchemy import cursor_listeners, greenlet_spawn
@@ -61,11 +59,24 @@ def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
     return False, None
 
 
+class _Slot(NamedTuple):
+    """A sample value standing for `values[name]`, or `values[name][item]` of a list."""
+
+    name: str
+    item: int | None
+
+
 class _RawStatement(NamedTuple):
     sql: str
     # Where each positional parameter comes from: a value's name, and its
-    # index when the value is an expanded list (`IN (...)`).
-    sources: tuple[tuple[str, int | None], ...]
+    # item when the value is an expanded list (`IN (...)`).
+    sources: tuple[_Slot, ...]
+
+    def parameters(self, values: dict[str, Any] | None) -> list[Any] | None:
+        """The driver's parameters for `sql`, from the values the statement was given."""
+        if not values:
+            return None
+        return [values[name] if item is None else values[name][item] for name, item in self.sources]
 
 
 def _raw_statement(
@@ -78,36 +89,29 @@ def _raw_statement(
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled_raw(
-    dialect: Any, statement: Executable, shape: tuple[tuple[str, int], ...]
-) -> _RawStatement | None:
+def _compiled_raw(dialect: Any, statement: Any, shape: tuple[tuple[str, int], ...]) -> _RawStatement | None:
     """What SQLAlchemy would send for `statement`, or None where a type needs converting."""
-    sample = {name: [0] * size if size >= 0 else None for name, size in shape}
-    bound: Any = statement.params(sample) if sample and isinstance(statement, Select) else statement
-    compiled = bound.compile(dialect=dialect, compile_kwargs={"render_postcompile": True})
     if dialect.paramstyle != "format":
         return None
-    for bind in compiled.binds.values():
-        if bind.type.bind_processor(dialect) is not None:
+    for element in iterate(statement):
+        if isinstance(element, BindParameter) and element.type.bind_processor(dialect) is not None:
             return None
     if isinstance(statement, Select):
         for column in statement.selected_columns:
             if column.type.result_processor(dialect, None) is not None:
                 return None
-    sources: list[tuple[str, int | None]] = []
-    names = {name for name, _ in shape}
-    lists = {name for name, size in shape if size >= 0}
-    for name in compiled.positiontup or ():
-        base, _, index = name.rpartition("_")
-        if name not in lists and base in lists and index.isdigit():
-            sources.append((base, int(index) - 1))
-        elif name in names:
-            sources.append((name, None))
-        else:
-            # A value the statement holds itself (a literal such as
-            # COALESCE's 0), not one of `values`: SQLAlchemy binds it.
-            return None
-    return _RawStatement(compiled.string, tuple(sources))
+    # Each value stood for by a slot: the expanded statement's parameters, in order, name them.
+    sample = {
+        name: [_Slot(name, item) for item in range(size)] if size >= 0 else _Slot(name, None)
+        for name, size in shape
+    }
+    expanded = statement.compile(dialect=dialect).construct_expanded_state(sample)
+    sources = expanded.positional_parameters or ()
+    if not all(type(source) is _Slot for source in sources):
+        # A value the statement holds itself (a literal such as
+        # COALESCE's 0), not one of `values`: SQLAlchemy binds it.
+        return None
+    return _RawStatement(expanded.statement, tuple(sources))
 
 
 async def raw_checkout(engine: AsyncEngine) -> Any:
@@ -282,13 +286,8 @@ async def _read_raw(
     engine: AsyncEngine, raw: _RawStatement, values: dict[str, Any] | None, spans: tracing.SqlSpans | None
 ) -> Sequence[Any]:
     """Run `raw` on the driver directly, past SQLAlchemy's per-statement execution."""
-    params = (
-        [values[name] if index is None else values[name][index] for name, index in raw.sources]
-        if values
-        else None
-    )
     async with on_driver(engine, spans, _held.get()) as on:
-        return await on.fetch(raw.sql, params)
+        return await on.fetch(raw.sql, raw.parameters(values))
 
 
 async def fetch(driver: Any, sql: str, params: list[Any] | None) -> Sequence[Any]:
