@@ -28,8 +28,8 @@ import subprocess
 from contextlib import ExitStack
 
 from bench.data import SMALL_PAGE, bench_database, fill_base
-from bench.operations import as_at_revision, shipped, shipped_in
-from bench.revision import Refused, checkout
+from bench.operations import shipped
+from bench.revision import Refused, operation_at
 from bench.servers import BEFORE, load, start
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -60,15 +60,10 @@ def main() -> int:
         revision = None
         if args.against is not None:
             try:
-                revision = stack.enter_context(checkout(args.against))
+                revision, at_revision = stack.enter_context(operation_at(args.against, operation))
             except Refused as exc:
                 parser.error(str(exc))
             per_request = {"service": [], BEFORE: [], "floor": []}
-            # The revision is sent its own operation of that name (as `python -m bench --against` does).
-            theirs = shipped_in(revision.operation_files(), f"{revision.label}:")
-            at_revision = as_at_revision(operation, theirs, revision.label)
-            if at_revision.skip is not None:
-                parser.error(f"--against {args.against}: {at_revision.skip}")
             bodies[BEFORE] = at_revision.body(args.limit)
             print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
         database = stack.enter_context(bench_database())

@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 
 from bench.data import SMALL_PAGE, bench_database, fill_base
-from bench.operations import Operation, as_at_revision, shipped, shipped_in
-from bench.revision import Refused, checkout
+from bench.operations import Operation, shipped
+from bench.revision import Refused, operation_at
 from bench.servers import BEFORE, Server, start_many
 
 _TOTALS = re.compile(rb"^totals: (\d+)", re.MULTILINE)  # one a part; the header's summary may be 0
@@ -78,14 +78,9 @@ def main() -> int:
         revision = None
         if args.against is not None:
             try:
-                revision = stack.enter_context(checkout(args.against))
+                revision, theirs = stack.enter_context(operation_at(args.against, operation))
             except Refused as exc:
                 parser.error(str(exc))
-            theirs = as_at_revision(
-                operation, shipped_in(revision.operation_files(), f"{revision.label}:"), revision.label
-            )
-            if theirs.skip is not None:
-                parser.error(f"--against {args.against}: {theirs.skip}")
             bodies[BEFORE] = theirs.body(args.limit)
             print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
         database = stack.enter_context(bench_database())

@@ -21,6 +21,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.operations import Operation
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = "requirements.lock"
@@ -150,3 +154,20 @@ def checkout(spec: str) -> Iterator[Revision]:
                 f"(got {imported}; {found.stderr.strip()[-300:]})"
             )
         yield revision
+
+
+@contextmanager
+def operation_at(spec: str, operation: Operation) -> Iterator[tuple[Revision, Operation]]:
+    """Revision `spec` checked out, and its operation of `operation`'s name (as `python -m bench --against`).
+
+    Raises Refused when the revision cannot be checked out or has no such operation.
+    """
+    from bench.operations import as_at_revision, shipped_in
+
+    with checkout(spec) as revision:
+        theirs = as_at_revision(
+            operation, shipped_in(revision.operation_files(), f"{revision.label}:"), revision.label
+        )
+        if theirs.skip is not None:
+            raise Refused(f"--against {spec}: {theirs.skip}")
+        yield revision, theirs
