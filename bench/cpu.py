@@ -29,7 +29,7 @@ from contextlib import ExitStack
 
 from bench.data import SMALL_PAGE, bench_database, fill_base
 from bench.operations import shipped
-from bench.revision import Refused, operation_at
+from bench.revision import against
 from bench.servers import BEFORE, load, start
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -57,15 +57,10 @@ def main() -> int:
         parser.error("--profile needs py-spy on PATH")
     per_request: dict[str, list[float]] = {"service": [], "floor": []}
     with ExitStack() as stack:
-        revision = None
-        if args.against is not None:
-            try:
-                revision, at_revision = stack.enter_context(operation_at(args.against, operation))
-            except Refused as exc:
-                parser.error(str(exc))
+        revision, theirs = against(stack, parser, args.against, operation, args.limit)
+        if theirs is not None:
             per_request = {"service": [], BEFORE: [], "floor": []}
-            bodies[BEFORE] = at_revision.body(args.limit)
-            print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
+            bodies[BEFORE] = theirs
         database = stack.enter_context(bench_database())
         fill_base(database)
         servers = {name: start(name, database, revision=revision) for name in per_request}

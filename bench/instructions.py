@@ -26,7 +26,7 @@ import httpx
 
 from bench.data import SMALL_PAGE, bench_database, fill_base
 from bench.operations import Operation, shipped
-from bench.revision import Refused, operation_at
+from bench.revision import against
 from bench.servers import BEFORE, Server, start_many
 
 _TOTALS = re.compile(rb"^totals: (\d+)", re.MULTILINE)  # one a part; the header's summary may be 0
@@ -75,14 +75,9 @@ def main() -> int:
     operation = {op.name: op for op in shipped()}[args.operation]
     bodies = {"service": operation.body(args.limit)}
     with ExitStack() as stack:
-        revision = None
-        if args.against is not None:
-            try:
-                revision, theirs = stack.enter_context(operation_at(args.against, operation))
-            except Refused as exc:
-                parser.error(str(exc))
-            bodies[BEFORE] = theirs.body(args.limit)
-            print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
+        revision, theirs = against(stack, parser, args.against, operation, args.limit)
+        if theirs is not None:
+            bodies[BEFORE] = theirs
         database = stack.enter_context(bench_database())
         fill_base(database)
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="runlog-callgrind-")))

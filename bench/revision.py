@@ -12,13 +12,14 @@ not only its code.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,18 +157,27 @@ def checkout(spec: str) -> Iterator[Revision]:
         yield revision
 
 
-@contextmanager
-def operation_at(spec: str, operation: Operation) -> Iterator[tuple[Revision, Operation]]:
-    """Revision `spec` checked out, and its operation of `operation`'s name (as `python -m bench --against`).
+def against(
+    stack: ExitStack, parser: argparse.ArgumentParser, spec: str | None, operation: Operation, limit: int
+) -> tuple[Revision | None, bytes | None]:
+    """`--against spec` checked out for the `stack`'s life, and the body its operation of that name is sent.
 
-    Raises Refused when the revision cannot be checked out or has no such operation.
+    (None, None) without `spec`; a revision that cannot be checked out, or has no such
+    operation, is the parser's error.
     """
     from bench.operations import as_at_revision, shipped_in
+    from bench.servers import BEFORE
 
-    with checkout(spec) as revision:
-        theirs = as_at_revision(
-            operation, shipped_in(revision.operation_files(), f"{revision.label}:"), revision.label
-        )
-        if theirs.skip is not None:
-            raise Refused(f"--against {spec}: {theirs.skip}")
-        yield revision, theirs
+    if spec is None:
+        return None, None
+    try:
+        revision = stack.enter_context(checkout(spec))
+    except Refused as exc:
+        parser.error(str(exc))
+    theirs = as_at_revision(
+        operation, shipped_in(revision.operation_files(), f"{revision.label}:"), revision.label
+    )
+    if theirs.skip is not None:
+        parser.error(f"--against {spec}: {theirs.skip}")
+    print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
+    return revision, theirs.body(limit)
