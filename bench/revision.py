@@ -22,10 +22,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from bench.operations import Operation
+from bench.operations import Operation, as_at_revision, shipped_in
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = "requirements.lock"
@@ -159,14 +157,13 @@ def checkout(spec: str) -> Iterator[Revision]:
 
 def against(
     stack: ExitStack, parser: argparse.ArgumentParser, spec: str | None, operation: Operation, limit: int
-) -> tuple[Revision | None, bytes | None]:
+) -> tuple[Revision | None, str | None]:
     """`--against spec` checked out for the `stack`'s life, and the body its operation of that name is sent.
 
     (None, None) without `spec`; a revision that cannot be checked out, or has no such
     operation, is the parser's error.
     """
-    from bench.operations import as_at_revision, shipped_in
-    from bench.servers import BEFORE
+    from bench.servers import BEFORE  # which imports this module
 
     if spec is None:
         return None, None
