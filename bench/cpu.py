@@ -61,6 +61,7 @@ def main() -> int:
         if theirs is not None:
             per_request = {"service": [], BEFORE: [], "floor": []}
             bodies[BEFORE] = theirs
+            print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
         database = stack.enter_context(bench_database())
         fill_base(database)
         servers = {name: start(name, database, revision=revision) for name in per_request}

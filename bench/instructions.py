@@ -78,6 +78,7 @@ def main() -> int:
         revision, theirs = against(stack, parser, args.against, operation, args.limit)
         if theirs is not None:
             bodies[BEFORE] = theirs
+            print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
         database = stack.enter_context(bench_database())
         fill_base(database)
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="runlog-callgrind-")))

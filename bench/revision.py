@@ -163,8 +163,6 @@ def against(
     (None, None) without `spec`; a revision that cannot be checked out, or has no such
     operation, is the parser's error.
     """
-    from bench.servers import BEFORE  # which imports this module
-
     if spec is None:
         return None, None
     try:
@@ -176,5 +174,4 @@ def against(
     )
     if theirs.skip is not None:
         parser.error(f"--against {spec}: {theirs.skip}")
-    print(f"{BEFORE} = {revision.label}; service = this tree, as it is on disk")
     return revision, theirs.body(limit)
