@@ -68,9 +68,7 @@ class _Slot(NamedTuple):
 
 class _RawStatement(NamedTuple):
     sql: str
-    # Where each positional parameter comes from: a value's name, and its
-    # item when the value is an expanded list (`IN (...)`).
-    sources: tuple[_Slot, ...]
+    sources: tuple[_Slot, ...]  # where each positional parameter of `sql` comes from, in order
 
     def parameters(self, values: dict[str, Any] | None) -> list[Any] | None:
         """The driver's parameters for `sql`, from the values the statement was given."""
