@@ -1,4 +1,7 @@
-"""The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408)."""
+"""The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408).
+
+A body within the limits is handed on unchanged, and whole as `scope["state"]["body"]` (`body`).
+"""
 
 from __future__ import annotations
 
@@ -61,6 +64,9 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
+        # Read whole already: the prepared path takes it from here, not through Starlette's stream.
+        chunks = [m.get("body", b"") for m in messages if m["type"] == "http.request"]
+        scope.setdefault("state", {})["body"] = chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
         async def replay() -> Message:
             return messages.pop(0) if messages else await receive()
@@ -83,6 +89,11 @@ class BodyLimit:
         )
         body = error_body(408, message, request_id(scope), timeoutSeconds=self.timeout)
         await send_json(send, 408, body, _CLOSE)
+
+
+def body(scope: Scope) -> bytes:
+    """The whole body of a request `BodyLimit` handed on."""
+    return scope["state"]["body"]  # type: ignore[no-any-return]
 
 
 # A refusal closes the connection: the rest of the body is unread, so no request can follow it.

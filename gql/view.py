@@ -22,7 +22,7 @@ from strawberry.extensions import DisableIntrospection
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.types import ExecutionResult
 
-from . import graphiql, metrics, request_id
+from . import body_limit, graphiql, metrics, request_id
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
@@ -178,7 +178,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
         if json_content_type(request.headers.get("content-type")) is not None:
             metrics.fell_back("prepared", "content_type", None, "the content type is not application/json")
             return None
-        body = await request.body()
+        body = body_limit.body(request.scope)
         if len(body) > PREPARED_MAX_BODY:
             metrics.fell_back("prepared", "large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
             return None
@@ -252,7 +252,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             # and the answer has no `data` at all, as the GraphQL specification has it.
             request_error = result.data is None and all(e.path is None for e in result.errors)
             if request_error:
-                log_unrun_writes(rid, await request.body(), result.errors, request.state.settings)
+                log_unrun_writes(rid, body_limit.body(request.scope), result.errors, request.state.settings)
         answer = await super().process_result(request, result)
         if request_error:
             answer.pop("data", None)

@@ -329,10 +329,10 @@ def test_a_streamed_body_is_counted_and_refused_once_past_the_limit() -> None:
             body += message["body"]
             if not message["more_body"]:
                 break
-        called.append(len(body) == 800)
+        called.append(len(body) == 800 and scope["state"]["body"] == body)
 
     asyncio.run(BodyLimit(echo, max_bytes=1000)(scope, chunks(2), send))
-    assert called == [True], "a body within the limit reaches the app whole"
+    assert called == [True], "a body within the limit reaches the app whole, and in the scope's state"
 
 
 @pytest.fixture
