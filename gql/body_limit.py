@@ -36,13 +36,16 @@ class BodyLimit:
         try:
             await self._serve(scope, receive, send, read)
         finally:
+            # The scope outlives the request: uvicorn keeps a connection's last one until its
+            # keep-alive timer fires, even once the client has reset it (bench.body_rss).
+            scope.get("state", {}).pop("body", None)
             if read[0] >= COLLECT_AFTER_BYTES:
                 # graphql-core's executor is a reference cycle holding the request's variables.
                 gc.collect(1)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, read: list[int]) -> None:
         """Read the body within the limits and hand the request on; `read[0]` is the bytes read."""
-        messages: list[Message] = []
+        chunks: list[bytes] = []
         size = 0
         deadline = asyncio.get_running_loop().time() + self.timeout
         while True:
@@ -52,24 +55,25 @@ class BodyLimit:
             except TimeoutError:
                 await self._too_slow(scope, send, size)
                 return
-            if message["type"] == "http.disconnect":
-                return  # the client is gone: no one to answer
-            messages.append(message)
             if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
+                return  # http.disconnect: the client is gone, no one to answer
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
             read[0] = size
             if size > self.max_bytes:
                 await self._refuse(scope, send, None)
                 return
             if not message.get("more_body", False):
                 break
-        # Read whole already: the prepared path takes it from here, not through Starlette's stream.
-        chunks = [m.get("body", b"") for m in messages if m["type"] == "http.request"]
-        scope.setdefault("state", {})["body"] = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        # Held once: handed on as one message, and as the scope's state for the prepared path.
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        del chunks
+        scope.setdefault("state", {})["body"] = body
+        whole: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
+            return whole.pop() if whole else await receive()
 
         await self.app(scope, replay, send)
 

@@ -333,29 +333,41 @@ def test_a_streamed_body_is_counted_and_refused_once_past_the_limit() -> None:
 
     asyncio.run(BodyLimit(echo, max_bytes=1000)(scope, chunks(2), send))
     assert called == [True], "a body within the limit reaches the app whole, and in the scope's state"
+    assert "body" not in scope["state"], "the body is not left in the scope once the request is answered"
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[int]:
-    """The app on a real socket (uvicorn in a thread), with a 64 KiB body limit."""
+@contextmanager
+def _serving(tmp_path: Path, **settings: Any) -> Iterator[int]:
+    """The app on a real socket (uvicorn in a thread), with `settings`; its port."""
     import uvicorn
 
     from gql.app import create_app
+    from gql.server import uvicorn_options
 
-    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}", max_body_bytes=65536)
+    made = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}", **settings)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
+    options = {**uvicorn_options(made), "log_level": "warning", "log_config": None}
+    server = uvicorn.Server(uvicorn.Config(create_app(made), port=port, **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 90  # generous: CI may be loaded
     while not server.started:
         assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
         time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[int]:
+    """The app on a real socket, with a 64 KiB body limit."""
+    with _serving(tmp_path, max_body_bytes=65536) as port:
+        yield port
 
 
 def _exchange(port: int, head: bytes, chunks: list[bytes]) -> bytes:
@@ -413,3 +425,32 @@ def test_every_limit_is_read_from_the_environment() -> None:
 def test_an_admin_is_held_to_the_same_limits(make_api: Callable[..., Api]) -> None:
     api = make_api(max_lines_per_request=100)
     assert "could read 500 lines" in message(api.post(aliased(1, "limit: 0"), token=ADMIN))
+
+
+def test_large_bodies_are_not_held_once_answered(tmp_path: Path) -> None:
+    """A body the server has answered is freed at once, not kept as long as its connection's protocol."""
+    import tracemalloc
+
+    body = b'{"query": "{ __typename }' + b" " * (3 * 1024 * 1024) + b'"}'  # refused for its size
+
+    def post(port: int) -> str:
+        # A connection each, closed once the answer's head is in, as a client that stops reading may.
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+            conn.sendall(
+                b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body
+            )
+            return conn.recv(200).decode()
+
+    with _serving(tmp_path) as port:
+        tracemalloc.start()
+        try:
+            post(port)
+            before = tracemalloc.get_traced_memory()[0]
+            for _ in range(8):
+                answer = post(port)
+                assert answer.startswith("HTTP/1.1 200"), answer
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    assert grown < 2 * len(body), f"{grown:,} bytes still held after 8 bodies of {len(body):,}"
