@@ -9,15 +9,20 @@ deselected and the run ends with a loud banner saying so.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import re
 import socket
 import subprocess
+import sys
+import threading
 import time
+import traceback
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -344,7 +349,33 @@ def make_api(tables: Backend) -> Iterator[Callable[..., Api]]:
 
     yield make
     for client in clients:
-        client.__exit__(None, None, None)
+        with _tasks_shown_if_stuck():
+            client.__exit__(None, None, None)
+
+
+@contextmanager
+def _tasks_shown_if_stuck(seconds: float = 60) -> Iterator[None]:
+    """Print each pending asyncio task's stack to stderr if the block is still running after `seconds`.
+
+    A TestClient's exit once waited until pytest-timeout on a task that did not end when
+    cancelled; this names the task in the failure's captured output.
+    """
+
+    def show() -> None:
+        pending = [o for o in gc.get_objects() if isinstance(o, asyncio.Task) and not o.done()]
+        print(f"still running after {seconds:g} s; {len(pending)} pending tasks:", file=sys.stderr)
+        for task in pending:
+            print(f"- {task!r}", file=sys.stderr)
+            for frame in task.get_stack():
+                print("".join(traceback.format_stack(frame, limit=1)), end="", file=sys.stderr)
+
+    timer = threading.Timer(seconds, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 @pytest.fixture
