@@ -1,6 +1,7 @@
 """The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408).
 
-A body within the limits is handed on unchanged, and whole as `scope["state"]["body"]` (`body`).
+A body within the limits is handed on whole: as one message, and while it is answered as
+`scope["state"]["body"]` (`body`).
 """
 
 from __future__ import annotations
