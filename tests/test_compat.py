@@ -74,7 +74,6 @@ def test_the_reaches_are_these() -> None:
         "strawberry": [
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
-            "DefaultExecutionContext",
             "VIEW_HOOKS",
             "WebSocketAdapterBase",
             "graphql_schema",
@@ -296,9 +295,8 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
         "strawberry.extensions.query_depth_limiter.QueryDepthLimiter": set(),
         "strawberry.schema.schema.Schema": {"process_errors"},
         "cross_web.request._starlette.StarletteRequestAdapter": {"content_type"},
-        # Strawberry's executor (`compat.strawberry.DefaultExecutionContext`) is graphql-core's
-        # Executor: `build` and the attributes its docstring documents (see EXECUTOR_DOCUMENTED).
-        "strawberry.schema.schema.StrawberryGraphQLCoreExecutionContext": EXECUTOR_DOCUMENTED,
+        # graphql-core's Executor: `build` and the attributes its docstring documents.
+        "graphql.execution.executor.Executor": EXECUTOR_DOCUMENTED,
     }
     compat_named: dict[str, tuple[set[str], set[str]]] = {
         "strawberry.asgi.GraphQL": (
@@ -499,10 +497,32 @@ def test_strawberrys_documented_raw_info_is_graphql_cores_info_with_field_nodes_
     assert list(raw.fragments) == ["F"]
 
 
-def test_default_execution_context_is_strawberrys_default() -> None:
-    schema = strawberry.Schema(query=CompatQuery)
-    assert schema.execution_context_class is strawberry_compat.DefaultExecutionContext
-    assert issubclass(strawberry_compat.DefaultExecutionContext, Executor)
+def test_strawberry_executes_on_a_graphql_core_executor_with_its_extensions_and_variables() -> None:
+    """`Schema(execution_context_class=)` takes graphql-core's documented Executor, as VariablesExecutor
+    is: Strawberry passes the request's extensions to its constructor, and Info reads its variables."""
+    made: list[Any] = []
+
+    class Plain(Executor):
+        def __init__(self, *args: Any, operation_extensions: Any = None, **kwargs: Any) -> None:
+            made.append(operation_extensions)
+            super().__init__(*args, **kwargs)
+
+    seen: list[Any] = []
+
+    @strawberry.type
+    class Query:
+        @strawberry.field
+        def echo(self, info: strawberry.Info, n: int) -> int:
+            seen.append(info.variable_values)
+            return n
+
+    schema = strawberry.Schema(query=Query, execution_context_class=Plain)
+    result = schema.execute_sync(
+        "query Q($n: Int!) { echo(n: $n) }", variable_values={"n": 3}, operation_extensions={"x": 1}
+    )
+    assert result.errors is None and result.data == {"echo": 3}
+    assert made == [{"x": 1}]
+    assert seen == [{"n": 3}]
 
 
 def test_strawberrys_public_lookups_map_graphql_core_names_back_to_definitions() -> None:
@@ -723,8 +743,7 @@ def test_left_hands_the_value_back_to_graphql_core() -> None:
 
 
 def test_graphql_cores_executor_documents_what_gql_overrides_and_reads() -> None:
-    """What EXECUTOR_DOCUMENTED names is documented on graphql-core's Executor, which Strawberry's extends."""
-    assert issubclass(strawberry_compat.DefaultExecutionContext, Executor)
+    """What EXECUTOR_DOCUMENTED names is documented on graphql-core's Executor, which gql/engine's extend."""
     assert graphql.Executor is Executor and "Executor" in graphql.__all__
     documented = inspect.getsource(Executor)
     for name in EXECUTOR_DOCUMENTED - {"build"}:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import strawberry
 from graphql import GraphQLError, GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
-from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES, StrawberryGraphQLCoreExecutionContext
+from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
@@ -17,7 +17,6 @@ __all__ = [
     "VIEW_HOOKS",
     "BaseGraphQLTransportWSHandler",
     "BaseGraphQLWSHandler",
-    "DefaultExecutionContext",
     "WebSocketAdapterBase",
     "graphql_schema",
     "parse_and_validate",
@@ -31,12 +30,6 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
     schema to run against.
     """
     return schema._schema
-
-
-# Strawberry's own executor, exported from no public module: an executor plugged in at
-# `Schema(execution_context_class=...)` subclasses it to behave as Strawberry's (`PageExecutor`);
-# without it, resolvers would get graphql-core's bare info.
-DefaultExecutionContext = StrawberryGraphQLCoreExecutionContext
 
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────

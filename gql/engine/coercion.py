@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
+    Executor,
     FieldNode,
     GraphQLArgument,
     GraphQLError,
@@ -47,8 +48,6 @@ from graphql import (
     type_from_ast,
     value_from_ast_untyped,
 )
-
-from ..compat.strawberry import DefaultExecutionContext
 
 # What a request's values come to: the coerced variables, and each field's
 # arguments by GraphQL name. None: something does not coerce.
@@ -265,11 +264,18 @@ def _untyped(node: ValueNode) -> Callable[[dict[str, Any]], Any]:
     return lambda _variables: constant
 
 
-class VariablesExecutor(DefaultExecutionContext):
-    """Strawberry's executor, refusing before anything runs a variable that is null where a value is needed.
+class VariablesExecutor(Executor[Any]):
+    """graphql-core's executor, refusing before anything runs a variable that is null where a value is needed.
 
     `$r: ID = 5` may stand at `runId: ID!`; an explicit null for it is a BAD_USER_INPUT naming the variable.
+    Plugged in at `strawberry.Schema(execution_context_class=...)`.
     """
+
+    def __init__(self, *args: Any, operation_extensions: Any = None, **kwargs: Any) -> None:
+        # Strawberry hands its executor the request's `extensions` (graphql-core's `execute`
+        # passes such keywords on to the executor's constructor, as it documents); no resolver
+        # here reads them.
+        super().__init__(*args, **kwargs)
 
     @classmethod
     def build(cls, schema: GraphQLSchema, document: Any, *args: Any, **kwargs: Any) -> Any:
