@@ -15,8 +15,6 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from starlette.middleware import Middleware
 
-from .compat.sqlalchemy import cursor_listeners
-
 log = logging.getLogger("gql.tracing")
 
 SERVICE_NAME = "runlog-gql"
@@ -157,13 +155,7 @@ class SqlSpans:
 
     def __init__(self, tracer: Any, engine: Engine) -> None:
         self._tracer = tracer
-        # The tracer's own listeners: any other means someone else watches the statements.
-        self._ours = cursor_listeners(engine)
         self._attributes = _attributes(engine)
-
-    def alone(self, engine: Engine) -> bool:
-        """Whether the tracer is all that listens to `engine`'s statements."""
-        return all(listener in self._ours for listener in cursor_listeners(engine))
 
     @contextmanager
     def statement(self, sql: str) -> Iterator[None]:

@@ -35,6 +35,7 @@ from starlette.testclient import TestClient
 from gql.app import create_app
 from gql.db import metadata
 from gql.settings import Settings
+from gql.store import connections
 
 MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
 REQUIRE_MARIADB = os.environ.get("RUNLOG_TEST_REQUIRE_MARIADB") == "1"
@@ -381,6 +382,42 @@ def _tasks_shown_if_stuck(seconds: float = 60) -> Iterator[None]:
 @pytest.fixture
 def api(make_api: Callable[..., Api]) -> Api:
     return make_api()
+
+
+@contextmanager
+def sent_statements(engine: Any, before: Callable[[str], None] | None = None) -> Iterator[list[str]]:
+    """Every SQL text `engine` (an AsyncEngine) sends while the block runs, by SQLAlchemy or on the driver.
+
+    `before(sql)` is called as each is about to go. The store sends MariaDB's reads and writes on
+    the driver's connection (`store.connections.on_driver`), past SQLAlchemy's cursor events.
+    """
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def note(sql: str) -> None:
+        with lock:
+            seen.append(sql)
+        if before is not None:
+            before(sql)
+
+    def listener(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        note(statement)
+
+    on_driver = connections.on_driver
+    direct = on_driver.fetch
+
+    async def fetch(self: Any, sql: str, params: Any) -> Any:
+        if self.engine is engine:
+            note(sql)
+        return await direct(self, sql, params)
+
+    sa.event.listen(engine.sync_engine, "before_cursor_execute", listener)
+    on_driver.fetch = fetch  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        on_driver.fetch = direct  # type: ignore[method-assign]
+        sa.event.remove(engine.sync_engine, "before_cursor_execute", listener)
 
 
 def free_port() -> int:

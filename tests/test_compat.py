@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 import graphql
 import greenlet
 import pytest
-import sqlalchemy as sa
 import strawberry
 from graphql import (
     GraphQLField,
@@ -70,7 +69,7 @@ def test_the_reaches_are_these() -> None:
             "bound_overlap_check",
             "collect_subfields",
         ],
-        "sqlalchemy": ["cursor_listeners", "greenlet_spawn"],
+        "sqlalchemy": ["greenlet_spawn"],
         "strawberry": [
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
@@ -864,21 +863,3 @@ def test_greenlet_spawn_runs_the_function_in_a_greenlet() -> None:
         return greenlet.getcurrent() is not outer
 
     assert asyncio.run(sqlalchemy_compat.greenlet_spawn(inside)) is True
-
-
-def test_cursor_listeners_are_the_engines_listeners() -> None:
-    """One entry per listener (SQLAlchemy may wrap it), the same objects from call to call."""
-    engine = sa.create_engine("sqlite://")
-
-    def first(*_: object) -> None: ...
-
-    def second(*_: object) -> None: ...
-
-    assert sqlalchemy_compat.cursor_listeners(engine) == ()
-    sa.event.listen(engine, "before_cursor_execute", first)
-    sa.event.listen(engine, "before_cursor_execute", second)
-    both = sqlalchemy_compat.cursor_listeners(engine)
-    assert len(both) == 2
-    assert sqlalchemy_compat.cursor_listeners(engine) == both
-    sa.event.remove(engine, "before_cursor_execute", first)
-    assert sqlalchemy_compat.cursor_listeners(engine) == both[1:]

@@ -56,7 +56,7 @@ from gql.page import Context
 from gql.schema import build_schema
 from gql.settings import Settings
 
-from .conftest import Backend
+from .conftest import Backend, sent_statements
 from .details_examples import EXAMPLES
 
 FAST = build_schema([MaskUnexpected], fast_path=True)
@@ -321,15 +321,15 @@ def _both(
         if stored.deleted is not None:
             stored.deleted.unlink()
 
-        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        def note(statement: str) -> None:
             stored.lookups += "event_runs" in statement
 
-        sa.event.listen(engine.sync_engine, "before_cursor_execute", note)
         answers = []
         try:
             for schema in (FAST, SLOW):
                 context = stored.context(engine, caller, policy)
-                result = await schema.execute(text, variables, context_value=context)
+                with sent_statements(engine, before=note):
+                    result = await schema.execute(text, variables, context_value=context)
                 body = {"data": result.data}
                 if result.errors:
                     body["errors"] = [error.formatted for error in result.errors]

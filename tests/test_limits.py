@@ -7,35 +7,23 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from graphql import get_introspection_query
 
 from gql.body_limit import BodyLimit
 from gql.details import DETAIL_TYPES
 from gql.settings import Settings
 
-from .conftest import ADMIN, Api, Backend
+from .conftest import ADMIN, Api, Backend, sent_statements
 
 
-@contextmanager
-def statements(api: Api) -> Iterator[list[str]]:
+def statements(api: Api) -> AbstractContextManager[list[str]]:
     """Every SQL statement the app under test sends while the block runs."""
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(statement)
-
-    engine = api.client.app_state["engine"].sync_engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
+    return sent_statements(api.client.app_state["engine"])
 
 
 def aliased(count: int, limit: str = "limit: 2000", field: str = "runLog") -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime
-import threading
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ import sqlalchemy as sa
 from gql import store
 from gql.kinds import Kind
 
-from .conftest import Api, Backend
+from .conftest import Api, Backend, sent_statements
 
 PAGE = """
 query Page($runId: ID!, $kinds: [RunLogKind!], $limit: Int, $after: String) {
@@ -250,20 +249,9 @@ def test_a_cursor_the_service_did_not_issue_is_a_clear_error(api: Api) -> None:
 def test_one_page_is_one_query(tables: Backend, api: Api) -> None:
     for i in range(30):
         assert api.write(4, "note", {"text": str(i)})
-    engine = api.client.app_state["engine"].sync_engine
-    statements: list[str] = []
-    lock = threading.Lock()
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        with lock:
-            statements.append(statement)
-
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
+    with sent_statements(api.client.app_state["engine"]) as statements:
         first = page(api, 4, limit=10)
         page(api, 4, limit=10, after=first["pageInfo"]["endCursor"])
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
     reads = [s for s in statements if "event_run_log" in s]
     assert len(reads) == 2, statements
 

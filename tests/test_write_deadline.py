@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 from gql.store import ANSWER_GRACE_SECONDS
 
-from .conftest import MARIADB_URL, SLACK, Api, Backend
+from .conftest import MARIADB_URL, SLACK, Api, Backend, sent_statements
 from .faultproxy import FaultProxy
 
 
@@ -155,18 +155,17 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
             assert api.write(1, "note", {"text": "warm"})
             engine = client.app_state["engine"]
 
-            def lose_the_answer(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            def lose_the_answer(statement: str) -> None:
                 # A batch of several lines: the one a line-by-line retry would double.
                 if "INSERT INTO event_run_log " in statement and "), (" in statement:
                     proxy.deafen()
 
-            sa.event.listen(engine.sync_engine, "before_cursor_execute", lose_the_answer)
             with ThreadPoolExecutor(12) as pool:
-                sent = [pool.submit(api.write, 1, "note", {"text": f"line {i}"}) for i in range(12)]
-                # The server commits what it got; then the connections drop, as
-                # on a network that fails after the statements went out.
-                time.sleep(0.8)
-                sa.event.remove(engine.sync_engine, "before_cursor_execute", lose_the_answer)
+                with sent_statements(engine, before=lose_the_answer):
+                    sent = [pool.submit(api.write, 1, "note", {"text": f"line {i}"}) for i in range(12)]
+                    # The server commits what it got; then the connections drop, as
+                    # on a network that fails after the statements went out.
+                    time.sleep(0.8)
                 proxy.recover()
                 proxy.reset_open()
                 answers = [future.result() for future in sent]

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.visitors import iterate
 
 from .. import tracing
-from ..compat.sqlalchemy import cursor_listeners, greenlet_spawn
+from ..compat.sqlalchemy import greenlet_spawn
 from ..db import (
     mark_pool_stale,
     pool_generation,
@@ -46,17 +46,10 @@ async def read_rows(
 
 
 def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
-    """Whether statements may go to the driver directly, past SQLAlchemy, and the spans to make of them."""
+    """Whether statements go to the driver directly, past SQLAlchemy, and the spans to make of them."""
     if engine.dialect.name == "sqlite":
         return False, None
-    if not cursor_listeners(engine.sync_engine):
-        return True, None
-    # A listener (a test counting round trips) sees statements only through SQLAlchemy,
-    # except the OpenTelemetry tracer's, whose spans the direct path makes itself.
-    spans = pool_state(engine).spans
-    if spans is not None and spans.alone(engine.sync_engine):
-        return True, spans
-    return False, None
+    return True, pool_state(engine).spans
 
 
 class _Slot(NamedTuple):
