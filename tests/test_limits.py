@@ -441,4 +441,6 @@ def test_large_bodies_are_not_held_once_answered(tmp_path: Path) -> None:
             grown = tracemalloc.get_traced_memory()[0] - before
         finally:
             tracemalloc.stop()
-    assert grown < 2 * len(body), f"{grown:,} bytes still held after 8 bodies of {len(body):,}"
+    # The last body or two may still be on their way out when the client has its answer's head;
+    # a body kept with its connection keeps all eight.
+    assert grown < 4 * len(body), f"{grown:,} bytes still held after 8 bodies of {len(body):,}"
