@@ -41,6 +41,7 @@ from gql.compat import graphql as graphql_compat
 from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
+from gql.engine.documents import NOT_RUN, DocumentCaches
 from gql.query_shape import OVERLAP_BUDGET
 from gql.schema import build_schema
 from gql.view import RunLogGraphQL
@@ -76,7 +77,6 @@ def test_the_reaches_are_these() -> None:
             "VIEW_HOOKS",
             "WebSocketAdapterBase",
             "graphql_schema",
-            "parse_and_validate",
         ],
         "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase"],
     }
@@ -572,21 +572,22 @@ class _Hooks(SchemaExtension):
         yield
 
 
-def test_parse_and_validate_runs_the_pipeline_up_to_execution_and_no_further() -> None:
-    schema = strawberry.Schema(query=CompatQuery, extensions=[_Hooks])
+def test_a_not_run_request_is_parsed_validated_and_cached_and_never_executed() -> None:
+    """Engine.warm's requests: a result an extension sets in `on_execute` is answered without executing."""
+    caches = DocumentCaches()
+    schema = strawberry.Schema(query=CompatQuery, extensions=[_Hooks, caches.extension])
+    text = "query Q { thing { plain } }"
     seen_info.clear()
     _Hooks.seen.clear()
-    asyncio.run(schema.execute("query Q { thing { plain } }", operation_name="Q"))
-    executed = list(_Hooks.seen)
-    assert executed[-1] == "execute" and len(seen_info) == 1
-    _Hooks.seen.clear()
-    assert asyncio.run(strawberry_compat.parse_and_validate(schema, "query Q { thing { plain } }", "Q")) == []
-    assert _Hooks.seen == executed[:-1] == ["operation", "parsed True", "validated, 0 errors"]
-    assert len(seen_info) == 1  # the resolver did not run
-    _Hooks.seen.clear()
-    errors = asyncio.run(strawberry_compat.parse_and_validate(schema, "{ thing { nope } }", None))
-    assert [e.message for e in errors] == ["Cannot query field 'nope' on type 'CompatThing'."]
-    assert _Hooks.seen == ["operation", "parsed True", "validated, 1 errors"]
+    result = asyncio.run(schema.execute(text, operation_name="Q", context_value=NOT_RUN))
+    assert result.errors is None and result.data is None
+    assert seen_info == []  # the resolver did not run
+    assert _Hooks.seen == ["operation", "parsed True", "validated, 0 errors", "execute"]
+    assert caches.prepared_operation(text, "Q") is not None  # parsed and validated once, for every request
+    result = asyncio.run(schema.execute("{ thing { nope } }", context_value=NOT_RUN))
+    assert [e.message for e in result.errors or ()] == ["Cannot query field 'nope' on type 'CompatThing'."]
+    assert asyncio.run(schema.execute(text, operation_name="Q")).data == {"thing": {"plain": 1}}
+    assert len(seen_info) == 1
 
 
 def test_process_errors_is_all_strawberrys_private_process_errors_does_here() -> None:

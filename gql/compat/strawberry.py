@@ -7,9 +7,8 @@ the class whose entry precedes it, and is tested with that class.
 from __future__ import annotations
 
 import strawberry
-from graphql import GraphQLError, GraphQLSchema
+from graphql import GraphQLSchema
 from strawberry.asgi import ASGIWebSocketAdapter
-from strawberry.schema.schema import DEFAULT_ALLOWED_OPERATION_TYPES
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
@@ -19,7 +18,6 @@ __all__ = [
     "BaseGraphQLWSHandler",
     "WebSocketAdapterBase",
     "graphql_schema",
-    "parse_and_validate",
 ]
 
 
@@ -89,24 +87,3 @@ WS_HOOKS = (
     "context",
     "view",
 )
-
-
-async def parse_and_validate(
-    schema: strawberry.Schema, query: str, operation_name: str | None
-) -> list[GraphQLError]:
-    """Take `query` through Strawberry's pipeline as a request would, up to execution; its errors, if any.
-
-    Through the private `_create_execution_context` and `_prepare_operation_async`, since
-    every public call executes; without them `Engine.warm` would have to execute each
-    document to have it cached.
-    """
-    context = schema._create_execution_context(
-        query=query, allowed_operation_types=DEFAULT_ALLOWED_OPERATION_TYPES, operation_name=operation_name
-    )
-    extensions = schema.get_extensions()
-    for extension in extensions:  # as Schema.execute hands them the request
-        extension.execution_context = context
-    runner = schema.create_extensions_runner(context, extensions)
-    async with runner.operation():
-        refused = await schema._prepare_operation_async(context, runner)
-    return [] if refused is None else list(refused.errors or ())

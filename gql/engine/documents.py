@@ -16,6 +16,7 @@ from typing import Any
 
 from graphql import (
     DocumentNode,
+    ExecutionResult,
     GraphQLError,
     OperationDefinitionNode,
     OperationType,
@@ -31,6 +32,9 @@ CACHED_TEXT_CHARS = 16 * 1024  # a longer text is parsed each time, never cached
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error or a prepared operation holds, besides its message
 SHARED_ENTRIES = 64  # known documents' parses and validations held for the process's apps
+
+# The context of a request that is to be parsed, validated and cached, and not run (Engine.warm).
+NOT_RUN = object()
 
 
 # ── caching parsed and validated documents ───────────────────────────────────
@@ -266,3 +270,9 @@ class DocumentCacheExtension(SchemaExtension):
             self.caches.add_validation(text, document, rules, list(context.pre_execution_errors))
         if context.pre_execution_errors == []:
             self.caches.prepare(text, document)
+
+    def on_execute(self) -> Iterator[None]:
+        if self.execution_context.context is NOT_RUN:
+            # A result set here is answered without executing, as Strawberry's extensions guide shows.
+            self.execution_context.result = ExecutionResult(data=None)
+        yield

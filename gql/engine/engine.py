@@ -26,12 +26,12 @@ from graphql import (
 from strawberry import Schema
 
 from .. import metrics
-from ..compat.strawberry import graphql_schema, parse_and_validate
+from ..compat.strawberry import graphql_schema
 from ..limits import MAX_VARIABLE_VALUES, PageReads, sample_variables, variable_values
 from ..page import Context
 from ..query_shape import fragments_of
 from ..run_log import write_line
-from .documents import DocumentCaches
+from .documents import NOT_RUN, DocumentCaches
 from .page_plan import PageExecutor
 from .plans import Plans
 from .read_plan import READ_FIELD, ReadPlan
@@ -188,11 +188,9 @@ class Engine:
             # An anonymous operation must be alone (validation says so; Strawberry would raise).
             valid = bool(names) and (len(names) == 1 or None not in names)
             if valid:
-                try:
-                    # One validation a text: its result is cached by text, whatever operation is named.
-                    valid = not await parse_and_validate(self.schema, text, names[0])
-                except GraphQLError:  # refused by the request limits, as each request of it will be
-                    valid = False
+                # One validation a text: its result is cached by text, whatever operation is named.
+                result = await self.schema.execute(text, operation_name=names[0], context_value=NOT_RUN)
+                valid = not result.errors  # refused by the request limits too, as each request of it will be
             if not valid:
                 unchecked.append(text)
                 continue
