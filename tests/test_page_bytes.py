@@ -17,7 +17,6 @@ import datetime
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -26,7 +25,7 @@ from starlette.testclient import TestClient
 from gql.app import create_app
 from gql.graphiql import with_fragments
 
-from .conftest import MARIADB_URL, Api, Backend
+from .conftest import MARIADB_URL, Api, Backend, sent_statements
 from .faultproxy import FaultProxy
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
@@ -154,8 +153,7 @@ def recorded_statements(backend: Backend) -> Iterator[tuple[Api, Callable[[], li
     """The app on `backend`, and a call answering the statements sent since its last call.
 
     On MariaDB through FaultProxy, which notes the commands on the wire
-    whatever the driver does; on SQLite through SQLAlchemy's
-    before_cursor_execute event on the app's own engine.
+    whatever the driver does; on SQLite through `sent_statements`.
     """
     if backend.name == "mariadb":
         upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)
@@ -172,23 +170,17 @@ def recorded_statements(backend: Backend) -> Iterator[tuple[Api, Callable[[], li
                 taken()
                 yield Api(client), taken
         return
-    sent: list[str] = []
-    with TestClient(create_app(backend.settings())) as client:
-        engine = client.app_state["engine"].sync_engine
-
-        def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            sent.append(statement)
+    with (
+        TestClient(create_app(backend.settings())) as client,
+        sent_statements(client.app_state["engine"]) as sent,
+    ):
 
         def take() -> list[str]:
             found = list(sent)
             sent.clear()
             return found
 
-        sa.event.listen(engine, "before_cursor_execute", note)
-        try:
-            yield Api(client), take
-        finally:
-            sa.event.remove(engine, "before_cursor_execute", note)
+        yield Api(client), take
 
 
 def test_a_page_that_does_not_select_detail_never_fetches_it(tables: Backend) -> None:
