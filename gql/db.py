@@ -110,6 +110,26 @@ for _name, _column in (
 ):
     _index(_name, _log.run_id, _column, text(SQLITE_AT_ORDER), _log.id, _log.kind, dialects=("sqlite",))
 
+# A run's holds: whether a step has a newer step line is a seek per kind (gql/store/newest.py).
+_index(
+    "ix_event_run_log_run_kind_step_at",
+    _log.run_id,
+    _log.kind,
+    _log.step_id,
+    _log.at,
+    _log.id,
+    dialects=_MYSQL,
+)
+_index(
+    "ix_event_run_log_run_kind_step_utc",
+    _log.run_id,
+    _log.kind,
+    _log.step_id,
+    text(SQLITE_AT_ORDER),
+    _log.id,
+    dialects=("sqlite",),
+)
+
 # Ours: the idempotency keys of keyed writes, written in the transaction of their line
 # (event_run_log's columns are fixed by contract). Kept as SHA-256, so that no collation
 # makes two keys one; forgotten after writes.KEY_TTL.

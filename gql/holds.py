@@ -1,8 +1,9 @@
 """What holds a run: per kind, what opens a hold and what ends it; and the pure derivation from lines.
 
 `RULES` is the one table of them (docs/operating.md's "What holds a run" is checked
-against it by tests/test_holds.py); a kind not in it is not read. `derive` is a pure
-function of a run's row, what its lines `opened` and the runs their blocks name.
+against it by tests/test_holds.py); a kind not in it is not read. `plan` says what a run's
+`store.HoldLines` leave open and what is left to read (`store.read_trails`); `derive` is then
+a pure function of those lines, the run's row and the runs its block names.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import datetime
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .detail_codec import read_values
 from .kinds import TERMINAL_STATUSES, Kind
-from .store import Line, Run
+from .store import Evaluations, HoldLines, Line, Run, Trail
+from .store.newest import TAIL
 
 
 class HoldReason(enum.Enum):
@@ -40,68 +42,50 @@ class Rule:
     """What a line of one kind does to a run's holds."""
 
     on: str  # what it concerns: "run", "phase" (the line's phase), "step" (its step), "group" (its detail's)
-    reach: int  # how many of the kind's newest lines a run's holds read
     opens: HoldReason | None = None
     ends: frozenset[HoldReason] = frozenset()
     facts: bool = False  # read for the facts of another kind's hold (a gate's evaluations)
 
 
 _S = STEP_HOLDS
+# The rules as docs/operating.md states them; gql/store/newest.py reads the lines they name.
 RULES: dict[Kind, Rule] = {
-    Kind.RUN_BLOCKED: Rule("run", 10, opens=HoldReason.BLOCKED_BY_RUN),
+    Kind.RUN_BLOCKED: Rule("run", opens=HoldReason.BLOCKED_BY_RUN),
     # A later status: the run started, or ended; either way the block and the gate are over.
-    Kind.RUN_STATUS: Rule("run", 1, ends=frozenset({HoldReason.BLOCKED_BY_RUN, HoldReason.WAITING_AT_GATE})),
-    Kind.PHASE_GATE: Rule("phase", 10, opens=HoldReason.WAITING_AT_GATE),
-    Kind.CONDITION_EVALUATED: Rule("phase", 20, facts=True),
-    Kind.PHASE_ADVANCED: Rule("phase", 10, ends=frozenset({HoldReason.WAITING_AT_GATE})),
-    Kind.PHASE_ENTERED: Rule("phase", 10, ends=frozenset({HoldReason.WAITING_AT_GATE})),
+    Kind.RUN_STATUS: Rule("run", ends=frozenset({HoldReason.BLOCKED_BY_RUN, HoldReason.WAITING_AT_GATE})),
+    Kind.PHASE_GATE: Rule("phase", opens=HoldReason.WAITING_AT_GATE),
+    Kind.CONDITION_EVALUATED: Rule("phase", facts=True),
+    Kind.PHASE_ADVANCED: Rule("phase", ends=frozenset({HoldReason.WAITING_AT_GATE})),
+    Kind.PHASE_ENTERED: Rule("phase", ends=frozenset({HoldReason.WAITING_AT_GATE})),
     # A newer line about a step replaces what an older one said of it.
-    Kind.STEP_PARKED: Rule("step", 10, opens=HoldReason.STEP_PARKED, ends=_S - {HoldReason.STEP_PARKED}),
-    Kind.STEP_RETRY: Rule("step", 10, opens=HoldReason.STEP_RETRYING, ends=_S - {HoldReason.STEP_RETRYING}),
-    Kind.STEP_REFUSED: Rule("step", 10, opens=HoldReason.STEP_REFUSED, ends=_S - {HoldReason.STEP_REFUSED}),
-    Kind.STEP_STATUS: Rule("step", 50, ends=_S),
+    Kind.STEP_PARKED: Rule("step", opens=HoldReason.STEP_PARKED, ends=_S - {HoldReason.STEP_PARKED}),
+    Kind.STEP_RETRY: Rule("step", opens=HoldReason.STEP_RETRYING, ends=_S - {HoldReason.STEP_RETRYING}),
+    Kind.STEP_REFUSED: Rule("step", opens=HoldReason.STEP_REFUSED, ends=_S - {HoldReason.STEP_REFUSED}),
+    Kind.STEP_STATUS: Rule("step", ends=_S),
     # Every step of the phase reached a terminal status: none of them holds it.
-    Kind.PHASE_COMPLETED: Rule("phase", 10, ends=_S),
-    Kind.CLEANUP_FAILED: Rule("group", 10, opens=HoldReason.CLEANUP_FAILED),
-    Kind.CLEANUP_REVERTED: Rule("group", 10, ends=frozenset({HoldReason.CLEANUP_FAILED})),
+    Kind.PHASE_COMPLETED: Rule("phase", ends=_S),
+    Kind.CLEANUP_FAILED: Rule("group", opens=HoldReason.CLEANUP_FAILED),
+    Kind.CLEANUP_REVERTED: Rule("group", ends=frozenset({HoldReason.CLEANUP_FAILED})),
 }
-REACH: dict[str, int] = {kind.value: rule.reach for kind, rule in RULES.items()}
-_BY_WIRE: dict[str, Rule] = {kind.value: rule for kind, rule in RULES.items()}
-# What derive looks up per line and per hold, by wire name and by reason: tuples of
-# members are matched by identity, where a frozenset would hash an Enum in Python.
-_ENDS: dict[str, tuple[HoldReason, ...]] = {wire: tuple(rule.ends) for wire, rule in _BY_WIRE.items()}
-_ENDED_BY: dict[HoldReason, tuple[str, ...]] = {
-    reason: tuple(wire for wire, rule in _BY_WIRE.items() if reason in rule.ends) for reason in HoldReason
+_OPENS: dict[str, str] = {
+    kind.value: rule.opens.name for kind, rule in RULES.items() if rule.opens is not None
 }
-# An open hold's key is (its reason's name, what it concerns): a str hashes at C speed,
-# where a tuple holding an Enum member would hash it in Python. A line ends the holds of
-# a reason opened by lines about the same kind of thing (`on`) by that key; any other
-# (a phase's line ending its steps' holds) by a look at each hold open.
-_OPENED_ON: dict[str, set[str]] = {reason.name: set() for reason in HoldReason}
-for _rule in RULES.values():
-    if _rule.opens is not None:
-        _OPENED_ON[_rule.opens.name].add(_rule.on)
-_OPENS: dict[str, str] = {wire: rule.opens.name for wire, rule in _BY_WIRE.items() if rule.opens is not None}
-_ENDS_BY_KEY: dict[str, tuple[str, ...]] = {
-    wire: tuple(r.name for r in rule.ends if _OPENED_ON[r.name] == {rule.on})
-    for wire, rule in _BY_WIRE.items()
-}
-_ENDS_BY_LOOK: dict[str, tuple[str, ...]] = {
-    wire: tuple(r.name for r in rule.ends if _OPENED_ON[r.name] - {rule.on})
-    for wire, rule in _BY_WIRE.items()
-}
-# Wire names compared on every line (an Enum's `.value` is a Python-level lookup each time).
-_BLOCKED, _ENTERED = Kind.RUN_BLOCKED.value, Kind.PHASE_ENTERED.value
+_STEP_OPENS = frozenset(kind.value for kind, rule in RULES.items() if rule.on == "step" and rule.opens)
+_STATUS, _GATE, _COMPLETED = Kind.RUN_STATUS.value, Kind.PHASE_GATE.value, Kind.PHASE_COMPLETED.value
+_ENTERED, _ADVANCED = Kind.PHASE_ENTERED.value, Kind.PHASE_ADVANCED.value
+_GATE_ENDERS = frozenset({_ENTERED, _ADVANCED})
+_FAILED, _REVERTED = Kind.CLEANUP_FAILED.value, Kind.CLEANUP_REVERTED.value
 _STEP_STATUS, _STEP_RETRY = Kind.STEP_STATUS.value, Kind.STEP_RETRY.value
 _PHASE_MARKS = {
     _ENTERED: "entered_at",
-    Kind.PHASE_GATE.value: "gated_at",
-    Kind.PHASE_ADVANCED.value: "advanced_at",
-    Kind.PHASE_COMPLETED.value: "completed_at",
+    _GATE: "gated_at",
+    _ADVANCED: "advanced_at",
+    _COMPLETED: "completed_at",
 }
 _STEP_WORDS = {_STEP_RETRY: "retrying", Kind.STEP_PARKED.value: "parked", Kind.STEP_REFUSED.value: "refused"}
 # The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
 _ORDER = list(HoldReason)
+EXCERPT = 120  # characters of a detail's text a sentence quotes
 
 
 def is_terminal(status: str) -> bool:
@@ -123,6 +107,8 @@ class Hold:
     phase: int | None = None
     step_id: str | None = None
     certain: bool = True  # False: the log cannot tell whether it still holds
+    doubt: str | None = None  # why not, in words the sentence ends with
+    lines: int = 0  # how many lines opened it
     blocking_run_id: int | None = None
     concurrency_key: str | None = None
     condition: str | None = None
@@ -164,11 +150,7 @@ class State:
     holds: list[Hold]
     headline: str
     phases: list[Phase]
-
-    @property
-    def latest_phase(self) -> int | None:
-        entered = [phase.phase for phase in self.phases if phase.entered_at is not None]
-        return max(entered) if entered else None
+    latest_phase: int | None  # the phase entered last (by at, then id)
 
 
 # ── derivation ───────────────────────────────────────────────────────────────
@@ -180,42 +162,16 @@ def _values(line: Line) -> dict[str, Any] | None:
     return values if type(values) is dict else None
 
 
-def _subject(rule: Rule, line: Line, told: Opened) -> Any:
-    if rule.on == "phase":
-        return line.phase
-    if rule.on == "step":
-        return None if line.step_id is None else str(line.step_id)
-    if rule.on == "group":
-        values = told.values(line)
-        return None if values is None else values.get("group")
-    return "run"
-
-
-def _concerns(rule: Rule, subject: Any, held: Any, newest: Line) -> bool:
-    """Whether a line of `rule`, about `subject`, is about what a hold keyed by `held` holds.
-
-    `newest`: the hold's newest line, which gives its phase and step.
-    """
-    if rule.on == "phase":
-        return bool(newest.phase == subject)
-    if rule.on == "step":
-        return bool((None if newest.step_id is None else str(newest.step_id)) == subject)
-    if rule.on == "group":  # a cleanup hold, the one kind a group's line ends: keyed by its group
-        return bool(held == subject)
-    return True
-
-
 @dataclass
-class Opened:
-    """What a run's lines leave open, before the runs their blocks name are known: `opened`'s answer."""
+class Planned:
+    """What a run's `HoldLines` leave open, before its trails and the runs its block names are read."""
 
-    ordered: list[Line]  # the lines of a kind in RULES, oldest first
-    reached: dict[str, bool]  # by wire name: whether the kind was read to its reach
-    oldest_read: dict[str, datetime.datetime]  # of each kind read to its reach, its oldest line's time
-    holds: list[Hold] = field(default_factory=list)  # what the lines leave open, in the order they opened
-    unsure: list[tuple[tuple[HoldReason, ...], Line]] = field(default_factory=list)  # unreadable enders
-    evaluations: list[Line] = field(default_factory=list)
+    lines: HoldLines
+    holds: list[tuple[HoldReason, list[Line], Any]] = field(default_factory=list)  # reason, lines, subject
+    trails: list[Trail] = field(default_factory=list)  # the open steps' holds, to be read
+    gates: list[Evaluations] = field(default_factory=list)  # the open gates' evaluations, to be read
     details: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # by line id, as read
+    named: tuple[int, ...] = ()  # the steps the latest phase entered names, while it has not completed
 
     def values(self, line: Line) -> dict[str, Any] | None:
         """`line`'s detail values, read the first time they are asked for (most lines' never are)."""
@@ -226,106 +182,167 @@ class Opened:
         return values
 
     def blocking_ids(self, run: Run | None) -> set[int]:
-        """The runs the blocks still open name, in their evidence too: what `derive` needs looked up.
-
-        None of them when `run` is terminal: a finished run is blocked by nothing.
-        """
+        """The run the block names, if one is open (none when `run` is terminal): for `derive` to look up."""
         if run is not None and is_terminal(run.status):
             return set()
         found = set()
-        for hold in self.holds:
-            if hold.reason is HoldReason.BLOCKED_BY_RUN:
-                for line in hold.evidence:
-                    values = self.values(line)
-                    if values is not None:
-                        with contextlib.suppress(TypeError, ValueError):
-                            found.add(int(values["blocking_run_id"]))
+        for reason, held, _ in self.holds:
+            if reason is HoldReason.BLOCKED_BY_RUN:
+                values = self.values(held[-1])
+                if values is not None:
+                    with contextlib.suppress(TypeError, ValueError):
+                        found.add(int(values["blocking_run_id"]))
         return found
 
 
-def opened(lines: Iterable[Line]) -> Opened:
-    """What `lines` (the newest of each kind in RULES, at most its reach, any order) leave open."""
-    ordered = sorted((line for line in lines if line.kind in _BY_WIRE), key=lambda line: (line.at, line.id))
-    counted = dict.fromkeys(REACH, 0)
-    for line in ordered:
-        counted[line.kind] += 1
-    reached = {kind: counted[kind] >= reach for kind, reach in REACH.items()}
-    # Of each kind read to its reach, its oldest line read: older lines of it were not read.
-    oldest_read: dict[str, datetime.datetime] = {}
-    for line in ordered:
-        if reached[line.kind]:
-            oldest_read.setdefault(line.kind, line.at)
-    told = Opened(ordered, reached, oldest_read)
-    # Each hold open, by (reason's name, subject): its lines, oldest first. Made a Hold only
-    # if still open after the last line: most lines' holds are ended by a later one.
-    open_: dict[tuple[str, Any], list[Line]] = {}
-    for line in ordered:
+def _before(a: Line, b: Line) -> bool:
+    return (a.at, a.id) < (b.at, b.id)
+
+
+def plan(run_id: int, lines: HoldLines) -> Planned:
+    """What `lines` leave open (docs/operating.md, "What holds a run"), and what is left to read of it."""
+    told = Planned(lines)
+    gates: dict[Any, list[Line]] = {}
+    cleanups: dict[Any, list[Line]] = {}
+    completed: dict[Any, Line] = {}  # each phase's newest phase.completed
+    for line in lines.marks:
         kind = line.kind
-        rule = _BY_WIRE[kind]
-        if rule.facts:
-            told.evaluations.append(line)
-            continue
-        subject = _subject(rule, line, told)
-        if rule.ends:
-            if subject is None and rule.on != "run":
-                told.unsure.append((_ENDS[kind], line))
-            for name in _ENDS_BY_KEY[kind]:
-                open_.pop((name, subject), None)
-            looked = _ENDS_BY_LOOK[kind]
-            if looked:
-                over = [
-                    key
-                    for key, held in open_.items()
-                    if key[0] in looked and _concerns(rule, subject, key[1], held[-1])
-                ]
-                for key in over:
-                    del open_[key]
-        opens = _OPENS.get(kind)
-        if opens is not None:
-            # The same hold again: it stands since its first line, told by its newest.
-            open_.setdefault((opens, subject), []).append(line)
-    told.holds = [
-        _opened(HoldReason[name], held, told.values(held[-1]), subject)
-        for (name, subject), held in open_.items()
-    ]
+        if kind == _STATUS:
+            gates.clear()
+        elif kind == _GATE:
+            gates.setdefault(line.phase, []).append(line)
+        elif kind in _GATE_ENDERS:
+            gates.pop(line.phase, None)
+        elif kind == _COMPLETED:
+            completed[line.phase] = line
+        else:
+            group = (told.values(line) or {}).get("group")
+            if kind == _FAILED:
+                cleanups.setdefault(group, []).append(line)
+            else:
+                cleanups.pop(group, None)
+    if lines.blocked:
+        told.holds.append((HoldReason.BLOCKED_BY_RUN, lines.blocked, "run"))
+    for phase, held in gates.items():
+        told.holds.append((HoldReason.WAITING_AT_GATE, held, phase))
+        told.gates.append(Evaluations(run_id, phase, held[0]))
+    newest_steps = list(lines.steps)
+    if lines.no_step is not None and lines.no_step.kind in _STEP_OPENS:
+        newest_steps.append(lines.no_step)
+    for line in newest_steps:
+        ended = completed.get(line.phase)
+        if ended is not None and _before(line, ended):
+            continue  # its phase completed after it: none of its steps holds it
+        told.trails.append(Trail(run_id, line.kind, line.step_id, ended))
+    for group, held in cleanups.items():
+        told.holds.append((HoldReason.CLEANUP_FAILED, held, group))
+    entered = [line for line in lines.marks if line.kind == _ENTERED and line.phase is not None]
+    if entered and completed.get(entered[-1].phase) is None:
+        with contextlib.suppress(TypeError, ValueError):
+            told.named = tuple(int(step) for step in (told.values(entered[-1]) or {}).get("step_ids") or ())
     return told
 
 
-def derive(run_id: int, run: Run | None, lines: Opened, runs: Mapping[int, Run]) -> State:
-    """What holds run `run_id`, from its row (None: the events system has none) and what its lines opened.
+def _unsure(told: Planned) -> list[tuple[frozenset[HoldReason], Line]]:
+    """The lines that end a reason's holds but cannot say which: each may have ended any opened before it."""
+    found = []
+    for line in told.lines.marks:
+        if line.kind in (_ENTERED, _ADVANCED) and line.phase is None:
+            found.append((frozenset({HoldReason.WAITING_AT_GATE}), line))
+        elif line.kind == _COMPLETED and line.phase is None:
+            found.append((STEP_HOLDS, line))
+        elif line.kind == _REVERTED and (told.values(line) or {}).get("group") is None:
+            found.append((frozenset({HoldReason.CLEANUP_FAILED}), line))
+    if told.lines.no_step is not None:
+        found.append((STEP_HOLDS, told.lines.no_step))
+    return found
 
-    `runs`: the runs `lines.blocking_ids` names (one missing no longer exists). Call once per `Opened`:
-    its holds are finished in place.
+
+def derive(
+    run_id: int,
+    run: Run | None,
+    told: Planned,
+    trails: Mapping[Trail, list[Line]],
+    evaluations: Mapping[Evaluations, tuple[list[Line], int]],
+    runs: Mapping[int, Run],
+    silent: frozenset[str] = frozenset(),
+) -> State:
+    """What holds run `run_id`, from its row (None: the events system has none) and what was read of it.
+
+    `trails` and `evaluations`: `store.read_trails`' answers to `told.trails` and `told.gates`;
+    `runs`: the runs `told.blocking_ids` names (one missing no longer exists); `silent`: of
+    `told.named`, the steps with no step line.
     """
-    holds = []
+    opened = list(told.holds)
+    for trail in told.trails:
+        held = trails.get(trail) or []
+        if held:
+            reason = HoldReason[_OPENS[trail.kind]]
+            opened.append((reason, held, None if trail.step_id is None else str(trail.step_id)))
     terminal = run is not None and is_terminal(run.status)
-    for hold in lines.holds:
-        if terminal and hold.reason not in OUTLIVES_THE_RUN:
+    unsure = _unsure(told)
+    holds = []
+    for reason, held, subject in opened:
+        if terminal and reason not in OUTLIVES_THE_RUN:
             continue
-        if any(hold.reason in ends and line.at >= hold.since for ends, line in lines.unsure):
+        hold = _opened(reason, held, told.values(held[-1]), subject)
+        if any(
+            reason in ends and _before(held[0], line) and not _same_subject(reason, line, subject, told)
+            for ends, line in unsure
+        ):
             hold.certain = False
-        if any(lines.oldest_read.get(kind, hold.since) > hold.since for kind in _ENDED_BY[hold.reason]):
-            hold.certain = False  # a line that ends it may lie between it and the oldest read
-        finished = _finish(hold, runs, lines.evaluations, lines.reached, lines.values)
-        if finished is not None:
-            holds.append(finished)
+            hold.doubt = "a later line that cannot say what it concerns may have ended it"
+        if reason is HoldReason.WAITING_AT_GATE:
+            _gate_facts(
+                hold, *evaluations.get(Evaluations(run_id, hold.phase, held[0]), ([], 0)), told.values
+            )
+        holds.append(_finish(hold, runs))
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
-    phases = _phases(lines.ordered, lines.values)
-    return State(holds=holds, headline=_headline(run_id, run, lines.ordered, holds, phases), phases=phases)
+    phases = _phases(told)
+    latest = _latest_entered(told.lines.marks)
+    return State(
+        holds=holds,
+        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, silent),
+        phases=phases,
+        latest_phase=latest,
+    )
+
+
+def _same_subject(reason: HoldReason, line: Line, subject: Any, told: Planned) -> bool:
+    """Whether an unsure line is about the hold's own subject (then it ended it, or it is not unsure)."""
+    if reason in STEP_HOLDS:
+        return subject is None and line.step_id is None and line.kind.startswith("step.")
+    if reason is HoldReason.WAITING_AT_GATE:
+        return subject is None
+    return subject is None
+
+
+def _latest_entered(marks: Sequence[Line]) -> int | None:
+    entered = [line for line in marks if line.kind == _ENTERED and line.phase is not None]
+    return entered[-1].phase if entered else None
+
+
+def _evidence(lines: list[Line]) -> list[Line]:
+    """A hold's oldest line and its newest few, oldest first."""
+    if len(lines) <= 1 + TAIL:
+        return list(lines)
+    return [lines[0], *lines[-TAIL:]]
 
 
 def _opened(reason: HoldReason, lines: list[Line], values: dict[str, Any] | None, subject: Any) -> Hold:
     """The hold `lines` opened (oldest first), since its first, told by its newest (`values`)."""
     line = lines[-1]
-    hold = Hold(reason=reason, since=lines[0].at, sentence="", evidence=list(lines), phase=line.phase)
+    hold = Hold(reason=reason, since=lines[0].at, sentence="", evidence=_evidence(lines), phase=line.phase)
     hold.step_id = None if line.step_id is None else str(line.step_id)
+    hold.lines = len(lines)
     v = values or {}
-    hold.certain = values is not None or line.detail is None
+    if values is None and line.detail is not None:
+        hold.certain, hold.doubt = False, "its newest line cannot be read"
     if reason is HoldReason.BLOCKED_BY_RUN:
         try:
             hold.blocking_run_id = int(v["blocking_run_id"])
         except (KeyError, TypeError, ValueError):
-            hold.certain = False
+            hold.certain, hold.doubt = False, "its newest line cannot be read"
         hold.concurrency_key = v.get("concurrency_key")
     elif reason is HoldReason.WAITING_AT_GATE:
         hold.condition, hold.deadline = v.get("condition"), _time(v.get("deadline"))
@@ -361,74 +378,86 @@ def _time(value: Any) -> datetime.datetime | None:
     return None
 
 
-def _finish(
-    hold: Hold,
-    runs: Mapping[int, Run],
-    evaluations: list[Line],
-    reached: dict[str, bool],
-    values_of: Callable[[Line], dict[str, Any] | None],
-) -> Hold | None:
-    """The hold with its sentence and the facts other lines give; None when it no longer holds."""
-    unreadable = "" if hold.certain else "; a line it rests on cannot be read, so the log cannot tell more"
-    step = f"Step {hold.step_id}" if hold.step_id is not None else "A step"
+def excerpt(text: Any) -> str:
+    """A detail's text as a sentence quotes it: at most EXCERPT characters, cut with an ellipsis."""
+    words = " ".join(str(text).split())
+    return words if len(words) <= EXCERPT else words[: EXCERPT - 1].rstrip() + "…"
+
+
+def _gate_facts(
+    hold: Hold, read: list[Line], total: int, values_of: Callable[[Line], dict[str, Any] | None]
+) -> None:
+    """A gate's evaluations since it opened: how many (`total`), the newest `read`, what they say."""
+    values = [values_of(line) for line in read]
+    hold.evaluations = total
+    if len(read) == total and all(v is not None for v in values):
+        hold.matched = sum(1 for v in values if v and v.get("matched"))
+    for v in reversed(values):
+        if v is not None and not v.get("matched") and v.get("mismatch"):
+            hold.mismatch = v["mismatch"]
+            break
+    hold.evidence += read[-3:]
+
+
+def _finish(hold: Hold, runs: Mapping[int, Run]) -> Hold:
+    """The hold with its sentence, and what the runs its block names say of it."""
+    step = f"Step {hold.step_id}" if hold.step_id is not None else "A step with no id"
     if hold.reason is HoldReason.BLOCKED_BY_RUN:
-        key = f" holds {hold.concurrency_key}" if hold.concurrency_key else " holds the run's concurrency key"
+        key = (
+            f" holds {excerpt(hold.concurrency_key)}"
+            if hold.concurrency_key
+            else " holds the run's concurrency key"
+        )
+        blocker = None if hold.blocking_run_id is None else runs.get(hold.blocking_run_id)
         if hold.blocking_run_id is None:
             hold.sentence = "Blocked by another run, but the line cannot be read: the log cannot tell which."
             return hold
-        blocker = runs.get(hold.blocking_run_id)
         if blocker is None:
             hold.certain = False
             hold.sentence = (
                 f"Blocked by run {hold.blocking_run_id}, which{key}; the events system no longer has "
                 f"run {hold.blocking_run_id}, so the log cannot tell whether it still holds."
             )
-        elif is_terminal(blocker.status):
-            return None  # the blocking run ended: its key is free
-        else:
+            return hold
+        if is_terminal(blocker.status):
+            hold.certain = False
+            ended = f" at {_iso(blocker.ended_at)}" if blocker.ended_at else ""
             hold.sentence = (
-                f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}."
+                f"Blocked by run {blocker.id}, which{key}; run {blocker.id} has since ended "
+                f"({blocker.status}{ended}), and no later line says this run started: the log cannot "
+                "tell whether it still waits."
             )
+            return hold
+        hold.sentence = f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}."
     elif hold.reason is HoldReason.WAITING_AT_GATE:
-        since = [line for line in evaluations if line.phase == hold.phase and line.at >= hold.since]
-        read = [values_of(line) for line in since]
-        whole = not (reached[Kind.CONDITION_EVALUATED.value] and since and since[0] is evaluations[0])
-        if whole:
-            hold.evaluations = len(since)
-            if all(v is not None for v in read):
-                hold.matched = sum(1 for v in read if v and v.get("matched"))
-        for values in reversed(read):
-            if values is not None and not values.get("matched") and values.get("mismatch"):
-                hold.mismatch = values["mismatch"]
-                break
-        hold.evidence += since[-3:]
-        waits = f"for {hold.condition}" if hold.condition else "at its gate"
+        waits = f"for {excerpt(hold.condition)}" if hold.condition else "at its gate"
         deadline = f" (deadline {_iso(hold.deadline)})" if hold.deadline else ""
-        counted = (
-            f"{hold.evaluations} evaluation{'s' * (hold.evaluations != 1)} since it opened"
-            if hold.evaluations is not None
-            else f"more than {REACH[Kind.CONDITION_EVALUATED.value]} evaluations since it opened"
-        )
-        latest = f"; the latest: {hold.mismatch}" if hold.mismatch else ""
-        hold.sentence = f"Phase {hold.phase} waits {waits}{deadline}: {counted}{latest}{unreadable}."
+        count = hold.evaluations or 0
+        counted = f"{count} evaluation{'s' * (count != 1)} since it opened"
+        latest = f"; the latest: {excerpt(hold.mismatch)}" if hold.mismatch else ""
+        hold.sentence = f"Phase {hold.phase} waits {waits}{deadline}: {counted}{latest}."
     elif hold.reason is HoldReason.STEP_PARKED:
-        hold.sentence = f"{step} waits on a human: {hold.waiting_for or 'the line does not say for what'}."
+        why = excerpt(hold.waiting_for) if hold.waiting_for else "the line does not say for what"
+        hold.sentence = f"{step} waits on a human: {why}."
     elif hold.reason is HoldReason.STEP_RETRYING:
         of = f" of {hold.max_attempts}" if hold.max_attempts else ""
         when = f", next attempt at {_iso(hold.retry_at)}" if hold.retry_at else ""
         failed = f"attempt {hold.attempt}{of} failed" if hold.attempt else "an attempt failed"
-        hold.sentence = f"{step} is retrying: {failed}{when}{unreadable}."
+        hold.sentence = f"{step} is retrying: {failed}{when}."
     elif hold.reason is HoldReason.STEP_REFUSED:
-        why = {"OVER_CAP": f"over {hold.condition}", "DISABLED": f"disabled by {hold.condition}"}
+        why = {"OVER_CAP": f"over {hold.condition}", "DISABLED": f"disabled by the switch {hold.condition}"}
         words = why.get(hold.refusal or "", "not permitted") if hold.condition else "not permitted"
-        hold.sentence = f"{step} was refused: {words}{unreadable}."
+        hold.sentence = f"{step} was refused: {excerpt(words)}."
     elif hold.reason is HoldReason.CLEANUP_FAILED:
-        group = f"Cleanup group {hold.group}" if hold.group else "A cleanup group"
-        failures = len(hold.evidence)
-        times = f" ({failures} failures)" if failures > 1 else ""
-        hold.sentence = f"{group} did not come back{times}: {hold.error or 'the line does not say why'}."
+        group = f"Cleanup group {excerpt(hold.group)}" if hold.group else "A cleanup group"
+        times = f" ({hold.lines} failures)" if hold.lines > 1 else ""
+        error = excerpt(hold.error) if hold.error else "the line does not say why"
+        hold.sentence = f"{group} did not come back{times}: {error}."
     else:  # a reason declared since: said as the docs name it
-        hold.sentence = f"{hold.reason.value.capitalize()}{unreadable}."
+        hold.sentence = f"{hold.reason.value.capitalize()}."
+    if not hold.certain:
+        doubt = hold.doubt or "a line it rests on cannot be read"
+        hold.sentence = f"{hold.sentence[:-1]}; but {doubt}, so the log cannot tell whether it still holds."
     return hold
 
 
@@ -440,45 +469,65 @@ def _iso(value: datetime.datetime | None) -> str:
     )
 
 
-def _phases(ordered: Sequence[Line], values_of: Callable[[Line], dict[str, Any] | None]) -> list[Phase]:
-    """Each phase the lines name: when it was entered, gated, advanced, completed; its steps."""
+def _phases(told: Planned) -> list[Phase]:
+    """Each phase the lines name: when it was entered, gated, advanced, completed; its steps.
+
+    A step is described under the phase of its newest step line (`told.lines.all_steps`, read when
+    phases are asked), or, with none, under the phase whose `phase.entered` names it.
+    """
     phases: dict[int, Phase] = {}
-    marks, step_words = _PHASE_MARKS, _STEP_WORDS
-    for line in ordered:
+
+    def phase_of(number: int) -> Phase:
+        found = phases.get(number)
+        if found is None:
+            found = phases[number] = Phase(number)
+        return found
+
+    named: dict[str, int] = {}
+    for line in told.lines.marks:
+        mark = _PHASE_MARKS.get(line.kind)
+        if mark is None or line.phase is None:
+            continue
+        setattr(phase_of(line.phase), mark, line.at)
+        if line.kind == _ENTERED:
+            for step_id in (told.values(line) or {}).get("step_ids") or []:
+                named[str(step_id)] = line.phase
+    newest = {str(line.step_id): line for line in told.lines.all_steps or () if line.step_id is not None}
+    for step_id, number in named.items():
+        if step_id not in newest:
+            phase_of(number).steps[step_id] = Step(step_id)
+    for step_id, line in newest.items():
         if line.phase is None:
             continue
-        phase = phases.get(line.phase)
-        if phase is None:  # made once a phase, not once a line
-            phase = phases[line.phase] = Phase(line.phase)
-        mark = marks.get(line.kind)
-        if mark is not None:
-            setattr(phase, mark, line.at)
-            if line.kind == _ENTERED:
-                for step_id in (values_of(line) or {}).get("step_ids", []):
-                    phase.steps.setdefault(str(step_id), Step(str(step_id)))
-            continue
-        if line.step_id is None or not line.kind.startswith("step."):
-            continue
-        step_id = str(line.step_id)
-        step = phase.steps.get(step_id)
-        if step is None:
-            step = phase.steps[step_id] = Step(step_id)
-        step.at = line.at
-        values = values_of(line) or {}
+        step = phase_of(line.phase).steps[step_id] = Step(step_id, at=line.at)
+        values = told.values(line) or {}
+        retried = told.lines.retries.get(step_id)
+        attempt = int((told.values(retried) or {}).get("attempt") or 0) if retried is not None else 0
         if line.kind == _STEP_STATUS:
-            step.status = values.get("to", "unreadable")
-            step.attempts = (
-                step.attempts + 1 if step.status not in ("pending", "unreadable") else step.attempts
-            )
+            step.status = values.get("to") or "unreadable"
+            step.attempts = attempt + (step.status != "pending")
         else:
-            step.status = step_words[line.kind]
-            if line.kind == _STEP_RETRY:
-                step.attempts = max(step.attempts, int(values.get("attempt") or 0))
+            step.status = _STEP_WORDS[line.kind]
+            step.attempts = attempt
+    order = {step_id: n for n, step_id in enumerate(named)}  # as phase.entered names them, then by id
+    for phase in phases.values():
+        listed = sorted(phase.steps.values(), key=lambda step: (order.get(step.step_id, len(order)), _id(step)))
+        phase.steps = {step.step_id: step for step in listed}
     return [phases[number] for number in sorted(phases)]
 
 
+def _id(step: Step) -> tuple[int, str]:
+    return (int(step.step_id), "") if step.step_id.isdigit() else (0, step.step_id)
+
+
 def _headline(
-    run_id: int, run: Run | None, ordered: Sequence[Line], holds: list[Hold], phases: list[Phase]
+    run_id: int,
+    run: Run | None,
+    newest: Line | None,
+    holds: list[Hold],
+    phases: list[Phase],
+    latest: int | None,
+    silent_steps: frozenset[str],
 ) -> str:
     """The one sentence that answers "why isn't it moving?"; it never guesses."""
     if run is not None and is_terminal(run.status):
@@ -488,28 +537,31 @@ def _headline(
         if not holds:
             return f"{ended}; nothing it left holds it."
         return f"{ended}; still open: {_told(holds)}"
-    if not ordered:
+    if newest is None:
         if run is None:
             return f"The events system has no run {run_id}, and its log has no line that says what holds it."
         status = run.status or "without a status"
         return f"Run {run_id} is {status}, and its log has no line: the log cannot tell what holds it."
-    if holds:
-        told = _told(holds)
-        entered = [phase for phase in phases if phase.entered_at is not None]
-        if entered and entered[-1].completed_at is None and any(h.reason in STEP_HOLDS for h in holds[:1]):
-            latest = entered[-1]
-            silent = [step.step_id for step in latest.steps.values() if step.status is None]
-            quiet = ""
-            if len(silent) == 1:
-                quiet = f" Step {silent[0]} has no line."
-            elif silent:
-                quiet = f" Steps {', '.join(silent)} have no line."
-            return f"Phase {latest.phase} has not completed. {told}{quiet}"
+    if not holds:
+        status = "unknown to the events system" if run is None else (run.status or "without a status")
+        where = "" if latest is None else f"; phase {latest} is the latest entered"
+        return f"Nothing in the log holds run {run_id} (status {status}{where})."
+    told = _told(holds)
+    current = next((phase for phase in phases if phase.phase == latest), None)
+    if current is None or current.completed_at is not None:
         return told
-    status = "unknown to the events system" if run is None else (run.status or "without a status")
-    latest_phase = max((phase.phase for phase in phases if phase.entered_at is not None), default=None)
-    where = "" if latest_phase is None else f"; phase {latest_phase} is the latest entered"
-    return f"Nothing in the log holds run {run_id} (status {status}{where})."
+    # The phase entered last has not completed: that is why the next cannot start.
+    later = sorted(phase.phase for phase in phases if phase.phase > current.phase)
+    if later:  # a later phase the log names
+        waiting = f"Phase {later[0]} cannot start: phase {current.phase} has not completed;"
+    else:
+        waiting = f"Phase {current.phase} has not completed, so the next phase cannot start:"
+    silent = [step_id for step_id in current.steps if step_id in silent_steps]
+    quiet = ""
+    if silent:
+        which = f"step {silent[0]} has" if len(silent) == 1 else f"steps {', '.join(silent)} have"
+        quiet = f" Apart from the holds, {which} no line yet in phase {current.phase}."
+    return f"{waiting} {told[0].lower()}{told[1:]}{quiet}"
 
 
 def _told(holds: list[Hold]) -> str:
@@ -521,11 +573,11 @@ def _told(holds: list[Hold]) -> str:
 def rules_table() -> str:
     """RULES as the Markdown table docs/operating.md shows (tests/test_holds.py checks it is there)."""
     rows = [
-        "| kind | concerns | opens | ends | newest lines read |",
-        "| --- | --- | --- | --- | --- |",
+        "| kind | concerns | opens | ends |",
+        "| --- | --- | --- | --- |",
     ]
     for kind, rule in RULES.items():
         opens = f"`{rule.opens.name}`" if rule.opens else ("facts of the gate" if rule.facts else "")
         ends = ", ".join(f"`{reason.name}`" for reason in _ORDER if reason in rule.ends)
-        rows.append(f"| `{kind.value}` | the {rule.on} | {opens} | {ends} | {rule.reach} |")
+        rows.append(f"| `{kind.value}` | the {rule.on} | {opens} | {ends} |")
     return "\n".join(rows) + "\n"

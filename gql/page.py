@@ -133,6 +133,7 @@ class Asked(NamedTuple):
     pruned: bool = False  # the page's `pruned`
     holds: bool = False  # a run's holds, headline, phases or latest phase, anywhere in the selection
     kind_counts: bool = False  # the page's `kindCounts`: one grouped query
+    phases: bool = False  # a run's phases: every step's newest line is read
 
 
 # What a runLog field selects, by its nodes (cached per query text), held weakly: a node keeps its document.
@@ -161,6 +162,7 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
         pruned="pruned" in names,
         holds=not names.isdisjoint(RUN_STATE_FIELDS),
         kind_counts="kindCounts" in names,
+        phases="phases" in names,
     )
     _ASKED[key] = (tuple(weakref.ref(node) for node in nodes), asked)  # while they live, their ids are theirs
     while len(_ASKED) > _ASKED_SIZE:

@@ -15,7 +15,6 @@ from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
 from .filters import FilterError, read_filters
-from .holds import REACH as holds_reach
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
@@ -28,11 +27,17 @@ MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of p
 
 
 async def _find_runs(
-    context: Context, lines: list[store.Line], deadline: float, page_run: int | None, holds: bool
+    context: Context,
+    lines: list[store.Line],
+    deadline: float,
+    page_run: int | None,
+    holds: bool,
+    phases: bool = False,
 ) -> tuple[dict[int, Run] | Exception, Run | Exception | None]:
     """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    With `holds`, their holds too. A failed lookup is returned in their place, for graphql-core to raise.
+    With `holds`, their holds too (and with `phases`, their steps). A failed lookup is returned in
+    their place, for graphql-core to raise.
     """
     blocked = Kind.RUN_BLOCKED.value
     wanted: list[int] = []
@@ -50,11 +55,10 @@ async def _find_runs(
     found: dict[int, Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
+            rows = await store.find_runs(context.engine, wanted)
             if holds:
-                rows, newest = await store.read_runs_and_newest(context.engine, wanted, holds_reach)
-                found = await runs.read_runs(context.engine, rows, newest)
+                found = await runs.read_runs(context.engine, rows, phases=phases)
             else:
-                rows = await store.find_runs(context.engine, wanted)
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
@@ -66,7 +70,7 @@ async def _find_runs(
 
 
 async def read_runs_in_flight(
-    context: Context, holds: bool, limit: int | None, after: str | None
+    context: Context, holds: bool, limit: int | None, after: str | None, phases: bool = False
 ) -> RunsPage:
     """What `runsInFlight` answers: the runs not terminal, newest activity first (holds if asked)."""
     context.require(Action.READ, "runsInFlight")
@@ -81,7 +85,7 @@ async def read_runs_in_flight(
         async with asyncio.timeout(context.settings.read_timeout):
             found, more = await store.runs_in_flight(context.engine, limit=most, after=position)
             rows = {row.id: row for row, _ in found}
-            made = await runs.read_runs(context.engine, rows) if holds else {}
+            made = await runs.read_runs(context.engine, rows, phases=phases) if holds else {}
     except Exception as exc:
         if store.is_unavailable(exc):
             raise unavailable(context, "runsInFlight", exc) from None
@@ -318,7 +322,9 @@ async def _completed(
     found: dict[int, Run] | Exception | None = None
     run: Run | Exception | None = None
     if asked.blocking_run or asked.run:
-        found, run = await _find_runs(context, lines, deadline, number if asked.run else None, asked.holds)
+        found, run = await _find_runs(
+            context, lines, deadline, number if asked.run else None, asked.holds, asked.phases
+        )
     pruned_lines: PrunedLines | Exception | None = None
     if asked.pruned and pruned:
         pruned_lines = await _pruned(context, number, deadline)

@@ -203,50 +203,61 @@ def as_run(row: store.Run) -> Run:
 MAX_CHAIN = 8
 
 
-async def read_runs(
-    engine: AsyncEngine,
-    rows: Mapping[int, store.Run],
-    newest: Mapping[int, list[store.Line]] | None = None,
-) -> dict[int, Run]:
-    """`rows` as `Run`s with what holds each, and the runs their blocks name, by id, all read together.
+async def read_states(
+    engine: AsyncEngine, rows: Mapping[int, store.Run | None], *, phases: bool = False
+) -> tuple[dict[int, store.Run], dict[int, holds.State]]:
+    """What holds each run of `rows` (None: a run the events system does not have), and the runs
+    their blocks name, by id: their rows, and the state of each whose log was read.
 
-    `newest`: the rows' newest lines, when read with them (store.read_runs_and_newest).
-    Then one statement per link of a chain of blocks, never a statement per run.
+    One statement per link of a chain of blocks, and one for the open holds' lines, never a statement
+    per run. `phases`: each run's steps are read too (every step line of the run).
     """
-    found = dict(rows)
-    read: dict[int, holds.Opened] = {}
-    looked_up = set(found)
-    todo = sorted(found)
-    logged: set[int] | None = None  # of `todo`, the runs with a line; None: not known
-    if newest is not None:
-        read.update({run_id: holds.opened(newest.get(run_id, ())) for run_id in todo})
-    ended: set[int] = set()
+    found = {run_id: row for run_id, row in rows.items() if row is not None}
+    planned: dict[int, holds.Planned] = {}
+    todo = sorted(rows)
     for _ in range(MAX_CHAIN):
         if not todo:
             break
-        unread = [run_id for run_id in todo if run_id not in read]
-        with_lines = [run_id for run_id in unread if logged is None or run_id in logged]
-        lines = await store.read_newest(engine, with_lines, holds.REACH) if with_lines else {}
-        read.update({run_id: holds.opened(lines.get(run_id, ())) for run_id in unread})
-        # Only the runs a block still open names: a block a later line ended is told without them.
-        named = set().union(*(read[run_id].blocking_ids(found[run_id]) for run_id in todo)) - looked_up
-        more, logged = await store.find_logged_runs(engine, named) if named else ({}, set())
+        read = await store.read_hold_lines(engine, todo)
+        if phases:
+            await store.read_steps(engine, read)
+        planned.update({run_id: holds.plan(run_id, read[run_id]) for run_id in todo})
+        named = set().union(*(planned[run_id].blocking_ids(found.get(run_id)) for run_id in todo))
+        more = await store.find_runs(engine, named - set(found) - set(rows)) if named else {}
         found.update(more)
-        looked_up |= named
-        # A run named by a block that has ended is served nowhere: its block is over
-        # (holds._finish), so no `blockingRun` answers with it. Its log is not read.
-        ended |= {run_id for run_id, row in more.items() if holds.is_terminal(row.status)}
-        todo = sorted(set(more) - ended)
+        todo = sorted(more)
+    trails, gates = [], []
+    for told in planned.values():
+        trails += told.trails
+        gates += told.gates
+    trailed, evaluated = await store.read_trails(engine, trails, gates) if trails or gates else ({}, {})
+    # Told in the headline, beside the holds: the steps of the current phase with no line yet.
+    named = {
+        run_id: told.named for run_id, told in planned.items() if told.named and (told.holds or told.trails)
+    }
+    silent = await store.read_silent(engine, named) if named else {}
+    states = {
+        run_id: holds.derive(
+            run_id, found.get(run_id), told, trailed, evaluated, found, silent.get(run_id, frozenset())
+        )
+        for run_id, told in planned.items()
+    }
+    return found, states
+
+
+async def read_runs(
+    engine: AsyncEngine, rows: Mapping[int, store.Run], *, phases: bool = False
+) -> dict[int, Run]:
+    """`rows` as `Run`s with what holds each (`read_states`), and the runs their blocks name, by id."""
+    found, states = await read_states(engine, rows, phases=phases)
     runs = {run_id: as_run(row) for run_id, row in found.items()}
     for run_id, run in runs.items():
-        if run_id in ended:
-            continue
-        if run_id not in read:
+        state = states.get(run_id)
+        if state is None:
             run.headline = (
                 f"Run {run_id} ends a chain of blocks longer than {MAX_CHAIN} runs: its log was not read."
             )
             continue
-        state = holds.derive(run_id, found[run_id], read[run_id], found)
         run.holds = [_as_hold(run_id, hold, runs) for hold in state.holds]
         run.headline = state.headline
         run.phases = [_as_phase(phase) for phase in state.phases]

@@ -303,8 +303,8 @@ class Query:
         ] = None,
     ) -> RunsPage:
         raw = info._raw_info  # see run_log above
-        holds = asked_of(raw.field_nodes, raw.fragments).holds
-        return await read_runs_in_flight(info.context, holds, limit, after)
+        asked = asked_of(raw.field_nodes, raw.fragments)
+        return await read_runs_in_flight(info.context, asked.holds, limit, after, asked.phases)
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,

@@ -44,12 +44,14 @@ SERVICE_INDEXES = {
         "ix_event_run_log_run_kind_utc",
         "ix_event_run_log_run_phase_utc",
         "ix_event_run_log_run_step_utc",
+        "ix_event_run_log_run_kind_step_utc",
     },
     "mariadb": {
         "ix_event_run_log_run_at",
         "ix_event_run_log_run_kind_at",
         "ix_event_run_log_run_phase_at",
         "ix_event_run_log_run_step_at",
+        "ix_event_run_log_run_kind_step_at",
     },
 }
 
@@ -266,7 +268,7 @@ def test_init_db_sql_prints_the_changes_and_applies_none_of_them(backend: Backen
     assert f"INSERT INTO alembic_version (version_num) VALUES ('{stamp}')" in sql
     if start in RELEASES:
         assert not re.search(r"CREATE TABLE (IF NOT EXISTS )?event_run_log \(", sql)
-        # 0002's indexes were there; only 0006's, for the phase and step filters, are made.
+        # 0002's indexes were there; only 0006's (the phase and step filters) and 0007's (holds) are made.
         made = set(re.findall(r"ix_event_run_log_run\w*", sql))
         assert made == {name for name in SERVICE_INDEXES[backend.name] if "phase" in name or "step" in name}
         assert ("CREATE TABLE runlog_leases" in sql) == (RELEASES[start] == "0003")

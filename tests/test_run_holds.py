@@ -70,8 +70,9 @@ def test_each_demo_run_is_held_as_its_story_says_in_one_query(demo_api: Api) -> 
 
     invasion = run_of(demo_api, demo_runs.INVASION)
     assert invasion["headline"] == (
-        "Phase 2 has not completed. Step 3705 waits on a human: a GM to hand the Lich Lord's "
-        "crown to the winning guild. And 1 more hold. Step 3706 has no line."
+        "Phase 2 has not completed, so the next phase cannot start: step 3705 waits on a human: a GM "
+        "to hand the Lich Lord's crown to the winning guild. And 1 more hold. Apart from the holds, "
+        "step 3706 has no line yet in phase 2."
     )
     assert invasion["latestPhase"] == 2
     refused = invasion["holds"][1]
@@ -108,14 +109,19 @@ def test_a_blocking_run_that_no_longer_exists_and_one_that_ended(demo_api: Api, 
     assert "no longer has run 37, so the log cannot tell whether it still holds" in hold["sentence"]
 
 
-def test_a_blocked_run_whose_blocker_ends_is_held_by_nothing(demo_api: Api, tables: Backend) -> None:
+def test_a_blocked_run_whose_blocker_ended_says_so_not_that_nothing_holds_it(
+    demo_api: Api, tables: Backend
+) -> None:
     tables.execute(f"UPDATE event_runs SET status = 'Completed' WHERE id = {demo_runs.INVASION}")
-    assert [h["reason"] for h in run_of(demo_api, demo_runs.BLOCKED)["holds"]] == [
-        "BLOCKED_BY_RUN"
-    ]  # exactly
+    [hold] = run_of(demo_api, demo_runs.BLOCKED)["holds"]
+    assert hold["certain"] and hold["sentence"].endswith("is still Completed.")  # matched exactly
     tables.execute(f"UPDATE event_runs SET status = 'completed' WHERE id = {demo_runs.INVASION}")
     run = run_of(demo_api, demo_runs.BLOCKED)
-    assert run["holds"] == [] and run["headline"].startswith("Nothing in the log holds run 38")
+    [hold] = run["holds"]
+    assert hold["reason"] == "BLOCKED_BY_RUN" and not hold["certain"]
+    assert "run 37 has since ended (completed" in hold["sentence"]
+    assert "no later line says this run started" in run["headline"]
+    assert "Nothing" not in run["headline"]
 
 
 def test_an_unreadable_detail_among_the_evidence_is_served_and_the_hold_says_it_cannot_tell(
@@ -220,7 +226,9 @@ def test_runs_in_flight_are_the_runs_not_terminal_newest_activity_first_paged(
     assert page["pageInfo"]["hasNextPage"]
     rest = demo_api.data(query, {"limit": 5, "after": page["pageInfo"]["endCursor"]})["runsInFlight"]
     assert [n["id"] for n in rest["nodes"]] == ["37"] and not rest["pageInfo"]["hasNextPage"]
-    assert rest["nodes"][0]["headline"].startswith("Phase 2 has not completed.")
+    assert rest["nodes"][0]["headline"].startswith(
+        "Phase 2 has not completed, so the next phase cannot start"
+    )
     assert page["nodes"][0]["headline"] == "Blocked by run 37, which holds invasion:Yew and is still live."
     # Terminal is matched exactly: a status spelt otherwise is in flight.
     tables.execute(f"UPDATE event_runs SET status = 'Completed' WHERE id = {demo_runs.DRY_RUN}")
@@ -254,16 +262,15 @@ def test_a_hundred_runs_in_flight_cost_a_few_statements_not_a_hundred(tables: Ba
     assert len(blocked) == 10
     told = {n["holds"][0]["blockingRun"]["headline"] for n in blocked}
     assert all(headline.endswith("the log cannot tell what holds it.") for headline in told)
-    # The page (1); the holds of 100 runs (4 statements of 30), the runs they name (1) and their holds (1).
-    assert len(statements) <= 7, len(statements)
+    # The page (1); the holds of 100 runs (2 statements of 80), the runs they name (1) and their holds (1).
+    assert len(statements) <= 5, len(statements)
 
 
-def test_run_holds_reads_no_log_of_a_run_without_lines_or_of_an_ended_blocker(tables: Backend) -> None:
-    """RunHolds of a chain: the run's row with its lines in one statement, then a lookup and a read per link.
+def test_run_holds_reads_a_chain_of_blocks_a_link_at_a_time(tables: Backend) -> None:
+    """RunHolds of a chain: a lookup and one read per link, never a statement per run.
 
     Run 1 was blocked by 3 (ended since), then by 2 (live); 2 by 4 (live, no line); 3 by 5.
-    Nothing served shows 3's holds (its block is over), so neither its log nor 5 is read;
-    4's holds are told from its row, whose lookup says it has no line.
+    The block is told by its newest line (run 2), so neither 3 nor 5 is looked up.
     """
     for run_id, status in ((1, "live"), (2, "live"), (3, "completed"), (4, "live"), (5, "live")):
         add_run(tables, run_id, status)
@@ -281,13 +288,15 @@ def test_run_holds_reads_no_log_of_a_run_without_lines_or_of_an_ended_blocker(ta
     read = [
         "+".join(
             name
-            for name, part in (("runs", "FROM event_runs"), ("lines", "event_run_log.kind"))
+            for name, part in (("runs", "FROM event_runs"), ("lines", "FROM event_run_log"))
             if part in text
         )
         for text in statements
+        if "event_run" in text
     ]
-    # Run 1's row and lines; the rows of 2 and 3; 2's lines; 4's row. Not 3's lines, 5, or 4's lines.
-    assert read == ["runs+lines", "runs", "lines", "runs"], statements
+    # Run 1's row, then its lines and its steps (RunHolds asks for phases); per link, the run named
+    # and its lines (and steps).
+    assert read == ["runs", "lines", "lines", "runs", "lines", "lines", "runs", "lines", "lines"], statements
 
 
 def test_a_block_a_later_line_ended_looks_up_no_run(tables: Backend) -> None:
@@ -301,7 +310,9 @@ def test_a_block_a_later_line_ended_looks_up_no_run(tables: Backend) -> None:
         run = run_of(api, 1)
         statements = taken()
     assert run["holds"] == [] and run["headline"].startswith("Nothing in the log holds run 1")
-    assert len(statements) == 1 and "FROM event_runs" in statements[0], statements
+    # The run's row, its lines and its steps: the run its ended block named is not looked up.
+    read = [text for text in statements if "event_run" in text]
+    assert len(read) == 3 and "FROM event_runs" in read[0], statements
 
 
 def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables: Backend) -> None:

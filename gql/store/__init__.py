@@ -33,7 +33,7 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
-from .newest import read_newest, read_runs_and_newest
+from .newest import Evaluations, HoldLines, Trail, read_hold_lines, read_silent, read_steps, read_trails
 from .pruning import (
     Pruned,
     PruneSlice,
@@ -95,8 +95,10 @@ __all__ = [
     "START",
     "Cursor",
     "CursorError",
+    "Evaluations",
     "Filters",
     "HeldConnection",
+    "HoldLines",
     "KeyReused",
     "Line",
     "NewLine",
@@ -108,6 +110,7 @@ __all__ = [
     "Pruned",
     "Run",
     "Scope",
+    "Trail",
     "Window",
     "answered_by_database",
     "as_naive_utc",
@@ -142,9 +145,11 @@ __all__ = [
     "position_of",
     "prune_slice",
     "prune_terminal",
-    "read_newest",
+    "read_hold_lines",
     "read_page",
-    "read_runs_and_newest",
+    "read_silent",
+    "read_steps",
+    "read_trails",
     "run_of_line",
     "runs_in_flight",
     "settled_before",

@@ -1,108 +1,375 @@
-"""The newest lines of a few kinds, for many runs at once: what a run's holds are derived from."""
+"""The lines a run's holds rest on, read exactly, in two rounds: `read_hold_lines`, then `read_trails`.
+
+Exact whatever the size of the run: a hold's lines are found by what ends them (a newer line
+about the same subject), never by a count of newest lines. The kinds written at a phase's or a
+group's moments (`MARKS`) are read whole; the kinds a run writes per step or per tick (steps'
+lines, `run.blocked`, `condition.evaluated`) are read only where they leave something open.
+"""
 
 from __future__ import annotations
 
+import datetime
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import CompoundSelect, Integer, LargeBinary, String, bindparam, cast, null, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    or_,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..db import event_run_log, event_runs
+from ..db import SQLITE_AT_ORDER, event_run_log
 from .connections import read_rows
-from .rows import mariadb_lines, sqlite_lines, stored_status, stored_time
-from .statements import line_columns, sqlite_at
-from .values import LINE_ID_MAX, Line, Run
+from .rows import mariadb_lines, sqlite_lines
+from .statements import as_compared, line_columns
+from .values import LINE_ID_MAX, Line
 
 _l = event_run_log
-# Runs per statement: SQLite allows 500 terms in a compound SELECT.
-RUNS_PER_STATEMENT = 30
+# Written at a run's, a phase's or a cleanup group's moments, a few each: read whole.
+MARKS = (
+    "run.status",
+    "phase.gate",
+    "phase.advanced",
+    "phase.entered",
+    "phase.completed",
+    "cleanup.failed",
+    "cleanup.reverted",
+)
+STEP_OPENERS = ("step.parked", "step.retry", "step.refused")
+STEP_KINDS = (*STEP_OPENERS, "step.status")
+TAIL = 4  # a hold's newest lines kept as evidence, beside its oldest
+EVALUATIONS = 20  # a gate's evaluations read for their facts; more are counted
+# Parts per statement: SQLite allows 500 terms in a compound SELECT.
+PARTS_PER_STATEMENT = 480
+PARTS_PER_RUN = 6  # _round_one's
 
 
-async def read_newest(
-    engine: AsyncEngine, run_ids: Iterable[int], reach: Mapping[str, int]
-) -> dict[int, list[Line]]:
-    """Per run, its newest lines of each kind in `reach` (the wire name), at most that many each.
+@dataclass
+class HoldLines:
+    """One run's lines that its holds rest on, from `read_hold_lines`."""
 
-    One index range per (run, kind), so the cost does not grow with the run's log; one
-    statement per RUNS_PER_STATEMENT runs. A run with no such line maps to [].
+    newest: Line | None = None  # its newest line of any kind: None when its log has none
+    marks: list[Line] = field(default_factory=list)  # every line of MARKS' kinds
+    blocked: list[Line] = field(default_factory=list)  # run.blocked after the newest run.status: ends
+    steps: list[Line] = field(default_factory=list)  # each step's newest step line, where it opens a hold
+    no_step: Line | None = None  # the newest step line with no step id
+    all_steps: list[Line] | None = None  # each step's newest step line: read for phases (`read_steps`)
+    retries: dict[str, Line] = field(default_factory=dict)  # each step's newest step.retry, by step id
+
+
+@dataclass(frozen=True)
+class Trail:
+    """What `read_trails` reads: a step's lines of `kind` after `after`, no other step line after them."""
+
+    run_id: int
+    kind: str
+    step_id: int | str
+    after: Line | None  # a line that ended the hold (a `phase.completed`), or None
+
+
+@dataclass(frozen=True)
+class Evaluations:
+    """What `read_trails` reads: a phase's `condition.evaluated` lines after `after` (its gate's first)."""
+
+    run_id: int
+    phase: int | None
+    after: Line
+
+
+def _ordered(table: Any, sqlite: bool, *, named: bool = False) -> ColumnElement[Any]:
+    """What `table`'s lines are ordered by with `id`: on SQLite, the normalised `at` as indexed.
+
+    `named`: spelt with the table's name, as a correlated subquery must name the outer table.
     """
-    return (await _read(engine, run_ids, reach, rows=False))[1]
+    if not sqlite:
+        return table.c.at  # type: ignore[no-any-return]
+    if table is _l and not named:
+        return literal_column(SQLITE_AT_ORDER)
+    name = table.name
+    return literal_column(SQLITE_AT_ORDER.replace(" at ", f" {name}.at ").replace(", at)", f", {name}.at)"))
 
 
-async def read_runs_and_newest(
-    engine: AsyncEngine, run_ids: Iterable[int], reach: Mapping[str, int]
-) -> tuple[dict[int, Run], dict[int, list[Line]]]:
-    """find_runs' runs and read_newest's lines of the same ids, in one round trip.
+def _newer(a: Any, b: Any, sqlite: bool) -> ColumnElement[bool]:
+    """Line `a` comes after line `b` (by at, then id); both tables aliased."""
+    a_at, b_at = _ordered(a, sqlite, named=True), _ordered(b, sqlite, named=True)
+    return and_(a_at >= b_at, or_(a_at > b_at, a.c.id > b.c.id))
 
-    Lines of an id with no run are read too; the caller leaves them aside.
+
+def _after(table: Any, line: Line, name: str, values: dict[str, Any], sqlite: bool) -> ColumnElement[bool]:
+    """`table`'s line comes after `line`, bound as `{name}_at` and `{name}_id`."""
+    at = _ordered(table, sqlite)
+    if line.position is not None:  # an `at` the database holds as no time: as it orders it
+        values[f"{name}_at"] = line.position
+    else:
+        values[f"{name}_at"] = as_compared(line.at.replace(tzinfo=None), sqlite)
+    values[f"{name}_id"] = line.id
+    bound = bindparam(f"{name}_at", type_=String() if sqlite or line.position is not None else _l.c.at.type)
+    return and_(at >= bound, or_(at > bound, table.c.id > bindparam(f"{name}_id", type_=Integer())))
+
+
+_KIND = "ix_event_run_log_run_kind_at"
+
+
+def _by(query: Select[Any], table: Any, index: str) -> Select[Any]:
+    """`query` reading `table` by the MariaDB index `index`, which its optimizer may not pick by itself
+    (a run holding most of the table looks like a scan's worth of rows)."""
+    for dialect in ("mysql", "mariadb"):
+        query = query.with_hint(table, f"FORCE INDEX ({index})", dialect)
+    return query
+
+
+def _later_step_line(
+    e: Any, o: Any, run: Any, same_step: ColumnElement[bool], kinds: Sequence[str], sqlite: bool
+) -> ColumnElement[bool]:
+    """Whether a step line of `kinds` about the same step comes after `o`'s line: a seek per kind.
+
+    One EXISTS per kind, each with its kind a constant: MariaDB seeks an IN list with a column of
+    the outer query only by its first values.
     """
-    return await _read(engine, run_ids, reach, rows=True)
+    found = []
+    for kind in kinds:
+        query = select(literal_column("1")).select_from(e)
+        query = query.where(e.c.run_id == run, e.c.kind == kind, same_step, _newer(e, o, sqlite))
+        found.append(_by(query, e, "ix_event_run_log_run_kind_step_at").exists())
+    return or_(*found)
 
 
-async def _read(
-    engine: AsyncEngine, run_ids: Iterable[int], reach: Mapping[str, int], *, rows: bool
-) -> tuple[dict[int, Run], dict[int, list[Line]]]:
+def _part(sqlite: bool, query: Select[Any]) -> Select[Any]:
+    # SQLite allows no ORDER BY or LIMIT in a compound's part: each goes in a subquery there.
+    return select(query.subquery()) if sqlite else query
+
+
+def _lines(rows: Sequence[Any], sqlite: bool) -> list[Line]:
+    return sqlite_lines(rows) if sqlite else mariadb_lines(rows)
+
+
+async def read_hold_lines(engine: AsyncEngine, run_ids: Iterable[int]) -> dict[int, HoldLines]:
+    """Per run, the lines its holds rest on (`HoldLines`); one statement per few dozen runs."""
     wanted = sorted({i for i in run_ids if 0 < i <= LINE_ID_MAX})
-    found: dict[int, list[Line]] = {run_id: [] for run_id in wanted}
-    runs: dict[int, Run] = {}
+    found = {run_id: HoldLines() for run_id in wanted}
     sqlite = engine.dialect.name == "sqlite"
-    kinds = tuple(sorted(reach.items()))
-    for start in range(0, len(wanted), RUNS_PER_STATEMENT):
-        chunk = wanted[start : start + RUNS_PER_STATEMENT]
+    per = PARTS_PER_STATEMENT // PARTS_PER_RUN
+    for start in range(0, len(wanted), per):
+        chunk = wanted[start : start + per]
         values: dict[str, Any] = {f"r{j}": run_id for j, run_id in enumerate(chunk)}
-        for i, (kind, most) in enumerate(kinds):
-            values[f"k{i}"], values[f"n{i}"] = kind, most
-        read = await read_rows(engine, _newest_statement(sqlite, len(chunk), len(kinds), rows), values)
-        if rows:
-            # A run's row is the one part whose line id is NULL; its columns follow the line's.
-            width = 8 if sqlite else 7
-            for row in read:
-                if row[0] is None:
-                    status, ended, updated = row[width:]
-                    runs[row[1]] = Run(
-                        row[1], stored_status(status), stored_time(ended), stored_time(updated)
-                    )
-            read = [row[:width] for row in read if row[0] is not None]
-        for line in sqlite_lines(read) if sqlite else mariadb_lines(read):
-            found[line.run_id].append(line)
-    return runs, found
+        rows = await read_rows(engine, _round_one(sqlite, len(chunk)), values)
+        for part, line in zip(
+            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
+        ):
+            held = found[line.run_id]
+            if part == 0:
+                held.newest = line
+            elif part == 1:
+                held.marks.append(line)
+            elif part == 2:
+                if line not in held.blocked:
+                    held.blocked.append(line)
+            elif part == 3:
+                held.steps.append(line)
+            else:
+                held.no_step = line
+    for held in found.values():
+        held.marks.sort(key=_position)
+        held.blocked.sort(key=_position)
+    return found
+
+
+def _position(line: Line) -> tuple[datetime.datetime, int]:
+    return (line.at, line.id)
 
 
 @functools.cache
-def _newest_statement(sqlite: bool, runs: int, kinds: int, rows: bool = False) -> CompoundSelect[Any]:
-    """`runs` times `kinds` index ranges, each newest first and cut, as one UNION ALL; with `rows`,
-    and the runs' rows from `event_runs`, as one more part (each line's run columns NULL)."""
-    order = sqlite_at if sqlite else _l.c.at
-    ids = [bindparam(f"r{j}", type_=Integer()) for j in range(runs)]
-    columns = line_columns(sqlite)
-    padding = [null(), null(), null()] if rows else []
+def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
+    """Per run: its newest line; its MARKS; run.blocked's trail (oldest and newest); its open steps."""
+    o, e = _l, _l.alias("e")
     parts = []
     for j in range(runs):
-        for i in range(kinds):
-            part = (
-                select(*columns)
-                .where(
-                    _l.c.run_id == ids[j],
-                    _l.c.kind == bindparam(f"k{i}", type_=String()),
-                )
-                .order_by(order.desc(), _l.c.id.desc())
-                .limit(bindparam(f"n{i}", type_=Integer()))
-            )
-            # MariaDB takes each cut range as it is, in parentheses (a derived
-            # table each was several times slower: one temporary table per
-            # part); SQLite allows no ORDER BY or LIMIT in a compound's part.
-            parts.append(select(part.subquery(), *padding) if sqlite else part.add_columns(*padding))
-    if rows:
-        r = event_runs
-        # As find_runs reads them: on SQLite, as bytes.
-        held: list[Any] = [r.c.status, r.c.ended_at, r.c.updated_at]
-        if sqlite:
-            held = [cast(column, LargeBinary) for column in held]
-        # The run's columns are its own, NULL in each line's part: its status in a line's
-        # `kind` column would be an illegal mix of collations, on MariaDB, wherever the
-        # events system's table has another collation than the log's.
-        blanks = [null()] * (len(columns) - 2)
-        parts.append(select(null(), r.c.id, *blanks, *held).where(r.c.id.in_(ids)))
+        run = bindparam(f"r{j}", type_=Integer())
+
+        def part(number: int, query: Select[Any]) -> Select[Any]:
+            columns = [literal_column(str(number)).label("part"), *line_columns(sqlite)]
+            return _part(sqlite, query.with_only_columns(*columns))
+
+        newest = (
+            select(o).where(o.c.run_id == run).order_by(_ordered(o, sqlite).desc(), o.c.id.desc()).limit(1)
+        )
+        parts.append(part(0, _by(newest, o, "ix_event_run_log_run_at")))
+        marks = select(o).where(o.c.run_id == run, o.c.kind.in_(MARKS))
+        parts.append(part(1, marks))
+        # run.blocked with no run.status after it: the block's lines, its oldest and newest.
+        ended = select(literal_column("1")).select_from(e)
+        ended = _by(ended.where(e.c.run_id == run, e.c.kind == "run.status", _newer(e, o, sqlite)), e, _KIND)
+        blocked = _by(
+            select(o).where(o.c.run_id == run, o.c.kind == "run.blocked", ~ended.exists()), o, _KIND
+        )
+        at = _ordered(o, sqlite)
+        parts.append(part(2, blocked.order_by(at, o.c.id).limit(1)))
+        parts.append(part(2, blocked.order_by(at.desc(), o.c.id.desc()).limit(TAIL)))
+        # Each step's newest step line, where it opens a hold: an opener no step line of it follows.
+        later = _later_step_line(e, o, run, e.c.step_id == o.c.step_id, STEP_KINDS, sqlite)
+        steps = select(o).where(
+            o.c.run_id == run, o.c.kind.in_(STEP_OPENERS), o.c.step_id.is_not(None), ~later
+        )
+        parts.append(part(3, _by(steps, o, "ix_event_run_log_run_kind_at")))
+        no_step = (
+            select(o)
+            .where(o.c.run_id == run, o.c.kind.in_(STEP_KINDS), o.c.step_id.is_(None))
+            .order_by(_ordered(o, sqlite).desc(), o.c.id.desc())
+            .limit(1)
+        )
+        parts.append(part(4, _by(no_step, o, "ix_event_run_log_run_kind_step_at")))
     return union_all(*parts)
+
+
+async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
+    """Each step's newest step line and newest `step.retry`, into `found`'s runs (for their phases).
+
+    Reads every step line of the runs: asked only when a run's phases are.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    for held in found.values():
+        held.all_steps = []
+    for run_id in sorted(found):
+        rows = await read_rows(engine, _steps_statement(sqlite), {"r0": run_id})
+        for part, line in zip(
+            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
+        ):
+            if part == 0:
+                found[run_id].all_steps.append(line)  # type: ignore[union-attr]
+            else:
+                found[run_id].retries[str(line.step_id)] = line
+
+
+@functools.cache
+def _steps_statement(sqlite: bool) -> CompoundSelect[Any]:
+    o, e = _l, _l.alias("e")
+    run = bindparam("r0", type_=Integer())
+    parts = []
+    for number, kinds in enumerate((STEP_KINDS, ("step.retry",))):
+        later = _later_step_line(e, o, run, e.c.step_id == o.c.step_id, kinds, sqlite)
+        query = select(o).where(o.c.run_id == run, o.c.kind.in_(kinds), o.c.step_id.is_not(None), ~later)
+        query = _by(query, o, "ix_event_run_log_run_kind_at")
+        columns = [literal_column(str(number)).label("part"), *line_columns(sqlite)]
+        parts.append(_part(sqlite, query.with_only_columns(*columns)))
+    return union_all(*parts)
+
+
+async def read_silent(engine: AsyncEngine, named: dict[int, tuple[int, ...]]) -> dict[int, frozenset[str]]:
+    """Of each run's `named` steps, those with no step line in its log, by run."""
+    silent = {}
+    for run_id, steps in named.items():
+        if not steps:
+            silent[run_id] = frozenset()
+            continue
+        query = (
+            select(_l.c.step_id)
+            .where(_l.c.run_id == run_id, _l.c.step_id.in_(steps), _l.c.kind.in_(STEP_KINDS))
+            .distinct()
+        )
+        rows = await read_rows(engine, query)
+        said = {str(row[0]) for row in rows}
+        silent[run_id] = frozenset(str(step) for step in steps) - said
+    return silent
+
+
+async def read_trails(
+    engine: AsyncEngine, trails: Sequence[Trail], evaluations: Sequence[Evaluations]
+) -> tuple[dict[Trail, list[Line]], dict[Evaluations, tuple[list[Line], int]]]:
+    """Each trail's lines (its oldest and up to TAIL newest, oldest first); each gate's evaluations.
+
+    A gate's: up to EVALUATIONS newest, oldest first, and how many there are in all.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    asked: list[Trail | Evaluations] = [*trails, *evaluations]
+    lines: dict[Any, list[Line]] = {ask: [] for ask in asked}
+    per = PARTS_PER_STATEMENT // 2
+    for start in range(0, len(asked), per):
+        chunk = asked[start : start + per]
+        values: dict[str, Any] = {}
+        parts = [_trail_parts(sqlite, j, ask, values) for j, ask in enumerate(chunk)]
+        rows = await read_rows(engine, union_all(*(p for pair in parts for p in pair)), values)
+        for index, line in zip(
+            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
+        ):
+            if line not in lines[chunk[index]]:
+                lines[chunk[index]].append(line)
+    counted: dict[Evaluations, tuple[list[Line], int]] = {}
+    for ask in evaluations:
+        read = sorted(lines[ask], key=_position)
+        total = len(read)
+        if total > EVALUATIONS:
+            read = read[-EVALUATIONS:]
+            total = await _count_evaluations(engine, ask, sqlite)
+        counted[ask] = (read, total)
+    return {trail: sorted(lines[trail], key=_position) for trail in trails}, counted
+
+
+def _trail_parts(
+    sqlite: bool, j: int, ask: Trail | Evaluations, values: dict[str, Any]
+) -> tuple[Select[Any], ...]:
+    o, e = _l, _l.alias("e")
+    values[f"r{j}"] = ask.run_id
+    run = bindparam(f"r{j}", type_=Integer())
+    columns = [literal_column(str(j)).label("part"), *line_columns(sqlite)]
+    at = _ordered(o, sqlite)
+    if isinstance(ask, Evaluations):
+        query = select(o).where(
+            o.c.run_id == run, o.c.kind == "condition.evaluated", _phase_is(o, ask.phase, j, values)
+        )
+        query = query.where(_after(o, ask.after, f"a{j}", values, sqlite))
+        newest = query.order_by(at.desc(), o.c.id.desc()).limit(EVALUATIONS + 1)
+        return (_part(sqlite, newest.with_only_columns(*columns)),)
+    values[f"k{j}"] = ask.kind
+    kind = bindparam(f"k{j}", type_=String())
+    if ask.step_id is None:
+        same_step, its_step = e.c.step_id.is_(None), o.c.step_id.is_(None)
+    else:
+        values[f"s{j}"] = ask.step_id
+        step = bindparam(f"s{j}")
+        same_step, its_step = e.c.step_id == step, o.c.step_id == step
+    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != ask.kind], sqlite)
+    query = _by(
+        select(o).where(o.c.run_id == run, o.c.kind == kind, its_step, ~others),
+        o,
+        "ix_event_run_log_run_kind_step_at",
+    )
+    if ask.after is not None:
+        query = query.where(_after(o, ask.after, f"a{j}", values, sqlite))
+    oldest = query.order_by(at, o.c.id).limit(1)
+    newest = query.order_by(at.desc(), o.c.id.desc()).limit(TAIL)
+    return (
+        _part(sqlite, oldest.with_only_columns(*columns)),
+        _part(sqlite, newest.with_only_columns(*columns)),
+    )
+
+
+def _phase_is(table: Any, phase: int | None, j: int, values: dict[str, Any]) -> ColumnElement[bool]:
+    if phase is None:
+        return table.c.phase.is_(None)  # type: ignore[no-any-return]
+    values[f"p{j}"] = phase
+    return table.c.phase == bindparam(f"p{j}", type_=Integer())  # type: ignore[no-any-return]
+
+
+async def _count_evaluations(engine: AsyncEngine, ask: Evaluations, sqlite: bool) -> int:
+    values: dict[str, Any] = {"r0": ask.run_id}
+    o = _l
+    query = select(func.count()).where(
+        o.c.run_id == bindparam("r0", type_=Integer()),
+        o.c.kind == "condition.evaluated",
+        _phase_is(o, ask.phase, 0, values),
+        _after(o, ask.after, "a0", values, sqlite),
+    )
+    rows = await read_rows(engine, query, values)
+    return int(rows[0][0])
