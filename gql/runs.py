@@ -43,11 +43,12 @@ class RunStep:
     step_id: strawberry.ID = strawberry.field(description="The step's id.")
     status: str | None = strawberry.field(
         description="Its latest status: a `step.status` line's `to`, or `retrying`, `parked`, "
-        "`refused` after a line of that kind; null when no line about the step was read."
+        "`refused` after a line of that kind; null when the step has no line yet."
     )
     attempts: int = strawberry.field(
         description="How many times the step was tried, as its lines tell: its `step.retry` "
-        "lines' attempts, and one more for a status after them; 0 for a step refused or never run."
+        "lines' attempts (its newest), and one more when its newest line is a status past `pending`; "
+        "0 for a step refused or never run."
     )
     at: datetime.datetime | None = strawberry.field(description="When its latest line was written (UTC).")
 
@@ -85,17 +86,17 @@ class RunHold:
         "invasion:Yew and is still live.`)."
     )
     certain: bool = strawberry.field(
-        description="False when the log cannot tell whether the hold still stands: a line it rests on "
-        "cannot be read, the blocking run no longer exists, or a line that would end it may lie among "
-        "older lines than were read. The sentence then says so."
+        description="False when the log cannot tell whether the hold still stands: its newest line "
+        "cannot be read, a later line that would end it cannot say what it concerns, or the blocking run "
+        "no longer exists or has ended since. The sentence then says so, in words."
     )
     phase: int | None = strawberry.field(
         description="The phase it concerns (a gate's: the phase its `phase.gate` names)."
     )
     step_id: strawberry.ID | None = strawberry.field(description="The step it concerns.")
     evidence: list[RunLogLine] = strawberry.field(
-        description="The lines it rests on, oldest first; each `cursor` (read with every kind) opens "
-        "`runLog` there."
+        description="The lines it rests on, oldest first: its first line and up to four newest (a gate's, "
+        "then its three newest evaluations); each `cursor` (read with every kind) opens `runLog` there."
     )
     blocking_run_id: strawberry.ID | None = strawberry.field(
         description="`BLOCKED_BY_RUN`: the run that holds the key."
@@ -112,11 +113,11 @@ class RunHold:
         description="`WAITING_AT_GATE`: when the gate opens by itself."
     )
     evaluations: int | None = strawberry.field(
-        description="`WAITING_AT_GATE`: firings tested against the gate since it opened; null when more "
-        "came than a hold reads."
+        description="`WAITING_AT_GATE`: firings tested against the gate since it opened, every one counted."
     )
     matched: int | None = strawberry.field(
-        description="`WAITING_AT_GATE`: how many of them matched; null when it cannot be told."
+        description="`WAITING_AT_GATE`: how many of them matched; null when there are more than 20, or "
+        "one cannot be read."
     )
     latest_mismatch: str | None = strawberry.field(
         description="`WAITING_AT_GATE`: what the latest firing that did not match was told."
@@ -164,11 +165,13 @@ class Run:
     )
     phases: list[RunPhase] = strawberry.field(
         default_factory=list,
-        description="The run's phases, oldest first, as its newest lines of each phase kind tell them: "
-        "a timeline without its whole log.",
+        description="The run's phases, by number, as its phase lines tell them, each with its steps (a "
+        "step under the phase of its newest step line). Reads every step's newest line.",
     )
     latest_phase: int | None = strawberry.field(
-        default=None, description="The latest phase entered (`phase.entered`); null before the first."
+        default=None,
+        description="The phase entered last: its `phase.entered` is the newest (by `at`, then `id`); "
+        "null before the first.",
     )
 
 
