@@ -146,6 +146,22 @@ def _later_step_line(
     return or_(*found)
 
 
+def _newest_per_step(run: Any, kinds: Sequence[str], sqlite: bool) -> Select[Any]:
+    """Each step's newest line of each of `kinds` (ties in `at` all come): a group per (kind, step),
+    which MariaDB reads by skipping along the index, never line by line."""
+    at = _ordered(_l, sqlite)
+    grouped = (
+        select(_l.c.run_id, _l.c.kind, _l.c.step_id, func.max(at).label("newest"))
+        .where(_l.c.run_id == run, _l.c.kind.in_(kinds), _l.c.step_id.is_not(None))
+        .group_by(_l.c.run_id, _l.c.kind, _l.c.step_id)
+    )
+    g = _by(grouped, _l, "ix_event_run_log_run_kind_step_at").subquery("g")
+    o = _l
+    # Joined on the group's run, not the run's id: SQLite then reads the groups first.
+    joined = g.join(o, and_(o.c.run_id == g.c.run_id, o.c.kind == g.c.kind, o.c.step_id == g.c.step_id))
+    return select(o).select_from(joined).where(_ordered(o, sqlite, named=True) == g.c.newest)
+
+
 def _part(sqlite: bool, query: Select[Any]) -> Select[Any]:
     # SQLite allows no ORDER BY or LIMIT in a compound's part: each goes in a subquery there.
     return select(query.subquery()) if sqlite else query
@@ -219,10 +235,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         parts.append(part(2, blocked.order_by(at.desc(), o.c.id.desc()).limit(TAIL)))
         # Each step's newest step line, where it opens a hold: an opener no step line of it follows.
         later = _later_step_line(e, o, run, e.c.step_id == o.c.step_id, STEP_KINDS, sqlite)
-        steps = select(o).where(
-            o.c.run_id == run, o.c.kind.in_(STEP_OPENERS), o.c.step_id.is_not(None), ~later
-        )
-        parts.append(part(3, _by(steps, o, "ix_event_run_log_run_kind_at")))
+        parts.append(part(3, _newest_per_step(run, STEP_OPENERS, sqlite).where(~later)))
         no_step = (
             select(o)
             .where(o.c.run_id == run, o.c.kind.in_(STEP_KINDS), o.c.step_id.is_(None))
@@ -239,30 +252,26 @@ async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
     Reads every step line of the runs: asked only when a run's phases are.
     """
     sqlite = engine.dialect.name == "sqlite"
-    for held in found.values():
-        held.all_steps = []
     for run_id in sorted(found):
         rows = await read_rows(engine, _steps_statement(sqlite), {"r0": run_id})
+        newest: list[dict[str, Line]] = [{}, {}]  # per part, by step: the newest of its kinds' newest
         for part, line in zip(
             (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
         ):
-            if part == 0:
-                found[run_id].all_steps.append(line)  # type: ignore[union-attr]
-            else:
-                found[run_id].retries[str(line.step_id)] = line
+            held = newest[part].get(str(line.step_id))
+            if held is None or _position(held) < _position(line):
+                newest[part][str(line.step_id)] = line
+        found[run_id].all_steps = list(newest[0].values())
+        found[run_id].retries = newest[1]
 
 
 @functools.cache
 def _steps_statement(sqlite: bool) -> CompoundSelect[Any]:
-    o, e = _l, _l.alias("e")
     run = bindparam("r0", type_=Integer())
     parts = []
     for number, kinds in enumerate((STEP_KINDS, ("step.retry",))):
-        later = _later_step_line(e, o, run, e.c.step_id == o.c.step_id, kinds, sqlite)
-        query = select(o).where(o.c.run_id == run, o.c.kind.in_(kinds), o.c.step_id.is_not(None), ~later)
-        query = _by(query, o, "ix_event_run_log_run_kind_at")
         columns = [literal_column(str(number)).label("part"), *line_columns(sqlite)]
-        parts.append(_part(sqlite, query.with_only_columns(*columns)))
+        parts.append(_part(sqlite, _newest_per_step(run, kinds, sqlite).with_only_columns(*columns)))
     return union_all(*parts)
 
 
