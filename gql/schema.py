@@ -23,6 +23,7 @@ from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
 from .limits import detail_servings
+from .not_stored import NotStoredExtension
 from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
 from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
 from .runs import RunsPage
@@ -357,6 +358,7 @@ class Mutation:
     ) -> bool:
         return await write_line(
             info.context,
+            info.path.as_list(),
             run_id=run_id,
             kind=kind,
             step_id=step_id,
@@ -537,7 +539,7 @@ def build_schema(
         subscription=Subscription,
         # Listed, so the SDL has every detail type in a stable order.
         types=list(DETAIL_TYPES.values()),
-        extensions=extensions or [],
+        extensions=[NotStoredExtension, *(extensions or [])],
         execution_context_class=pages or VariablesExecutor,
     )
     if pages is not None:
