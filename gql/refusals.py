@@ -38,7 +38,7 @@ _TOLD = {
     DATABASE: "the database could not store the line; try again shortly (the server's log has why)",
     "UNEXPECTED": "the server failed unexpectedly while storing the line (the server's log has why)",
     "OUTCOME_UNKNOWN": "the database did not answer after the line was sent, so it may have been "
-    "stored; retry with the same idempotencyKey to store it at most once",
+    "stored; retry with an idempotencyKey (the same one, if it had one) to store it at most once",
 }
 
 
