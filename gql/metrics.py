@@ -131,47 +131,15 @@ def observe_request(operation: str, outcome: str, seconds: float) -> None:
 _STORED = WRITES.labels("stored", "stored")
 _refusals: dict[str, Any] = {}
 
-# A refusal's reason as a label (a small fixed set), by the start of writes.py's sentence.
-_REASONS = (
-    ("the caller is not a writer", "forbidden"),
-    ("kind ", "unknown_kind"),
-    ("runId ", "bad_run_id"),
-    ("stepId ", "bad_step_id"),
-    ("phase ", "bad_phase"),
-    ("idempotencyKey ", "bad_idempotency_key"),
-    ("detail is not storable", "detail_not_json"),
-    ("detail is ", "detail_too_large"),
-    ("detail does not fit", "detail_does_not_fit"),
-    ("detail could not be read back", "detail_does_not_fit"),
-    ("its idempotency key", "key_reused"),
-    ("outcome unknown", "outcome_unknown"),
-    ("unexpected failure", "unexpected"),
-    ("the request was refused before it ran", "refused_before_run"),
-    ("its deadline came", "timed_out"),
-    ("the line's deadline came", "timed_out"),
-    ("no database connection within", "timed_out"),
-    ("the database did not answer", "timed_out"),
-    ("the server is shutting down", "shutting_down"),
-)
 
-
-def write_reason(problem: str) -> str:
-    """The `reason` label for a refusal worded `problem`; `database` for what the database said."""
-    for start, reason in _REASONS:
-        if problem.startswith(start):
-            return reason
-    return "database"
-
-
-def count_write(problem: str | None) -> None:
-    """Count one writeRunLog answer: stored when `problem` is None, else refused for it."""
-    if problem is None:
+def count_write(reason: str | None) -> None:
+    """Count one writeRunLog answer: stored when `reason` is None, else refused (refusals.reason_of)."""
+    if reason is None:
         _STORED.inc()
         return
-    reason = write_reason(problem)
     counter = _refusals.get(reason)
     if counter is None:
-        counter = _refusals[reason] = WRITES.labels("refused", reason)
+        counter = _refusals[reason] = WRITES.labels("refused", reason.lower())
     counter.inc()
 
 

@@ -87,10 +87,14 @@ class Context:
     connection: subscriptions.Connection | None = None
     connection_params: dict[str, Any] | None = None
     replica: Replica | None = None  # the read replica, when RUNLOG_READ_DATABASE_URL is set
+    # An entry for each writeRunLog field that answered false (not_stored.note).
+    not_stored: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def for_operation(self) -> Context:
-        """A context for one operation sent over this websocket: its own arrival and page budget."""
-        return dataclasses.replace(self, arrived=asyncio.get_running_loop().time(), detail_budget=None)
+        """A context for one operation sent over this websocket: its own arrival, page budget and writes."""
+        return dataclasses.replace(
+            self, arrived=asyncio.get_running_loop().time(), detail_budget=None, not_stored=[]
+        )
 
     def details_left(self) -> DetailBudget:
         """The request's detail budget, shared by all its pages."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from . import metrics, runs, store, tail
+from . import metrics, not_stored, runs, store, tail
 from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
@@ -452,11 +452,17 @@ def _reason(exc: BaseException) -> str:
     return store.one_line_reason(exc)
 
 
-async def write_line(context: Context, **arguments: Any) -> bool:
-    """What `writeRunLog` does (for the resolver and the write plan): writes.py's write path."""
-    return await context.writer.write_run_log(
+async def write_line(context: Context, path: Sequence[str | int], **arguments: Any) -> bool:
+    """What `writeRunLog` does (for the resolver and the write plan): writes.py's write path.
+
+    A line not stored is noted in `context` under its field's response `path` (not_stored.py).
+    """
+    problem = await context.writer.write_run_log(
         may_write=context.policy.allows(context.caller, Action.WRITE),
         request_id=context.request_id,
         arrived=context.arrived,
         **arguments,
     )
+    if problem is not None:
+        not_stored.note(context, path, problem)
+    return problem is None

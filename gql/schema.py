@@ -23,6 +23,7 @@ from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
 from .limits import detail_servings
+from .not_stored import NotStoredExtension
 from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
 from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
 from .runs import RunsPage
@@ -320,7 +321,10 @@ class Mutation:
         "exactly once; false when it is not. The field itself never fails: an unknown kind, a "
         "detail that does not fit its kind, a run id that is not a positive integer, a caller "
         "that may not write, or a database that is down or slow all answer false, and the line "
-        "is logged by the server so nothing is lost without a trace. Only the request as a "
+        "is logged by the server so nothing is lost without a trace. A false says why in the "
+        "response's `extensions.runlog.notStored`: one entry per field answered false, with its "
+        "`path`, a stable `reason` (`UNKNOWN_KIND`, `DETAIL_DOES_NOT_FIT`, ...), a `message` and "
+        "the `requestId`. Only the request as a "
         "whole can be refused, with a request error and no `data`: an argument or variable "
         "that does not coerce (`phase: 2147483648`, `kind: null`; its line is logged all the "
         "same), or a request over one of the service's limits. One case is not known: a "
@@ -357,6 +361,7 @@ class Mutation:
     ) -> bool:
         return await write_line(
             info.context,
+            info.path.as_list(),
             run_id=run_id,
             kind=kind,
             step_id=step_id,
@@ -537,7 +542,7 @@ def build_schema(
         subscription=Subscription,
         # Listed, so the SDL has every detail type in a stable order.
         types=list(DETAIL_TYPES.values()),
-        extensions=extensions or [],
+        extensions=[NotStoredExtension, *(extensions or [])],
         execution_context_class=pages or VariablesExecutor,
     )
     if pages is not None:

@@ -24,6 +24,7 @@ from graphql import (
 
 from . import metrics, writes
 from .query_shape import selections
+from .refusals import reason_of
 from .settings import Settings
 
 
@@ -46,7 +47,7 @@ def log_unrun_writes(
     except Exception:  # not a request this can read: the body, bounded, is the trace
         lines = [{"request": sent.decode("utf-8", "replace") if isinstance(sent, bytes) else repr(sent)}]
     for arguments in lines:
-        metrics.count_write(reason)
+        metrics.count_write(reason_of(reason))
         writes.log_refused(reason, request_id, arguments, settings.max_detail_bytes)
 
 

@@ -22,7 +22,7 @@ from strawberry.extensions import DisableIntrospection
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.types import ExecutionResult
 
-from . import body_limit, graphiql, metrics, request_id
+from . import body_limit, graphiql, metrics, not_stored, request_id
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
@@ -56,8 +56,15 @@ PREPARED_MAX_BODY = 256 * 1024
 def reproduced(extension: Any) -> bool:
     """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
     made = extension if isinstance(extension, type) else type(extension())
-    # Masking is in process_result, limits and introspection in the cached validation.
-    return made in (MaskUnexpected, RequestLimits, DisableIntrospection, DocumentCacheExtension)
+    # Masking is in process_result, limits and introspection in the cached validation, and
+    # the writes' notStored in run_prepared and run_writes.
+    return made in (
+        MaskUnexpected,
+        RequestLimits,
+        DisableIntrospection,
+        DocumentCacheExtension,
+        not_stored.NotStoredExtension,
+    )
 
 
 def _mutation(request_data: GraphQLRequestData) -> bool:
@@ -228,7 +235,9 @@ class RunLogGraphQL(GraphQL[Context, None]):
         sub_response = await self.get_sub_response(request)
         context = await self.get_context(request, response=sub_response)
         outcome = await planned.execute(context)
-        result = ExecutionResult(data=outcome.data, errors=outcome.errors)
+        result = ExecutionResult(
+            data=outcome.data, errors=outcome.errors, extensions=not_stored.extensions(context) or None
+        )
         response_data = await self.process_result(request, result)
         return self.create_response(response_data, sub_response)
 
@@ -237,6 +246,8 @@ class RunLogGraphQL(GraphQL[Context, None]):
         # No sub-response: a write sets no header or status, so this is `create_response`'s answer.
         context = await self.get_context(request, response=None)
         answer: GraphQLHTTPResponse = {"data": await planned.write(context)}
+        if context.not_stored:
+            answer["extensions"] = not_stored.extensions(context)
         return Response(
             self.encode_json(answer), media_type=response_media_type(request.headers.get("accept"))
         )

@@ -1,6 +1,6 @@
 """The write path: a line's checks, its one deadline (queue wait and INSERT together), grouping, and answer.
 
-`Writer(engine, settings).write_run_log(...)` answers True once the line is stored, False (logged) when not.
+`Writer(engine, settings).write_run_log(...)` answers None once the line is stored, else why not (logged).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from . import metrics, store
 from .detail_codec import DetailError, canonical_detail, check_detail, dump_detail
 from .ids import id_problem, parse_id
 from .kinds import BY_WIRE_NAME, Kind
+from .refusals import reason_of
 from .settings import Settings
 
 log = logging.getLogger("gql.runlog")
@@ -241,8 +242,8 @@ class Writer:
         detail: Any = None,
         idempotency_key: str | None = None,
         arrived: float | None = None,
-    ) -> bool:
-        """Store one line; True once it is stored, False (and logged) when it is not.
+    ) -> str | None:
+        """Store one line; None once it is stored, else why not (a sentence, logged with the line).
 
         The deadline runs from `arrived` (loop time), so that the writes of one mutation share it.
         """
@@ -257,14 +258,14 @@ class Writer:
             problem = f"unexpected failure: {store.one_line_reason(exc)}"
             log.exception("writeRunLog: unexpected failure, request %s", request_id)
         # Lines refused before they ran are counted by unrun_writes.log_unrun_writes.
-        metrics.count_write(problem)
+        metrics.count_write(None if problem is None else reason_of(problem))
         if problem is None:
-            return True
+            return None
         sent = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
         if idempotency_key is not None:
             sent["idempotencyKey"] = idempotency_key
         log_refused(problem, request_id, sent, settings.max_detail_bytes)
-        return False
+        return problem
 
     async def _write(
         self,

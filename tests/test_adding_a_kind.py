@@ -137,7 +137,8 @@ def test_a_kind_declared_as_the_walkthrough_shows_is_served_written_read_and_in_
     assert out["breaking"] == []
     assert out["demo"] == [[37, "run.paused"]]
     assert out["written"] == {"data": {"writeRunLog": True}}
-    assert out["typo"] == {"data": {"writeRunLog": False}}
+    assert out["typo"]["data"] == {"writeRunLog": False}
+    assert [e["reason"] for e in out["typo"]["extensions"]["runlog"]["notStored"]] == ["DETAIL_DOES_NOT_FIT"]
     detail = {"__typename": "RunPausedDetail", "actor": "gm.alice", "until": "2026-06-01T20:00:00+00:00"}
     [line] = out["read"]["data"]["runLog"]["nodes"]
     assert line == {"kind": "RUN_PAUSED", "kindName": "run.paused", "detail": detail}

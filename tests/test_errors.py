@@ -85,7 +85,9 @@ def test_a_lone_surrogate_in_a_detail_answers_false_and_is_logged_readably(
     body += b' "variables": {"d": {"text": "half \\ud800 a pair"}}}'
     with caplog.at_level(logging.WARNING, logger="gql"):
         response = api.client.post("/graphql", content=body, headers={"Content-Type": "application/json"})
-    assert response.json() == {"data": {"writeRunLog": False}}
+    answer = response.json()
+    assert answer["data"] == {"writeRunLog": False} and "errors" not in answer
+    assert [e["reason"] for e in answer["extensions"]["runlog"]["notStored"]] == ["DETAIL_NOT_JSON"]
     (record,) = [r for r in caplog.records if r.name.startswith("gql")]
     message = record.getMessage()
     assert message.startswith("run log line not stored: detail is not storable JSON")

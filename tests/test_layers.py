@@ -45,11 +45,13 @@ LAYERS: dict[str, set[str]] = {
         "gql.trusted",
         "gql.schema_check",
         "gql.unrun_writes",
+        "gql.not_stored",
         "gql.around",
         "gql.filters",
     },
     "rules": {
         "gql.writes",
+        "gql.refusals",
         "gql.tail",
         "gql.retention",
         "gql.replica",

@@ -82,7 +82,8 @@ def test_a_forbidden_write_answers_false_and_logs_the_whole_line(
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="gql"):
         body = closed.post(WRITE, token=READER)
-    assert body == {"data": {"writeRunLog": False}}
+    assert body["data"] == {"writeRunLog": False} and "errors" not in body
+    assert [e["reason"] for e in body["extensions"]["runlog"]["notStored"]] == ["FORBIDDEN"]
     (record,) = caplog.records
     message = record.getMessage()
     assert message.startswith("run log line not stored: the caller is not a writer; request ")

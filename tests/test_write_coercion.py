@@ -85,13 +85,15 @@ def test_a_run_id_of_five_thousand_digits_answers_false_and_is_logged(
     # An ID literal or variable is a string to GraphQL: the write itself refuses it.
     with caplog.at_level(logging.WARNING, logger="gql"):
         assert api.write(BIG, "note") is False
-        assert api.post(f'mutation {{ writeRunLog(runId: {BIG}, kind: "note") }}') == {
-            "data": {"writeRunLog": False}
-        }
+        body = api.post(f'mutation {{ writeRunLog(runId: {BIG}, kind: "note") }}')
+        assert body["data"] == {"writeRunLog": False} and "errors" not in body
+        assert [e["reason"] for e in body["extensions"]["runlog"]["notStored"]] == ["BAD_RUN_ID"]
         # Inside a JSON literal, GraphQL reads such a number as NaN, which no detail holds.
-        assert api.post(
+        body = api.post(
             f'mutation {{ writeRunLog(runId: 1, kind: "note", detail: {{text: "x", n: {BIG}}}) }}'
-        ) == {"data": {"writeRunLog": False}}
+        )
+        assert body["data"] == {"writeRunLog": False} and "errors" not in body
+        assert [e["reason"] for e in body["extensions"]["runlog"]["notStored"]] == ["DETAIL_NOT_JSON"]
     messages = refusals(caplog)
     assert len(messages) == 3
     assert all("runId must be a positive integer up to 2147483647" in m for m in messages[:2])

@@ -60,7 +60,7 @@ class Planned:
 
     async def write(self, context: Context) -> dict[str, object]:
         """The data of a mutation the write plan answers: its fields written in turn, as the executor does."""
-        return {key: await write_line(context, **values) for key, values in self.writes or ()}
+        return {key: await write_line(context, [key], **values) for key, values in self.writes or ()}
 
     async def execute(self, context: Context) -> ExecutionResult:
         """The result of a query (or a mutation the write plan does not answer), as Strawberry's gives it.
