@@ -253,6 +253,13 @@ def test_a_line_that_releases_a_step_updates_the_head_without_a_reload(seen: dic
     assert "parked → running" in after["row"]
     # By the small head query alone: the lines were not read again.
     assert "RunHead" in after["sent"] and "RunLines" not in after["sent"], after["sent"]
+    # Five lines written together: the last head call counts them all, and never
+    # was more than one head call in flight.
+    together = seen["release"]["together"]
+    assert together["notesAfter"] == together["notesBefore"] + 5
+    assert together["headsAtOnce"] == 1
+    # A line that came while a head call was in flight brought one more call after it.
+    assert seen["release"]["duringCall"]["shown"] == seen["release"]["duringCall"]["expected"]
 
 
 def test_a_link_to_the_oldest_line_of_a_long_run_shows_it_marked_every_time(seen: dict[str, Any]) -> None:

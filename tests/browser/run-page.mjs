@@ -39,7 +39,11 @@ const ownHost = new URL(baseURL).host;
 const TIMEOUT = { timeout: 30000 };
 fs.mkdirSync(artifacts, { recursive: true });
 
-const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [] };
+const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0 };
+let headsInFlight = 0;
+// When set, the next head call's answer is held back, once the service gave
+// it, until `gate` resolves; `fetched()` says it has been given.
+let holdNextHead = null;
 const report = { error: null, step: null, failed: {} };
 
 function offHost(url) {
@@ -141,7 +145,7 @@ const heldOffOnce = new Promise((resolve) => {
   sawHeldOff = resolve;
 });
 try {
-  await context.route("**/*", (route) => {
+  await context.route("**/*", async (route) => {
     const request = route.request();
     if (offHost(request.url())) {
       seen.offHost.push(request.url());
@@ -151,6 +155,23 @@ try {
       const body = JSON.parse(request.postData() ?? "{}");
       seen.sent.push({ documentId: body.documentId ?? null, query: body.query ?? null,
         operation: OPERATION_OF[body.documentId] ?? null, authorization: request.headers().authorization ?? null });
+      if (OPERATION_OF[body.documentId] === "RunHead") {
+        // How many of the page's head calls were ever in flight together.
+        headsInFlight += 1;
+        seen.headsAtOnce = Math.max(seen.headsAtOnce, headsInFlight);
+        try {
+          const response = await route.fetch();
+          const hold = holdNextHead;
+          holdNextHead = null;
+          if (hold) {
+            hold.fetched();
+            await hold.gate;
+          }
+          return await route.fulfill({ response });
+        } finally {
+          headsInFlight -= 1;
+        }
+      }
     }
     return route.continue();
   });
@@ -347,6 +368,37 @@ try {
       row: await rowWith(page, "parked → running").first().innerText(),
       sent: seen.sent.slice(sentBefore).map((call) => call.operation),
     };
+    // Lines written together: the head calls stay one at a time, and the
+    // last of them still counts every line.
+    const noteCount = page.locator(".kind-choice", { hasText: /^\s*note/ }).locator(".count");
+    const notesBefore = Number(await noteCount.innerText());
+    const together = [1, 2, 3, 4, 5].map((n) => `written together ${n} (${Date.now()})`);
+    await Promise.all(together.map((text) => writeNote("37", text)));
+    for (const text of together) await rowWith(page, text).waitFor(TIMEOUT);
+    await page.locator(".kind-choice", { hasText: /^\s*note/ })
+      .locator(".count", { hasText: new RegExp(`^${notesBefore + together.length}$`) }).waitFor(TIMEOUT);
+    report.release.together = { notesBefore, notesAfter: Number(await noteCount.innerText()), headsAtOnce: seen.headsAtOnce };
+    // A line that arrives while a head call is in flight: that call's answer,
+    // given before the line was written, is stale, and one more call follows it.
+    let open;
+    let fetched;
+    const gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    const given = new Promise((resolve) => {
+      fetched = resolve;
+    });
+    holdNextHead = { gate, fetched };
+    const [early, late] = ["before the head answered", "while the head was asked"].map((text) => `${text} (${Date.now()})`);
+    await writeNote("37", early);
+    await given;
+    await writeNote("37", late);
+    await rowWith(page, late).waitFor(TIMEOUT);
+    open();
+    const expected = report.release.together.notesAfter + 2;
+    await page.locator(".kind-choice", { hasText: /^\s*note/ })
+      .locator(".count", { hasText: new RegExp(`^${expected}$`) }).waitFor(TIMEOUT);
+    report.release.duringCall = { expected, shown: Number(await noteCount.innerText()) };
   });
 
   report.step = "every kind's detail in words";
