@@ -203,7 +203,7 @@
     return String(value);
   }
 
-  // `, label value` for each of `parts` whose value is given, as one phrase.
+  // The `[label, value]` parts whose value is given, as `label value`, joined by commas.
   function given(parts) {
     return parts
       .filter(([, value]) => value !== null && value !== undefined && value !== "")
