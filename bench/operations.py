@@ -55,7 +55,8 @@ HOT_RUN = 2  # the run every read reads
 WRITE_RUN = 9999  # the run every write writes to: the reads' run stays as filled
 RARE_KIND = Kind.CLEANUP_RETRY  # one line in a hundred
 NOTE_TEXT = "checked the spawn points by hand"
-HOLDS_OPERATIONS = ("RunHolds", "RunsInFlight")  # see Workload.holds
+# See Workload.holds; RunHead (the run page's) is RunHolds and RunKindCounts in one call.
+HOLDS_OPERATIONS = ("RunHolds", "RunHead", "RunsInFlight")
 COUNTS_OPERATIONS = ("RunKindCounts",)  # see Workload.counts
 
 

@@ -23,7 +23,7 @@ VENDOR_DIR = graphiql.STATIC_DIR / "runpage"
 OWN_FILES = ("runpage.js", "runpage.css")
 ASSETS_PATH = "/runs/assets/{digest}/{name}"
 # The operations the script sends, by name (each a file in gql/operations/).
-OPERATIONS = ("RunsInFlight", "RunHolds", "RunLines", "RunKindCounts", "RunTail")
+OPERATIONS = ("RunsInFlight", "RunHead", "RunLines", "RunTail")
 SCRIPTS = ("preact.min.umd.js", "hooks.umd.js", "htm.umd.js", "graphql-ws.min.js", "runpage.js")
 
 

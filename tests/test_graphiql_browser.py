@@ -142,6 +142,7 @@ def test_graphiql_loads_nothing_from_another_host_and_breaks_no_rule_of_its_poli
 
 def test_graphiql_opens_in_a_browser_on_the_example_tabs(seen: dict[str, Any]) -> None:
     assert seen["tabs"] == [tab.name for tab in example_tabs()]
+    assert len(set(seen["tabs"])) == len(seen["tabs"])  # each tab told apart by its name
     assert seen["activeTab"] == "RunLog"
     assert json.loads(seen["variables"]) == {"runId": str(demo_runs.INVASION), "limit": 50}
 

@@ -116,9 +116,13 @@ def test_on_a_trusted_server_the_page_reads_a_run_by_document_id(demo_api: Calla
     lines = send("RunLines", {"runId": run, "kinds": ["RUN_BLOCKED"], "limit": 200})["runLog"]["nodes"]
     assert lines and {line["kind"] for line in lines} == {"RUN_BLOCKED"}
     assert lines[0]["detail"]["blockingRunId"] == str(demo_runs.INVASION)
-    head = send("RunHolds", {"runId": run})["runLog"]["run"]
+    answer = send("RunHead", {"runId": run})["runLog"]
+    head = answer["run"]
     assert head["status"] == "scheduled" and [hold["reason"] for hold in head["holds"]] == ["BLOCKED_BY_RUN"]
     assert head["holds"][0]["blockingRun"]["id"] == str(demo_runs.INVASION)
+    assert {count["kindName"]: count["count"] for count in answer["kindCounts"]}["run.blocked"] >= 1
+    # With a text search the page leaves the counts out (they would read every line).
+    assert "kindCounts" not in send("RunHead", {"runId": run, "counts": False})["runLog"]
     assert send("RunsInFlight", {"limit": 50})["runsInFlight"]["nodes"][0]["headline"]
     # The text it would send instead is refused there: only trusted documents run.
     refused = api.client.post("/graphql", json={"query": "{ runLog(runId: 38) { nodes { id } } }"})

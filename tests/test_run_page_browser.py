@@ -11,16 +11,22 @@ node_modules skips, unless RUNLOG_TEST_REQUIRE_BROWSER=1 (CI).
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+
+from gql.details import EXAMPLES
 
 from .conftest import free_port, wait_until_healthy
 from .test_graphiql_browser import CHROMIUM, NODE, REQUIRE_BROWSER, ROOT, _missing
@@ -29,6 +35,14 @@ DRIVER = ROOT / "tests" / "browser" / "run-page.mjs"
 ARTIFACTS = ROOT / "artifacts"
 READER = "reader-token-for-the-run-page"
 WRITER = "writer-token-for-the-run-page"
+ADMIN = "admin-token-for-the-run-page"
+LONG_RUN = 41  # 2,501 lines, none in the demo: a line's link opens it around its oldest
+LONG_RUN_LINES = 2501
+KINDS_RUN = 42  # one line of every kind, each with its declared example detail
+WRITE = (
+    "mutation W($runId: ID!, $kind: String!, $detail: JSON) "
+    "{ writeRunLog(runId: $runId, kind: $kind, detail: $detail) }"
+)
 
 
 def _missing_here() -> str | None:
@@ -38,8 +52,24 @@ def _missing_here() -> str | None:
     return missing
 
 
+def _add_a_long_run(database: Path) -> str:
+    """Add LONG_RUN's lines, a second apart, straight into the table; the id of its oldest."""
+    start = datetime.datetime(2026, 12, 1, 8, 0)
+    detail = '{"text": "a line of the long run", "actor": "the browser test"}'
+    ats = (start + datetime.timedelta(seconds=i) for i in range(LONG_RUN_LINES))
+    with sqlite3.connect(database) as db:
+        db.executemany(
+            "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (?, 'note', ?, ?)",
+            ((LONG_RUN, detail, at.isoformat(sep=" ", timespec="microseconds")) for at in ats),
+        )
+        (oldest,) = db.execute(
+            "SELECT id FROM event_run_log WHERE run_id = ? ORDER BY at, id LIMIT 1", (LONG_RUN,)
+        ).fetchone()
+    return str(oldest)
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     missing = _missing_here()
     if missing is not None:
         if REQUIRE_BROWSER:
@@ -55,6 +85,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "RUNLOG_LOG_LEVEL": "WARNING",
             "RUNLOG_READER_TOKEN": READER,
             "RUNLOG_WRITER_TOKEN": WRITER,
+            "RUNLOG_ADMIN_TOKEN": ADMIN,
             "RUNLOG_TRUSTED_DOCUMENTS": "on",
         },
         stdout=subprocess.PIPE,
@@ -64,7 +95,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     try:
         wait_until_healthy(url, server)
-        yield url
+        for kind, example in EXAMPLES.items():
+            variables = {"runId": KINDS_RUN, "kind": kind.value, "detail": example}
+            answer = httpx.post(
+                f"{url}/graphql",
+                json={"query": WRITE, "variables": variables},
+                headers={"Authorization": f"Bearer {ADMIN}"},
+            ).json()
+            assert answer == {"data": {"writeRunLog": True}}, (kind, answer)
+        yield {"url": url, "oldest": _add_a_long_run(database)}
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -75,15 +114,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def seen(served: str) -> dict[str, Any]:
+def seen(served: dict[str, str]) -> dict[str, Any]:
     """One browser session for the module's tests: Chromium takes seconds to start."""
     done = subprocess.run(
-        [NODE, str(DRIVER), served, str(ARTIFACTS)],
+        [NODE, str(DRIVER), served["url"], str(ARTIFACTS)],
         env={
             **os.environ,
             "CHROMIUM": CHROMIUM,
             "RUNLOG_TEST_READER_TOKEN": READER,
             "RUNLOG_TEST_WRITER_TOKEN": WRITER,
+            "RUNLOG_TEST_ADMIN_TOKEN": ADMIN,
+            "RUNLOG_TEST_LONG_RUN": f"{LONG_RUN}:{served['oldest']}",
+            "RUNLOG_TEST_KINDS_RUN": str(KINDS_RUN),
         },
         capture_output=True,
         text=True,
@@ -197,3 +239,76 @@ def test_no_serious_or_critical_accessibility_violation(seen: dict[str, Any]) ->
     assert seen["runs"]["accessibility"] == []
     assert seen["blocked"]["accessibility"] == []
     assert seen["run37"]["accessibility"] == []
+
+
+def test_a_line_that_releases_a_step_updates_the_head_without_a_reload(seen: dict[str, Any]) -> None:
+    assert "release" not in seen["failed"], (seen["failed"]["release"], seen.get("release"))
+    before, after = seen["release"]["before"], seen["release"]["after"]
+    assert "parked" in before["step"] and before["parked"] in before["headline"]
+    # The parked hold left, the headline no longer says it, and the step box and count moved.
+    assert "STEP_PARKED" not in after["holds"] and "STEP_REFUSED" in after["holds"]
+    assert before["parked"] not in after["headline"]
+    assert "step 3705: running" in after["step"]
+    assert after["statusCount"] == before["statusCount"] + 1
+    assert "parked → running" in after["row"]
+    # By the small head query alone: the lines were not read again.
+    assert "RunHead" in after["sent"] and "RunLines" not in after["sent"], after["sent"]
+    # Five lines written together: the last head call counts them all, and never
+    # was more than one head call in flight.
+    together = seen["release"]["together"]
+    assert together["notesAfter"] == together["notesBefore"] + 5
+    assert together["headsAtOnce"] == 1
+    # A line that came while a head call was in flight brought one more call after it.
+    assert seen["release"]["duringCall"]["shown"] == seen["release"]["duringCall"]["expected"]
+
+
+def test_a_link_to_the_oldest_line_of_a_long_run_shows_it_marked_every_time(seen: dict[str, Any]) -> None:
+    assert "oldestLink" not in seen["failed"], seen["failed"]["oldestLink"]
+    tries = seen["oldest"]["tries"]
+    assert len(tries) == 5
+    marked_in_view = {"drawn": True, "marked": True, "inWindow": True, "inTable": True}
+    assert all(shown == marked_in_view for shown in tries), tries
+
+
+def _values(detail: Any) -> Iterator[str]:
+    """A detail's values a reader should find on the page as written.
+
+    Not its keys, times (shown in the reader's zone), booleans or enum values (said in words:
+    `OVER_CAP` is "over the ... cap").
+    """
+    if isinstance(detail, dict):
+        for value in detail.values():
+            yield from _values(value)
+    elif isinstance(detail, list):
+        for value in detail:
+            yield from _values(value)
+    elif isinstance(detail, bool) or detail is None:
+        return
+    elif not re.match(r"\d{4}-\d\d-\d\dT|[A-Z_]+$", str(detail)):
+        yield str(detail)
+
+
+def test_every_kinds_detail_shows_as_words_not_json(seen: dict[str, Any]) -> None:
+    assert "kinds" not in seen["failed"], seen["failed"]["kinds"]
+    shown = {row["kind"].split("(")[0].strip().split()[-1]: row["summary"] for row in seen["kinds"]}
+    assert set(shown) == {kind.value for kind in EXAMPLES}
+    for kind, example in EXAMPLES.items():
+        summary = shown[kind.value]
+        assert not re.search(r'[{}\[\]"]', summary), (kind.value, summary)
+        missing = [value for value in _values(example) if value not in summary]
+        assert not missing, (kind.value, summary, missing)
+
+
+def test_a_phases_moments_are_listed_in_time_order(seen: dict[str, Any]) -> None:
+    moments = seen["run37"]["moments"]
+    # The demo's phase 2: gated at 4.2 minutes, advanced at 52.01, entered at 52.1.
+    assert [moment.split()[0] for moment in moments] == ["gated", "advanced", "entered"]
+    times = [moment.split(" ", 1)[1] for moment in moments]
+    assert times == sorted(times)
+
+
+def test_a_refused_steps_box_names_its_switch_and_a_step_with_no_line_says_so(seen: dict[str, Any]) -> None:
+    run = seen["run37"]
+    assert "events.caps.spawns.yew" in run["refusedStep"] and "spawns" in run["refusedStep"]
+    assert "step 3706: no line yet" in run["noLineStep"]
+    assert "3706" not in run["holds"]  # a step with no line is not one of the holds

@@ -3,7 +3,7 @@
 //
 // A worked example for a frontend author: everything comes from the public API
 // at /graphql, with the shipped operations in gql/operations/ (RunsInFlight,
-// RunHolds, RunLines, RunTail), sent by `documentId` when the server runs with
+// RunHead, RunLines, RunTail), sent by `documentId` when the server runs with
 // trusted documents and as their text otherwise, with the reader's bearer
 // token (kept in sessionStorage) as `Authorization`, and in the websocket's
 // connection_init payload. Drawn with preact and htm (no build step: this file
@@ -12,7 +12,7 @@
 
 (function () {
   const { h, render } = preact;
-  const { useState, useEffect, useRef, useCallback } = preactHooks;
+  const { useState, useEffect, useLayoutEffect, useRef, useCallback } = preactHooks;
   const html = htm.bind(h);
   const CONFIG = JSON.parse(document.getElementById("runpage-config").textContent);
   const ROOT = CONFIG.root;
@@ -190,10 +190,45 @@
     return html`<a href=${runUrl(id)}>${children ?? "run " + id}</a>`;
   }
 
+  // A value of a detail's free-form field (an answer, a gate's parameters,
+  // a firing's facts) as words: `region Yew, boss Lich Lord`, never JSON.
+  function words(value) {
+    if (value === null || value === undefined) return "—";
+    if (Array.isArray(value)) return value.map(words).join(", ");
+    if (typeof value === "object") {
+      return Object.entries(value)
+        .map(([key, inner]) => `${key} ${words(inner)}`)
+        .join(", ");
+    }
+    return String(value);
+  }
+
+  // The `[label, value]` parts whose value is given, as `label value`, joined by commas.
+  function given(parts) {
+    return parts
+      .filter(([, value]) => value !== null && value !== undefined && value !== "")
+      .map(([label, value]) => (label ? `${label} ${value}` : String(value)))
+      .join(", ");
+  }
+
+  // Why a step was refused, naming the switch an operator would change.
+  function refusalWords(d) {
+    if (d.refusal === "OVER_CAP") {
+      const over = `over the ${d.cap ?? "—"} cap${d.used != null ? `, ${d.used} of ${d.limit ?? "—"} used` : ""}`;
+      return `${over}; ${d.switch ? "raise " + d.switch : "no switch sets it (the default applies)"}`;
+    }
+    if (d.refusal === "DISABLED") return `disabled${d.switch ? " by " + d.switch : ""}`;
+    return given([["", d.refusal], ["cap", d.cap], ["switch", d.switch]]);
+  }
+
+  // A line's detail in words, by its type: every kind's (no JSON in the table).
   function summary(line, times) {
     const d = line.detail;
     if (d === null || d === undefined) return line.problem ?? "";
+    const at = (iso) => (iso ? formatTime(iso, times) : null);
     switch (d.__typename) {
+      case "RunCreatedDetail":
+        return `event ${d.eventId}${d.eventVersion ? ", version " + d.eventVersion : ""}${d.scheduledFor ? ", scheduled for " + at(d.scheduledFor) : ""}`;
       case "RunBlockedDetail": {
         const state = d.blockingRun
           ? d.blockingRun.terminal
@@ -202,10 +237,12 @@
           : " (no such run any more)";
         return html`blocked by <${RunLink} id=${d.blockingRunId} />, which holds ${d.concurrencyKey}${state}`;
       }
-      case "ConditionEvaluatedDetail":
+      case "ConditionEvaluatedDetail": {
+        const firing = `${d.firing ?? "a firing"}${d.facts ? " (" + words(d.facts) + ")" : ""}`;
         return d.matched
-          ? html`<span>matched: ${d.condition}</span>`
-          : html`<span>did not match ${d.condition}: ${d.mismatch ?? "no mismatch given"}</span>`;
+          ? html`<span>${firing} matched ${d.condition}</span>`
+          : html`<span>${firing} did not match ${d.condition}: ${d.mismatch ?? "no mismatch given"}</span>`;
+      }
       case "UnreadableDetail":
         return html`<span>unreadable: ${d.text} — ${d.problem}</span>`;
       case "NoteDetail":
@@ -214,30 +251,45 @@
       case "RunHealthDetail":
         return `${d.from ?? "∅"} → ${d.to}${d.reason ? ": " + d.reason : ""}`;
       case "StepStatusDetail":
-        return `${d.from ?? "∅"} → ${d.to}${d.module ? " (" + d.module + ")" : ""}${d.answer ? ": " + (typeof d.answer === "string" ? d.answer : JSON.stringify(d.answer)) : ""}`;
+        return `${d.from ?? "∅"} → ${d.to}${d.module ? " (" + d.module + ")" : ""}${d.answer != null ? ": " + words(d.answer) : ""}`;
       case "StepParkedDetail":
         return `waiting for ${d.waitingFor}${d.reason ? ": " + d.reason : ""}`;
       case "StepRetryDetail":
-        return `attempt ${d.attempt} of ${d.maxAttempts}: ${d.error}; next at ${formatTime(d.retryAt, times)}`;
+        return `attempt ${d.attempt} of ${d.maxAttempts}: ${d.error}${d.retryAt ? "; next at " + at(d.retryAt) : ""}`;
       case "StepRefusedDetail":
-        return `${d.refusal}${d.cap ? ` (${d.cap}: ${d.used} of ${d.limit})` : ""}${d.switch ? " by " + d.switch : ""}`;
+        return refusalWords(d);
       case "PhaseGateDetail":
-        return `waits for ${d.condition}${d.deadline ? " until " + formatTime(d.deadline, times) : ""}`;
+        return `waits for ${d.condition}${d.parameters ? " (" + words(d.parameters) + ")" : ""}${d.deadline ? " until " + at(d.deadline) : ""}`;
       case "PhaseAdvancedDetail":
-        return `via ${d.via}${d.actor ? " by " + d.actor : ""}`;
+        return `via ${given([["", d.via], ["firing", d.firing], ["deadline", at(d.deadline)], ["by", d.actor]])}`;
       case "PhaseCompletedDetail":
         return `${d.stepCount} steps: ${(d.byStatus ?? []).map((b) => `${b.count} ${b.status}`).join(", ")}`;
+      case "RunBudgetDetail":
+        return `caps: ${(d.caps ?? [])
+          .map((c) => `${c.cap} ${c.limit} (${c.switch ? "set by " + c.switch : "the default"})`)
+          .join(", ")}`;
+      case "VersionVerifiedDetail":
+        return d.dryRunId
+          ? html`version ${d.version} verified by dry <${RunLink} id=${d.dryRunId} />`
+          : `version ${d.version} verified`;
       case "ResourceRecordedDetail":
         return `${d.resourceType} ${d.resourceId} (${d.externalId}), ${d.ownership}`;
       case "ResourceOrphanedDetail":
-        return `${d.resourceType} ${d.resourceId} (${d.externalId}) orphaned: ${d.reason}`;
+        return `${d.resourceType} ${d.resourceId} (${d.externalId}) orphaned${d.reason ? ": " + d.reason : ""}`;
+      case "CleanupRevertedDetail":
+        return `group ${d.group} came back: resources ${(d.resourceIds ?? []).join(", ")}`;
       case "CleanupFailedDetail":
-        return `group ${d.group} did not come back (attempt ${d.attempt}): ${d.error}; left as ${d.leftAs}`;
+        return `group ${d.group} did not come back (attempt ${d.attempt}): ${d.error}; left as ${d.leftAs}; resources ${(d.resourceIds ?? []).join(", ")}`;
+      case "CleanupSweptDetail":
+        return `checked ${d.checked}: ${d.reverted} reverted, ${d.failed} failed, ${d.orphaned} orphaned, ${d.remaining} remaining`;
+      case "CleanupRetryDetail":
+        return `group ${d.group} asked again${d.actor ? " by " + d.actor : ""}, after ${d.previousAttempts} attempts`;
       case "PhaseEnteredDetail":
         return `steps ${(d.stepIds ?? []).join(", ")}`;
       default: {
+        // A type this page does not know yet (a newer server): its fields, as words.
         const { __typename, ...fields } = d;
-        return JSON.stringify(fields);
+        return words(fields);
       }
     }
   }
@@ -368,8 +420,22 @@
 
   // Only the rows in view (and OVERSCAN more each side) are in the DOM; the
   // inner element is as tall as every loaded row, so the scrollbar is true.
+  // `highlight` (a line's link) is scrolled into view once its row is drawn
+  // and kept there while lines or the head load above it, until the reader
+  // scrolls or types.
   function LineTable({ lines, times, highlight, selected, onSelect, onNearEnd, more, scrollRef, onScroll }) {
     const [view, setView] = useState({ top: 0, height: 600 });
+    const pinned = useRef(null);
+    // A layout effect, so the pin is set before the one below first draws it.
+    useLayoutEffect(() => {
+      pinned.current = highlight || null;
+      const release = () => {
+        pinned.current = null;
+      };
+      const events = ["wheel", "touchstart", "keydown", "mousedown"];
+      for (const name of events) window.addEventListener(name, release, { passive: true });
+      return () => events.forEach((name) => window.removeEventListener(name, release));
+    }, [highlight]);
     const measure = () => {
       const element = scrollRef.current;
       if (!element) return;
@@ -383,6 +449,49 @@
       window.addEventListener("resize", measure);
       return () => window.removeEventListener("resize", measure);
     }, [lines.length]);
+
+    // Lines put on top move the rows down: a reader scrolled down keeps the
+    // rows they were reading, once the taller table is drawn (set before,
+    // the browser would clip the scroll to the shorter one).
+    const firstId = useRef(null);
+    useLayoutEffect(() => {
+      const element = scrollRef.current;
+      const before = firstId.current;
+      firstId.current = lines[0]?.id ?? null;
+      if (!element || before === null || pinned.current) return;
+      const added = lines.findIndex((line) => line.id === before);
+      if (added > 0 && element.scrollTop > 0) element.scrollTop += added * ROW_HEIGHT;
+    }, [lines]);
+
+    // The linked line, after every drawing (its own rows, or the head above
+    // the table growing): in the middle of the table, and the table's row in
+    // the window.
+    const showPinned = () => {
+      const element = scrollRef.current;
+      const index = pinned.current ? lines.findIndex((line) => line.id === pinned.current) : -1;
+      if (!element || index < 0) return;
+      const top = Math.max(0, index * ROW_HEIGHT - element.clientHeight / 2 + ROW_HEIGHT / 2);
+      if (Math.abs(element.scrollTop - top) >= 1) element.scrollTop = top;
+      const row = element.querySelector(`[data-line="${CSS.escape(pinned.current)}"]`);
+      if (row === null) {
+        // Not drawn yet at this scroll: draw the rows there, then come back.
+        if (view.top !== element.scrollTop || view.height !== element.clientHeight) {
+          setView({ top: element.scrollTop, height: element.clientHeight });
+        }
+        return;
+      }
+      const box = row.getBoundingClientRect();
+      if (box.top < 0 || box.bottom > window.innerHeight) row.scrollIntoView({ block: "center" });
+    };
+    useLayoutEffect(showPinned);
+    const showLatest = useRef(showPinned);
+    showLatest.current = showPinned;
+    useEffect(() => {
+      // Whatever else moves the table (a font, the head, a resize) after it was drawn.
+      const observer = new ResizeObserver(() => showLatest.current());
+      observer.observe(document.body);
+      return () => observer.disconnect();
+    }, []);
     const first = Math.max(0, Math.floor(view.top / ROW_HEIGHT) - OVERSCAN);
     const last = Math.min(lines.length, Math.ceil((view.top + view.height) / ROW_HEIGHT) + OVERSCAN);
     const rows = [];
@@ -506,16 +615,44 @@
       setFiltersState(next);
     };
 
-    // The head: the run and what holds it.
-    useEffect(() => {
-      call("RunHolds", { runId: CONFIG.runId })
+    // The head (what holds the run, its headline, phases and steps) and the
+    // counts beside the kind filter, from one RunHead call: on opening, when
+    // a filter or the token changes, and when the tail brings lines. The
+    // server's derivation is the page's only truth; the page never works a
+    // hold out from the lines itself. At most one call is in flight: lines
+    // that arrive during it cause one more after it, not one each.
+    const headCalls = useRef({ inFlight: false, again: false });
+    const latestFilters = useRef(filters);
+    latestFilters.current = filters;
+    const refreshHead = () => {
+      const calls = headCalls.current;
+      if (calls.inFlight) {
+        calls.again = true;
+        return;
+      }
+      calls.inFlight = true;
+      calls.again = false;
+      const asked = latestFilters.current;
+      const { kinds, search, around, ...variables } = filterVariables(asked);
+      // No counts with a text search: the service would read every line for them.
+      variables.counts = !asked.q;
+      call("RunHead", variables)
         .then((data) => {
           setHead(data.runLog.run ?? { missing: true });
+          setKindCounts(asked.q ? null : data.runLog.kindCounts);
           window.__runPageTimings?.holds?.();
           problem("head", null);
         })
-        .catch((error) => problem("head", error));
-    }, [generation]);
+        .catch((error) => problem("head", error))
+        .finally(() => {
+          calls.inFlight = false;
+          if (calls.again) refreshHead();
+        });
+    };
+    useEffect(() => {
+      setKindCounts(null);
+      refreshHead();
+    }, [filters.phase.join(), filters.step.join(), filters.since, filters.until, filters.q, generation]);
 
     // The first page of lines, under the filters (around the opened line, if any).
     useEffect(() => {
@@ -547,31 +684,6 @@
       };
     }, [filters, generation]);
 
-    // A line's link: once the line is in, it is scrolled to the middle of the view.
-    const scrolledTo = useRef(null);
-    useEffect(() => {
-      const element = scrollRef.current;
-      if (!filters.line || scrolledTo.current === filters.line || !element) return;
-      const index = lines.findIndex((line) => line.id === filters.line);
-      if (index < 0) return;
-      element.scrollTop = Math.max(0, index * ROW_HEIGHT - element.clientHeight / 2 + ROW_HEIGHT / 2);
-      scrolledTo.current = filters.line;
-    }, [lines, filters.line]);
-
-    // The counts beside the kind filter, under the other filters; none with a
-    // text search (the service would read every line for them).
-    useEffect(() => {
-      setKindCounts(null);
-      if (filters.q || !CONFIG.operations.RunKindCounts) return;
-      const { kinds, search, around, ...variables } = filterVariables(filters);
-      call("RunKindCounts", variables)
-        .then((data) => {
-          setKindCounts(data.runLog.kindCounts);
-          problem("counts", null);
-        })
-        .catch((error) => problem("counts", error));
-    }, [filters.phase.join(), filters.step.join(), filters.since, filters.until, filters.q, generation]);
-
     const loadMore = async (direction) => {
       const state = direction === "older" ? older : newer;
       if (!state.more || loading.current[direction]) return;
@@ -598,12 +710,9 @@
       }
     };
 
-    // Newer lines go on top; a reader scrolled down keeps the rows they were reading.
+    // Newer lines go on top (LineTable keeps the rows a reader was reading in view).
     const prepend = (newest) => {
-      if (!newest.length) return;
-      const element = scrollRef.current;
-      if (element && element.scrollTop > 0) element.scrollTop += newest.length * ROW_HEIGHT;
-      setLines((before) => [...newest, ...before]);
+      if (newest.length) setLines((before) => [...newest, ...before]);
     };
 
     // The tail: once the page holds the newest line under the filters, lines
@@ -647,6 +756,7 @@
               const line = result.data.runLogTail;
               live.current = line.cursor;
               prepend([line]);
+              refreshHead(); // the line may end a hold, move a step, add to a count
             },
             error: (error) => {
               if (stopped) return;
@@ -693,7 +803,7 @@
       <main class="run">
         <${Problems} problems=${shown} />
         <${RunHead} head=${head} times=${times} openLine=${openLine} />
-        ${head?.phases ? html`<${Timeline} phases=${head.phases} times=${times} steps=${filters.step} toggleStep=${toggleStep} />` : null}
+        ${head?.phases ? html`<${Timeline} phases=${head.phases} holds=${head.holds} times=${times} steps=${filters.step} toggleStep=${toggleStep} />` : null}
         <${Filters} filters=${filters} setFilters=${setFilters} kinds=${kinds} key=${generation + JSON.stringify(filters)} />
         <section class="lines" aria-labelledby="lines-title">
           <h2 id="lines-title">Lines</h2>
@@ -747,28 +857,52 @@
     </section>`;
   }
 
-  // The phases and their steps: entered, gated, advanced, completed; each
-  // step's latest status. A step is a button that filters the table by it.
-  function Timeline({ phases, times, steps, toggleStep }) {
+  // What a refused step's box says besides its status: the switch or cap to
+  // change, from the server's STEP_REFUSED hold on it (whose evidence is the
+  // step.refused line).
+  function stepNote(step, holds) {
+    if (step.status !== "refused") return null;
+    const hold = (holds ?? []).find((h) => h.reason === "STEP_REFUSED" && String(h.stepId) === String(step.stepId));
+    const refused = hold?.evidence?.findLast((line) => line.detail?.__typename === "StepRefusedDetail");
+    return refused ? refusalWords(refused.detail) : null;
+  }
+
+  // The phases and their steps: each phase's moments (entered, gated,
+  // advanced, completed) in the order they happened; each step's latest
+  // status. A step is a button that filters the table by it.
+  function Timeline({ phases, holds, times, steps, toggleStep }) {
     if (!phases.length) return null;
-    const when = (label, at) => (at ? html`<span class="when">${label} ${formatTime(at, times)}</span><br />` : null);
+    const moments = (phase) =>
+      [
+        ["entered", phase.enteredAt],
+        ["gated", phase.gatedAt],
+        ["advanced", phase.advancedAt],
+        ["completed", phase.completedAt],
+      ]
+        .filter(([, at]) => at)
+        // Stable: two moments at the same time keep the order above.
+        .sort(([, a], [, b]) => new Date(a) - new Date(b));
     return html`<section aria-labelledby="timeline-title">
       <h2 id="timeline-title">Phases and steps</h2>
       <ol class="timeline">
         ${phases.map(
-          (phase) => html`<li key=${phase.phase}>
-            <strong>Phase ${phase.phase}</strong><br />
-            ${when("entered", phase.enteredAt)}${when("gated", phase.gatedAt)}${when("advanced", phase.advancedAt)}${when("completed", phase.completedAt)}
+          (phase) => html`<li key=${phase.phase} data-phase=${phase.phase}>
+            <strong>Phase ${phase.phase}</strong>
+            <ol class="moments">
+              ${moments(phase).map(([label, at]) => html`<li class="when" key=${label}>${label} ${formatTime(at, times)}</li>`)}
+            </ol>
             <ul class="steps">
-              ${phase.steps.map(
-                (step) => html`<li key=${step.stepId}>
+              ${phase.steps.map((step) => {
+                const note = stepNote(step, holds);
+                return html`<li key=${step.stepId} data-step=${step.stepId}>
                   <button type="button" disabled=${!FINDS} aria-pressed=${steps.includes(String(step.stepId)) ? "true" : "false"}
                     onClick=${() => toggleStep(String(step.stepId))}
                     title=${"Show only the lines of step " + step.stepId}>
-                    step ${step.stepId}: ${step.status ?? "—"}${step.attempts > 1 ? ` (${step.attempts} attempts)` : ""}
+                    step ${step.stepId}: ${step.status ?? "no line yet"}${step.attempts > 1 ? ` (${step.attempts} attempts)` : ""}
                   </button>
-                </li>`,
-              )}
+                  ${note ? html`<p class="step-note">${note}</p>` : null}
+                </li>`;
+              })}
             </ul>
           </li>`,
         )}

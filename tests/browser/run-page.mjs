@@ -4,8 +4,10 @@
 //
 //   node run-page.mjs BASE_URL ARTIFACTS_DIR
 //
-// RUNLOG_TEST_READER_TOKEN and RUNLOG_TEST_WRITER_TOKEN are the server's
-// tokens. Every step waits for what it checks, never for a duration; a step
+// RUNLOG_TEST_READER_TOKEN, RUNLOG_TEST_WRITER_TOKEN and RUNLOG_TEST_ADMIN_TOKEN
+// are the server's tokens; RUNLOG_TEST_LONG_RUN is `runId:lineId`, a long run
+// and its oldest line, and RUNLOG_TEST_KINDS_RUN a run with a line of every
+// kind. Every step waits for what it checks, never for a duration; a step
 // that fails leaves the report's `error` and a screenshot of where it stood.
 import fs from "node:fs";
 import os from "node:os";
@@ -21,17 +23,28 @@ if (!baseURL || !artifacts) {
 }
 const readerToken = process.env.RUNLOG_TEST_READER_TOKEN;
 const writerToken = process.env.RUNLOG_TEST_WRITER_TOKEN;
+const adminToken = process.env.RUNLOG_TEST_ADMIN_TOKEN;
+const [longRun, oldestLine] = (process.env.RUNLOG_TEST_LONG_RUN ?? ":").split(":");
+const kindsRun = process.env.RUNLOG_TEST_KINDS_RUN;
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const shipped = JSON.parse(fs.readFileSync(path.join(here, "../../gql/operations/persisted-documents.json"), "utf8"));
 const WRITE_NOTE = Object.keys(shipped).find((key) => shipped[key].includes("mutation WriteNote"));
+// Each shipped document's operation name, by its id: what the page sent.
+const OPERATION_OF = Object.fromEntries(
+  Object.entries(shipped).map(([key, text]) => [key, /\b(?:query|mutation|subscription) (\w+)/.exec(text)[1]]),
+);
 const ownHost = new URL(baseURL).host;
 const TIMEOUT = { timeout: 30000 };
 fs.mkdirSync(artifacts, { recursive: true });
 
-const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [] };
-const report = { error: null, step: null };
+const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0 };
+let headsInFlight = 0;
+// When set, the next head call's answer is held back, once the service gave
+// it, until `gate` resolves; `fetched()` says it has been given.
+let holdNextHead = null;
+const report = { error: null, step: null, failed: {} };
 
 function offHost(url) {
   const parsed = new URL(url);
@@ -48,6 +61,47 @@ async function writeNote(runId, text) {
   });
   const answer = await response.json();
   if (answer?.data?.writeRunLog !== true) throw new Error(`WriteNote: ${JSON.stringify(answer)}`);
+}
+
+// Any line, as the event runner writes it: by the admin, whose documents need not be shipped ones.
+async function writeLine(runId, kind, detail, stepId, phase) {
+  const response = await fetch(`${baseURL}/graphql`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${adminToken}` },
+    body: JSON.stringify({
+      query: "mutation W($runId: ID!, $kind: String!, $detail: JSON, $stepId: ID, $phase: Int) " +
+        "{ writeRunLog(runId: $runId, kind: $kind, detail: $detail, stepId: $stepId, phase: $phase) }",
+      variables: { runId, kind, detail, stepId, phase },
+    }),
+  });
+  const answer = await response.json();
+  if (answer?.data?.writeRunLog !== true) throw new Error(`writeRunLog: ${JSON.stringify(answer)}`);
+}
+
+// Whether the row of line `id` is drawn, marked, and inside both the table's
+// scrolled view and the window, as the page stands.
+function lineShown(page, id) {
+  return page.evaluate((id) => {
+    const row = document.querySelector(`[data-line="${CSS.escape(id)}"]`);
+    if (row === null) return { drawn: false, shown: "no row", top: document.querySelector(".scroll")?.scrollTop };
+    const box = row.getBoundingClientRect();
+    const table = row.closest(".scroll").getBoundingClientRect();
+    return {
+      drawn: true,
+      marked: row.classList.contains("highlight") && row.getAttribute("aria-current") === "true",
+      inWindow: box.top >= 0 && box.bottom <= window.innerHeight,
+      inTable: box.top >= table.top && box.bottom <= table.bottom,
+    };
+  }, id);
+}
+
+// Runs one check; a failure is kept in report.failed[name] instead of ending the session.
+async function part(name, check) {
+  try {
+    await check();
+  } catch (error) {
+    report.failed[name] = String(error);
+  }
 }
 
 // axe-core's violations of impact serious or critical, on the page as it is.
@@ -91,7 +145,7 @@ const heldOffOnce = new Promise((resolve) => {
   sawHeldOff = resolve;
 });
 try {
-  await context.route("**/*", (route) => {
+  await context.route("**/*", async (route) => {
     const request = route.request();
     if (offHost(request.url())) {
       seen.offHost.push(request.url());
@@ -100,7 +154,24 @@ try {
     if (request.method() === "POST" && new URL(request.url()).pathname === "/graphql") {
       const body = JSON.parse(request.postData() ?? "{}");
       seen.sent.push({ documentId: body.documentId ?? null, query: body.query ?? null,
-        authorization: request.headers().authorization ?? null });
+        operation: OPERATION_OF[body.documentId] ?? null, authorization: request.headers().authorization ?? null });
+      if (OPERATION_OF[body.documentId] === "RunHead") {
+        // How many of the page's head calls were ever in flight together.
+        headsInFlight += 1;
+        seen.headsAtOnce = Math.max(seen.headsAtOnce, headsInFlight);
+        try {
+          const response = await route.fetch();
+          const hold = holdNextHead;
+          holdNextHead = null;
+          if (hold) {
+            hold.fetched();
+            await hold.gate;
+          }
+          return await route.fulfill({ response });
+        } finally {
+          headsInFlight -= 1;
+        }
+      }
     }
     return route.continue();
   });
@@ -177,6 +248,12 @@ try {
     headline: await page.locator(".head .headline").innerText(),
     parked: await parked.locator(".sentence").innerText(),
     timeline: await page.locator(".timeline").innerText(),
+    holds: await page.locator(".holds").innerText(),
+    ...(await page.evaluate(() => ({
+      refusedStep: document.querySelector('.timeline [data-step="3704"]')?.innerText ?? null,
+      noLineStep: document.querySelector('.timeline [data-step="3706"]')?.innerText ?? null,
+      moments: [...document.querySelectorAll('.timeline [data-phase="2"] .moments li')].map((li) => li.innerText),
+    }))),
     accessibility: await accessibility(page),
   };
   await page.screenshot({ path: path.join(artifacts, "run-page.png"), fullPage: true });
@@ -259,6 +336,99 @@ try {
     order: await page.locator("[data-line]", { hasText: String(stamp) }).allInnerTexts(),
   };
   await page.screenshot({ path: path.join(artifacts, "run-page-resumed.png"), fullPage: true });
+
+  // Each check below says what it saw in its own part of the report, and a
+  // check that fails there leaves the steps after it to run.
+  report.step = "a line that releases step 3705 updates the head, live";
+  await part("release", async () => {
+    const parkedHold = page.locator(".hold[data-reason=STEP_PARKED]");
+    const step3705 = page.locator(".timeline button", { hasText: "step 3705" });
+    const statusCount = page.locator(".kind-choice", { hasText: "step.status" }).locator(".count");
+    await parkedHold.waitFor(TIMEOUT);
+    await statusCount.waitFor(TIMEOUT);
+    const sentBefore = seen.sent.length;
+    report.release = {
+      before: {
+        headline: await page.locator(".head .headline").innerText(),
+        parked: await parkedHold.locator(".sentence").innerText(),
+        step: await step3705.innerText(),
+        statusCount: Number(await statusCount.innerText()),
+      },
+    };
+    await writeLine("37", "step.status", { from: "parked", to: "running", module: "rewards" }, "3705", 2);
+    await parkedHold.waitFor({ state: "detached", ...TIMEOUT });
+    await page.locator(".timeline button", { hasText: "step 3705: running" }).waitFor(TIMEOUT);
+    await page.locator(".kind-choice", { hasText: "step.status" })
+      .locator(".count", { hasText: String(report.release.before.statusCount + 1) }).waitFor(TIMEOUT);
+    report.release.after = {
+      headline: await page.locator(".head .headline").innerText(),
+      holds: await page.locator(".hold").evaluateAll((holds) => holds.map((hold) => hold.dataset.reason)),
+      step: await step3705.innerText(),
+      statusCount: Number(await statusCount.innerText()),
+      row: await rowWith(page, "parked → running").first().innerText(),
+      sent: seen.sent.slice(sentBefore).map((call) => call.operation),
+    };
+    // Lines written together: the head calls stay one at a time, and the
+    // last of them still counts every line.
+    const noteCount = page.locator(".kind-choice", { hasText: /^\s*note/ }).locator(".count");
+    const notesBefore = Number(await noteCount.innerText());
+    const together = [1, 2, 3, 4, 5].map((n) => `written together ${n} (${Date.now()})`);
+    await Promise.all(together.map((text) => writeNote("37", text)));
+    for (const text of together) await rowWith(page, text).waitFor(TIMEOUT);
+    await page.locator(".kind-choice", { hasText: /^\s*note/ })
+      .locator(".count", { hasText: new RegExp(`^${notesBefore + together.length}$`) }).waitFor(TIMEOUT);
+    report.release.together = { notesBefore, notesAfter: Number(await noteCount.innerText()), headsAtOnce: seen.headsAtOnce };
+    // A line that arrives while a head call is in flight: that call's answer,
+    // given before the line was written, is stale, and one more call follows it.
+    let open;
+    let fetched;
+    const gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    const given = new Promise((resolve) => {
+      fetched = resolve;
+    });
+    holdNextHead = { gate, fetched };
+    const [early, late] = ["before the head answered", "while the head was asked"].map((text) => `${text} (${Date.now()})`);
+    await writeNote("37", early);
+    await given;
+    await writeNote("37", late);
+    await rowWith(page, late).waitFor(TIMEOUT);
+    open();
+    const expected = report.release.together.notesAfter + 2;
+    await page.locator(".kind-choice", { hasText: /^\s*note/ })
+      .locator(".count", { hasText: new RegExp(`^${expected}$`) }).waitFor(TIMEOUT);
+    report.release.duringCall = { expected, shown: Number(await noteCount.innerText()) };
+  });
+
+  report.step = "every kind's detail in words";
+  await part("kinds", async () => {
+    await page.goto(`${baseURL}/runs/${kindsRun}`);
+    await page.locator("[data-holds-loaded]").waitFor(TIMEOUT);
+    await page.locator("[data-line]").first().waitFor(TIMEOUT);
+    report.kinds = await page.locator("[data-line]").evaluateAll((rows) =>
+      rows.map((row) => ({
+        kind: row.querySelector(".kind-cell").textContent,
+        summary: row.querySelector(".summary").textContent,
+      })),
+    );
+  });
+
+  report.step = "a link to the oldest line of a long run, five times";
+  report.oldest = { lineId: oldestLine, tries: [] };
+  await part("oldestLink", async () => {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      await page.goto(`${baseURL}/runs/${longRun}?line=${oldestLine}`);
+      await page.locator("[data-holds-loaded]").waitFor(TIMEOUT);
+      await page.locator("[data-line]").first().waitFor(TIMEOUT);
+      // Whatever the page still loads (newer lines above the line) has come.
+      await page.waitForLoadState("networkidle");
+      report.oldest.tries.push(await lineShown(page, oldestLine));
+    }
+    await page.screenshot({ path: path.join(artifacts, "run-page-oldest.png") });
+  });
+  await page.goto(`${baseURL}/runs/37`);
+  await page.locator("[data-line]").first().waitFor(TIMEOUT);
 
   report.step = "open a line's link";
   const target = page.locator("[data-line]").nth(5);

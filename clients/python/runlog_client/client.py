@@ -7,6 +7,7 @@ from typing import Any, Optional, Union
 from .base_client import BaseClient
 from .base_model import UNSET, UnsetType
 from .enums import RunLogKind
+from .run_head import RunHead
 from .run_holds import RunHolds
 from .run_kind_counts import RunKindCounts
 from .run_lines import RunLines
@@ -23,6 +24,292 @@ def gql(q: str) -> str:
 
 
 class RunLogClient(BaseClient):
+    def run_head(
+        self,
+        run_id: str,
+        counts: bool,
+        phase: Union[Optional[list[int]], UnsetType] = UNSET,
+        step_id: Union[Optional[list[str]], UnsetType] = UNSET,
+        since: Union[Optional[datetime], UnsetType] = UNSET,
+        until: Union[Optional[datetime], UnsetType] = UNSET,
+        **kwargs: Any,
+    ) -> RunHead:
+        query = gql("""
+            query RunHead($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $counts: Boolean! = true) {
+              runLog(
+                runId: $runId
+                kinds: []
+                phase: $phase
+                stepId: $stepId
+                since: $since
+                until: $until
+              ) {
+                run {
+                  ...RunHoldsFields
+                  holds {
+                    blockingRun {
+                      ...RunHoldsFields
+                    }
+                  }
+                  phases {
+                    phase
+                    enteredAt
+                    gatedAt
+                    advancedAt
+                    completedAt
+                    steps {
+                      stepId
+                      status
+                      attempts
+                      at
+                    }
+                  }
+                }
+                kindCounts @include(if: $counts) {
+                  kind
+                  kindName
+                  count
+                }
+              }
+            }
+
+            fragment CleanupFailedFields on CleanupFailedDetail {
+              group
+              resourceIds
+              error
+              leftAs
+              attempt
+            }
+
+            fragment CleanupRetryFields on CleanupRetryDetail {
+              group
+              previousAttempts
+              actor
+            }
+
+            fragment CleanupRevertedFields on CleanupRevertedDetail {
+              group
+              resourceIds
+            }
+
+            fragment CleanupSweptFields on CleanupSweptDetail {
+              checked
+              reverted
+              failed
+              orphaned
+              remaining
+            }
+
+            fragment ConditionEvaluatedFields on ConditionEvaluatedDetail {
+              matched
+              condition
+              firing
+              facts
+              mismatch
+            }
+
+            fragment NoteFields on NoteDetail {
+              text
+              actor
+            }
+
+            fragment PhaseAdvancedFields on PhaseAdvancedDetail {
+              via
+              firing
+              deadline
+              actor
+            }
+
+            fragment PhaseCompletedFields on PhaseCompletedDetail {
+              stepCount
+              byStatus {
+                status
+                count
+              }
+            }
+
+            fragment PhaseEnteredFields on PhaseEnteredDetail {
+              stepIds
+            }
+
+            fragment PhaseGateFields on PhaseGateDetail {
+              condition
+              parameters
+              deadline
+            }
+
+            fragment ResourceOrphanedFields on ResourceOrphanedDetail {
+              resourceId
+              resourceType
+              externalId
+              reason
+            }
+
+            fragment ResourceRecordedFields on ResourceRecordedDetail {
+              resourceId
+              resourceType
+              externalId
+              ownership
+            }
+
+            fragment RunBlockedFields on RunBlockedDetail {
+              blockingRunId
+              concurrencyKey
+              blockingRun {
+                id
+                status
+                terminal
+              }
+            }
+
+            fragment RunBudgetFields on RunBudgetDetail {
+              caps {
+                cap
+                limit
+                switch
+              }
+            }
+
+            fragment RunCreatedFields on RunCreatedDetail {
+              eventId
+              eventVersion
+              scheduledFor
+            }
+
+            fragment RunHealthFields on RunHealthDetail {
+              from
+              to
+              reason
+            }
+
+            fragment RunHoldsFields on Run {
+              id
+              status
+              terminal
+              headline
+              latestPhase
+              holds {
+                reason
+                since
+                sentence
+                certain
+                phase
+                stepId
+                blockingRunId
+                concurrencyKey
+                condition
+                deadline
+                evaluations
+                matched
+                latestMismatch
+                attempt
+                maxAttempts
+                retryAt
+                waitingFor
+                refusal
+                group
+                error
+                evidence {
+                  cursor
+                  ...RunLogLineFields
+                }
+              }
+            }
+
+            fragment RunLogLineFields on RunLogLine {
+              id
+              runId
+              stepId
+              kind
+              kindName
+              phase
+              at
+              problem
+              detail {
+                __typename
+                ...RunCreatedFields
+                ...RunStatusFields
+                ...PhaseEnteredFields
+                ...StepStatusFields
+                ...NoteFields
+                ...RunBlockedFields
+                ...RunHealthFields
+                ...StepRetryFields
+                ...StepParkedFields
+                ...PhaseCompletedFields
+                ...PhaseGateFields
+                ...ConditionEvaluatedFields
+                ...PhaseAdvancedFields
+                ...RunBudgetFields
+                ...StepRefusedFields
+                ...VersionVerifiedFields
+                ...ResourceRecordedFields
+                ...ResourceOrphanedFields
+                ...CleanupRevertedFields
+                ...CleanupFailedFields
+                ...CleanupSweptFields
+                ...CleanupRetryFields
+                ...UnreadableFields
+              }
+            }
+
+            fragment RunStatusFields on RunStatusDetail {
+              from
+              to
+              reason
+            }
+
+            fragment StepParkedFields on StepParkedDetail {
+              waitingFor
+              reason
+            }
+
+            fragment StepRefusedFields on StepRefusedDetail {
+              refusal
+              switch
+              cap
+              limit
+              used
+            }
+
+            fragment StepRetryFields on StepRetryDetail {
+              attempt
+              maxAttempts
+              error
+              retryAt
+            }
+
+            fragment StepStatusFields on StepStatusDetail {
+              from
+              to
+              module
+              answer
+            }
+
+            fragment UnreadableFields on UnreadableDetail {
+              text
+              problem
+            }
+
+            fragment VersionVerifiedFields on VersionVerifiedDetail {
+              version
+              dryRunId
+            }
+            """)
+        variables: dict[str, object] = {
+            "runId": run_id,
+            "phase": phase,
+            "stepId": step_id,
+            "since": since,
+            "until": until,
+            "counts": counts,
+        }
+        response = self.execute(
+            query=query, operation_name="RunHead", variables=variables, **kwargs
+        )
+        data = self.get_data(response)
+        return RunHead.model_validate(data)
+
     def run_holds(self, run_id: str, **kwargs: Any) -> RunHolds:
         query = gql("""
             query RunHolds($runId: ID!) {

@@ -66,6 +66,16 @@ from .fragments import (
     UnreadableFields,
     VersionVerifiedFields,
 )
+from .run_head import (
+    RunHead,
+    RunHeadRunLog,
+    RunHeadRunLogKindCounts,
+    RunHeadRunLogRun,
+    RunHeadRunLogRunHolds,
+    RunHeadRunLogRunHoldsBlockingRun,
+    RunHeadRunLogRunPhases,
+    RunHeadRunLogRunPhasesSteps,
+)
 from .run_holds import (
     RunHolds,
     RunHoldsRunLog,
@@ -147,6 +157,14 @@ __all__ = [
     "RunBudgetFields",
     "RunBudgetFieldsCaps",
     "RunCreatedFields",
+    "RunHead",
+    "RunHeadRunLog",
+    "RunHeadRunLogKindCounts",
+    "RunHeadRunLogRun",
+    "RunHeadRunLogRunHolds",
+    "RunHeadRunLogRunHoldsBlockingRun",
+    "RunHeadRunLogRunPhases",
+    "RunHeadRunLogRunPhasesSteps",
     "RunHealthFields",
     "RunHolds",
     "RunHoldsFields",
