@@ -86,6 +86,8 @@ _STEP_WORDS = {_STEP_RETRY: "retrying", Kind.STEP_PARKED.value: "parked", Kind.S
 # The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
 _ORDER = list(HoldReason)
 EXCERPT = 120  # characters of a detail's text a sentence quotes
+# A blocking run that has written nothing for this long is said to have gone quiet.
+QUIET = datetime.timedelta(minutes=10)
 
 
 def is_terminal(status: str) -> bool:
@@ -109,6 +111,7 @@ class Hold:
     certain: bool = True  # False: the log cannot tell whether it still holds
     doubt: str | None = None  # why not, in words the sentence ends with
     lines: int = 0  # how many lines opened it
+    lasted: datetime.timedelta = datetime.timedelta(0)  # from `since` to the time of the answer
     blocking_run_id: int | None = None
     concurrency_key: str | None = None
     condition: str | None = None
@@ -151,6 +154,7 @@ class State:
     headline: str
     phases: list[Phase]
     latest_phase: int | None  # the phase entered last (by at, then id)
+    last_line_at: datetime.datetime | None = None  # its newest line's `at`; None with no line
 
 
 # ── derivation ───────────────────────────────────────────────────────────────
@@ -266,13 +270,18 @@ def derive(
     evaluations: Mapping[Evaluations, tuple[list[Line], int]],
     runs: Mapping[int, Run],
     silent: frozenset[str] = frozenset(),
+    *,
+    now: datetime.datetime | None = None,
+    newest: Mapping[int, Line | None] | None = None,
 ) -> State:
     """What holds run `run_id`, from its row (None: the events system has none) and what was read of it.
 
     `trails` and `evaluations`: `store.read_trails`' answers to `told.trails` and `told.gates`;
     `runs`: the runs `told.blocking_ids` names (one missing no longer exists); `silent`: of
-    `told.named`, the steps with no step line.
+    `told.named`, the steps with no step line; `now`: the time the answer is for (how long each
+    hold has lasted); `newest`: the newest line of each run read (a blocker gone quiet says so).
     """
+    now = now or datetime.datetime.now(datetime.UTC)
     opened = list(told.holds)
     for trail in told.trails:
         held = trails.get(trail) or []
@@ -296,7 +305,8 @@ def derive(
             _gate_facts(
                 hold, *evaluations.get(Evaluations(run_id, hold.phase, held[0]), ([], 0)), told.values
             )
-        holds.append(_finish(hold, runs))
+        hold.lasted = max(now - hold.since, datetime.timedelta(0))
+        holds.append(_finish(hold, runs, now, newest or {}))
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
     phases = _phases(told)
     latest = _latest_entered(told.lines.marks)
@@ -305,6 +315,7 @@ def derive(
         headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, silent),
         phases=phases,
         latest_phase=latest,
+        last_line_at=None if told.lines.newest is None else told.lines.newest.at,
     )
 
 
@@ -384,6 +395,15 @@ def excerpt(text: Any) -> str:
     return words if len(words) <= EXCERPT else words[: EXCERPT - 1].rstrip() + "…"
 
 
+def _how_long(span: datetime.timedelta) -> str:
+    """A duration as an operator reads it: "42 minutes", "3 hours 5 minutes", "2 days"."""
+    minutes = int(span.total_seconds() // 60)
+    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
+    parts = [(days, "day"), (hours, "hour"), (minutes, "minute")]
+    said = [f"{n} {unit}{'s' * (n != 1)}" for n, unit in parts if n][:2]
+    return " ".join(said) or "less than a minute"
+
+
 def _gate_facts(
     hold: Hold, read: list[Line], total: int, values_of: Callable[[Line], dict[str, Any] | None]
 ) -> None:
@@ -399,8 +419,10 @@ def _gate_facts(
     hold.evidence += read[-3:]
 
 
-def _finish(hold: Hold, runs: Mapping[int, Run]) -> Hold:
-    """The hold with its sentence, and what the runs its block names say of it."""
+def _finish(
+    hold: Hold, runs: Mapping[int, Run], now: datetime.datetime, newest: Mapping[int, Line | None]
+) -> Hold:
+    """The hold with its sentence, and what the runs its block names say of it (`newest`: their lines)."""
     step = f"Step {hold.step_id}" if hold.step_id is not None else "A step with no id"
     if hold.reason is HoldReason.BLOCKED_BY_RUN:
         key = (
@@ -428,7 +450,14 @@ def _finish(hold: Hold, runs: Mapping[int, Run]) -> Hold:
                 "tell whether it still waits."
             )
             return hold
-        hold.sentence = f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}."
+        hold.sentence = f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}"
+        if blocker.id in newest:  # its log was read: has it gone quiet?
+            last = newest[blocker.id]
+            if last is None:
+                hold.sentence += f"; run {blocker.id} has written no line"
+            elif now - last.at >= QUIET:
+                hold.sentence += f"; run {blocker.id} has written nothing for {_how_long(now - last.at)}"
+        hold.sentence += "."
     elif hold.reason is HoldReason.WAITING_AT_GATE:
         waits = f"for {excerpt(hold.condition)}" if hold.condition else "at its gate"
         deadline = f" (deadline {_iso(hold.deadline)})" if hold.deadline else ""
@@ -511,7 +540,9 @@ def _phases(told: Planned) -> list[Phase]:
             step.attempts = attempt
     order = {step_id: n for n, step_id in enumerate(named)}  # as phase.entered names them, then by id
     for phase in phases.values():
-        listed = sorted(phase.steps.values(), key=lambda step: (order.get(step.step_id, len(order)), _id(step)))
+        listed = sorted(
+            phase.steps.values(), key=lambda step: (order.get(step.step_id, len(order)), _id(step))
+        )
         phase.steps = {step.step_id: step for step in listed}
     return [phases[number] for number in sorted(phases)]
 

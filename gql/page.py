@@ -145,7 +145,9 @@ _ASKED: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref[FieldNode], ...], A
 _ASKED_SIZE = 128  # fields remembered
 
 
-RUN_STATE_FIELDS = frozenset({"holds", "headline", "phases", "latestPhase"})  # read only when selected
+RUN_STATE_FIELDS = frozenset(
+    {"holds", "headline", "phases", "latestPhase", "lastLineAt"}
+)  # read only when selected
 
 
 def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinitionNode]) -> Asked:

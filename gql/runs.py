@@ -94,6 +94,9 @@ class RunHold:
         description="The phase it concerns (a gate's: the phase its `phase.gate` names)."
     )
     step_id: strawberry.ID | None = strawberry.field(description="The step it concerns.")
+    held_for_seconds: int = strawberry.field(
+        description="How long the hold has lasted, in whole seconds: from `since` to the time of the answer."
+    )
     evidence: list[RunLogLine] = strawberry.field(
         description="The lines it rests on, oldest first: its first line and up to four newest (a gate's, "
         "then its three newest evaluations); each `cursor` (read with every kind) opens `runLog` there."
@@ -168,6 +171,9 @@ class Run:
         description="The run's phases, by number, as its phase lines tell them, each with its steps (a "
         "step under the phase of its newest step line). Reads every step's newest line.",
     )
+    last_line_at: datetime.datetime | None = strawberry.field(
+        default=None, description="The `at` of the run's newest line (UTC); null for a run with none."
+    )
     latest_phase: int | None = strawberry.field(
         default=None,
         description="The phase entered last: its `phase.entered` is the newest (by `at`, then `id`); "
@@ -239,9 +245,19 @@ async def read_states(
         run_id: told.named for run_id, told in planned.items() if told.named and (told.holds or told.trails)
     }
     silent = await store.read_silent(engine, named) if named else {}
+    now = datetime.datetime.now(datetime.UTC)
+    newest = {run_id: told.lines.newest for run_id, told in planned.items()}
     states = {
         run_id: holds.derive(
-            run_id, found.get(run_id), told, trailed, evaluated, found, silent.get(run_id, frozenset())
+            run_id,
+            found.get(run_id),
+            told,
+            trailed,
+            evaluated,
+            found,
+            silent.get(run_id, frozenset()),
+            now=now,
+            newest=newest,
         )
         for run_id, told in planned.items()
     }
@@ -265,6 +281,7 @@ async def read_runs(
         run.headline = state.headline
         run.phases = [_as_phase(phase) for phase in state.phases]
         run.latest_phase = state.latest_phase
+        run.last_line_at = state.last_line_at
     return runs
 
 
@@ -282,6 +299,7 @@ def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
         certain=hold.certain,
         phase=hold.phase,
         step_id=None if hold.step_id is None else strawberry.ID(hold.step_id),
+        held_for_seconds=int(hold.lasted.total_seconds()),
         evidence=evidence,
         blocking_run_id=None if hold.blocking_run_id is None else strawberry.ID(str(hold.blocking_run_id)),
         blocking_run=None if hold.blocking_run_id is None else runs.get(hold.blocking_run_id),

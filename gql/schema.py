@@ -25,8 +25,8 @@ from .ids import id_problem, parse_id
 from .limits import detail_servings
 from .not_stored import NotStoredExtension
 from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
-from .run_log import read_run_log, read_runs_in_flight, unavailable, write_line
-from .runs import RunsPage
+from .run_log import HoldFilter, read_run_log, read_runs_in_flight, unavailable, write_line
+from .runs import HoldReason, RunsPage
 
 log = logging.getLogger("gql.runlog")
 
@@ -302,10 +302,37 @@ class Query:
             str | None,
             strawberry.argument(description="A previous page's `pageInfo.endCursor`: read the next runs."),
         ] = None,
+        reason: Annotated[
+            list[HoldReason] | None,
+            strawberry.argument(description="Only runs with at least one hold of one of these reasons."),
+        ] = None,
+        blocking_run_id: Annotated[
+            strawberry.ID | None,
+            strawberry.argument(description="Only runs with a `BLOCKED_BY_RUN` hold on this run."),
+        ] = None,
+        concurrency_key: Annotated[
+            str | None,
+            strawberry.argument(
+                description="Only runs with a `BLOCKED_BY_RUN` hold on this concurrency key."
+            ),
+        ] = None,
     ) -> RunsPage:
         raw = info._raw_info  # see run_log above
         asked = asked_of(raw.field_nodes, raw.fragments)
-        return await read_runs_in_flight(info.context, asked.holds, limit, after, asked.phases)
+        blocker = None
+        if blocking_run_id is not None:
+            blocker = parse_id(blocking_run_id)
+            if blocker is None:
+                raise ClientError(
+                    f"blockingRunId {str(blocking_run_id)[:40]!r} is not a run id: pass a whole number",
+                    "BAD_USER_INPUT",
+                )
+        only = HoldFilter(
+            reasons=None if reason is None else frozenset(r.name for r in reason),
+            blocking_run_id=blocker,
+            concurrency_key=concurrency_key,
+        )
+        return await read_runs_in_flight(info.context, asked.holds, limit, after, asked.phases, only)
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,
