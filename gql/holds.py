@@ -474,8 +474,11 @@ def _finish(
         failed = f"attempt {hold.attempt}{of} failed" if hold.attempt else "an attempt failed"
         hold.sentence = f"{step} is retrying: {failed}{when}."
     elif hold.reason is HoldReason.STEP_REFUSED:
-        why = {"OVER_CAP": f"over {hold.condition}", "DISABLED": f"disabled by the switch {hold.condition}"}
-        words = why.get(hold.refusal or "", "not permitted") if hold.condition else "not permitted"
+        refused = {
+            "OVER_CAP": f"over {hold.condition}",
+            "DISABLED": f"disabled by the switch {hold.condition}",
+        }
+        words = refused.get(hold.refusal or "", "not permitted") if hold.condition else "not permitted"
         hold.sentence = f"{step} was refused: {excerpt(words)}."
     elif hold.reason is HoldReason.CLEANUP_FAILED:
         group = f"Cleanup group {excerpt(hold.group)}" if hold.group else "A cleanup group"

@@ -241,10 +241,10 @@ async def read_states(
         gates += told.gates
     trailed, evaluated = await store.read_trails(engine, trails, gates) if trails or gates else ({}, {})
     # Told in the headline, beside the holds: the steps of the current phase with no line yet.
-    named = {
+    current = {
         run_id: told.named for run_id, told in planned.items() if told.named and (told.holds or told.trails)
     }
-    silent = await store.read_silent(engine, named) if named else {}
+    silent = await store.read_silent(engine, current) if current else {}
     now = datetime.datetime.now(datetime.UTC)
     newest = {run_id: told.lines.newest for run_id, told in planned.items()}
     states = {

@@ -1,4 +1,4 @@
-"""What holds a run, derived from its lines (gql/holds.py): the demo's stories and odd cases, both databases."""
+"""What holds a run, from its lines (gql/holds.py): the demo's stories and odd cases, on both databases."""
 
 from __future__ import annotations
 

@@ -121,9 +121,8 @@ def test_a_blocking_run_that_has_gone_quiet_is_said_to(api: Api, tables: Backend
         put(tables, blocked, "run.blocked", {"blockingRunId": blocker, "concurrencyKey": "k"}, now)
     query = "{ runsInFlight { nodes { id holds { sentence } } } }"
     said = {node["id"]: node["holds"] for node in api.data(query)["runsInFlight"]["nodes"]}
-    assert said["1"] == [
-        {
-            "sentence": "Blocked by run 2, which holds k and is still live; run 2 has written nothing for 2 hours 5 minutes."
-        }
-    ]
+    quiet = (
+        "Blocked by run 2, which holds k and is still live; run 2 has written nothing for 2 hours 5 minutes."
+    )
+    assert said["1"] == [{"sentence": quiet}]
     assert said["4"] == [{"sentence": "Blocked by run 3, which holds k and is still live."}]

@@ -75,7 +75,7 @@ class Trail:
 
     run_id: int
     kind: str
-    step_id: int | str
+    step_id: int | str | None  # None: the lines with no step
     after: Line | None  # a line that ended the hold (a `phase.completed`), or None
 
 
@@ -140,7 +140,7 @@ def _later_step_line(
     """
     found = []
     for kind in kinds:
-        query = select(literal_column("1")).select_from(e)
+        query: Select[Any] = select(literal_column("1")).select_from(e)
         query = query.where(e.c.run_id == run, e.c.kind == kind, same_step, _newer(e, o, sqlite))
         found.append(_by(query, e, "ix_event_run_log_run_kind_step_at").exists())
     return or_(*found)
@@ -225,7 +225,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         marks = select(o).where(o.c.run_id == run, o.c.kind.in_(MARKS))
         parts.append(part(1, marks))
         # run.blocked with no run.status after it: the block's lines, its oldest and newest.
-        ended = select(literal_column("1")).select_from(e)
+        ended: Select[Any] = select(literal_column("1")).select_from(e)
         ended = _by(ended.where(e.c.run_id == run, e.c.kind == "run.status", _newer(e, o, sqlite)), e, _KIND)
         blocked = _by(
             select(o).where(o.c.run_id == run, o.c.kind == "run.blocked", ~ended.exists()), o, _KIND
@@ -277,7 +277,7 @@ def _steps_statement(sqlite: bool) -> CompoundSelect[Any]:
 
 async def read_silent(engine: AsyncEngine, named: dict[int, tuple[int, ...]]) -> dict[int, frozenset[str]]:
     """Of each run's `named` steps, those with no step line in its log, by run."""
-    silent = {}
+    silent: dict[int, frozenset[str]] = {}
     for run_id, steps in named.items():
         if not steps:
             silent[run_id] = frozenset()
@@ -346,7 +346,7 @@ def _trail_parts(
         same_step, its_step = e.c.step_id.is_(None), o.c.step_id.is_(None)
     else:
         values[f"s{j}"] = ask.step_id
-        step = bindparam(f"s{j}")
+        step: Any = bindparam(f"s{j}")
         same_step, its_step = e.c.step_id == step, o.c.step_id == step
     others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != ask.kind], sqlite)
     query = _by(
