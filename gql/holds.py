@@ -451,12 +451,9 @@ def _finish(
             )
             return hold
         hold.sentence = f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}"
-        if blocker.id in newest:  # its log was read: has it gone quiet?
-            last = newest[blocker.id]
-            if last is None:
-                hold.sentence += f"; run {blocker.id} has written no line"
-            elif now - last.at >= QUIET:
-                hold.sentence += f"; run {blocker.id} has written nothing for {_how_long(now - last.at)}"
+        last = newest.get(blocker.id)  # None: its log has no line, or was not read
+        if last is not None and now - last.at >= QUIET:
+            hold.sentence += f"; run {blocker.id} has written nothing for {_how_long(now - last.at)}"
         hold.sentence += "."
     elif hold.reason is HoldReason.WAITING_AT_GATE:
         waits = f"for {excerpt(hold.condition)}" if hold.condition else "at its gate"

@@ -20,7 +20,7 @@ from gql.store import Line, Run, find_runs
 from .conftest import Backend
 
 ROOT = Path(__file__).resolve().parent.parent
-NOW = datetime.datetime(2026, 6, 1, 20, 0)
+NOW = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)  # the demo as if loaded now
 T0 = datetime.datetime(2026, 6, 1, 18, 0, tzinfo=datetime.UTC)
 
 

@@ -126,3 +126,4 @@ def test_a_blocking_run_that_has_gone_quiet_is_said_to(api: Api, tables: Backend
     )
     assert said["1"] == [{"sentence": quiet}]
     assert said["4"] == [{"sentence": "Blocked by run 3, which holds k and is still live."}]
+    # A blocker with no line at all: the log cannot say for how long, so nothing is said.
