@@ -155,6 +155,7 @@ class State:
     phases: list[Phase]
     latest_phase: int | None  # the phase entered last (by at, then id)
     last_line_at: datetime.datetime | None = None  # its newest line's `at`; None with no line
+    timeline: list[Any] = field(default_factory=list)  # timeline.Span, when asked
 
 
 # ── derivation ───────────────────────────────────────────────────────────────

@@ -138,6 +138,7 @@ class Asked(NamedTuple):
     holds: bool = False  # a run's holds, headline, phases or latest phase, anywhere in the selection
     kind_counts: bool = False  # the page's `kindCounts`: one grouped query
     phases: bool = False  # a run's phases: every step's newest line is read
+    timeline: bool = False  # a run's timeline: every step line is read
 
 
 # What a runLog field selects, by its nodes (cached per query text), held weakly: a node keeps its document.
@@ -146,7 +147,7 @@ _ASKED_SIZE = 128  # fields remembered
 
 
 RUN_STATE_FIELDS = frozenset(
-    {"holds", "headline", "phases", "latestPhase", "lastLineAt"}
+    {"holds", "headline", "phases", "latestPhase", "lastLineAt", "timeline"}
 )  # read only when selected
 
 
@@ -169,6 +170,7 @@ def asked_of(nodes: Sequence[FieldNode], fragments: Mapping[str, FragmentDefinit
         holds=not names.isdisjoint(RUN_STATE_FIELDS),
         kind_counts="kindCounts" in names,
         phases="phases" in names,
+        timeline="timeline" in names,
     )
     _ASKED[key] = (tuple(weakref.ref(node) for node in nodes), asked)  # while they live, their ids are theirs
     while len(_ASKED) > _ASKED_SIZE:

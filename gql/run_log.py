@@ -34,11 +34,12 @@ async def _find_runs(
     page_run: int | None,
     holds: bool,
     phases: bool = False,
+    timeline: bool = False,
 ) -> tuple[dict[int, Run] | Exception, Run | Exception | None]:
     """The runs the page's blocked lines name, and the page's own run, in one query, by `deadline`.
 
-    With `holds`, their holds too (and with `phases`, their steps). A failed lookup is returned in
-    their place, for graphql-core to raise.
+    With `holds`, their holds too (and with `phases` and `timeline`, their steps). A failed lookup
+    is returned in their place, for graphql-core to raise.
     """
     blocked = Kind.RUN_BLOCKED.value
     wanted: list[int] = []
@@ -58,7 +59,7 @@ async def _find_runs(
         async with asyncio.timeout_at(deadline):
             rows = await store.find_runs(context.engine, wanted)
             if holds:
-                found = await runs.read_runs(context.engine, rows, phases=phases)
+                found = await runs.read_runs(context.engine, rows, phases=phases, timeline=timeline)
             else:
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
@@ -109,6 +110,7 @@ async def read_runs_in_flight(
     after: str | None,
     phases: bool = False,
     only: HoldFilter = HoldFilter(),
+    timeline: bool = False,
 ) -> RunsPage:
     """What `runsInFlight` answers: the runs not terminal, newest activity first (holds if asked),
     those `only` keeps."""
@@ -129,7 +131,7 @@ async def read_runs_in_flight(
                 found, more = await store.runs_in_flight(context.engine, limit=most, after=position)
                 rows = {row.id: row for row, _ in found}
                 if holds or only.asked:
-                    made.update(await runs.read_runs(context.engine, rows, phases=phases))
+                    made.update(await runs.read_runs(context.engine, rows, phases=phases, timeline=timeline))
                 examined += len(found)
                 for row, activity in found:
                     if len(kept) < most and (not only.asked or only.keeps(made[row.id])):
@@ -379,7 +381,7 @@ async def _completed(
     run: Run | Exception | None = None
     if asked.blocking_run or asked.run:
         found, run = await _find_runs(
-            context, lines, deadline, number if asked.run else None, asked.holds, asked.phases
+            context, lines, deadline, number if asked.run else None, asked.holds, asked.phases, asked.timeline
         )
     pruned_lines: PrunedLines | Exception | None = None
     if asked.pruned and pruned:

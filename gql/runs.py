@@ -23,6 +23,7 @@ from .details import RunBlockedDetail
 from .holds import HoldReason as _Reason
 from .ids import parse_id
 from .page import RunLogLine, as_line
+from .timeline import spans
 
 # The reasons, as declared in holds.py (mypy cannot type the functional Enum API, hence `Any`).
 HoldReason: Any = strawberry.enum(  # type: ignore[call-overload]
@@ -70,6 +71,22 @@ class RunPhase:
     )
     steps: list[RunStep] = strawberry.field(
         description="Its steps: those its `phase.entered` named, and any other its lines name."
+    )
+
+
+@strawberry.type(description="A span of a run's timeline: a phase, or one state of one step.")
+class RunSpan:
+    phase: int | None = strawberry.field(description="The phase: the span's, or its step line's.")
+    step_id: strawberry.ID | None = strawberry.field(description="The step; null for a phase's span.")
+    state: str = strawberry.field(
+        description="In lower case: a step's `parked`, `refused`, `retrying`, or its status from "
+        "`step.status`; a phase's `entered` (while it has not completed) or `completed`."
+    )
+    from_: datetime.datetime = strawberry.field(
+        name="from", description="When it began: the line that put it there (UTC)."
+    )
+    until: datetime.datetime | None = strawberry.field(
+        description="When the next line moved it on (a phase: its `phase.completed`); null while it lasts."
     )
 
 
@@ -171,6 +188,12 @@ class Run:
         description="The run's phases, by number, as its phase lines tell them, each with its steps (a "
         "step under the phase of its newest step line). Reads every step's newest line.",
     )
+    timeline: list[RunSpan] = strawberry.field(
+        default_factory=list,
+        description="Spans drawn from the run's lines: each phase from its `phase.entered` to its "
+        "`phase.completed`, and each state of each step from the line that put it there to the line "
+        "that moved it on, in the order they began. Reads every step line of the run.",
+    )
     last_line_at: datetime.datetime | None = strawberry.field(
         default=None, description="The `at` of the run's newest line (UTC); null for a run with none."
     )
@@ -213,7 +236,7 @@ MAX_CHAIN = 8
 
 
 async def read_states(
-    engine: AsyncEngine, rows: Mapping[int, store.Run | None], *, phases: bool = False
+    engine: AsyncEngine, rows: Mapping[int, store.Run | None], *, phases: bool = False, timeline: bool = False
 ) -> tuple[dict[int, store.Run], dict[int, holds.State]]:
     """What holds each run of `rows` (None: a run the events system does not have), and the runs
     their blocks name, by id: their rows, and the state of each whose log was read.
@@ -261,14 +284,19 @@ async def read_states(
         )
         for run_id, told in planned.items()
     }
+    if timeline:
+        for run_id in rows:
+            told = planned[run_id]
+            step_lines = await store.read_step_lines(engine, run_id)
+            states[run_id].timeline = spans(told.lines.marks, step_lines, told.values)
     return found, states
 
 
 async def read_runs(
-    engine: AsyncEngine, rows: Mapping[int, store.Run], *, phases: bool = False
+    engine: AsyncEngine, rows: Mapping[int, store.Run], *, phases: bool = False, timeline: bool = False
 ) -> dict[int, Run]:
     """`rows` as `Run`s with what holds each (`read_states`), and the runs their blocks name, by id."""
-    found, states = await read_states(engine, rows, phases=phases)
+    found, states = await read_states(engine, rows, phases=phases, timeline=timeline)
     runs = {run_id: as_run(row) for run_id, row in found.items()}
     for run_id, run in runs.items():
         state = states.get(run_id)
@@ -282,6 +310,16 @@ async def read_runs(
         run.phases = [_as_phase(phase) for phase in state.phases]
         run.latest_phase = state.latest_phase
         run.last_line_at = state.last_line_at
+        run.timeline = [
+            RunSpan(
+                phase=span.phase,
+                step_id=None if span.step_id is None else strawberry.ID(span.step_id),
+                state=span.state,
+                from_=span.start,
+                until=span.until,
+            )
+            for span in state.timeline
+        ]
     return runs
 
 

@@ -332,7 +332,9 @@ class Query:
             blocking_run_id=blocker,
             concurrency_key=concurrency_key,
         )
-        return await read_runs_in_flight(info.context, asked.holds, limit, after, asked.phases, only)
+        return await read_runs_in_flight(
+            info.context, asked.holds, limit, after, asked.phases, only, timeline=asked.timeline
+        )
 
     retention: RetentionStatus = strawberry.field(
         resolver=_retention_status,

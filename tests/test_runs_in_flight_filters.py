@@ -127,3 +127,39 @@ def test_a_blocking_run_that_has_gone_quiet_is_said_to(api: Api, tables: Backend
     assert said["1"] == [{"sentence": quiet}]
     assert said["4"] == [{"sentence": "Blocked by run 3, which holds k and is still live."}]
     # A blocker with no line at all: the log cannot say for how long, so nothing is said.
+
+
+TIMELINE = """query($r: ID!) { runLog(runId: $r, kinds: []) { run { timeline {
+  phase stepId state from until } } } }"""
+
+
+def test_the_timeline_has_a_span_per_phase_and_per_state_of_each_step(api: Api, tables: Backend) -> None:
+    add_run(tables, 1)
+    t0 = datetime.datetime(2026, 6, 1, 18, 0, tzinfo=datetime.UTC)
+
+    def at(minutes: int) -> datetime.datetime:
+        return t0 + datetime.timedelta(minutes=minutes)
+
+    put(tables, 1, "phase.entered", {"stepIds": [7, 8]}, at(0), phase=1)
+    put(tables, 1, "step.status", {"from": "pending", "to": "running"}, at(1), step=7, phase=1)
+    put(tables, 1, "step.retry", {"attempt": 1, "maxAttempts": 3}, at(2), step=7, phase=1)
+    put(tables, 1, "step.retry", {"attempt": 2, "maxAttempts": 3}, at(3), step=7, phase=1)  # still retrying
+    put(tables, 1, "step.status", {"from": "running", "to": "done"}, at(5), step=7, phase=1)
+    # Written late, but at 4: the order is `at`'s.
+    put(tables, 1, "step.parked", {"waitingFor": "a GM"}, at(4), step=8, phase=1)
+    put(tables, 1, "note", {"text": "not a step's state"}, at(6), step=8, phase=1)
+    put(tables, 1, "phase.completed", {"stepCount": 2, "byStatus": []}, at(7), phase=1)
+    put(tables, 1, "phase.entered", {"stepIds": [9]}, at(8), phase=2)
+    spans = api.data(TIMELINE, {"r": "1"})["runLog"]["run"]["timeline"]
+
+    def iso(value: datetime.datetime | None) -> str | None:
+        return None if value is None else value.isoformat()
+
+    assert [(s["phase"], s["stepId"], s["state"], s["from"], s["until"]) for s in spans] == [
+        (1, None, "completed", iso(at(0)), iso(at(7))),
+        (2, None, "entered", iso(at(8)), None),
+        (1, "7", "running", iso(at(1)), iso(at(2))),
+        (1, "7", "retrying", iso(at(2)), iso(at(5))),
+        (1, "8", "parked", iso(at(4)), None),
+        (1, "7", "done", iso(at(5)), None),
+    ]

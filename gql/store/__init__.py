@@ -33,7 +33,16 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
-from .newest import Evaluations, HoldLines, Trail, read_hold_lines, read_silent, read_steps, read_trails
+from .newest import (
+    Evaluations,
+    HoldLines,
+    Trail,
+    read_hold_lines,
+    read_silent,
+    read_step_lines,
+    read_steps,
+    read_trails,
+)
 from .pruning import (
     Pruned,
     PruneSlice,
@@ -148,6 +157,7 @@ __all__ = [
     "read_hold_lines",
     "read_page",
     "read_silent",
+    "read_step_lines",
     "read_steps",
     "read_trails",
     "run_of_line",

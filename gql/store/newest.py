@@ -293,6 +293,17 @@ async def read_silent(engine: AsyncEngine, named: dict[int, tuple[int, ...]]) ->
     return silent
 
 
+async def read_step_lines(engine: AsyncEngine, run_id: int) -> list[Line]:
+    """Every line of a step kind of the run, oldest first: what its timeline is drawn from."""
+    sqlite = engine.dialect.name == "sqlite"
+    query = (
+        select(*line_columns(sqlite))
+        .where(_l.c.run_id == run_id, _l.c.kind.in_(STEP_KINDS))
+        .order_by(_ordered(_l, sqlite), _l.c.id)
+    )
+    return _lines(await read_rows(engine, query), sqlite)
+
+
 async def read_trails(
     engine: AsyncEngine, trails: Sequence[Trail], evaluations: Sequence[Evaluations]
 ) -> tuple[dict[Trail, list[Line]], dict[Evaluations, tuple[list[Line], int]]]:
