@@ -17,8 +17,11 @@ from typing import Any
 
 from .detail_codec import read_values
 from .kinds import TERMINAL_STATUSES, Kind
+from .phases import Phase
+from .phases import phases as read_phases
 from .store import Evaluations, HoldLines, Line, Run, Trail
 from .store.newest import TAIL
+from .words import as_time, cap_words, excerpt, how_long, iso
 
 
 class HoldReason(enum.Enum):
@@ -75,17 +78,8 @@ _STATUS, _GATE, _COMPLETED = Kind.RUN_STATUS.value, Kind.PHASE_GATE.value, Kind.
 _ENTERED, _ADVANCED = Kind.PHASE_ENTERED.value, Kind.PHASE_ADVANCED.value
 _GATE_ENDERS = frozenset({_ENTERED, _ADVANCED})
 _FAILED, _REVERTED = Kind.CLEANUP_FAILED.value, Kind.CLEANUP_REVERTED.value
-_STEP_STATUS, _STEP_RETRY = Kind.STEP_STATUS.value, Kind.STEP_RETRY.value
-_PHASE_MARKS = {
-    _ENTERED: "entered_at",
-    _GATE: "gated_at",
-    _ADVANCED: "advanced_at",
-    _COMPLETED: "completed_at",
-}
-_STEP_WORDS = {_STEP_RETRY: "retrying", Kind.STEP_PARKED.value: "parked", Kind.STEP_REFUSED.value: "refused"}
 # The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
 _ORDER = list(HoldReason)
-EXCERPT = 120  # characters of a detail's text a sentence quotes
 # A blocking run that has written nothing for this long is said to have gone quiet.
 QUIET = datetime.timedelta(minutes=10)
 
@@ -126,24 +120,6 @@ class Hold:
     refusal: str | None = None
     group: str | None = None
     error: str | None = None
-
-
-@dataclass
-class Step:
-    step_id: str
-    status: str | None = None  # null: no line about the step was read
-    attempts: int = 0
-    at: datetime.datetime | None = None
-
-
-@dataclass
-class Phase:
-    phase: int
-    entered_at: datetime.datetime | None = None
-    gated_at: datetime.datetime | None = None
-    advanced_at: datetime.datetime | None = None
-    completed_at: datetime.datetime | None = None
-    steps: dict[str, Step] = field(default_factory=dict)
 
 
 @dataclass
@@ -309,7 +285,7 @@ def derive(
         hold.lasted = max(now - hold.since, datetime.timedelta(0))
         holds.append(_finish(hold, runs, now, newest or {}))
     holds.sort(key=lambda hold: (_ORDER.index(hold.reason), hold.since))
-    phases = _phases(told)
+    phases = read_phases(told.lines.marks, told.lines.all_steps, told.lines.retries, told.values)
     latest = _latest_entered(told.lines.marks)
     return State(
         holds=holds,
@@ -357,52 +333,20 @@ def _opened(reason: HoldReason, lines: list[Line], values: dict[str, Any] | None
             hold.certain, hold.doubt = False, "its newest line cannot be read"
         hold.concurrency_key = v.get("concurrency_key")
     elif reason is HoldReason.WAITING_AT_GATE:
-        hold.condition, hold.deadline = v.get("condition"), _time(v.get("deadline"))
+        hold.condition, hold.deadline = v.get("condition"), as_time(v.get("deadline"))
     elif reason is HoldReason.STEP_RETRYING:
         hold.attempt, hold.max_attempts = v.get("attempt"), v.get("max_attempts")
-        hold.retry_at, hold.error = _time(v.get("retry_at")), v.get("error")
+        hold.retry_at, hold.error = as_time(v.get("retry_at")), v.get("error")
     elif reason is HoldReason.STEP_PARKED:
         hold.waiting_for = v.get("waiting_for")
     elif reason is HoldReason.STEP_REFUSED:
         refusal = v.get("refusal")
         hold.refusal = getattr(refusal, "value", refusal)
-        hold.condition = _cap_words(v) if hold.refusal == "OVER_CAP" else v.get("switch")
+        hold.condition = cap_words(v) if hold.refusal == "OVER_CAP" else v.get("switch")
     elif reason is HoldReason.CLEANUP_FAILED:
         hold.group, hold.error = subject, v.get("error")
         hold.attempt = v.get("attempt")
     return hold
-
-
-def _cap_words(v: dict[str, Any]) -> str:
-    cap, limit, used = v.get("cap"), v.get("limit"), v.get("used")
-    used_words = f", {used} of {limit} used" if used is not None and limit is not None else ""
-    return f"the {cap} cap{used_words}" if cap else "a cap"
-
-
-def _time(value: Any) -> datetime.datetime | None:
-    if isinstance(value, datetime.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-    if isinstance(value, str):
-        try:
-            return _time(datetime.datetime.fromisoformat(value.replace("Z", "+00:00")))
-        except ValueError:
-            return None
-    return None
-
-
-def excerpt(text: Any) -> str:
-    """A detail's text as a sentence quotes it: at most EXCERPT characters, cut with an ellipsis."""
-    words = " ".join(str(text).split())
-    return words if len(words) <= EXCERPT else words[: EXCERPT - 1].rstrip() + "…"
-
-
-def _how_long(span: datetime.timedelta) -> str:
-    """A duration as an operator reads it: "42 minutes", "3 hours 5 minutes", "2 days"."""
-    minutes = int(span.total_seconds() // 60)
-    days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
-    parts = [(days, "day"), (hours, "hour"), (minutes, "minute")]
-    said = [f"{n} {unit}{'s' * (n != 1)}" for n, unit in parts if n][:2]
-    return " ".join(said) or "less than a minute"
 
 
 def _gate_facts(
@@ -444,7 +388,7 @@ def _finish(
             return hold
         if is_terminal(blocker.status):
             hold.certain = False
-            ended = f" at {_iso(blocker.ended_at)}" if blocker.ended_at else ""
+            ended = f" at {iso(blocker.ended_at)}" if blocker.ended_at else ""
             hold.sentence = (
                 f"Blocked by run {blocker.id}, which{key}; run {blocker.id} has since ended "
                 f"({blocker.status}{ended}), and no later line says this run started: the log cannot "
@@ -454,11 +398,11 @@ def _finish(
         hold.sentence = f"Blocked by run {blocker.id}, which{key} and is still {blocker.status or 'unended'}"
         last = newest.get(blocker.id)  # None: its log has no line, or was not read
         if last is not None and now - last.at >= QUIET:
-            hold.sentence += f"; run {blocker.id} has written nothing for {_how_long(now - last.at)}"
+            hold.sentence += f"; run {blocker.id} has written nothing for {how_long(now - last.at)}"
         hold.sentence += "."
     elif hold.reason is HoldReason.WAITING_AT_GATE:
         waits = f"for {excerpt(hold.condition)}" if hold.condition else "at its gate"
-        deadline = f" (deadline {_iso(hold.deadline)})" if hold.deadline else ""
+        deadline = f" (deadline {iso(hold.deadline)})" if hold.deadline else ""
         count = hold.evaluations or 0
         counted = f"{count} evaluation{'s' * (count != 1)} since it opened"
         latest = f"; the latest: {excerpt(hold.mismatch)}" if hold.mismatch else ""
@@ -468,7 +412,7 @@ def _finish(
         hold.sentence = f"{step} waits on a human: {why}."
     elif hold.reason is HoldReason.STEP_RETRYING:
         of = f" of {hold.max_attempts}" if hold.max_attempts else ""
-        when = f", next attempt at {_iso(hold.retry_at)}" if hold.retry_at else ""
+        when = f", next attempt at {iso(hold.retry_at)}" if hold.retry_at else ""
         failed = f"attempt {hold.attempt}{of} failed" if hold.attempt else "an attempt failed"
         hold.sentence = f"{step} is retrying: {failed}{when}."
     elif hold.reason is HoldReason.STEP_REFUSED:
@@ -491,67 +435,6 @@ def _finish(
     return hold
 
 
-def _iso(value: datetime.datetime | None) -> str:
-    return (
-        ""
-        if value is None
-        else value.astimezone(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    )
-
-
-def _phases(told: Planned) -> list[Phase]:
-    """Each phase the lines name: when it was entered, gated, advanced, completed; its steps.
-
-    A step is described under the phase of its newest step line (`told.lines.all_steps`, read when
-    phases are asked), or, with none, under the phase whose `phase.entered` names it.
-    """
-    phases: dict[int, Phase] = {}
-
-    def phase_of(number: int) -> Phase:
-        found = phases.get(number)
-        if found is None:
-            found = phases[number] = Phase(number)
-        return found
-
-    named: dict[str, int] = {}
-    for line in told.lines.marks:
-        mark = _PHASE_MARKS.get(line.kind)
-        if mark is None or line.phase is None:
-            continue
-        setattr(phase_of(line.phase), mark, line.at)
-        if line.kind == _ENTERED:
-            for step_id in (told.values(line) or {}).get("step_ids") or []:
-                named[str(step_id)] = line.phase
-    newest = {str(line.step_id): line for line in told.lines.all_steps or () if line.step_id is not None}
-    for step_id, number in named.items():
-        if step_id not in newest:
-            phase_of(number).steps[step_id] = Step(step_id)
-    for step_id, line in newest.items():
-        if line.phase is None:
-            continue
-        step = phase_of(line.phase).steps[step_id] = Step(step_id, at=line.at)
-        values = told.values(line) or {}
-        retried = told.lines.retries.get(step_id)
-        attempt = int((told.values(retried) or {}).get("attempt") or 0) if retried is not None else 0
-        if line.kind == _STEP_STATUS:
-            step.status = values.get("to") or "unreadable"
-            step.attempts = attempt + (step.status != "pending")
-        else:
-            step.status = _STEP_WORDS[line.kind]
-            step.attempts = attempt
-    order = {step_id: n for n, step_id in enumerate(named)}  # as phase.entered names them, then by id
-    for phase in phases.values():
-        listed = sorted(
-            phase.steps.values(), key=lambda step: (order.get(step.step_id, len(order)), _id(step))
-        )
-        phase.steps = {step.step_id: step for step in listed}
-    return [phases[number] for number in sorted(phases)]
-
-
-def _id(step: Step) -> tuple[int, str]:
-    return (int(step.step_id), "") if step.step_id.isdigit() else (0, step.step_id)
-
-
 def _headline(
     run_id: int,
     run: Run | None,
@@ -565,7 +448,7 @@ def _headline(
     if run is not None and is_terminal(run.status):
         ended = f"Run {run_id} ended: {run.status}"
         if run.ended_at is not None:
-            ended += f" at {_iso(run.ended_at)}"
+            ended += f" at {iso(run.ended_at)}"
         if not holds:
             return f"{ended}; nothing it left holds it."
         return f"{ended}; still open: {_told(holds)}"

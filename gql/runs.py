@@ -23,7 +23,7 @@ from .details import RunBlockedDetail
 from .holds import HoldReason as _Reason
 from .ids import parse_id
 from .page import RunLogLine, as_line
-from .timeline import spans
+from .phases import Phase, spans
 
 # The reasons, as declared in holds.py (mypy cannot type the functional Enum API, hence `Any`).
 HoldReason: Any = strawberry.enum(  # type: ignore[call-overload]
@@ -357,7 +357,7 @@ def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
     )
 
 
-def _as_phase(phase: holds.Phase) -> RunPhase:
+def _as_phase(phase: Phase) -> RunPhase:
     return RunPhase(
         phase=phase.phase,
         entered_at=phase.entered_at,

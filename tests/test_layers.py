@@ -58,6 +58,8 @@ LAYERS: dict[str, set[str]] = {
         "gql.details",
         "gql.detail_codec",
         "gql.holds",
+        "gql.phases",
+        "gql.words",
         "gql.auth",
         "gql.demo",
         "gql.demo_runs",
