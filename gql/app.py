@@ -24,10 +24,11 @@ from strawberry.extensions import DisableIntrospection
 
 from . import export, graphiql, health, metrics, request_id, run_page, server, tracing, writes
 from .answers import MaskUnexpected, route_error, shortened
-from .auth import Policy
+from .auth import Action, Policy
 from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
+from .hold_metrics import HoldSeries
 from .engine import DocumentCaches
 from .limits import (
     query_limits,
@@ -171,13 +172,19 @@ def create_app(
         # Asks nothing: a database that is down is no reason to restart this process.
         return JSONResponse({"status": "alive"})
 
+    held = HoldSeries(settings)  # the holds /metrics shows, read at a scrape (gql/hold_metrics.py)
+
     async def metrics_page(request: Request) -> Response:
         try:
             sample(request.scope["state"])
         except Exception:  # the scrape shows the gauges' last values
             metrics.swallowed("metrics.sample")
             log.exception("sampling the gauges for /metrics failed")
-        body, content_type = metrics.exposition(request.headers.get("accept"))
+        # The holds say what the log says: shown only to a scrape that may read it.
+        visible = policy.allows(policy.identify(request.headers.get("authorization")), Action.READ)
+        if visible:
+            await held.read(request.state.engine)
+        body, content_type = metrics.exposition(request.headers.get("accept"), held.collector(visible))
         return Response(body, headers={"Content-Type": content_type})
 
     routes: list[BaseRoute] = [
