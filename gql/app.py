@@ -28,8 +28,8 @@ from .auth import Action, Policy
 from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
-from .hold_metrics import HoldSeries
 from .engine import DocumentCaches
+from .hold_metrics import HoldSeries
 from .limits import (
     query_limits,
 )
