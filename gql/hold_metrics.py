@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from . import metrics, store
 from .holds import Hold, HoldReason
 from .runs import read_states
-from .settings import Settings
+from .settings import Settings, SettingsError
 
 __all__ = ["HOLDS_PER_RUN", "HoldSeries"]
 
@@ -66,6 +66,12 @@ class HoldSeries:
 
     def __init__(self, settings: Settings) -> None:
         by_reason = dict(settings.hold_alert_after_by_reason)
+        unknown = sorted(set(by_reason) - set(HoldReason.__members__))
+        if unknown:
+            raise SettingsError(
+                f"RUNLOG_HOLD_ALERT_AFTER_BY_REASON names {', '.join(unknown)}, not a hold reason: "
+                f"expected some of {', '.join(HoldReason.__members__)}"
+            )
         self.after = {
             reason.name: by_reason.get(reason.name, settings.hold_alert_after) for reason in HoldReason
         }

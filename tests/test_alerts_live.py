@@ -1,4 +1,4 @@
-"""deploy/prometheus/alerts.yml, loaded unchanged by Debian's Prometheus, alerts on a hold through Alertmanager.
+"""deploy/prometheus/alerts.yml, loaded unchanged by Debian's Prometheus, alerts on a hold via Alertmanager.
 
 A real server (`serve`), Prometheus scraping its /metrics with a reader's token, Alertmanager
 routing to a webhook receiver here, as deploy/ configures them (the timings shortened, the
@@ -77,7 +77,9 @@ class Receiver:
     def wait_for(self, found: Callable[[], bool], what: str, logs: Callable[[], str]) -> None:
         deadline = time.monotonic() + WITHIN
         while not found():
-            assert time.monotonic() < deadline, f"no {what} within {WITHIN}s; received {self.received}\n{logs()}"
+            assert time.monotonic() < deadline, (
+                f"no {what} within {WITHIN}s; received {self.received}\n{logs()}"
+            )
             time.sleep(0.2)
 
 
@@ -238,6 +240,8 @@ def test_a_hold_alerts_once_past_its_setting_and_resolves_when_a_line_ends_it(
     assert alert["annotations"]["url"] == f"{PUBLIC_URL}/runs/7"
 
     _write(base, 7, "step.status", 71, {"from": "parked", "to": "running"})
-    receiver.wait_for(lambda: any(a["status"] == "resolved" for _, a in receiver.alerts()), "resolution", logs)
+    receiver.wait_for(
+        lambda: any(a["status"] == "resolved" for _, a in receiver.alerts()), "resolution", logs
+    )
     told = [(a["status"], a["labels"]["run_id"], a["labels"]["subject"]) for _, a in receiver.alerts()]
     assert told == [("firing", "7", "step:71"), ("resolved", "7", "step:71")]

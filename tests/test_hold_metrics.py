@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
+
+from gql.app import create_app
 from gql.hold_metrics import HOLDS_PER_RUN
+from gql.settings import Settings, SettingsError
 
 from .conftest import Api, Backend
 
 READER, WRITER, ADMIN = "reader-token-0123456789", "writer-token-0123456789", "admin-token-01234567890"
+ROOT = Path(__file__).resolve().parent.parent
 # Seconds to wait for a scrape to show what was written (a read serves the scrapes of the next second).
 WITHIN = 30
 
@@ -29,7 +35,7 @@ def _values(text: str, name: str) -> dict[str, float]:
 
 def _park(api: Api, run_id: int, step_id: int, token: str | None = None) -> None:
     body = api.post(
-        "mutation($r: ID!, $s: ID) { writeRunLog(runId: $r, kind: \"step.parked\", stepId: $s, phase: 1, "
+        'mutation($r: ID!, $s: ID) { writeRunLog(runId: $r, kind: "step.parked", stepId: $s, phase: 1, '
         'detail: {waitingFor: "a GM to say go"}) }',
         {"r": str(run_id), "s": str(step_id)},
         token,
@@ -81,8 +87,8 @@ def test_metrics_shows_no_hold_to_a_caller_who_may_not_read(
         shown = _until(api, lambda text: "runlog_hold_since_seconds{" in text, token)
         assert "a GM to say go" in shown
         assert _values(shown, "runlog_holds_visible") == {"": 1.0}
-    for token in (None, WRITER, "not-a-token-of-this-service"):
-        hidden = _scrape(api, token)
+    for stranger in (None, WRITER, "not-a-token-of-this-service"):
+        hidden = _scrape(api, stranger)
         assert "runlog_hold_since_seconds" not in hidden
         assert "runlog_hold_info" not in hidden
         assert "a GM to say go" not in hidden
@@ -106,3 +112,41 @@ def test_each_reason_s_threshold_is_served_and_a_hold_ended_by_a_line_goes(
     _until(api, lambda text: 'subject="step:44"' in text)
     api.write("4", "step.status", {"from": "parked", "to": "running"}, stepId="44", phase=1)
     _until(api, lambda text: "runlog_hold_since_seconds{" not in text)
+
+
+def test_a_bad_alert_setting_stops_start_up_naming_it() -> None:
+    with pytest.raises(SettingsError, match=r"RUNLOG_HOLD_ALERT_AFTER_BY_REASON=.*STEP_PARKED=300"):
+        Settings.from_env({"RUNLOG_HOLD_ALERT_AFTER_BY_REASON": "300"})
+    named = Settings.from_env({"RUNLOG_HOLD_ALERT_AFTER_BY_REASON": "PARKED=300"})
+    with pytest.raises(
+        SettingsError, match=r"RUNLOG_HOLD_ALERT_AFTER_BY_REASON names PARKED, not a hold reason"
+    ):
+        create_app(named)
+    with pytest.raises(SettingsError, match=r"RUNLOG_HOLD_ALERT_AFTER_BY_REASON=.*STEP_PARKED: expected"):
+        Settings.from_env({"RUNLOG_HOLD_ALERT_AFTER_BY_REASON": "STEP_PARKED=0"})
+    with pytest.raises(SettingsError, match=r"RUNLOG_PUBLIC_URL=.*https://runlog.example.com"):
+        Settings.from_env({"RUNLOG_PUBLIC_URL": "runlog.example.com"})
+    with pytest.raises(SettingsError, match=r"RUNLOG_HOLD_ALERT_RUNS="):
+        Settings.from_env({"RUNLOG_HOLD_ALERT_RUNS": "0"})
+    given = Settings.from_env(
+        {
+            "RUNLOG_HOLD_ALERT_AFTER_BY_REASON": "step_parked=300, STEP_RETRYING=1800",
+            "RUNLOG_PUBLIC_URL": "https://r.example/",
+        }
+    )
+    assert given.hold_alert_after_by_reason == (("STEP_PARKED", 300.0), ("STEP_RETRYING", 1800.0))
+    assert given.public_url == "https://r.example"
+
+
+def test_compose_mounts_deploy_s_files_where_the_images_read_them() -> None:
+    compose = (ROOT / "compose.yaml").read_text(encoding="utf-8")
+    mounted = dict(re.findall(r"- \./(deploy/\S+):(/etc/\S+):ro$", compose, re.M))
+    assert mounted == {
+        "deploy/prometheus/prometheus.yml": "/etc/prometheus/prometheus.yml",
+        "deploy/prometheus/alerts.yml": "/etc/prometheus/alerts.yml",
+        "deploy/alertmanager/alertmanager.yml": "/etc/alertmanager/alertmanager.yml",
+    }
+    for path in mounted:
+        assert (ROOT / path).is_file()
+    # Where prometheus.yml loads the rules from is where compose puts them.
+    assert "- /etc/prometheus/alerts.yml" in (ROOT / "deploy/prometheus/prometheus.yml").read_text()
