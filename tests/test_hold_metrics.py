@@ -150,3 +150,19 @@ def test_compose_mounts_deploy_s_files_where_the_images_read_them() -> None:
         assert (ROOT / path).is_file()
     # Where prometheus.yml loads the rules from is where compose puts them.
     assert "- /etc/prometheus/alerts.yml" in (ROOT / "deploy/prometheus/prometheus.yml").read_text()
+
+
+def test_holds_that_cannot_be_read_again_stay_shown_with_when_they_were_read(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    api = make_api()
+    tables.add_run(3, "live", None, "2026-06-01 18:00:00")
+    _park(api, 3, 33)
+    before = _until(api, lambda text: 'subject="step:33"' in text)
+    read_at = _values(before, "runlog_holds_read_at_seconds")
+    tables.execute("DROP TABLE event_runs")  # every read of the holds fails from now on
+    failed = '{where="metrics.holds"}'
+    after = _until(api, lambda text: _values(text, "runlog_errors_swallowed_total").get(failed, 0) >= 1)
+    # An alert on it does not resolve because the database did not answer; its age is told.
+    assert _values(after, "runlog_hold_since_seconds") == _values(before, "runlog_hold_since_seconds")
+    assert _values(after, "runlog_holds_read_at_seconds") == read_at
