@@ -29,7 +29,7 @@ from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
 from .engine import DocumentCaches
-from .hold_metrics import HoldSeries
+from .hold_metrics import HoldSeries, thresholds
 from .limits import (
     query_limits,
 )
@@ -55,6 +55,7 @@ def create_app(
     """
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
+    alert_after = thresholds(settings)  # a reason that is not one stops start-up, naming it
     traced = tracing.provider(tracer_provider) if settings.otel or tracer_provider is not None else None
 
     @asynccontextmanager
@@ -79,6 +80,7 @@ def create_app(
             "watcher": watcher,
             "tails": tails,
             "replica": replica,
+            "holds": HoldSeries(settings, alert_after),  # what /metrics shows of the holds
             **server.lifespan_state(settings),  # uvicorn hands it to its protocols too
         }
         if traced is not None and replica is not None:
@@ -172,8 +174,6 @@ def create_app(
         # Asks nothing: a database that is down is no reason to restart this process.
         return JSONResponse({"status": "alive"})
 
-    held = HoldSeries(settings)  # the holds /metrics shows, read at a scrape (gql/hold_metrics.py)
-
     async def metrics_page(request: Request) -> Response:
         try:
             sample(request.scope["state"])
@@ -182,6 +182,7 @@ def create_app(
             log.exception("sampling the gauges for /metrics failed")
         # The holds say what the log says: shown only to a scrape that may read it.
         visible = policy.allows(policy.identify(request.headers.get("authorization")), Action.READ)
+        held: HoldSeries = request.state.holds
         if visible:
             await held.read(request.state.engine)
         body, content_type = metrics.exposition(request.headers.get("accept"), held.collector(visible))

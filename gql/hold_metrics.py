@@ -1,7 +1,8 @@
 """The holds of the runs in flight as Prometheus series: what `deploy/prometheus/alerts.yml` alerts on.
 
-The app keeps one `HoldSeries` in its lifespan state. A `/metrics` scrape that may read calls
-`await series.read(engine)`, then hands `series.collector(visible)` to `metrics.exposition`.
+The app checks `thresholds(settings)` as it is made and keeps one `HoldSeries` in its lifespan
+state. A `/metrics` scrape that may read calls `await series.read(engine)`, then hands
+`series.collector(visible)` to `metrics.exposition`.
 The series are listed in docs/operating.md ("Alerts on holds").
 """
 
@@ -22,7 +23,7 @@ from .holds import Hold, HoldReason
 from .runs import read_states
 from .settings import Settings, SettingsError
 
-__all__ = ["HOLDS_PER_RUN", "HoldSeries"]
+__all__ = ["HOLDS_PER_RUN", "HoldSeries", "thresholds"]
 
 _log = logging.getLogger("gql.metrics")
 
@@ -61,20 +62,26 @@ class Snapshot:
     took: float  # seconds
 
 
-class HoldSeries:
-    """The open holds of at most `RUNLOG_HOLD_ALERT_RUNS` runs in flight, read at most once a `FRESH_FOR`."""
+def thresholds(settings: Settings) -> dict[str, float]:
+    """Each hold reason's seconds before it alerts; raises SettingsError for a reason that is not one."""
+    by_reason = dict(settings.hold_alert_after_by_reason)
+    unknown = sorted(set(by_reason) - set(HoldReason.__members__))
+    if unknown:
+        raise SettingsError(
+            f"RUNLOG_HOLD_ALERT_AFTER_BY_REASON names {', '.join(unknown)}, not a hold reason: "
+            f"expected some of {', '.join(HoldReason.__members__)}"
+        )
+    return {reason.name: by_reason.get(reason.name, settings.hold_alert_after) for reason in HoldReason}
 
-    def __init__(self, settings: Settings) -> None:
-        by_reason = dict(settings.hold_alert_after_by_reason)
-        unknown = sorted(set(by_reason) - set(HoldReason.__members__))
-        if unknown:
-            raise SettingsError(
-                f"RUNLOG_HOLD_ALERT_AFTER_BY_REASON names {', '.join(unknown)}, not a hold reason: "
-                f"expected some of {', '.join(HoldReason.__members__)}"
-            )
-        self.after = {
-            reason.name: by_reason.get(reason.name, settings.hold_alert_after) for reason in HoldReason
-        }
+
+class HoldSeries:
+    """The open holds of at most `RUNLOG_HOLD_ALERT_RUNS` runs in flight, read at most once a `FRESH_FOR`.
+
+    One per app's lifespan (its lock belongs to the lifespan's event loop).
+    """
+
+    def __init__(self, settings: Settings, after: dict[str, float]) -> None:
+        self.after = after
         self.runs = settings.hold_alert_runs
         self.timeout = settings.read_timeout
         self.base = settings.public_url or ""
