@@ -30,6 +30,7 @@ from .conftest import Backend, free_port
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 PROMETHEUS, ALERTMANAGER = shutil.which("prometheus"), shutil.which("prometheus-alertmanager")
+PROMTOOL = shutil.which("promtool")  # in Debian's prometheus
 REQUIRE = os.environ.get("RUNLOG_TEST_REQUIRE_PROMETHEUS") == "1"
 READER = "reader-token-for-prometheus"
 PUBLIC_URL = "https://runlog.example.test"
@@ -41,7 +42,7 @@ WITHIN = 90
 
 @pytest.fixture
 def binaries() -> tuple[str, str]:
-    if PROMETHEUS is None or ALERTMANAGER is None:
+    if PROMETHEUS is None or ALERTMANAGER is None or PROMTOOL is None:
         missing = "Debian's prometheus and prometheus-alertmanager are not installed (scripts/install)"
         if REQUIRE:
             pytest.fail(f"RUNLOG_TEST_REQUIRE_PROMETHEUS=1, but {missing}")
@@ -245,3 +246,17 @@ def test_a_hold_alerts_once_past_its_setting_and_resolves_when_a_line_ends_it(
     )
     told = [(a["status"], a["labels"]["run_id"], a["labels"]["subject"]) for _, a in receiver.alerts()]
     assert told == [("firing", "7", "step:71"), ("resolved", "7", "step:71")]
+
+
+def test_the_rules_alert_once_per_hold_past_its_reason_s_threshold_and_on_what_would_silence_them(
+    binaries: tuple[str, str],
+) -> None:
+    """promtool's unit tests (tests/prometheus/alerts_test.yml) of the rules file as it is."""
+    assert PROMTOOL is not None
+    tested = subprocess.run(
+        [PROMTOOL, "test", "rules", "alerts_test.yml"],
+        cwd=ROOT / "tests" / "prometheus",
+        capture_output=True,
+        text=True,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
