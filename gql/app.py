@@ -24,11 +24,12 @@ from strawberry.extensions import DisableIntrospection
 
 from . import export, graphiql, health, metrics, request_id, run_page, server, tracing, writes
 from .answers import MaskUnexpected, route_error, shortened
-from .auth import Policy
+from .auth import Action, Policy
 from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
 from .engine import DocumentCaches
+from .hold_metrics import HoldSeries, thresholds
 from .limits import (
     query_limits,
 )
@@ -54,6 +55,7 @@ def create_app(
     """
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
+    alert_after = thresholds(settings)  # a reason that is not one stops start-up, naming it
     traced = tracing.provider(tracer_provider) if settings.otel or tracer_provider is not None else None
 
     @asynccontextmanager
@@ -78,6 +80,7 @@ def create_app(
             "watcher": watcher,
             "tails": tails,
             "replica": replica,
+            "holds": HoldSeries(settings, alert_after),  # what /metrics shows of the holds
             **server.lifespan_state(settings),  # uvicorn hands it to its protocols too
         }
         if traced is not None and replica is not None:
@@ -177,7 +180,12 @@ def create_app(
         except Exception:  # the scrape shows the gauges' last values
             metrics.swallowed("metrics.sample")
             log.exception("sampling the gauges for /metrics failed")
-        body, content_type = metrics.exposition(request.headers.get("accept"))
+        # The holds say what the log says: shown only to a scrape that may read it.
+        visible = policy.allows(policy.identify(request.headers.get("authorization")), Action.READ)
+        held: HoldSeries = request.state.holds
+        if visible:
+            await held.read(request.state.engine)
+        body, content_type = metrics.exposition(request.headers.get("accept"), held.collector(visible))
         return Response(body, headers={"Content-Type": content_type})
 
     routes: list[BaseRoute] = [

@@ -17,6 +17,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
 _log = logging.getLogger("gql.metrics")
 
@@ -248,10 +249,20 @@ def registry() -> CollectorRegistry:
     return collected
 
 
-def exposition(accept: str | None) -> tuple[bytes, str]:
-    """The scrape's body and content type: text format 0.0.4 unless `Accept` asks for OpenMetrics."""
+def exposition(accept: str | None, *more: Collector) -> tuple[bytes, str]:
+    """The scrape's body and content type: text format 0.0.4 unless `Accept` asks for OpenMetrics.
+
+    `more`: collectors of this scrape alone (gql/hold_metrics.py's), shown after the registry's.
+    """
     encoder, content_type = choose_encoder(accept or "")
-    return encoder(registry()), content_type
+    shown = registry()
+    if more:
+        # Without auto_describe, registering asks no collector for its names: nothing is collected twice.
+        scrape = CollectorRegistry(auto_describe=False)
+        for collector in (shown, *more):
+            scrape.register(collector)
+        shown = scrape
+    return encoder(shown), content_type
 
 
 def forget_dead_workers() -> None:

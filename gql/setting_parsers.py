@@ -215,6 +215,36 @@ def optional_duration(min_: str, max_: str) -> Parser:
     return Parser(parse, f"`off`, or {bounded.accepts}")
 
 
+def _public_url(raw: str) -> str:
+    scheme, sep, rest = raw.partition("://")
+    if scheme not in ("http", "https") or not sep or not rest.strip("/") or any(c in raw for c in " ?#"):
+        raise ValueError(
+            f"{raw!r} is not a base URL: expected http:// or https://, a host and an optional path, "
+            "such as https://runlog.example.com"
+        )
+    return raw.rstrip("/")
+
+
+def _seconds_by_reason(raw: str) -> tuple[tuple[str, float], ...]:
+    """`STEP_PARKED=300,STEP_RETRYING=1800`: seconds by hold reason (gql/hold_metrics.py checks the names)."""
+    found = {}
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip().upper()
+        if not sep or not name.replace("_", "").isalpha():
+            raise ValueError(
+                f"{part.strip()!r} is not REASON=SECONDS: expected hold reasons and seconds, "
+                "such as STEP_PARKED=300,STEP_RETRYING=1800"
+            )
+        try:
+            found[name] = seconds(1, 30 * 86400)(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    return tuple(sorted(found.items()))
+
+
 def _token(raw: str) -> str:
     if len(raw) < 16:
         raise ValueError("is too short to be a secret: use at least 16 characters")
@@ -236,4 +266,8 @@ LOG_FORMAT = Parser(_log_format, "`text` or `json`")
 METRICS = Parser(_metrics, "`on`, `off`, or a port from 1 to 65535")
 FORWARDED = Parser(_forwarded, "addresses or networks, comma-separated, or `*`")
 ORIGINS = Parser(_origins, "`scheme://host[:port]`, comma-separated, no wildcard")
+PUBLIC_URL = Parser(_public_url, "an `http://` or `https://` base URL")
+SECONDS_BY_REASON = Parser(
+    _seconds_by_reason, "`REASON=SECONDS`, comma-separated (1 to 2592000 seconds), a hold reason each"
+)
 HOSTS = Parser(_hosts, "host names without port, comma-separated; `*.` before one takes its subdomains")

@@ -23,6 +23,8 @@ from .setting_parsers import (
     METRICS,
     ORIGINS,
     PATH,
+    PUBLIC_URL,
+    SECONDS_BY_REASON,
     TOKEN,
     Parser,
     duration,
@@ -337,6 +339,32 @@ class Settings:
         METRICS,
         "`on`: `GET /metrics` on the API's port; `off`; or a port number: `/metrics` served on that "
         "port alone, on the same `--host` (see [Metrics](#metrics))",
+    )
+    # Alerts on holds (docs/operating.md, "Alerts on holds").
+    hold_alert_after: float = setting(
+        900.0,
+        seconds(1, 30 * 86400),
+        "seconds a hold lasts before `deploy/prometheus/alerts.yml` alerts on it (served as "
+        "`runlog_hold_alert_after_seconds`)",
+    )
+    hold_alert_after_by_reason: tuple[tuple[str, float], ...] = setting(
+        (),
+        SECONDS_BY_REASON,
+        "the same, for some reasons: `STEP_PARKED=300,STEP_RETRYING=1800`",
+        shown="unset: `RUNLOG_HOLD_ALERT_AFTER` for every reason",
+    )
+    hold_alert_runs: int = setting(
+        200,
+        whole(1, 10_000),
+        "runs in flight, newest activity first, whose holds a `/metrics` scrape reads and shows; "
+        "`runlog_hold_runs_left_out` counts the others",
+    )
+    public_url: str | None = setting(
+        None,
+        PUBLIC_URL,
+        "the base URL users reach the service at (`https://runlog.example.com`); an alert links to "
+        "`<it>/runs/<runId>`",
+        shown="unset: the page's path alone",
     )
     cors_origins: tuple[str, ...] = setting(
         (),

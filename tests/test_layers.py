@@ -31,6 +31,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.health",
         "gql.export",
         "gql.run_page",
+        "gql.hold_metrics",
     },
     "graphql": {
         "gql.schema",

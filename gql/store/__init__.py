@@ -56,6 +56,7 @@ from .reads import count_kinds, count_recent, cursor_now, find_line, ping, read_
 from .runs import (
     RUNS_IN_FLIGHT_DEFAULT,
     RUNS_IN_FLIGHT_MAX,
+    count_in_flight,
     find_logged_runs,
     find_runs,
     runs_in_flight,
@@ -127,6 +128,7 @@ __all__ = [
     "clamp_read_limit",
     "count_eligible",
     "count_eligible_runs",
+    "count_in_flight",
     "count_kinds",
     "count_recent",
     "cursor_now",

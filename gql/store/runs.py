@@ -186,3 +186,13 @@ async def runs_in_flight(
         )
         found.append((run, None if position is None else str(position)))
     return found, len(rows) > limit
+
+
+async def count_in_flight(engine: AsyncEngine) -> int:
+    """How many runs are not terminal (those `runs_in_flight` pages through)."""
+    r = event_runs
+    statement = (
+        select(func.count()).select_from(r).where(or_(r.c.status.is_(None), ~terminal_sql(r.c.status)))
+    )
+    rows = await read_rows(engine, statement)
+    return int(rows[0][0])
