@@ -18,7 +18,7 @@ from typing import Any
 from gql.detail_codec import read_values
 from gql.details import UnreadableDetail
 
-__all__ = ["LogLine", "Expected", "ExpectedHold", "expected_holds", "TERMINAL", "EVIDENCE_MOST"]
+__all__ = ["EVIDENCE_MOST", "TERMINAL", "Expected", "ExpectedHold", "LogLine", "expected_holds"]
 
 TERMINAL = frozenset({"completed", "cancelled", "failed", "missed"})
 EVIDENCE_MOST = 5  # the oldest line and the 4 newest
@@ -110,9 +110,7 @@ def expected_holds(status: str, lines: Iterable[LogLine], runs: Mapping[int, str
         told = values(blocks[-1])
         certain = readable(blocks[-1])
         blocking = _run_id(told.get("blockingRunId"))
-        if blocking is None:
-            certain = False
-        elif blocking not in runs or runs[blocking] in TERMINAL:
+        if blocking is None or blocking not in runs or runs[blocking] in TERMINAL:
             certain = False
         key = told.get("concurrencyKey")
         holds.append(_hold("BLOCKED_BY_RUN", blocks, certain, blocking_run_id=blocking, concurrency_key=key))
@@ -124,10 +122,14 @@ def expected_holds(status: str, lines: Iterable[LogLine], runs: Mapping[int, str
         if ours.kind != "phase.gate" or not after(ours, status_line):
             continue
         cut = newest_of(
-            newest(lambda line, p=phase: line.kind in ("phase.advanced", "phase.entered") and line.phase == p),
+            newest(
+                lambda line, p=phase: line.kind in ("phase.advanced", "phase.entered") and line.phase == p
+            ),
             status_line,
         )
-        gates = [line for line in ordered if line.kind == "phase.gate" and line.phase == phase and after(line, cut)]
+        gates = [
+            line for line in ordered if line.kind == "phase.gate" and line.phase == phase and after(line, cut)
+        ]
         certain = readable(gates[-1]) and not (
             phase is not None
             and unknown_ender_after(
@@ -145,12 +147,21 @@ def expected_holds(status: str, lines: Iterable[LogLine], runs: Mapping[int, str
         completed = newest(lambda line, p=last.phase: line.kind == "phase.completed" and line.phase == p)
         if completed is not None and after(completed, last):
             continue
-        others = newest(lambda line, s=step, k=last.kind: line.kind in STEP_KINDS and line.kind != k and line.step_id == s)
+        others = newest(
+            lambda line, s=step, k=last.kind: line.kind in STEP_KINDS and line.kind != k and line.step_id == s
+        )
         cut = newest_of(others, completed)
-        held = [line for line in ordered if line.kind == last.kind and line.step_id == step and after(line, cut)]
-        unsure = (step is not None and unknown_ender_after(held[0], lambda line: line.kind in STEP_KINDS and line.step_id is None)) or (
+        held = [
+            line for line in ordered if line.kind == last.kind and line.step_id == step and after(line, cut)
+        ]
+        unsure = (
+            step is not None
+            and unknown_ender_after(held[0], lambda line: line.kind in STEP_KINDS and line.step_id is None)
+        ) or (
             last.phase is not None
-            and unknown_ender_after(held[0], lambda line: line.kind == "phase.completed" and line.phase is None)
+            and unknown_ender_after(
+                held[0], lambda line: line.kind == "phase.completed" and line.phase is None
+            )
         )
         holds.append(_hold(STEP_OPENERS[last.kind], held, readable(held[-1]) and not unsure))
 
@@ -162,7 +173,9 @@ def expected_holds(status: str, lines: Iterable[LogLine], runs: Mapping[int, str
             continue
         reverted = newest(lambda line, g=group: line.kind == "cleanup.reverted" and group_of(line) == g)
         failed = [
-            line for line in ordered if line.kind == "cleanup.failed" and group_of(line) == group and after(line, reverted)
+            line
+            for line in ordered
+            if line.kind == "cleanup.failed" and group_of(line) == group and after(line, reverted)
         ]
         unsure = group is not None and unknown_ender_after(
             failed[0], lambda line: line.kind == "cleanup.reverted" and group_of(line) is None
