@@ -4,18 +4,25 @@ The hot run's holds (RunHolds, gql/operations: the run, its holds with their
 evidence, the holds of the runs blocking it, its phases) and the RunLog
 operation's newest 50 lines of the same run, one client, in alternating
 rounds, on the bench's 10,000 lines; with `--big`, on a second database of
-10,000,000 lines too, read side by side. The goal: the holds take no more
-than twice the page's latency, and as long at 10,000,000 lines as at 10,000.
-The floors serve no holds, so only the service is timed.
+10,000,000 lines too, read side by side; with `--long-run`, on one run of
+1,000,000 lines and 10,000 steps too (bench/long_run.py, kept between benches):
+
+    .venv/bin/python -m bench --only holds --long-run
+
+The goal: the holds take no more than twice the page's latency, on every table,
+and as long at 10,000,000 lines as at 10,000. The floors serve no holds, so only
+the service is timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 from typing import Any
 
 from .data import BLOCKING_RUNS, SMALL_PAGE, bench_database, fill_base, fill_big, settle
+from .long_run import LINES, STEPS, long_run_database
 from .mariadb import connect
 from .operations import HOT_RUN, Workload
 from .report import Plan, Report, say
@@ -55,7 +62,8 @@ def _without_blocking_runs_lines(database: str) -> int:
 
 
 def measure(report: Report, args: argparse.Namespace, plan: Plan) -> None:
-    """The holds and the page, at 10,000 lines (and with `--big` at `args.big_lines`), into `report`."""
+    """The holds and the page, at 10,000 lines (with `--big` at `args.big_lines`, with `--long-run`
+    on the long run), into `report`."""
     found: dict[str, float] = {}
     with bench_database() as database:
         fill_base(database)
@@ -74,18 +82,25 @@ def measure(report: Report, args: argparse.Namespace, plan: Plan) -> None:
             report.notes.append(
                 f"   RunHolds of run {HOT_RUN}: {len(run['holds'])} holds; headline: {run['headline'][:120]}"
             )
-            if args.big:
-                found = _big(report, args, plan, cases, servers)
-            else:
-                found = table_size({"small": servers}, cases, plan.latency_count * plan.latency_rounds)
+            with contextlib.ExitStack() as others:
+                sizes = {"small": servers}
+                if args.big:
+                    sizes["big"] = others.enter_context(_big(report, args, cases))
+                if args.long_run:
+                    sizes["long"] = others.enter_context(_long(report, cases))
+                found = table_size(sizes, cases, plan.latency_count * plan.latency_rounds)
         finally:
             for server in servers.values():
                 server.stop()
     label = "RunHolds"
     page_label = f"RunLog, newest {SMALL_PAGE} lines"
-    for size, lines in (("small", "10,000"), ("big", f"{args.big_lines:,}")):
+    for size, lines, flag, goals in (
+        ("small", "10,000", "", GOAL),
+        ("big", f"{args.big_lines:,}", "--big", f"{GOAL}, {FLAT_GOAL}"),
+        ("long", f"one run's {LINES:,} ({STEPS:,} steps)", "--long-run", GOAL),
+    ):
         if f"{label}|service|{size}" not in found:
-            report.unmeasured(f"{label}, {lines} lines", f"{GOAL}, {FLAT_GOAL}", "run with --big")
+            report.unmeasured(f"{label}, {lines} lines", goals, f"run with {flag}")
             continue
         holds_ms, page_ms = found[f"{label}|service|{size}"], found[f"{page_label}|service|{size}"]
         report.add(
@@ -116,10 +131,9 @@ def measure(report: Report, args: argparse.Namespace, plan: Plan) -> None:
             )
 
 
-def _big(
-    report: Report, args: argparse.Namespace, plan: Plan, cases: dict[str, str], small: Any
-) -> dict[str, float]:
-    """The cases on a second database of `args.big_lines` lines, side by side with the first's."""
+@contextlib.contextmanager
+def _big(report: Report, args: argparse.Namespace, cases: dict[str, str]) -> Any:
+    """The service on a second database of `args.big_lines` lines, for as long as the block runs."""
     with bench_database() as database:
         fill_base(database)
         filled = fill_big(database, args.big_lines, say) - _without_blocking_runs_lines(database)
@@ -129,7 +143,23 @@ def _big(
         try:
             run = big["service"].post(cases["RunHolds"])["data"]["runLog"]["run"]
             report.notes.append(f"   filled {filled:,} lines; RunHolds there: {run['headline'][:120]}")
-            return table_size({"small": small, "big": big}, cases, plan.latency_count * plan.latency_rounds)
+            yield big
         finally:
             for server in big.values():
+                server.stop()
+
+
+@contextlib.contextmanager
+def _long(report: Report, cases: dict[str, str]) -> Any:
+    """The service on the long run's database (bench/long_run.py), for as long as the block runs."""
+    with long_run_database(say) as database:
+        settle(database, say)
+        long = start_many(["service"], database)
+        try:
+            run = long["service"].post(cases["RunHolds"])["data"]["runLog"]["run"]
+            held = ", ".join(f"{hold['reason']} {hold.get('stepId') or ''}".strip() for hold in run["holds"])
+            report.notes.append(f"   the long run's holds: {held}; headline: {run['headline'][:120]}")
+            yield long
+        finally:
+            for server in long.values():
                 server.stop()

@@ -4,6 +4,7 @@
     .venv/bin/python -m bench --quick    # a small version: about a minute
     .venv/bin/python -m bench --big      # also a second database of 10,000,000 lines, read side by side
     .venv/bin/python -m bench --only holds   # a run's holds beside a 50-line page (bench/holds.py)
+    .venv/bin/python -m bench --only holds --long-run   # and on one run of 1,000,000 lines
     .venv/bin/python -m bench --only find    # runLog's filters beside a 50-line page (bench/find.py)
     .venv/bin/python -m bench --against main~1   # also an older revision, served beside this tree
 
@@ -683,6 +684,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", action="store_true", help="also fill 10,000,000 lines and compare")
     parser.add_argument("--big-lines", type=int, default=10_000_000, help=argparse.SUPPRESS)
     parser.add_argument(
+        "--long-run",
+        action="store_true",
+        help="with --only holds: also one run of 1,000,000 lines and 10,000 steps (built once, then kept)",
+    )
+    parser.add_argument(
         "--only",
         choices=("reads", "writes", "holds", "find"),
         help="only the read cases, only the write cases, only a run's holds beside a page, or only "
@@ -703,6 +709,8 @@ def main(argv: list[str] | None = None) -> int:
         "easier to tell from noise",
     )
     args = parser.parse_args(argv)
+    if args.long_run and args.only != "holds":
+        parser.error("--long-run times a run's holds: use it with --only holds")
     if args.rounds is not None and args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: at least 1 round is needed")
     quick = args.quick
