@@ -306,7 +306,8 @@ def _same_subject(reason: HoldReason, line: Line, subject: Any, told: Planned) -
 
 
 def _latest_entered(marks: Sequence[Line]) -> int | None:
-    entered = [line for line in marks if line.kind == _ENTERED and line.phase is not None]
+    """The phase of the newest `phase.entered`: None before the first, or when that line names none."""
+    entered = [line for line in marks if line.kind == _ENTERED]
     return entered[-1].phase if entered else None
 
 
