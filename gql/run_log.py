@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, runs, store, tail
+from .admission import Busy
 from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
@@ -23,6 +25,8 @@ from .request_id import note
 from .runs import Run, RunsPage, RunsPageInfo
 
 log = logging.getLogger("gql.runlog")
+
+T = TypeVar("T")
 
 MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of proxies
 
@@ -217,13 +221,19 @@ async def read_run_log(
                     replica.failed(exc)
             return await read_on(context.engine, max_detail_bytes)
 
-        try:
+        async def page_by_deadline() -> store.Page:
             async with asyncio.timeout_at(deadline):
                 # A page without details weighs nothing against the budget.
                 if asked.detail:
-                    page = await context.details_left().read(read, servings())
-                else:
-                    page = await read(None)
+                    return await context.details_left().read(read, servings())
+                return await read(None)
+
+        try:
+            if filters.search is None:
+                page = await page_by_deadline()
+            else:
+                with _admitted(context):
+                    page = await _unless_gone(context, page_by_deadline())
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
@@ -236,18 +246,20 @@ async def read_run_log(
         return store.cursors_of(page, before=newer, settled=settled, scope=scope, only_ends=not asked.cursor)
 
     if line_id is not None:
-        lines, cursors, info_, deadline = await read_around(
-            context,
-            asked,
-            servings,
-            run_id=number,
-            line_id=line_id,
-            kinds=wire_kinds,
-            filters=filters,
-            scope=scope,
-            limit=limit,
-            unavailable=unavailable,
-        )
+        with _admitted(context) if filters.search is not None else contextlib.nullcontext():
+            around_read = await read_around(
+                context,
+                asked,
+                servings,
+                run_id=number,
+                line_id=line_id,
+                kinds=wire_kinds,
+                filters=filters,
+                scope=scope,
+                limit=limit,
+                unavailable=unavailable,
+            )
+        lines, cursors, info_, deadline = around_read
         return await _completed(
             context, asked, number, filters, deadline, info_, lines, cursors, pruned=False
         )
@@ -400,7 +412,7 @@ async def _long_poll(
             async with watcher.watch(run_id, counted=True) as watch:
                 leaving = None
                 if context.receive is not None:
-                    leaving = loop.create_task(_until_gone(context.receive, watch.abandon))
+                    leaving = loop.create_task(until_gone(context.receive, watch.abandon))
                 try:
                     while (left := end - loop.time()) > 0:
                         held_back = 0 < settles_in < left
@@ -422,7 +434,37 @@ async def _long_poll(
     return None
 
 
-async def _until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
+def _admitted(context: Context) -> contextlib.AbstractContextManager[None]:
+    """Count a search among RUNLOG_MAX_SEARCHES while it reads; refused with TOO_MANY_SEARCHES past it."""
+    if context.admissions is None:  # an export's page: admitted as the export
+        return contextlib.nullcontext()
+    try:
+        return context.admissions.searches.enter()
+    except Busy as exc:
+        log.warning("runLog search refused: request %s: %s", context.request_id, exc.message)
+        raise ClientError(exc.message, exc.code, retryAfter=exc.retry_after, limit=exc.most) from None
+
+
+async def _unless_gone(context: Context, reading: Coroutine[Any, Any, T]) -> T:
+    """`reading`, cancelled (its statement with it) once the HTTP client that asked for it hangs up."""
+    if context.receive is None:
+        return await reading
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(reading)
+    leaving = loop.create_task(until_gone(context.receive, task.cancel))
+    try:
+        return await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if not leaving.done() or (current is not None and current.cancelling()):
+            raise
+        log.info("runLog: request %s: its client left; the read is cancelled", context.request_id)
+        raise ClientError("The client left before the page was read.", "CLIENT_GONE") from None
+    finally:
+        leaving.cancel()
+
+
+async def until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
     """Call `then` once the client of an HTTP request whose body was read disconnects."""
     while (await receive())["type"] != "http.disconnect":
         pass
