@@ -22,10 +22,10 @@ from .admission import Busy
 from .answers import anonymise, json_error, should_mask
 from .filters import FilterError, read_filters
 from .graphiql import with_fragments
+from .hangup import ClientGone, unless_gone
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .limits import DetailBudget
-from .run_log import until_gone
 
 log = logging.getLogger("gql.export")
 
@@ -215,18 +215,10 @@ class Export:
         with running:
             self.context.admissions = None  # its pages are admitted with it, not as searches
             self.context.receive = None  # the client's leaving is watched here, once
-            loop = asyncio.get_running_loop()
-            streaming = loop.create_task(self._stream(scope, receive, send))
-            leaving = loop.create_task(until_gone(receive, streaming.cancel))
             try:
-                await streaming
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if not leaving.done() or (current is not None and current.cancelling()):
-                    raise
+                await unless_gone(receive, self._stream(scope, receive, send))
+            except ClientGone:
                 log.info("export of run %s: its client left after %d lines; stopped", self.run_id, self.sent)
-            finally:
-                leaving.cancel()
 
     async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -17,16 +17,16 @@ from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
 from .filters import FilterError, read_filters
+from .hangup import ClientGone, unless_gone, until_gone
 from .holds import REACH as holds_reach
 from .ids import id_problem, parse_id
 from .kinds import Kind
+from .limits import served_bytes
 from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
 from .request_id import note
 from .runs import Run, RunsPage, RunsPageInfo
 
 log = logging.getLogger("gql.runlog")
-
-T = TypeVar("T")
 
 MAX_WAIT_SECONDS = 30  # runLog's `wait`: under the usual 60 s idle timeout of proxies
 
@@ -62,6 +62,15 @@ async def _find_runs(
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
+    if holds and not isinstance(found, Exception):
+        weight = sum(served_bytes(run, runs.MAX_CHAIN) for run in found.values())
+        if not context.details_left().spend(weight):
+            found = ClientError(
+                f"The holds of the runs this page names carry {weight} bytes of sentences and evidence, "
+                "more than is left of the request's RUNLOG_MAX_PAGE_BYTES after its lines' details; "
+                "ask for a smaller page, or for the runs' holds without the lines' details",
+                "PAGE_TOO_LARGE",
+            )
     if page_run is None:
         return found, None
     if isinstance(found, Exception):
@@ -90,6 +99,18 @@ async def read_runs_in_flight(
         if store.is_unavailable(exc):
             raise unavailable(context, "runsInFlight", exc) from None
         raise
+    if made:
+        # Holds' sentences and evidence count against RUNLOG_MAX_PAGE_BYTES: the page ends where
+        # they would pass it (its first run always comes).
+        budget = context.details_left()
+        kept = 0
+        for row, _ in found:
+            run = made.get(row.id)
+            if run is not None and not budget.spend(served_bytes(run, runs.MAX_CHAIN), first=kept == 0):
+                break
+            kept += 1
+        if kept < len(found):
+            found, more = found[:kept], True
     end = None if not found else runs.encode_cursor(found[-1][1], found[-1][0].id)
     return RunsPage(
         nodes=[made.get(row.id) or runs.as_run(row) for row, _ in found],
@@ -229,11 +250,13 @@ async def read_run_log(
                 return await read(None)
 
         try:
-            if filters.search is None:
-                page = await page_by_deadline()
-            else:
-                with _admitted(context):
-                    page = await _unless_gone(context, page_by_deadline())
+            # A search stops as soon as its client leaves: it may read for seconds.
+            receive = None if filters.search is None else context.receive
+            with _admitted(context, filters.search):
+                page = await unless_gone(receive, page_by_deadline())
+        except ClientGone:
+            log.info("runLog of run %d: request %s: its client left", number, context.request_id)
+            raise ClientError("The client left before the page was read.", "CLIENT_GONE") from None
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
@@ -246,7 +269,7 @@ async def read_run_log(
         return store.cursors_of(page, before=newer, settled=settled, scope=scope, only_ends=not asked.cursor)
 
     if line_id is not None:
-        with _admitted(context) if filters.search is not None else contextlib.nullcontext():
+        with _admitted(context, filters.search):
             around_read = await read_around(
                 context,
                 asked,
@@ -434,41 +457,15 @@ async def _long_poll(
     return None
 
 
-def _admitted(context: Context) -> contextlib.AbstractContextManager[None]:
+def _admitted(context: Context, search: str | None) -> contextlib.AbstractContextManager[None]:
     """Count a search among RUNLOG_MAX_SEARCHES while it reads; refused with TOO_MANY_SEARCHES past it."""
-    if context.admissions is None:  # an export's page: admitted as the export
+    if search is None or context.admissions is None:  # None: an export's page, admitted as the export
         return contextlib.nullcontext()
     try:
         return context.admissions.searches.enter()
     except Busy as exc:
         log.warning("runLog search refused: request %s: %s", context.request_id, exc.message)
         raise ClientError(exc.message, exc.code, retryAfter=exc.retry_after, limit=exc.most) from None
-
-
-async def _unless_gone(context: Context, reading: Coroutine[Any, Any, T]) -> T:
-    """`reading`, cancelled (its statement with it) once the HTTP client that asked for it hangs up."""
-    if context.receive is None:
-        return await reading
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(reading)
-    leaving = loop.create_task(until_gone(context.receive, task.cancel))
-    try:
-        return await task
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if not leaving.done() or (current is not None and current.cancelling()):
-            raise
-        log.info("runLog: request %s: its client left; the read is cancelled", context.request_id)
-        raise ClientError("The client left before the page was read.", "CLIENT_GONE") from None
-    finally:
-        leaving.cancel()
-
-
-async def until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
-    """Call `then` once the client of an HTTP request whose body was read disconnects."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    then()
 
 
 def unavailable(context: Context, what: str, exc: Exception) -> ClientError:
