@@ -7,7 +7,8 @@ Creates a scratch database on RUNLOG_BENCH_MARIADB_URL, fills run 1 with `--line
 1 KB details (one INSERT ... SELECT), and starts `python -m gql serve` on it with the default
 settings. Then `--writes` writes, one after another, alone; then the same while `--searches`
 clients search run 1 for a text it does not hold (each reads RUNLOG_MAX_SEARCH_LINES lines) and
-`--exports` clients each open the run's export, read 300 bytes and leave, over and over. Prints
+`--exports` clients each open the run's export, read 300 bytes and leave, over and over (a
+refused reader waits as its answer's retryAfter or Retry-After says). Prints
 each phase's write latencies, the writes answered false, `/readyz`'s answers, and what the
 readers were told.
 """
@@ -65,9 +66,9 @@ def readers(
         with httpx.Client(base_url=base, timeout=120) as client:
             while not done.is_set():
                 body = client.post("/graphql", json={"query": SEARCH, "variables": {"s": "nowhere"}}).json()
-                told[
-                    "search " + body.get("errors", [{}])[0].get("extensions", {}).get("code", "answered")
-                ] += 1
+                extensions = body.get("errors", [{}])[0].get("extensions", {})
+                told["search " + extensions.get("code", "answered")] += 1
+                time.sleep(extensions.get("retryAfter", 0))  # as a client should
 
     def export() -> None:
         while not done.is_set():
@@ -80,6 +81,7 @@ def readers(
                     told["export abandoned after 300 bytes"] += 1
                 else:
                     told[f"export {response.status_code} {response.read()[:60]!r}"] += 1
+                    time.sleep(int(response.headers.get("retry-after", "0")))  # as a client should
 
     threads = [threading.Thread(target=search) for _ in range(searches)]
     threads += [threading.Thread(target=export) for _ in range(exports)]
