@@ -155,7 +155,7 @@ def create_app(
         return {} if replica is None else {"replica": replica.status()}
 
     async def healthz(request: Request) -> Response:
-        reason = await health.problem(request.state.engine, settings)
+        reason = await health.problem(request.state.write_engine, settings)  # readers cannot fill its pool
         extra = replica_state(request)
         if reason is not None:
             log.warning("healthz: %s", reason)

@@ -49,6 +49,8 @@ LAYERS: dict[str, set[str]] = {
         "gql.filters",
     },
     "rules": {
+        "gql.admission",
+        "gql.hangup",
         "gql.writes",
         "gql.tail",
         "gql.retention",
