@@ -115,7 +115,9 @@ def main() -> None:
     process = None
     try:
         init = [sys.executable, "-m", "gql", "init-db"]
-        subprocess.run(init, env=env, check=True, capture_output=True)  # noqa: S603 - as above
+        # Run from elsewhere: `python -m` puts the working directory first on the path, before --code.
+        elsewhere = tempfile.mkdtemp(prefix="write-capacity-")
+        subprocess.run(init, env=env, check=True, capture_output=True, cwd=elsewhere)  # noqa: S603 - as below
         with connect(database).cursor() as cur:
             cur.execute(
                 "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
@@ -132,6 +134,7 @@ def main() -> None:
                 env=env,
                 stdout=output,
                 stderr=subprocess.STDOUT,
+                cwd=elsewhere,
             )
         base = f"http://127.0.0.1:{port}"
         for _ in range(300):
