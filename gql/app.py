@@ -99,6 +99,10 @@ def create_app(
             _log_start(settings, policy)
             metrics.forget_dead_workers()
             await writer.log_detail_limit()  # the detail column's size, looked up once
+            if write_engine is not engine:
+                # The readers' first connection now: the dialect's first-connect round trips are
+                # start-up's, not a request's. A database down now is /healthz's to say.
+                await health.problem(engine, settings)
             if sweeper is not None:
                 sweeper.start()
             watcher.start()
