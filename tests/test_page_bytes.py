@@ -268,3 +268,29 @@ def test_holds_sentences_and_evidence_count_against_the_requests_bytes(
             break
         after = page["pageInfo"]["endCursor"]
     assert sorted(seen) == ["1", "2", "3", "4", "5"]  # none skipped, none twice
+
+
+PAGE_AND_HOLDS = """{
+  runLog(runId: 1) {
+    nodes { detail { ... on RunBlockedDetail { concurrencyKey } } }
+    run { holds { sentence evidence { detail { ... on RunBlockedDetail { concurrencyKey } } } } }
+  }
+}"""
+
+
+def test_a_pages_run_whose_holds_pass_the_requests_bytes_is_refused_naming_the_limit(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    tables.add_run(1, "live", None, "2026-01-01 00:00:00")
+    tables.add_run(90, "live", None, "2026-01-01 00:00:00")
+    small = make_api(max_page_bytes=40 * 1024)
+    # The line's detail (30 KB) fits; its run's hold says the key again, in its sentence and evidence.
+    assert small.write(1, "run.blocked", {"blockingRunId": 90, "concurrencyKey": "k" * 30_000})
+    body = small.post(PAGE_AND_HOLDS)
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "PAGE_TOO_LARGE" and "RUNLOG_MAX_PAGE_BYTES" in error["message"]
+    assert error["path"] == ["runLog", "run"]
+    assert len(body["data"]["runLog"]["nodes"]) == 1
+    large = make_api(max_page_bytes=200 * 1024)
+    (hold,) = large.data(PAGE_AND_HOLDS)["runLog"]["run"]["holds"]
+    assert hold["evidence"][0]["detail"]["concurrencyKey"] == "k" * 30_000
