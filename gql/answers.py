@@ -143,8 +143,11 @@ def shortened(reason: str, most: int = 1000) -> str:
     return f"{reason[:most]}... ({len(reason)} characters, shortened)"
 
 
-def json_error(request: Request, status: int, message: str, headers: Any = None) -> Response:
-    body = error_body(status, message, request.state.request_id)
+def json_error(
+    request: Request, status: int, message: str, headers: Any = None, **extensions: Any
+) -> Response:
+    """A JSON error answer; `extensions` go beside its code (`code=` in place of the status's name)."""
+    body = error_body(status, message, request.state.request_id, **extensions)
     media_type = response_media_type(request.headers.get("accept"))
     return Response(body, status_code=status, media_type=media_type, headers=headers)
 

@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from strawberry.extensions import DisableIntrospection
 
 from . import export, graphiql, health, metrics, request_id, run_page, server, tracing, writes
+from .admission import Admissions
 from .answers import MaskUnexpected, route_error, shortened
 from .auth import Action, Policy
 from .body_limit import BodyLimit
@@ -64,17 +65,24 @@ def create_app(
         unchecked = await graphql_app.engine.warm(trusted.by_hash.values())
         trusted.check(graphql_schema(schema), unchecked)
         engine = create_engine(settings)
+        # Writes have connections of their own, which no reader can take (SQLite has one writer anyway).
+        write_engine = (
+            engine if settings.is_embedded else create_engine(settings, pool_size=settings.write_pool_size)
+        )
         if traced is not None:
-            pool_state(engine).spans = tracing.instrument_engine(engine, traced)
+            for made in {engine, write_engine}:
+                pool_state(made).spans = tracing.instrument_engine(made, traced)
         sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
         watcher = Watcher(engine, settings)
         tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         replica = Replica.from_settings(engine, settings)
-        writer = writes.Writer(engine, settings)
+        writer = writes.Writer(write_engine, settings)
         # The lifespan state: each request's scope["state"] starts as a copy of it.
         state = {
             "settings": settings,
-            "engine": engine,
+            "engine": engine,  # the readers'
+            "write_engine": write_engine,
+            "admissions": Admissions.from_settings(settings),
             "writer": writer,
             "sweeper": sweeper,
             "watcher": watcher,
@@ -94,6 +102,10 @@ def create_app(
             _log_start(settings, policy)
             metrics.forget_dead_workers()
             await writer.log_detail_limit()  # the detail column's size, looked up once
+            if write_engine is not engine:
+                # The readers' first connection now: the dialect's first-connect round trips are
+                # start-up's, not a request's. A database down now is /healthz's to say.
+                await health.problem(engine, settings)
             if sweeper is not None:
                 sweeper.start()
             watcher.start()
@@ -115,6 +127,7 @@ def create_app(
             if sweeper is not None:
                 await sweeper.stop()
             await engine.dispose()
+            await write_engine.dispose()
 
     extensions: list[Any] = [MaskUnexpected, *query_limits(settings)]
     if not settings.introspection:
@@ -149,7 +162,7 @@ def create_app(
         return {} if replica is None else {"replica": replica.status()}
 
     async def healthz(request: Request) -> Response:
-        reason = await health.problem(request.state.engine, settings)
+        reason = await health.problem(request.state.write_engine, settings)  # readers cannot fill its pool
         extra = replica_state(request)
         if reason is not None:
             log.warning("healthz: %s", reason)
@@ -159,7 +172,8 @@ def create_app(
     readiness = health.Readiness(settings)
 
     async def readyz(request: Request) -> Response:
-        reason = await readiness.problem(request.state.engine)
+        # Ready is whether a write would find a connection: readers cannot fill the writes' pool.
+        reason = await readiness.problem(request.state.write_engine)
         extra = replica_state(request)
         if reason is not None:
             log.warning("readyz: %s", reason)

@@ -185,9 +185,13 @@ event_runs = Table(
 )
 
 
-def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
-    """Open the pool for `settings.database_url` (or `url`, a replica's), with bounded waits everywhere."""
+def create_engine(settings: Settings, url: URL | None = None, *, pool_size: int | None = None) -> AsyncEngine:
+    """Open the pool for `settings.database_url` (or `url`, a replica's), with bounded waits everywhere.
+
+    `pool_size` in place of RUNLOG_POOL_SIZE (the writes' pool: RUNLOG_WRITE_POOL_SIZE).
+    """
     url = settings.url if url is None else url
+    size = settings.pool_size if pool_size is None else pool_size
     if settings.is_embedded:
         # The wait for another writer's lock (SQLite's busy timeout) is part of a write's budget.
         engine = create_async_engine(
@@ -216,12 +220,12 @@ def create_engine(settings: Settings, url: URL | None = None) -> AsyncEngine:
     engine = create_async_engine(
         url,
         connect_args=connect_args,
-        pool_size=settings.pool_size,
-        max_overflow=settings.pool_size,
+        pool_size=size,
+        max_overflow=size,
         pool_timeout=settings.connect_timeout,
         pool_recycle=settings.pool_recycle,
         isolation_level="AUTOCOMMIT",
-        execution_options={_POOL_STATE: PoolState(most=2 * settings.pool_size)},
+        execution_options={_POOL_STATE: PoolState(most=2 * size)},
         pool_reset_on_return=None,
         # Closing a connection that autobegan would still send a ROLLBACK.
         skip_autocommit_rollback=True,

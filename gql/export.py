@@ -1,7 +1,7 @@
 """`GET /runs/{runId}/log.ndjson` (`route(graphql_app)`): a run's whole log, oldest first, one JSON line each.
 
 Pages of the shipped line fragment, read through the engine with the caller's authorization,
-one at a time; a client taking nothing within RUNLOG_WS_PING_INTERVAL is dropped.
+one at a time as the client takes them; see `Export` for its bounds.
 """
 
 from __future__ import annotations
@@ -18,11 +18,14 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from . import store
+from .admission import Busy
 from .answers import anonymise, json_error, should_mask
 from .filters import FilterError, read_filters
 from .graphiql import with_fragments
+from .hangup import ClientGone, unless_gone
 from .ids import id_problem, parse_id
 from .kinds import Kind
+from .limits import DetailBudget
 
 log = logging.getLogger("gql.export")
 
@@ -66,6 +69,9 @@ def variables_of(run_id: str, params: Mapping[str, Any]) -> tuple[dict[str, Any]
         return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
     kinds = listed("kinds")
+    if kinds == [] and "kinds" in params:
+        # In GraphQL `kinds: []` means none; a URL's empty value is far likelier a mistake.
+        raise ExportError("kinds= is empty: name at least one kind or leave kinds out")
     wire_kinds = names = None
     if kinds is not None:
         unknown = [k for k in kinds if k not in _KINDS]
@@ -112,12 +118,13 @@ def variables_of(run_id: str, params: Mapping[str, Any]) -> tuple[dict[str, Any]
 
 
 class _Refused(Exception):
-    """A page the engine refused: its status and message, for the answer (or the log, past the first)."""
+    """A page the engine refused: its status, message and code, for the answer (or the log, if not first)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code
 
 
 # A refusal's status by its code; any other error is a fault of ours (500).
@@ -127,6 +134,9 @@ _STATUS = {
     "FORBIDDEN": 403,
     "DATABASE_UNAVAILABLE": 503,
 }
+# Stored detail bytes one page of the export holds at most: the most it keeps in memory at a time.
+PAGE_BYTES = 1024 * 1024
+CHUNK_BYTES = 64 * 1024  # bytes handed to the server at a time: it holds no more for a slow client
 
 
 async def _pages(
@@ -134,8 +144,9 @@ async def _pages(
 ) -> AsyncIterator[bytes]:
     """Each page's lines, oldest first, as NDJSON: `before` pages from the run's start until none is newer."""
     before: str | None = start
+    page_bytes = min(PAGE_BYTES, context.settings.max_page_bytes)
     while before is not None:
-        context.detail_budget = None  # each page has the whole budget: one page is held at a time
+        context.detail_budget = DetailBudget(page_bytes)  # one page is held at a time
         asked = {**variables, "before": before}
         planned = graphql_app.engine.plan(QUERY, "RunLogExport", asked)
         if planned is not None:
@@ -153,13 +164,14 @@ async def _pages(
                 if should_mask(error):  # not masked yet (the engine's answer): logged with its stack
                     anonymise(error, context.request_id)
                 raise _Refused(500, f"the export failed (request id {context.request_id})")
-            raise _Refused(_STATUS[code], error.message)
+            raise _Refused(_STATUS[code], error.message, code)
         page = result.data["runLog"]
         nodes = page["nodes"]
-        if nodes:
-            yield b"".join(graphql_app.encode_json(node) + b"\n" for node in reversed(nodes))
         info = page["pageInfo"]
         before = info["startCursor"] if info["hasPreviousPage"] else None
+        del result, page  # only the page's bytes are held while the client takes them
+        if nodes:
+            yield b"".join(graphql_app.encode_json(node) + b"\n" for node in reversed(nodes))
 
 
 def route(graphql_app: Any) -> Any:
@@ -171,43 +183,85 @@ def route(graphql_app: Any) -> Any:
         except ExportError as exc:
             return json_error(request, 400, str(exc))
         context = await graphql_app.get_context(request, response=None)
-        pages = _pages(graphql_app, context, variables, start)
-        try:
-            # Read before the head is sent: a refusal of the first page is the answer's status.
-            first = await anext(pages, b"")
-        except _Refused as exc:
-            return json_error(request, exc.status, exc.message)
-        return Stream(first, pages, context.settings.ws_ping_interval, variables["runId"])
+        return Export(request, _pages(graphql_app, context, variables, start), context, variables["runId"])
 
     return export
 
 
-class Stream:
-    """The export's answer: the first page, then each next one once the client has taken the one before."""
+class Export:
+    """The export's answer: admitted among RUNLOG_MAX_EXPORTS, page by page as the client takes them.
 
-    def __init__(self, first: bytes, pages: AsyncIterator[bytes], patience: float, run_id: str) -> None:
-        self.first = first
+    It ends, its statement with it, as soon as the client leaves, and drops a client that takes
+    nothing for RUNLOG_SEND_TIMEOUT.
+    """
+
+    def __init__(self, request: Request, pages: AsyncIterator[bytes], context: Any, run_id: str) -> None:
+        self.request = request
         self.pages = pages
-        self.patience = patience
+        self.context = context
         self.run_id = run_id
+        self.sent = 0  # lines sent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            running = self.context.admissions.exports.enter()
+        except Busy as exc:
+            log.warning("export of run %s refused: %s", self.run_id, exc.message)
+            answer = json_error(
+                self.request, 503, exc.message, {"Retry-After": str(exc.retry_after)}, code=exc.code
+            )
+            await answer(scope, receive, send)
+            return
+        with running:
+            self.context.admissions = None  # its pages are admitted with it, not as searches
+            self.context.receive = None  # the client's leaving is watched here, once
+            try:
+                await unless_gone(receive, self._stream(scope, receive, send))
+            except ClientGone:
+                log.info("export of run %s: its client left after %d lines; stopped", self.run_id, self.sent)
+
+    async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._pages_sent(scope, receive, send)
+        finally:
+            await self.pages.aclose()  # type: ignore[attr-defined]
+
+    async def _pages_sent(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            # Read before the head is sent: a refusal of the first page is the answer's status.
+            chunk: bytes | None = await anext(self.pages, b"")
+        except _Refused as exc:
+            headers = {"WWW-Authenticate": 'Bearer realm="runlog"'} if exc.status == 401 else None
+            extensions = {} if exc.code is None else {"code": exc.code}
+            await json_error(self.request, exc.status, exc.message, headers, **extensions)(
+                scope, receive, send
+            )
+            return
         head = [(b"content-type", b"application/x-ndjson; charset=utf-8")]
         await send({"type": "http.response.start", "status": 200, "headers": head})
-        chunk: bytes | None = self.first
+        patience = self.context.settings.send_timeout
         try:
             while chunk is not None:
-                if chunk:
-                    # The server's send waits while the client's socket is full.
-                    async with asyncio.timeout(self.patience):
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                for start in range(0, len(chunk), CHUNK_BYTES):
+                    # The server's send waits while the client's socket is full: nothing queues ahead.
+                    async with asyncio.timeout(patience):
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": chunk[start : start + CHUNK_BYTES],
+                                "more_body": True,
+                            }
+                        )
+                self.sent += chunk.count(b"\n")
+                chunk = None  # not held while the next page is read
                 chunk = await anext(self.pages, None)
         except TimeoutError:
             log.warning(
-                "export of run %s: dropped, its client took nothing of a page in %s s "
-                "(RUNLOG_WS_PING_INTERVAL)",
+                "export of run %s: dropped after %d lines, its client took nothing in %s s "
+                "(RUNLOG_SEND_TIMEOUT)",
                 self.run_id,
-                self.patience,
+                self.sent,
+                patience,
             )
             return
         except _Refused as exc:
@@ -215,8 +269,6 @@ class Stream:
             return
         except OSError:
             return  # the client went away
-        finally:
-            await self.pages.aclose()  # type: ignore[attr-defined]
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -246,8 +298,14 @@ async def export_to(
     status = 0
     body = bytearray()
 
+    asked: list[bool] = []
+
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
+        if not asked:
+            asked.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # standard output never hangs up: the export ends by itself
+        return {"type": "http.disconnect"}
 
     async def send(message: MutableMapping[str, Any]) -> None:
         nonlocal status

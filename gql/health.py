@@ -104,7 +104,8 @@ def _missing_table(message: str) -> str:
 
 
 class Readiness:
-    """Whether this process can serve now: a spare connection, and a database that answers (checked once)."""
+    """Whether this process can write now: a spare connection of `engine`'s (the writes' pool), and a
+    database that answers (checked once)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -133,6 +134,6 @@ def pool_full(engine: AsyncEngine) -> str | None:
     if in_use < most:
         return None
     return (
-        f"the connection pool is full: {in_use} of {most} connections in use "
-        "(RUNLOG_POOL_SIZE and as many overflow); requests wait for one"
+        f"the writes' connection pool is full: {in_use} of {most} connections in use "
+        "(RUNLOG_WRITE_POOL_SIZE and as many overflow); writes wait for one"
     )

@@ -138,12 +138,20 @@ def _refused(error: GraphQLError) -> ExecutionResult:
 class DetailBudget:
     """The stored detail bytes the `runLog` pages of one request may still return (RUNLOG_MAX_PAGE_BYTES).
 
-    Pages spend it one at a time; a page returns its first line whatever it weighs.
+    Pages spend it one at a time; a page returns its first line whatever it weighs. The holds of
+    runs spend it too (`spend`).
     """
 
     def __init__(self, max_bytes: int) -> None:
         self.left = max_bytes
         self._turn = asyncio.Lock()
+
+    def spend(self, size: int, *, first: bool = False) -> bool:
+        """Spend `size` bytes if they fit, or whatever is asked if `first`; False (nothing spent) if not."""
+        if size > self.left and not first:
+            return False
+        self.left -= size
+        return True
 
     async def read(self, read_page: Callable[[int], Awaitable[store.Page]], servings: int = 1) -> store.Page:
         """`read_page(bytes left / servings)`, its details' bytes then spent once per serving."""
@@ -151,6 +159,16 @@ class DetailBudget:
             page = await read_page(max(self.left, 0) // servings)
             self.left -= page.detail_bytes * servings
             return page
+
+
+def served_bytes(run: Any, depth_left: int) -> int:
+    """The bytes of headline, sentences and evidence details a `runs.Run` serves, its blocking runs' too."""
+    total = len(run.headline)
+    for hold in run.holds:
+        total += hold.weight
+        if hold.blocking_run is not None and depth_left > 0:
+            total += served_bytes(hold.blocking_run, depth_left - 1)
+    return total
 
 
 _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun counts once for each"

@@ -79,7 +79,7 @@ SWALLOWED = Counter(
 
 POOL_IN_USE = Gauge(
     "runlog_pool_connections_in_use",
-    "Database connections checked out of the pool now.",
+    "Database connections checked out of the pools now (the readers' and the writes').",
     multiprocess_mode="livesum",
 )
 WRITE_QUEUE = Gauge(
@@ -202,8 +202,8 @@ def swallowed(where: str) -> None:
 
 def sample(state: dict[str, Any], caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
     """Set the sampled gauges from what the app hands in: its lifespan state, caches, plans, queue length."""
-    pool = state["engine"].sync_engine.pool
-    POOL_IN_USE.set(_call(pool, "checkedout"))
+    engines = {state["engine"], state.get("write_engine", state["engine"])}  # the readers' and the writes'
+    POOL_IN_USE.set(sum(_call(engine.sync_engine.pool, "checkedout") for engine in engines))
     if caches is not None:
         CACHE_ENTRIES.labels("documents").set(len(caches.texts))
         CACHE_BYTES.labels("documents").set(caches.held_bytes)

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from strawberry.types import get_object_definition
 
 from . import retention, store, subscriptions, tail, writes
+from .admission import Admissions
 from .auth import Action, Caller, Policy
 from .detail_codec import read_detail
 from .details import RunBlockedDetail, RunLogDetail
@@ -89,6 +90,7 @@ class Context:
     replica: Replica | None = None  # the read replica, when RUNLOG_READ_DATABASE_URL is set
     # An entry for each writeRunLog field that answered false (not_stored.note).
     not_stored: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    admissions: Admissions | None = None  # the app's; None: searches are not counted (an export's pages)
 
     def for_operation(self) -> Context:
         """A context for one operation sent over this websocket: its own arrival, page budget and writes."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -12,12 +13,15 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, not_stored, runs, store, tail
+from .admission import Busy
 from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
 from .filters import FilterError, read_filters
+from .hangup import ClientGone, unless_gone, until_gone
 from .ids import id_problem, parse_id
 from .kinds import Kind
+from .limits import served_bytes
 from .page import Asked, ClientError, Context, KindCount, PageInfo, PrunedLines, RunLogPage, kind_of
 from .request_id import note
 from .runs import Run, RunsPage, RunsPageInfo
@@ -64,6 +68,15 @@ async def _find_runs(
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
+    if holds and not isinstance(found, Exception):
+        weight = sum(served_bytes(run, runs.MAX_CHAIN) for run in found.values())
+        if not context.details_left().spend(weight):
+            found = ClientError(
+                f"The holds of the runs this page names carry {weight} bytes of sentences and evidence, "
+                "more than is left of the request's RUNLOG_MAX_PAGE_BYTES after its lines' details; "
+                "ask for a smaller page, or for the runs' holds without the lines' details",
+                "PAGE_TOO_LARGE",
+            )
     if page_run is None:
         return found, None
     if isinstance(found, Exception):
@@ -148,6 +161,19 @@ async def read_runs_in_flight(
         if store.is_unavailable(exc):
             raise unavailable(context, "runsInFlight", exc) from None
         raise
+    if made:
+        # Holds' sentences and evidence count against RUNLOG_MAX_PAGE_BYTES: the page ends where
+        # they would pass it (its first run always comes).
+        budget = context.details_left()
+        fits = 0
+        for row, _ in kept:
+            run = made.get(row.id)
+            if run is not None and not budget.spend(served_bytes(run, runs.MAX_CHAIN), first=fits == 0):
+                break
+            fits += 1
+        if fits < len(kept):
+            kept, more = kept[:fits], True
+            position = (kept[-1][1], kept[-1][0].id)
     end = None if position is None else runs.encode_cursor(*position)
     return RunsPage(
         nodes=[made.get(row.id) or runs.as_run(row) for row, _ in kept],
@@ -279,13 +305,21 @@ async def read_run_log(
                     replica.failed(exc)
             return await read_on(context.engine, max_detail_bytes)
 
-        try:
+        async def page_by_deadline() -> store.Page:
             async with asyncio.timeout_at(deadline):
                 # A page without details weighs nothing against the budget.
                 if asked.detail:
-                    page = await context.details_left().read(read, servings())
-                else:
-                    page = await read(None)
+                    return await context.details_left().read(read, servings())
+                return await read(None)
+
+        try:
+            # A search stops as soon as its client leaves: it may read for seconds.
+            receive = None if filters.search is None else context.receive
+            with _admitted(context, filters.search):
+                page = await unless_gone(receive, page_by_deadline())
+        except ClientGone:
+            log.info("runLog of run %d: request %s: its client left", number, context.request_id)
+            raise ClientError("The client left before the page was read.", "CLIENT_GONE") from None
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
@@ -298,18 +332,20 @@ async def read_run_log(
         return store.cursors_of(page, before=newer, settled=settled, scope=scope, only_ends=not asked.cursor)
 
     if line_id is not None:
-        lines, cursors, info_, deadline = await read_around(
-            context,
-            asked,
-            servings,
-            run_id=number,
-            line_id=line_id,
-            kinds=wire_kinds,
-            filters=filters,
-            scope=scope,
-            limit=limit,
-            unavailable=unavailable,
-        )
+        with _admitted(context, filters.search):
+            around_read = await read_around(
+                context,
+                asked,
+                servings,
+                run_id=number,
+                line_id=line_id,
+                kinds=wire_kinds,
+                filters=filters,
+                scope=scope,
+                limit=limit,
+                unavailable=unavailable,
+            )
+        lines, cursors, info_, deadline = around_read
         return await _completed(
             context, asked, number, filters, deadline, info_, lines, cursors, pruned=False
         )
@@ -464,7 +500,7 @@ async def _long_poll(
             async with watcher.watch(run_id, counted=True) as watch:
                 leaving = None
                 if context.receive is not None:
-                    leaving = loop.create_task(_until_gone(context.receive, watch.abandon))
+                    leaving = loop.create_task(until_gone(context.receive, watch.abandon))
                 try:
                     while (left := end - loop.time()) > 0:
                         held_back = 0 < settles_in < left
@@ -486,11 +522,15 @@ async def _long_poll(
     return None
 
 
-async def _until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], None]) -> None:
-    """Call `then` once the client of an HTTP request whose body was read disconnects."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    then()
+def _admitted(context: Context, search: str | None) -> contextlib.AbstractContextManager[None]:
+    """Count a search among RUNLOG_MAX_SEARCHES while it reads; refused with TOO_MANY_SEARCHES past it."""
+    if search is None or context.admissions is None:  # None: an export's page, admitted as the export
+        return contextlib.nullcontext()
+    try:
+        return context.admissions.searches.enter()
+    except Busy as exc:
+        log.warning("runLog search refused: request %s: %s", context.request_id, exc.message)
+        raise ClientError(exc.message, exc.code, retryAfter=exc.retry_after, limit=exc.most) from None
 
 
 def unavailable(context: Context, what: str, exc: Exception) -> ClientError:

@@ -158,6 +158,9 @@ class RunHold:
     refusal: str | None = strawberry.field(description="`STEP_REFUSED`: `DISABLED` or `OVER_CAP`.")
     group: str | None = strawberry.field(description="`CLEANUP_FAILED`: the group that did not come back.")
     error: str | None = strawberry.field(description="`STEP_RETRYING`, `CLEANUP_FAILED`: the error reported.")
+    # Bytes of its sentence and its evidence's stored details: what it costs the request's
+    # RUNLOG_MAX_PAGE_BYTES (run_log.served_bytes).
+    weight: strawberry.Private[int] = 0
 
 
 @strawberry.type(description="A run as the events system has it now (table `event_runs`), and what holds it.")
@@ -354,6 +357,8 @@ def _as_hold(run_id: int, hold: holds.Hold, runs: dict[int, Run]) -> RunHold:
         refusal=hold.refusal,
         group=hold.group,
         error=hold.error,
+        weight=len(hold.sentence)
+        + sum(len(line.detail) for line in hold.evidence if line.detail is not None),
     )
 
 

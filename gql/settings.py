@@ -164,6 +164,30 @@ class Settings:
         "pooled connections (plus as many overflow) per process, on MySQL/MariaDB (the embedded "
         "SQLite keeps SQLAlchemy's own pool)",
     )
+    write_pool_size: int = setting(
+        4,
+        whole(1, 1000),
+        "connections (plus as many overflow) per process kept for `writeRunLog` and `/readyz`'s check "
+        "alone, on MySQL/MariaDB: no reader ever holds one (see [Capacity](#capacity))",
+    )
+    max_searches: int = setting(
+        4,
+        whole(1, 1000),
+        "`runLog` pages with `search` one process reads at once; past it one is refused with "
+        "`TOO_MANY_SEARCHES` and a `retryAfter`; on MySQL/MariaDB at most half of `RUNLOG_POOL_SIZE` "
+        "(at least 1)",
+    )
+    max_exports: int = setting(
+        4,
+        whole(1, 1000),
+        "exports (`GET /runs/{runId}/log.ndjson`) one process streams at once; past it one is refused "
+        "with 503 and `Retry-After`; on MySQL/MariaDB at most half of `RUNLOG_POOL_SIZE` (at least 1)",
+    )
+    send_timeout: float = setting(
+        20.0,
+        seconds(1, 3600),
+        "seconds an export waits for its client to take the bytes sent; past it the client is dropped",
+    )
     pool_recycle: float = setting(
         1800.0,
         seconds(1, 7 * 86400),

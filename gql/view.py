@@ -340,6 +340,7 @@ class RunLogGraphQL(GraphQL[Context, None]):
             tails=state["tails"] if websocket else None,
             connection=state["tails"].connection() if websocket else None,
             replica=state["replica"],
+            admissions=state["admissions"],
         )
 
     async def reject_websocket(self, request: Any) -> Any:

@@ -392,7 +392,8 @@ class Writer:
             for old in [old for old in self.queues if old.is_closed()]:
                 del self.queues[old]
             engine = self.engine
-            in_flight = 1 if engine.dialect.name == "sqlite" else min(IN_FLIGHT, self.settings.pool_size)
+            sqlite = engine.dialect.name == "sqlite"
+            in_flight = 1 if sqlite else min(IN_FLIGHT, self.settings.write_pool_size)
             queue = self.queues[loop] = _Queue(engine, in_flight)
         await queue.write(line, deadline)
 

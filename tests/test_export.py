@@ -14,6 +14,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -76,6 +77,7 @@ def test_a_parameter_that_does_not_parse_is_a_400_naming_it(api: Api) -> None:
         ("stepId=x", "stepId"),
         ("search=", "search"),
         ("kinds=NOPE", "kinds"),
+        ("kinds=", "kinds= is empty: name at least one kind or leave kinds out"),
         ("colour=red", "colour"),
         ("since=2026-03-02T00:00:00Z&until=2026-03-01T00:00:00Z", "since"),
     ):
@@ -87,7 +89,16 @@ def test_a_parameter_that_does_not_parse_is_a_400_naming_it(api: Api) -> None:
 
 def test_the_export_asks_what_runlog_asks_of_its_caller(tables: Backend) -> None:
     with TestClient(create_app(tables.settings(reader_tokens=("reader-token",)))) as client:
-        assert client.get("/runs/7/log.ndjson").status_code == 401
+        refused = client.get("/runs/7/log.ndjson")
+        # As /graphql says it, with the scheme to answer with.
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+        assert refused.json()["errors"][0]["extensions"]["code"] == "UNAUTHENTICATED"
+        assert (
+            client.post("/graphql", json={"query": "{ runLog(runId: 7) { nodes { id } } }"}).json()["errors"][
+                0
+            ]["extensions"]["code"]
+            == "UNAUTHENTICATED"
+        )
         answer = client.get("/runs/7/log.ndjson", headers={"Authorization": "Bearer reader-token"})
         assert answer.status_code == 200
 
@@ -116,7 +127,7 @@ def test_the_body_is_sent_a_page_at_a_time(api: Api, tables: Backend) -> None:
 
 
 def test_a_client_that_stops_reading_is_dropped(make_api: Any, tables: Backend) -> None:
-    api = make_api(ws_ping_interval=1.0)
+    api = make_api(send_timeout=1.0)
     for n in range(3):
         api.write(7, "note", {"text": f"n{n}"})
     app = api.client.app
@@ -198,3 +209,55 @@ def test_a_failure_of_ours_is_a_500_whose_request_id_finds_its_stack_in_the_log(
         assert error["extensions"]["requestId"] in error["message"]
         logged = [r for r in caplog.records if error["extensions"]["requestId"] in r.getMessage()]
         assert [(r.levelno, bool(r.exc_info)) for r in logged] == [(logging.ERROR, True)], path
+
+
+def test_past_max_exports_an_export_is_refused_with_when_to_retry(make_api: Any, tables: Backend) -> None:
+    api = make_api(max_exports=1)
+    api.write(7, "note", {"text": "n"})
+    app = api.client.app
+    stuck = asyncio.Event()
+    started: list[Any] = []
+
+    async def send(message: Any) -> None:
+        started.append(message)
+        await stuck.wait()  # a client that takes nothing
+
+    asked: list[bool] = []
+
+    async def receive() -> dict[str, Any]:
+        if not asked:
+            asked.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await stuck.wait()
+        return {"type": "http.disconnect"}
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/runs/7/log.ndjson",
+        "raw_path": b"/runs/7/log.ndjson",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"testserver")],
+        "client": ("127.0.0.1", 1),
+        "server": ("testserver", 80),
+        "state": dict(api.client.app_state),
+        "app": app,
+    }
+    portal = api.client.portal
+    running = portal.start_task_soon(app, scope, receive, send)
+    deadline = time.monotonic() + 30
+    while not started:  # the first export holds its place
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    refused = api.client.get("/runs/7/log.ndjson")
+    assert (refused.status_code, refused.headers["retry-after"]) == (503, "5")
+    error = refused.json()["errors"][0]
+    assert error["extensions"]["code"] == "TOO_MANY_EXPORTS"
+    assert "RUNLOG_MAX_EXPORTS=1" in error["message"] and "try again in 5 s" in error["message"]
+    portal.call(stuck.set)  # the first client leaves
+    running.result(timeout=30)
+    assert api.client.get("/runs/7/log.ndjson").status_code == 200

@@ -161,7 +161,7 @@ def test_a_database_that_refuses_then_hangs_then_returns(
             # The pool is whole: more concurrent writes than it has connections.
             with ThreadPoolExecutor(8) as pool:
                 assert all(pool.map(lambda i: api.write(1, "note", {"text": f"after {i}"}), range(8)))
-            assert client.app_state["engine"].pool.checkedout() == 0
+            assert client.app_state["write_engine"].pool.checkedout() == 0
 
     stored = [row[0] for row in mariadb.rows("SELECT detail FROM event_run_log")]
     assert not any("while" in text for text in stored), "a line answered false was stored"
@@ -216,8 +216,8 @@ def test_statements_cancelled_by_their_timeout_do_not_poison_the_pool(mariadb: B
             locker.close()
         assert api.write(1, "note", {"text": "after"})
         assert texts(api) == ["after", "before"]
-        pool = client.app_state["engine"].pool
-        assert pool.checkedout() == 0
+        for pool in (client.app_state["engine"].pool, client.app_state["write_engine"].pool):
+            assert pool.checkedout() == 0
     # A cancelled insert's transaction died with its connection.
     assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 2
 

@@ -51,6 +51,8 @@ LAYERS: dict[str, set[str]] = {
         "gql.filters",
     },
     "rules": {
+        "gql.admission",
+        "gql.hangup",
         "gql.writes",
         "gql.refusals",
         "gql.tail",

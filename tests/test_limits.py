@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,18 @@ from gql.settings import Settings
 from .conftest import ADMIN, Api, Backend, sent_statements
 
 
-def statements(api: Api) -> AbstractContextManager[list[str]]:
-    """Every SQL statement the app under test sends while the block runs."""
-    return sent_statements(api.client.app_state["engine"])
+@contextmanager
+def statements(api: Api) -> Iterator[list[str]]:
+    """Every SQL statement the app under test sends while the block runs, on either pool."""
+    state = api.client.app_state
+    with sent_statements(state["engine"]) as read:
+        if state["write_engine"] is state["engine"]:
+            yield read
+            return
+        with sent_statements(state["write_engine"]) as written:
+            seen: list[str] = []
+            yield seen
+            seen += read + written
 
 
 def aliased(count: int, limit: str = "limit: 2000", field: str = "runLog") -> str:

@@ -473,16 +473,22 @@ def test_readiness_says_ready_when_the_database_answers(api: Api) -> None:
 
 
 @pytest.mark.mariadb
-def test_readiness_says_so_when_the_pool_has_no_connection_to_spare(mariadb: Backend) -> None:
+def test_readiness_says_so_when_the_writes_pool_has_no_connection_to_spare(mariadb: Backend) -> None:
     mariadb.create_tables()
-    with TestClient(create_app(mariadb.settings(pool_size=1))) as client:
-        engine = client.app_state["engine"]
+    with TestClient(create_app(mariadb.settings(pool_size=1, write_pool_size=1))) as client:
         portal = client.portal  # type: ignore[union-attr]
-        held = [portal.call(engine.connect().start) for _ in range(2)]  # the pool's one and its one overflow
+        # Readers holding every connection of theirs leave the process ready: writes have their own.
+        readers = client.app_state["engine"]
+        held = [portal.call(readers.connect().start) for _ in range(2)]  # the pool's one and its one overflow
+        assert client.get("/readyz").status_code == 200
+        engine = client.app_state["write_engine"]
+        held += [portal.call(engine.connect().start) for _ in range(2)]
         try:
             ready = client.get("/readyz")
             assert ready.status_code == 503
-            assert ready.json()["reason"].startswith("the connection pool is full: 2 of 2 connections in use")
+            assert ready.json()["reason"].startswith(
+                "the writes' connection pool is full: 2 of 2 connections in use (RUNLOG_WRITE_POOL_SIZE"
+            )
             assert client.get("/livez").status_code == 200
         finally:
             for conn in held:

@@ -236,3 +236,61 @@ def test_a_full_page_under_the_budget_is_read_in_one_statement(tables: Backend, 
     assert [n["id"] for n in nodes] == sorted(stored, key=int, reverse=True)[:2000]
     assert [n["detail"]["text"] for n in nodes] == texts[::-1][:2000]
     assert len(reads) == (1 if largest == "ordinary" else 2), reads
+
+
+HELD = """query H($after: String) {
+  runsInFlight(limit: 10, after: $after) {
+    nodes { id holds { sentence evidence { detail { ... on RunBlockedDetail { concurrencyKey } } } } }
+    pageInfo { hasNextPage endCursor }
+  }
+}"""
+
+
+def test_holds_sentences_and_evidence_count_against_the_requests_bytes(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    # Five runs, each blocked on a 30 KB key: its sentence and its evidence say it, 60 KB a run.
+    api = make_api(max_page_bytes=100 * 1024)
+    tables.add_run(90, "live", None, "2026-01-01 00:00:00")
+    for run_id in range(1, 6):
+        tables.add_run(run_id, "live", None, "2026-01-01 00:00:00")
+        key = f"{run_id}" + "k" * 30_000
+        assert api.write(run_id, "run.blocked", {"blockingRunId": 90, "concurrencyKey": key})
+    seen: list[str] = []
+    after = None
+    while True:
+        page = api.data(HELD, {"after": after})["runsInFlight"]
+        held = [node for node in page["nodes"] if node["holds"]]
+        # What one request carries stays near its budget: one run past it at most (its first comes).
+        assert 1 <= len(held) <= 2, [node["id"] for node in page["nodes"]]
+        seen += [node["id"] for node in held]
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    assert sorted(seen) == ["1", "2", "3", "4", "5"]  # none skipped, none twice
+
+
+PAGE_AND_HOLDS = """{
+  runLog(runId: 1) {
+    nodes { detail { ... on RunBlockedDetail { concurrencyKey } } }
+    run { holds { sentence evidence { detail { ... on RunBlockedDetail { concurrencyKey } } } } }
+  }
+}"""
+
+
+def test_a_pages_run_whose_holds_pass_the_requests_bytes_is_refused_naming_the_limit(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    tables.add_run(1, "live", None, "2026-01-01 00:00:00")
+    tables.add_run(90, "live", None, "2026-01-01 00:00:00")
+    small = make_api(max_page_bytes=40 * 1024)
+    # The line's detail (30 KB) fits; its run's hold says the key again, in its sentence and evidence.
+    assert small.write(1, "run.blocked", {"blockingRunId": 90, "concurrencyKey": "k" * 30_000})
+    body = small.post(PAGE_AND_HOLDS)
+    (error,) = body["errors"]
+    assert error["extensions"]["code"] == "PAGE_TOO_LARGE" and "RUNLOG_MAX_PAGE_BYTES" in error["message"]
+    assert error["path"] == ["runLog", "run"]
+    assert len(body["data"]["runLog"]["nodes"]) == 1
+    large = make_api(max_page_bytes=200 * 1024)
+    (hold,) = large.data(PAGE_AND_HOLDS)["runLog"]["run"]["holds"]
+    assert hold["evidence"][0]["detail"]["concurrencyKey"] == "k" * 30_000

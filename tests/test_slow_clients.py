@@ -6,6 +6,7 @@ generous bound, and a normal request is answered while they are open.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -34,17 +35,27 @@ QUERY = b'{"query": "{ __typename }"}'
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[int]:
     """`python -m gql serve` on this checkout's code, with one-second timeouts."""
+    with serving(
+        tmp_path,
+        RUNLOG_HEADER_TIMEOUT=str(TIMEOUT),
+        RUNLOG_BODY_TIMEOUT=str(TIMEOUT),
+        RUNLOG_KEEPALIVE_TIMEOUT=str(TIMEOUT),
+        # The never-reads test needs a 16 MB response: past the default 8 MiB
+        # of details one request may serve, which would cut its page short.
+        RUNLOG_MAX_PAGE_BYTES=str(64 * 1024 * 1024),
+    ) as (port, _process):
+        yield port
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, **settings: str) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """`python -m gql serve` on an SQLite file in `tmp_path` with these variables: its port and process."""
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.environ.get("RUNLOG_TEST_SERVE_PATH", str(ROOT)),
         "RUNLOG_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}",
-        "RUNLOG_HEADER_TIMEOUT": str(TIMEOUT),
-        "RUNLOG_BODY_TIMEOUT": str(TIMEOUT),
-        "RUNLOG_KEEPALIVE_TIMEOUT": str(TIMEOUT),
-        # The never-reads test needs a 16 MB response: past the default 8 MiB
-        # of details one request may serve, which would cut its page short.
-        "RUNLOG_MAX_PAGE_BYTES": str(64 * 1024 * 1024),
+        **settings,
     }
     log = tmp_path / "serve.log"
     with log.open("w") as output:
@@ -57,7 +68,7 @@ def server(tmp_path: Path) -> Iterator[int]:
         )
     try:
         wait_until_healthy(f"http://127.0.0.1:{port}", process)  # type: ignore[arg-type]
-        yield port
+        yield port, process
     finally:
         process.terminate()
         try:
@@ -282,3 +293,60 @@ def test_a_client_that_never_reads_its_response_is_cut_off(server: int, tmp_path
         f"http://127.0.0.1:{server}/graphql", content=query, headers={"content-type": "application/json"}
     )
     assert len(answer.json()["data"]["runLog"]["nodes"]) == 2000
+
+
+SLOW_EXPORTS = 10
+# What ten exports whose clients read nothing may add to the server's memory, all together: each
+# holds one page of at most 1 MiB of details (gql/export.py), where each held ~40 MB before.
+SLOW_EXPORTS_BOUND_KB = 120 * 1024
+
+
+def _rss_kb(process: subprocess.Popen[bytes]) -> int:
+    with open(f"/proc/{process.pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def test_exports_whose_clients_read_nothing_hold_a_bounded_memory_and_are_dropped(tmp_path: Path) -> None:
+    import sqlite3
+
+    import sqlalchemy as sa
+
+    from gql.db import metadata
+
+    # 3,000 lines of 60 KB details: 180 MB, which a client that reads nothing never takes.
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'runlog.db'}")
+    metadata.create_all(engine)
+    engine.dispose()
+    text = json.dumps({"text": "n" * 60_000})
+    with sqlite3.connect(tmp_path / "runlog.db") as db:
+        db.executemany(
+            "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (1, 'note', ?, ?)",
+            [
+                (text, f"2026-05-01 10:{i // 60000:02d}:{i // 1000 % 60:02d}.{i % 1000:03d}")
+                for i in range(3000)
+            ],
+        )
+    with serving(
+        tmp_path, RUNLOG_MAX_EXPORTS=str(SLOW_EXPORTS), RUNLOG_SEND_TIMEOUT="3", RUNLOG_WS_PING_INTERVAL="3"
+    ) as (port, process):
+        before = _rss_kb(process)
+        clients = []
+        for _ in range(SLOW_EXPORTS):
+            conn = connect(port)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            conn.sendall(b"GET /runs/1/log.ndjson HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            clients.append(conn)
+        log = tmp_path / "serve.log"
+        most = before
+        deadline = time.monotonic() + 120
+        # Until the server has dropped every one of them, its memory sampled meanwhile.
+        while log.read_text().count("its client took nothing") < SLOW_EXPORTS:
+            assert time.monotonic() < deadline, "the server did not drop the clients that read nothing"
+            most = max(most, _rss_kb(process))
+            time.sleep(0.05)
+        for conn in clients:
+            conn.close()
+        assert most - before < SLOW_EXPORTS_BOUND_KB, f"grew by {(most - before) // 1024} MB"
+        # A client that reads takes the whole run.
+        answer = httpx.get(f"http://127.0.0.1:{port}/runs/1/log.ndjson", timeout=120)
+        assert answer.status_code == 200 and answer.content.count(b"\n") == 3000

@@ -153,7 +153,7 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
         with TestClient(create_app(settings)) as client:
             api = Api(client)
             assert api.write(1, "note", {"text": "warm"})
-            engine = client.app_state["engine"]
+            engine = client.app_state["write_engine"]  # the writes' pool
 
             def lose_the_answer(statement: str) -> None:
                 # A batch of several lines: the one a line-by-line retry would double.

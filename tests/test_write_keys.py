@@ -88,7 +88,7 @@ def test_a_commit_whose_answer_was_lost_then_retried_with_its_key_is_stored_once
         with TestClient(create_app(settings)) as client:
             api = Api(client)
             assert keyed(api, 1, "warm", "k-warm")
-            engine = client.app_state["engine"]
+            engine = client.app_state["write_engine"]  # the writes' pool
 
             def lose_the_answer(conn: Any) -> None:
                 proxy.deafen()  # the COMMIT reaches the server; its answer does not come back

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -20,6 +21,8 @@ from ..db import (
     pool_generation,
     pool_state,
 )
+
+log = logging.getLogger("gql.store")
 
 
 async def read_rows(
@@ -204,7 +207,19 @@ class on_driver:  # used as a context manager, named as one
     """
 
     # A class, not contextlib's decorator, whose generator costs a write more CPU.
-    __slots__ = ("answered", "checkout_by", "driver", "engine", "held", "params", "pooled", "spans", "sql")
+    __slots__ = (
+        "answered",
+        "checkout_by",
+        "driver",
+        "engine",
+        "held",
+        "kill",
+        "params",
+        "pooled",
+        "sending",
+        "spans",
+        "sql",
+    )
 
     def __init__(
         self,
@@ -213,8 +228,11 @@ class on_driver:  # used as a context manager, named as one
         held: HeldConnection | None = None,
         *,
         checkout_by: float | None = None,
+        kill: bool = False,
     ) -> None:
         self.engine = engine
+        self.kill = kill  # a statement cancelled mid-flight is ended at the server too (reads)
+        self.sending = False
         self.spans = spans
         self.held = held
         self.checkout_by = checkout_by
@@ -238,11 +256,13 @@ class on_driver:  # used as a context manager, named as one
     async def fetch(self, sql: str, params: list[Any] | None) -> Sequence[Any]:
         """Send `sql` and read its rows."""
         self.sql, self.params = sql, params
+        self.sending = True
         if self.spans is None:
             rows = await fetch(self.driver, sql, params)
         else:
             with self.spans.statement(sql):
                 rows = await fetch(self.driver, sql, params)
+        self.sending = False
         self.answered = True
         return rows
 
@@ -260,6 +280,9 @@ class on_driver:  # used as a context manager, named as one
             if not isinstance(exc, dialect.loaded_dbapi.Error):
                 # Cancelled or failed mid-statement: what is left on the wire is unknown.
                 put_back = functools.partial(pooled.invalidate, exc if isinstance(exc, Exception) else None)
+                if self.kill and self.sending:
+                    # Closing the socket does not stop the server's statement (a scan, a lock wait).
+                    kill_statement(engine, self.driver.thread_id())
                 return
             disconnect = dialect.is_disconnect(exc, None, None)
             if disconnect:
@@ -277,8 +300,38 @@ async def _read_raw(
     engine: AsyncEngine, raw: _RawStatement, values: dict[str, Any] | None, spans: tracing.SqlSpans | None
 ) -> Sequence[Any]:
     """Run `raw` on the driver directly, past SQLAlchemy's per-statement execution."""
-    async with on_driver(engine, spans, _held.get()) as on:
+    async with on_driver(engine, spans, _held.get(), kill=True) as on:
         return await on.fetch(raw.sql, raw.parameters(values))
+
+
+KILL_TIMEOUT = 5.0  # seconds to connect and send the KILL
+_killing: set[asyncio.Task[None]] = set()  # kept from the collector until done
+
+
+def kill_statement(engine: AsyncEngine, thread_id: int) -> None:
+    """End MariaDB connection `thread_id` and its statement, soon, on a connection outside the pool."""
+    task = asyncio.get_running_loop().create_task(_kill(engine, thread_id), name=f"runlog-kill-{thread_id}")
+    _killing.add(task)
+    task.add_done_callback(_killing.discard)
+
+
+async def _kill(engine: AsyncEngine, thread_id: int) -> None:
+    # Its own connection, not the pool's: the pool may be full of the readers being cancelled.
+    import aiomysql  # the driver, only where MariaDB is used
+
+    _args, params = engine.dialect.create_connect_args(engine.url)
+    try:
+        async with asyncio.timeout(KILL_TIMEOUT):
+            conn = await aiomysql.connect(**params, connect_timeout=KILL_TIMEOUT)
+            try:
+                async with conn.cursor() as cursor:
+                    await cursor.execute(f"KILL CONNECTION {int(thread_id)}")
+            finally:
+                conn.close()
+    except Exception as exc:
+        code = getattr(exc, "args", (None,))[:1]
+        if code != (1094,):  # unknown thread: it had ended by itself
+            log.warning("a cancelled read's statement (connection %d) was not killed: %s", thread_id, exc)
 
 
 async def fetch(driver: Any, sql: str, params: list[Any] | None) -> Sequence[Any]:
