@@ -249,8 +249,9 @@ HELD = """query H($after: String) {
 def test_holds_sentences_and_evidence_count_against_the_requests_bytes(
     make_api: Callable[..., Api], tables: Backend
 ) -> None:
-    # Five runs, each blocked on a 30 KB key: its sentence and its evidence say it, 60 KB a run.
-    api = make_api(max_page_bytes=100 * 1024)
+    # Five runs, each blocked on a 30 KB key: its evidence says it (its sentence quotes 120
+    # characters of it), 30 KB a run.
+    api = make_api(max_page_bytes=70 * 1024)
     tables.add_run(90, "live", None, "2026-01-01 00:00:00")
     for run_id in range(1, 6):
         tables.add_run(run_id, "live", None, "2026-01-01 00:00:00")
