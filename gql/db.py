@@ -151,6 +151,22 @@ event_run_log_pruned = Table(
     mysql_charset="utf8mb4",
 )
 
+# Ours: the words of each line's detail as a reader finds them (gql/store/words.py), folded,
+# written by the searches that meet the line first (event_run_log's columns are fixed by contract).
+# Binary collation: the text is folded already, and no collation may make two characters one.
+event_run_log_words = Table(
+    "event_run_log_words",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=False),
+    Column(
+        "words",
+        Text().with_variant(mysql.MEDIUMTEXT(collation="utf8mb4_bin"), "mysql", "mariadb"),
+        nullable=False,
+    ),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
 # Owned by the events system. The service reads only these four columns and
 # creates the table only in a fresh database (tests, the demo, a laptop).
 event_runs = Table(

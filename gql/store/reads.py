@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
 from collections.abc import Callable, Sequence
@@ -23,12 +22,10 @@ from .statements import (
     line_statement,
     page_statement,
     recent_statement,
-    stop_statement,
+    unfolded_statement,
 )
 from .values import NO_FILTERS, Filters, Line, Page
-
-# The most stored lines a search page reads when none is given (RUNLOG_MAX_SEARCH_LINES).
-SEARCH_LINES_DEFAULT = 10_000
+from .words import matching_ids, unfolded_matches, words_of
 
 
 async def read_page(
@@ -43,59 +40,27 @@ async def read_page(
     largest_detail: int = 64 * 1024,
     before: Cursor | None = None,
     filters: Filters = NO_FILTERS,
-    most_searched: int = SEARCH_LINES_DEFAULT,
+    keep: AsyncEngine | None = None,
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    A search reads at most `most_searched` lines, then ends with `stop`, the last line read.
+    A search page holds `limit` matches unless the run has no more; the words it folds on the way are
+    kept through `keep` (by default `engine`: pass the primary when `engine` is a replica).
     With `max_detail_bytes`, the page ends early once its details would weigh more.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
-    stop = None
-    scanned = None
-    if filters.search is not None:
-        statement, values = page_statement(
-            run_id=run_id,
-            kinds=kinds,
-            limit=most_searched - 1,
-            after=after,
-            sqlite=sqlite,
-            read="lines without detail",
-            before=before,
-            filters=filters.without_search(),
-        )
-        if before is None:
-            # Newest first: only where the scan ends, one row off the index.
-            statement, values = stop_statement(statement, values, most_searched)
-        rows = await read_rows(engine, statement, values)
-        read = sqlite_lines(rows) if sqlite else mariadb_lines(rows)
-        if before is None:
-            stop = read[0] if read else None
-        elif len(read) >= most_searched:
-            stop, scanned = read[-1], read
-    page = await _read_any(
-        engine,
-        functools.partial(
-            page_statement,
-            run_id=run_id,
-            kinds=kinds,
-            after=after,
-            sqlite=sqlite,
-            before=before,
-            filters=filters,
-            stop=stop,
-        ),
-        limit,
-        sqlite,
-        detail,
-        max_detail_bytes,
-        largest_detail,
+    statement_of = functools.partial(
+        page_statement, run_id=run_id, kinds=kinds, after=after, sqlite=sqlite, before=before, filters=filters
     )
-    if stop is None or page.has_next:
-        return page
-    return dataclasses.replace(page, has_next=True, stop=stop, scanned=scanned)
+    if filters.search is not None:
+        page, values = statement_of(limit=limit, read="lines")
+        found = await matching_ids(engine, page, values, filters.search, limit + 1, keep)
+        if not found:
+            return Page(lines=[], has_next=False)
+        statement_of = functools.partial(statement_of, ids=found)
+    return await _read_any(engine, statement_of, limit, sqlite, detail, max_detail_bytes, largest_detail)
 
 
 async def _read_any(
@@ -220,17 +185,23 @@ async def cursor_now(
 
 
 async def count_kinds(engine: AsyncEngine, *, run_id: int, filters: Filters) -> list[tuple[str, int]]:
-    """How many of the run's lines under `filters` (no search) are of each kind: one grouped query."""
+    """How many of the run's lines under `filters` are of each kind: one grouped query.
+
+    With a search, the lines whose words are not kept yet are folded and kept first.
+    """
     if filters.phases == () or filters.steps == ():
         return []
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id}
+    counts: dict[str, int] = {}
+    if filters.search is not None:
+        unfolded = unfolded_statement(sqlite, bind_filters(values, filters.without_search(), sqlite))
+        counts = await unfolded_matches(engine, unfolded, values, filters.search)
     statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
-    rows = await read_rows(engine, statement, values)
-    return [
-        (kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind, int(count))
-        for kind, count in rows
-    ]
+    for kind, count in await read_rows(engine, statement, values):
+        name = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
+        counts[name] = counts.get(name, 0) + int(count)
+    return sorted(counts.items())
 
 
 async def find_line(
@@ -243,10 +214,12 @@ async def find_line(
     values: dict[str, Any] = {"run_id": run_id, "around": line_id, "limit": 1}
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
-    statement = line_statement(sqlite, kinds is not None, bind_filters(values, filters, sqlite))
-    rows = await read_rows(engine, statement, values)
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    rows = await read_rows(engine, line_statement(sqlite, kinds is not None, narrowed), values)
     lines = sqlite_lines(rows) if sqlite else mariadb_lines(rows)
-    return lines[0] if lines else None
+    if not lines or (filters.search is not None and filters.search not in words_of(lines[0].detail)):
+        return None
+    return lines[0]
 
 
 async def run_of_line(engine: AsyncEngine, line_id: int) -> int | None:

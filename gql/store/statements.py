@@ -28,9 +28,10 @@ from sqlalchemy import (
 from ..db import (
     SQLITE_AT_ORDER,
     event_run_log,
+    event_run_log_words,
 )
-from .cursors import Cursor, _line_at
-from .values import NO_FILTERS, Filters, Line
+from .cursors import Cursor
+from .values import NO_FILTERS, Filters
 
 _l = event_run_log
 # What SQLite orders a line by; spelt as the index spells it (db.SQLITE_AT_ORDER).
@@ -64,13 +65,13 @@ def page_statement(
     fits: int = 0,
     before: Cursor | None = None,
     filters: Filters = NO_FILTERS,
-    stop: Line | None = None,
+    ids: Sequence[int] | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """The one statement that reads a page, built once per shape, and the values for its parameters.
 
     `read` is one of PAGE_READS: "lines", "lines without detail" (NULL in its place), or
     "lines with sizes" (each detail's stored bytes last, the detail NULL past `fits`).
-    `stop` (a search page's) bounds the lines read to those up to it, in the page's order.
+    `ids` (a search page's matches) keeps only those lines; `filters.search` is for `ids` to say.
     """
     # One more than asked: its presence is what makes hasNextPage exact.
     values: dict[str, Any] = {"run_id": run_id, "limit": limit + 1}
@@ -78,26 +79,16 @@ def page_statement(
         values["fits"] = fits
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
-    narrowed = bind_filters(values, filters, sqlite)
-    if stop is not None:
-        # The stop line itself is read too: inclusive, one id past it.
-        step = 1 if before is not None else -1
-        at = _line_at(stop)
-        side = "older" if before is not None else "newer"
-        narrowed += (f"{side}:" + _bind_position(values, Cursor(at=at, id=stop.id + step), "stop", sqlite),)
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    if ids is not None:
+        values["ids"] = list(ids)
+        narrowed += ("ids",)
     if before is not None:
         return _newer_statement(values, before, sqlite, kinds is not None, read, narrowed)
     cursor = None
     if after is not None and after.at is not None:
         cursor = _bind_position(values, after, "after", sqlite)
     return _page_shape(sqlite, kinds is not None, cursor, read, narrowed), values
-
-
-def stop_statement(
-    statement: Select[Any], values: dict[str, Any], scan: int
-) -> tuple[Select[Any], dict[str, Any]]:
-    """The `scan`-th line a search page's statement (its search left out) reads: where that page stops."""
-    return statement.offset(bindparam("skip", type_=Integer())), {**values, "limit": 1, "skip": scan - 1}
 
 
 def bind_filters(values: dict[str, Any], filters: Filters, sqlite: bool) -> tuple[str, ...]:
@@ -136,16 +127,16 @@ def _narrow(
             query = query.where(order >= bindparam("since", type_=at_type))
         elif name == "until":
             query = query.where(order < bindparam("until", type_=at_type))
+        elif name == "ids":
+            query = query.where(_l.c.id.in_(bindparam("ids", expanding=True)))
         elif name == "search":
-            needle = bindparam("search", type_=String())
-            # Case-insensitive: SQLite's lower() folds ASCII; MariaDB's collation is case-insensitive.
-            detail: Any = func.lower(cast(_l.c.detail, String())) if sqlite else _l.c.detail
-            kind: Any = func.lower(_l.c.kind) if sqlite else _l.c.kind
-            query = query.where(or_(func.instr(detail, needle) > 0, func.instr(kind, needle) > 0))
-        else:  # "newer:" or "older:" than the stop (one id past it): read up to it, in the page's order
-            side, cursor = name.split(":")
-            bound = _newer_than if side == "newer" else _older_than
-            query = query.where(bound(cursor, order, sqlite=sqlite, name="stop"))
+            # The line's kept words hold the (folded) text: see store/words.py.
+            words = event_run_log_words
+            query = query.join(words, words.c.id == _l.c.id).where(
+                func.instr(words.c.words, bindparam("search", type_=String())) > 0
+            )
+        else:
+            raise ValueError(f"{name!r} is not a filter bind_filters names")
     return query
 
 
@@ -330,6 +321,23 @@ def kind_counts_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any
         .where(_l.c.run_id == bindparam("run_id"))
         .group_by(_l.c.kind)
         .order_by(_l.c.kind)
+    )
+    return _narrow(query, order, sqlite, narrowed)
+
+
+@functools.cache
+def unfolded_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any]:
+    """A run's lines (under the filters `narrowed`) with no words kept: id, kind, detail; by id descending."""
+    order = sqlite_at if sqlite else _l.c.at
+    words = event_run_log_words
+    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
+    detail = sqlite_text(_l.c.detail) if sqlite else _l.c.detail
+    query = (
+        select(_l.c.id, kind.label("kind"), detail.label("detail"))
+        .outerjoin(words, words.c.id == _l.c.id)
+        .where(_l.c.run_id == bindparam("run_id"), words.c.id.is_(None))
+        .order_by(_l.c.id.desc())
+        .limit(bindparam("limit", type_=Integer()))
     )
     return _narrow(query, order, sqlite, narrowed)
 
