@@ -177,6 +177,7 @@ async def read_run_log(
             largest_detail=context.settings.max_detail_bytes,
             filters=filters,
             keep=context.engine,
+            late=window,
         )
 
     # Only pages read newest first may read a replica.
@@ -348,7 +349,9 @@ async def _kind_counts(
     """The page's kindCounts: one grouped query, by the page's deadline."""
     try:
         async with asyncio.timeout_at(deadline):
-            counted = await store.count_kinds(context.engine, run_id=run_id, filters=filters)
+            counted = await store.count_kinds(
+                context.engine, run_id=run_id, filters=filters, late=tail.late_window(context.settings)
+            )
     except Exception as exc:
         if not store.is_unavailable(exc):
             raise

@@ -328,6 +328,12 @@ def test_a_search_page_is_full_unless_the_run_has_no_more(api: Api, tables: Back
     assert [node["kindName"] for node in page["nodes"]] == ["note"]
     assert not page["pageInfo"]["hasPreviousPage"]
     assert _page(api, search="britain", before=page["pageInfo"]["startCursor"])["nodes"] == []
+    # A line stored by hand since, stamped long before the others, is found too.
+    [*_, backdated] = _insert(
+        tables, [{"at": T0 - datetime.timedelta(days=30), "detail": '"britain, by hand"'}]
+    )
+    whole = _page(api, search="britain", limit=10)
+    assert [int(node["id"]) for node in whole["nodes"]][-2:] == [wanted[-1], backdated]
 
 
 def test_kind_counts_count_a_search_s_matches_under_the_other_filters(api: Api, tables: Backend) -> None:

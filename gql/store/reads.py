@@ -22,10 +22,11 @@ from .statements import (
     line_statement,
     page_statement,
     recent_statement,
-    unfolded_statement,
+    words_counts_statement,
+    words_scan_statement,
 )
 from .values import NO_FILTERS, Filters, Line, Page
-from .words import matching_ids, unfolded_matches, words_of
+from .words import catch_up, words_of
 
 
 async def read_page(
@@ -41,11 +42,13 @@ async def read_page(
     before: Cursor | None = None,
     filters: Filters = NO_FILTERS,
     keep: AsyncEngine | None = None,
+    late: float = 0.0,
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    A search page holds `limit` matches unless the run has no more; the words it folds on the way are
-    kept through `keep` (by default `engine`: pass the primary when `engine` is a replica).
+    A search page holds `limit` matches unless the run has no more. It first folds the lines with no
+    words kept (store/words.py), keeping their words through `keep` (by default `engine`: pass the
+    primary when `engine` is a replica); `late`: seconds within which a line's commit lands.
     With `max_detail_bytes`, the page ends early once its details would weigh more.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
@@ -55,12 +58,68 @@ async def read_page(
         page_statement, run_id=run_id, kinds=kinds, after=after, sqlite=sqlite, before=before, filters=filters
     )
     if filters.search is not None:
-        page, values = statement_of(limit=limit, read="lines")
-        found = await matching_ids(engine, page, values, filters.search, limit + 1, keep)
+        folded = await catch_up(engine, keep or engine, run_id=run_id, needle=filters.search, late=late)
+        # Words kept elsewhere (the primary) are not read here yet: those lines are named.
+        named = list(folded.matches) if not folded.kept or keep not in (None, engine) else []
+        found = await _search_ids(
+            engine, statement_of, limit + 1, named, run_id, kinds, filters, after, before
+        )
         if not found:
             return Page(lines=[], has_next=False)
         statement_of = functools.partial(statement_of, ids=found)
     return await _read_any(engine, statement_of, limit, sqlite, detail, max_detail_bytes, largest_detail)
+
+
+async def _search_ids(
+    engine: AsyncEngine,
+    statement_of: Callable[..., tuple[Select[Any], dict[str, Any]]],
+    want: int,
+    named: list[int],
+    run_id: int,
+    kinds: Sequence[str] | None,
+    filters: Filters,
+    after: Cursor | None,
+    before: Cursor | None,
+) -> list[int]:
+    """The ids of the first `want` lines of the page `statement_of` reads whose kept words hold the search.
+
+    The words are read in the page's order, from about where the page starts; the page's own
+    statement, on those ids (and `named`), says which of them it holds.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    values: dict[str, Any] = {"run_id": run_id, "search": filters.search}
+    if kinds is not None:
+        values["kinds"] = sorted(set(kinds))
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    bound = None
+    start = _page_start(after, before)
+    if start is not None:
+        values["from_at"], bound = as_compared(start, sqlite), "coarse"
+    read: list[int] = []
+    most = want
+    while True:
+        statement = words_scan_statement(sqlite, before is None, kinds is not None, narrowed, bound)
+        rows = await read_rows(engine, statement, {**values, "limit": most})
+        read += [line_id for line_id, _ in rows]
+        page, page_values = statement_of(limit=want - 1, read="lines without detail", ids=[*read, *named])
+        held = await read_rows(engine, page, page_values)
+        if len(held) >= want or len(rows) < most:
+            return [row[0] for row in held[:want]]
+        last_id, last_at = rows[-1]
+        values.update(from_at=last_at, from_id=last_id)
+        bound, most = "exact", most * 2
+
+
+def _page_start(after: Cursor | None, before: Cursor | None) -> datetime.datetime | None:
+    """Where a page starts, if at a time: its lines are at or before it (with `before`, at or after)."""
+    if before is None:
+        return after.at if after is not None and isinstance(after.at, datetime.datetime) else None
+    if before.window is None:
+        return before.at if isinstance(before.at, datetime.datetime) else None
+    floor = before.window.floor
+    if floor is not None:
+        return floor.at if isinstance(floor.at, datetime.datetime) else None
+    return before.window.settled
 
 
 async def _read_any(
@@ -184,23 +243,34 @@ async def cursor_now(
     return encode_cursor(Cursor(at=None, id=0), scope, fresh_window(settled, seen))
 
 
-async def count_kinds(engine: AsyncEngine, *, run_id: int, filters: Filters) -> list[tuple[str, int]]:
+async def count_kinds(
+    engine: AsyncEngine, *, run_id: int, filters: Filters, late: float = 0.0
+) -> list[tuple[str, int]]:
     """How many of the run's lines under `filters` are of each kind: one grouped query.
 
-    With a search, the lines whose words are not kept yet are folded and kept first.
+    With a search, the lines whose words are not kept yet are folded and kept first (see read_page).
     """
     if filters.phases == () or filters.steps == ():
         return []
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id}
+    if filters.search is None:
+        statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
+        return [(_kind_name(kind), int(count)) for kind, count in await read_rows(engine, statement, values)]
+    folded = await catch_up(engine, engine, run_id=run_id, needle=filters.search, late=late)
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    rows = list(
+        await read_rows(
+            engine, words_counts_statement(sqlite, narrowed), {**values, "search": filters.search}
+        )
+    )
+    if not folded.kept and folded.matches:
+        # Words that could not be kept are counted by the lines' ids, under the same filters.
+        statement = kind_counts_statement(sqlite, (*narrowed, "ids"))
+        rows += await read_rows(engine, statement, {**values, "ids": sorted(folded.matches)})
     counts: dict[str, int] = {}
-    if filters.search is not None:
-        unfolded = unfolded_statement(sqlite, bind_filters(values, filters.without_search(), sqlite))
-        counts = await unfolded_matches(engine, unfolded, values, filters.search)
-    statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
-    for kind, count in await read_rows(engine, statement, values):
-        name = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
-        counts[name] = counts.get(name, 0) + int(count)
+    for kind, count in rows:
+        counts[_kind_name(kind)] = counts.get(_kind_name(kind), 0) + int(count)
     return sorted(counts.items())
 
 
@@ -226,3 +296,7 @@ async def run_of_line(engine: AsyncEngine, line_id: int) -> int | None:
     """The run the line `line_id` is of; None when there is no such line."""
     rows = await read_rows(engine, text("SELECT run_id FROM event_run_log WHERE id = :id"), {"id": line_id})
     return int(rows[0][0]) if rows else None
+
+
+def _kind_name(kind: str | bytes) -> str:
+    return kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind

@@ -129,12 +129,6 @@ def _narrow(
             query = query.where(order < bindparam("until", type_=at_type))
         elif name == "ids":
             query = query.where(_l.c.id.in_(bindparam("ids", expanding=True)))
-        elif name == "search":
-            # The line's kept words hold the (folded) text: see store/words.py.
-            words = event_run_log_words
-            query = query.join(words, words.c.id == _l.c.id).where(
-                func.instr(words.c.words, bindparam("search", type_=String())) > 0
-            )
         else:
             raise ValueError(f"{name!r} is not a filter bind_filters names")
     return query
@@ -326,23 +320,6 @@ def kind_counts_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any
 
 
 @functools.cache
-def unfolded_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any]:
-    """A run's lines (under the filters `narrowed`) with no words kept: id, kind, detail; by id descending."""
-    order = sqlite_at if sqlite else _l.c.at
-    words = event_run_log_words
-    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
-    detail = sqlite_text(_l.c.detail) if sqlite else _l.c.detail
-    query = (
-        select(_l.c.id, kind.label("kind"), detail.label("detail"))
-        .outerjoin(words, words.c.id == _l.c.id)
-        .where(_l.c.run_id == bindparam("run_id"), words.c.id.is_(None))
-        .order_by(_l.c.id.desc())
-        .limit(bindparam("limit", type_=Integer()))
-    )
-    return _narrow(query, order, sqlite, narrowed)
-
-
-@functools.cache
 def line_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...]) -> Select[Any]:
     """The line `around` of a run, if it passes the filters: a page of one line, by id."""
     return _page_shape(sqlite, by_kinds, None, "lines", narrowed).where(_l.c.id == bindparam("around"))
@@ -355,3 +332,101 @@ def recent_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...] = (
     columns: list[ColumnElement[Any]] = [_l.c.id, order.label("at_utc")]
     query = _page_shape(sqlite, by_kinds, None, "lines without detail", narrowed).with_only_columns(*columns)
     return query.where(order >= bindparam("settled", type_=_at_type(sqlite)))
+
+
+# ── search: the words of lines (store/words.py) ──────────────────────────────
+
+_w = event_run_log_words
+
+
+@functools.cache
+def newest_words_statement() -> Select[Any]:
+    """The newest `at`, and the highest id, of the lines of `run_id` whose words are kept (NULLs: none)."""
+    return select(func.max(_w.c.line_at), func.max(_w.c.id)).where(_w.c.run_id == bindparam("run_id"))
+
+
+@functools.cache
+def unfolded_statement(sqlite: bool, recent: bool, below: bool) -> Select[Any]:
+    """The run's lines with no words kept (id, kind, detail, `at` as ordered), by id descending.
+
+    `recent`: only those at or after `recent`, or with an id above `above`; `below`: only ids below `below`.
+    """
+    order = sqlite_at if sqlite else _l.c.at
+    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
+    detail = sqlite_text(_l.c.detail) if sqlite else _l.c.detail
+    query = (
+        select(_l.c.id, kind.label("kind"), detail.label("detail"), order.label("at_order"))
+        .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
+        .where(_l.c.run_id == bindparam("run_id"), _w.c.id.is_(None))
+        .order_by(_l.c.id.desc())
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    if recent:
+        # Read from the run's index alone: a line is looked up in the words only when it passes.
+        recent_at = order >= bindparam("recent", type_=_at_type(sqlite))
+        query = query.where(or_(recent_at, _l.c.id > bindparam("above", type_=Integer())))
+    if below:
+        query = query.where(_l.c.id < bindparam("below", type_=Integer()))
+    return query
+
+
+def _words_where(
+    query: Select[Any], sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...], join: bool = False
+) -> Select[Any]:
+    """`query` over the words of `run_id` that hold `search`, under the filters `narrowed` and `kinds`.
+
+    The line is joined where a filter needs it, or with `join`.
+    """
+    at_type = _at_type(sqlite)
+    query = query.where(
+        _w.c.run_id == bindparam("run_id"), func.instr(_w.c.words, bindparam("search", type_=String())) > 0
+    )
+    if join or by_kinds or "phases" in narrowed or "steps" in narrowed:
+        # The line is read only for words that match: the words lead (STRAIGHT_JOIN on MariaDB).
+        query = query.join(_l, _l.c.id == _w.c.id).prefix_with("STRAIGHT_JOIN", dialect="mysql")
+        query = query.prefix_with("STRAIGHT_JOIN", dialect="mariadb")
+    if by_kinds:
+        query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
+    if "phases" in narrowed:
+        query = query.where(_l.c.phase.in_(bindparam("phases", expanding=True)))
+    if "steps" in narrowed:
+        query = query.where(_l.c.step_id.in_(bindparam("steps", expanding=True)))
+    if "since" in narrowed:
+        query = query.where(_w.c.line_at >= bindparam("since", type_=at_type))
+    if "until" in narrowed:
+        query = query.where(_w.c.line_at < bindparam("until", type_=at_type))
+    return query
+
+
+@functools.cache
+def words_scan_statement(
+    sqlite: bool, newest_first: bool, by_kinds: bool, narrowed: tuple[str, ...], bound: str | None
+) -> Select[Any]:
+    """The ids and `at` of the first `limit` lines, in a page's order, whose words hold `search`.
+
+    `bound`: None; "coarse" (`at` up to `from_at` newest first, else from it); "exact" (past the
+    line `from_at`, `from_id`).
+    """
+    at_type = _at_type(sqlite)
+    query = _words_where(select(_w.c.id, _w.c.line_at), sqlite, by_kinds, narrowed)
+    if newest_first:
+        query = query.order_by(_w.c.line_at.desc(), _w.c.id.desc())
+    else:
+        query = query.order_by(_w.c.line_at.asc(), _w.c.id.asc())
+    if bound is not None:
+        at, line_id = bindparam("from_at", type_=at_type), bindparam("from_id", type_=Integer())
+        if bound == "coarse":
+            query = query.where(_w.c.line_at <= at if newest_first else _w.c.line_at >= at)
+        elif newest_first:
+            query = query.where(_w.c.line_at <= at, or_(_w.c.line_at < at, _w.c.id < line_id))
+        else:
+            query = query.where(_w.c.line_at >= at, or_(_w.c.line_at > at, _w.c.id > line_id))
+    return query.limit(bindparam("limit", type_=Integer()))
+
+
+@functools.cache
+def words_counts_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any]:
+    """How many of a run's lines whose words hold `search` (under `narrowed`) are of each kind."""
+    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
+    query = select(kind.label("kind"), func.count()).select_from(_w)
+    return _words_where(query, sqlite, False, narrowed, join=True).group_by(_l.c.kind)

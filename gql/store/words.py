@@ -6,30 +6,34 @@ U+0307, CaseFolding.txt's F mapping, no Turkish rule): `İstanbul` is found by h
 is written. `words_of(detail)` is a detail's string values, numbers and booleans as
 JSON writes them (never its keys or escapes), one a line, folded; a detail that is not
 JSON is its stored text. Each line's words are kept in `event_run_log_words` by the
-search that first meets the line; a line with none there is folded as it is read.
+search that first finds the line without them (`catch_up`), so a search reads one range
+of words, never a detail.
 """
 
 from __future__ import annotations
 
-import functools
+import datetime
 import json
 import logging
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, insert, or_
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..db import event_run_log, event_run_log_words
+from ..db import event_run_log_words
 from .connections import read_rows
 from .errors import is_unavailable, one_line_reason
+from .statements import as_compared, newest_words_statement, unfolded_statement
+from .values import utc_now_millis
 
-__all__ = ["fold", "matching_ids", "unfolded_matches", "words_of"]
+__all__ = ["Folded", "catch_up", "fold", "keep_words", "words_of"]
 
 log = logging.getLogger("gql.runlog")
 
-_l, _w = event_run_log, event_run_log_words
+_w = event_run_log_words
 # Lines a search folds and keeps in one statement.
 FOLD_BATCH = 2000
 
@@ -66,94 +70,59 @@ def _values(value: Any) -> Iterable[str]:
             yield json.dumps(item)
 
 
-@functools.cache
-def candidates_statement(page: Select[Any]) -> Select[Any]:
-    """A page statement's lines that hold `search` by their kept words, or have none kept yet.
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """What a catch-up folded: the lines whose words hold the search (id: kind), and whether all were kept."""
 
-    Each row: the line's id, its kept words' id (NULL when none are kept) and then its detail.
+    matches: dict[int, str]
+    kept: bool
+
+
+async def catch_up(
+    engine: AsyncEngine, keep: AsyncEngine, *, run_id: int, needle: str, late: float
+) -> Folded:
+    """Fold the run's lines read from `engine` with no words kept, and keep their words through `keep`.
+
+    Lines stamped more than `late` seconds before the newest line with words kept, with an id below
+    the highest kept, were folded by an earlier catch-up (they had committed by then): only the
+    other lines are read. A run with no words kept yet is read whole.
     """
-    detail = next(column for column in page.selected_columns if column.key == "detail")
-    return (
-        page.with_only_columns(_l.c.id, _w.c.id.label("kept"), detail)
-        .outerjoin(_w, _w.c.id == _l.c.id)
-        .where(or_(_w.c.id.is_(None), func.instr(_w.c.words, bindparam("search")) > 0))
-    )
-
-
-async def matching_ids(
-    engine: AsyncEngine,
-    page: Select[Any],
-    values: dict[str, Any],
-    needle: str,
-    want: int,
-    keep: AsyncEngine | None = None,
-) -> list[int]:
-    """The ids of the first `want` lines of `page` (read with its detail) whose words hold `needle`.
-
-    Lines with no words kept yet are folded here and their words kept through `keep` (by default
-    `engine`); the read goes on until `want` match or the page's lines run out.
-    """
-    statement = candidates_statement(page)
-    most = want
+    sqlite = engine.dialect.name == "sqlite"
+    values: dict[str, Any] = {"run_id": run_id, "limit": FOLD_BATCH}
+    [(newest, above)] = await read_rows(engine, newest_words_statement(), values)
+    if newest is not None:
+        # Lines stored since (by hand too, whatever their `at`) have higher ids; a late commit has
+        # a lower one, but is stamped within `late` of the newest kept.
+        values["above"] = above
+        newest = datetime.datetime.fromisoformat(newest) if isinstance(newest, str) else newest
+        # Not past now: a line stamped in the future (by hand) must not hide the lines before it.
+        recent = min(newest, utc_now_millis()) - datetime.timedelta(seconds=late)
+        values["recent"] = as_compared(recent, sqlite)
+    matches: dict[int, str] = {}
+    kept = True
     while True:
-        rows = await read_rows(engine, statement, {**values, "limit": most, "search": needle})
-        found: list[int] = []
-        fresh: dict[int, str] = {}
-        for line_id, kept, detail in rows:
-            if kept is None:
-                fresh[line_id] = words = words_of(detail)
-                if needle not in words:
-                    continue
-            found.append(line_id)
-            if len(found) == want:
-                break
-        await keep_words(keep or engine, fresh)
-        if len(found) == want or len(rows) < most:
-            return found
-        # Lines that were folded just now and did not match are left out of the next read.
-        most *= 2
-
-
-async def unfolded_matches(
-    engine: AsyncEngine, unfolded: Select[Any], values: dict[str, Any], needle: str
-) -> dict[str, int]:
-    """Fold and keep the lines `unfolded` reads (id, kind, detail of lines with no words kept, by id
-    descending, `limit` of them), going on below the last id read until none is left.
-
-    Answers how many of each kind hold `needle` among those whose words could not be kept.
-    """
-    counts: dict[str, int] = {}
-    below: int | None = None
-    further = _below(unfolded)
-    while True:
-        if below is None:
-            rows = await read_rows(engine, unfolded, {**values, "limit": FOLD_BATCH})
-        else:
-            rows = await read_rows(engine, further, {**values, "limit": FOLD_BATCH, "below": below})
-        fresh = {line_id: words_of(detail) for line_id, _, detail in rows}
-        if not await keep_words(engine, fresh):
-            for line_id, kind, _ in rows:
-                if needle in fresh[line_id]:
-                    name = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
-                    counts[name] = counts.get(name, 0) + 1
+        statement = unfolded_statement(sqlite, newest is not None, "below" in values)
+        rows = await read_rows(engine, statement, values)
+        fresh = [
+            {"run_id": run_id, "line_at": at, "id": line_id, "words": words_of(detail)}
+            for line_id, _, detail, at in rows
+        ]
+        for (line_id, kind, _, _), row in zip(rows, fresh, strict=True):
+            if needle in row["words"]:
+                matches[line_id] = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
+        kept = await keep_words(keep, fresh) and kept
         if len(rows) < FOLD_BATCH:
-            return counts
-        below = rows[-1][0]
+            return Folded(matches, kept)
+        values["below"] = rows[-1][0]
 
 
-@functools.cache
-def _below(unfolded: Select[Any]) -> Select[Any]:
-    return unfolded.where(_l.c.id < bindparam("below"))
-
-
-async def keep_words(engine: AsyncEngine, words: dict[int, str]) -> bool:
+async def keep_words(engine: AsyncEngine, rows: list[dict[str, Any]]) -> bool:
     """Keep lines' folded words; False when the database would not (a replica, a read-only file).
 
     Words are only a shortcut, so a failure to keep them is logged, never raised.
     """
-    if not words:
+    if not rows:
         return True
-    rows = [{"id": line_id, "words": text} for line_id, text in words.items()]
     # Another search may keep the same line's words first: the same words, so either stands.
     statement = (
         insert(_w)

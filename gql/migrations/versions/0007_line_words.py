@@ -1,11 +1,12 @@
 """event_run_log_words: the folded words of each line's detail, for runLog's search
 
-Ours (the contract fixes event_run_log's columns): one row per line, keyed by the
-line's id, holding the words of its detail as a reader finds them, case-folded
-(gql/store/words.py). Rows are written by the searches that first meet a line, so
-lines written before this revision, or by hand, are found as well; an empty table
-is a correct one. Binary collation: the text is folded already, and no collation
-may make two characters one.
+Ours (the contract fixes event_run_log's columns): one row per line, keyed by
+(run_id, line_at, id) as a page is ordered (`line_at`: the line's `at`), holding
+the words of its detail as a reader finds them, case-folded (gql/store/words.py).
+Rows are written by the searches that first find a line without them, so lines
+written before this revision, or by hand, are found as well: no backfill is
+needed, and an empty table is a correct one. Binary collation: the text is
+folded already, and no collation may make two characters one.
 
 Revision ID: 0007
 Revises: 0006
@@ -30,6 +31,10 @@ def upgrade() -> None:
         return
     op.create_table(
         "event_run_log_words",
+        sa.Column("run_id", sa.Integer(), primary_key=True, autoincrement=False),
+        sa.Column(
+            "line_at", sa.String(32).with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb"), primary_key=True
+        ),
         sa.Column(
             "id",
             sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
@@ -44,6 +49,8 @@ def upgrade() -> None:
         mysql_engine="InnoDB",
         mysql_charset="utf8mb4",
     )
+    # A new, empty table: no online build needed.
+    op.create_index("ix_event_run_log_words_run_id", "event_run_log_words", ["run_id", "id"])
 
 
 def downgrade() -> None:
