@@ -346,10 +346,11 @@ def newest_words_statement() -> Select[Any]:
 
 
 @functools.cache
-def unfolded_statement(sqlite: bool, recent: bool, below: bool) -> Select[Any]:
-    """The run's lines with no words kept (id, kind, detail, `at` as ordered), by id descending.
+def unfolded_statement(sqlite: bool, recent: bool, past: bool) -> Select[Any]:
+    """The run's lines with no words kept (id, kind, detail, `at` as ordered), oldest first.
 
-    `recent`: only those at or after `recent`, or with an id above `above`; `below`: only ids below `below`.
+    `recent`: only those at or after `recent`, or with an id above `above`; `past`: only those
+    newer than the line (`past_at`, `past_id`) where the batch before ended.
     """
     order = sqlite_at if sqlite else _l.c.at
     kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
@@ -358,15 +359,16 @@ def unfolded_statement(sqlite: bool, recent: bool, below: bool) -> Select[Any]:
         select(_l.c.id, kind.label("kind"), detail.label("detail"), order.label("at_order"))
         .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
         .where(_l.c.run_id == bindparam("run_id"), _w.c.id.is_(None))
-        .order_by(_l.c.id.desc())
+        .order_by(order.asc(), _l.c.id.asc())
         .limit(bindparam("limit", type_=Integer()))
     )
     if recent:
         # Read from the run's index alone: a line is looked up in the words only when it passes.
         recent_at = order >= bindparam("recent", type_=_at_type(sqlite))
         query = query.where(or_(recent_at, _l.c.id > bindparam("above", type_=Integer())))
-    if below:
-        query = query.where(_l.c.id < bindparam("below", type_=Integer()))
+    if past:
+        at, line_id = bindparam("past_at", type_=_at_type(sqlite)), bindparam("past_id", type_=Integer())
+        query = query.where(order >= at, or_(order > at, _l.c.id > line_id))
     return query
 
 

@@ -85,7 +85,8 @@ async def catch_up(
 
     Lines stamped more than `late` seconds before the newest line with words kept, with an id below
     the highest kept, were folded by an earlier catch-up (they had committed by then): only the
-    other lines are read. A run with no words kept yet is read whole.
+    other lines are read. A run with no words kept yet is read whole. Oldest first, each batch kept
+    as it is folded, so that a catch-up cut short (by its deadline) leaves no gap behind the newest.
     """
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id, "limit": FOLD_BATCH}
@@ -101,7 +102,7 @@ async def catch_up(
     matches: dict[int, str] = {}
     kept = True
     while True:
-        statement = unfolded_statement(sqlite, newest is not None, "below" in values)
+        statement = unfolded_statement(sqlite, newest is not None, "past_id" in values)
         rows = await read_rows(engine, statement, values)
         fresh = [
             {"run_id": run_id, "line_at": at, "id": line_id, "words": words_of(detail)}
@@ -113,7 +114,7 @@ async def catch_up(
         kept = await keep_words(keep, fresh) and kept
         if len(rows) < FOLD_BATCH:
             return Folded(matches, kept)
-        values["below"] = rows[-1][0]
+        values.update(past_id=rows[-1][0], past_at=rows[-1][3])
 
 
 async def keep_words(engine: AsyncEngine, rows: list[dict[str, Any]]) -> bool:
