@@ -120,6 +120,9 @@ def test_on_a_trusted_server_the_page_reads_a_run_by_document_id(demo_api: Calla
     assert head["status"] == "scheduled" and [hold["reason"] for hold in head["holds"]] == ["BLOCKED_BY_RUN"]
     assert head["holds"][0]["blockingRun"]["id"] == str(demo_runs.INVASION)
     assert send("RunsInFlight", {"limit": 50})["runsInFlight"]["nodes"][0]["headline"]
+    # The counts beside the kind filter, under a text filter too: the matches of each kind.
+    counted = send("RunKindCounts", {"runId": run, "search": str(demo_runs.INVASION)})["runLog"]["kindCounts"]
+    assert {count["kindName"] for count in counted} >= {"run.blocked"}
     # The text it would send instead is refused there: only trusted documents run.
     refused = api.client.post("/graphql", json={"query": "{ runLog(runId: 38) { nodes { id } } }"})
     assert refused.status_code == 403 and "RUNLOG_TRUSTED_DOCUMENTS" in refused.text
