@@ -558,12 +558,11 @@
       scrolledTo.current = filters.line;
     }, [lines, filters.line]);
 
-    // The counts beside the kind filter, under the other filters; none with a
-    // text search (the service would read every line for them).
+    // The counts beside the kind filter, under the other filters, the text search's too.
     useEffect(() => {
       setKindCounts(null);
-      if (filters.q || !CONFIG.operations.RunKindCounts) return;
-      const { kinds, search, around, ...variables } = filterVariables(filters);
+      if (!CONFIG.operations.RunKindCounts) return;
+      const { kinds, around, ...variables } = filterVariables(filters);
       call("RunKindCounts", variables)
         .then((data) => {
           setKindCounts(data.runLog.kindCounts);
