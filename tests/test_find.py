@@ -403,3 +403,33 @@ def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backen
             await engine.dispose()
 
     asyncio.run(follow())
+
+
+def test_a_search_finds_and_counts_lines_whose_words_cannot_be_kept(api: Api, tables: Backend) -> None:
+    # A database that takes no words (a replica, a read-only file): the lines are folded as read.
+    if tables.name == "sqlite":
+        refuse = (
+            "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words "
+            "BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+    else:
+        refuse = (
+            "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words FOR EACH ROW "
+            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no'"
+        )
+    tables.execute(refuse)
+    try:
+        ids = _mixed(tables)
+        for _ in range(2):
+            found = [int(node["id"]) for node in _page(api, search="britain", phase=[1])["nodes"]]
+            assert found == [ids[28], ids[7]]
+            counts = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1]})["runLog"][
+                "kindCounts"
+            ]
+            assert counts == [
+                {"kind": "NOTE", "kindName": "note", "count": 1},
+                {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
+            ]
+        assert tables.scalar("SELECT COUNT(*) FROM event_run_log_words") == 0
+    finally:
+        tables.execute("DROP TRIGGER no_words")
