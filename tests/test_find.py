@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from gql import store, tail
 from gql.db import create_engine
+from gql.store import words
 
 from .conftest import Api, Backend
 
@@ -297,7 +298,12 @@ def test_search_finds_the_words_on_the_page_ignoring_case_by_unicode(
         assert counts == ([{"kind": "NOTE", "kindName": "note", "count": len(found)}] if found else [])
 
 
-def test_a_search_page_is_full_unless_the_run_has_no_more(api: Api, tables: Backend) -> None:
+# How many lines stored since a run's newest kept words a search looks up by id: none, and the default.
+@pytest.mark.parametrize("split", [0, words.FOLD_SPLIT_MOST])
+def test_a_search_page_is_full_unless_the_run_has_no_more(
+    api: Api, tables: Backend, split: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(words, "FOLD_SPLIT_MOST", split)
     rows = [
         {"at": T0 + datetime.timedelta(milliseconds=n), "detail": json.dumps({"text": f"n{n}"})}
         for n in range(3000)

@@ -340,17 +340,24 @@ _w = event_run_log_words
 
 
 @functools.cache
+def newest_line_statement() -> Select[Any]:
+    """The highest line id of the table."""
+    return select(func.max(_l.c.id))
+
+
+@functools.cache
 def newest_words_statement() -> Select[Any]:
     """The newest `at`, and the highest id, of the lines of `run_id` whose words are kept (NULLs: none)."""
     return select(func.max(_w.c.line_at), func.max(_w.c.id)).where(_w.c.run_id == bindparam("run_id"))
 
 
 @functools.cache
-def unfolded_statement(sqlite: bool, recent: bool, past: bool) -> Select[Any]:
+def unfolded_statement(sqlite: bool, since: str | None, past: bool) -> Select[Any]:
     """The run's lines with no words kept (id, kind, detail, `at` as ordered), oldest first.
 
-    `recent`: only those at or after `recent`, or with an id above `above`; `past`: only those
-    newer than the line (`past_at`, `past_id`) where the batch before ended.
+    `since`: None for all of them; "recent" for those at or after `recent`; "above" for those with
+    an id above `above`; "recent or above" for both in one read of the run's index. `past`: only
+    those newer than the line (`past_at`, `past_id`) where the batch before ended.
     """
     order = sqlite_at if sqlite else _l.c.at
     kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
@@ -362,10 +369,15 @@ def unfolded_statement(sqlite: bool, recent: bool, past: bool) -> Select[Any]:
         .order_by(order.asc(), _l.c.id.asc())
         .limit(bindparam("limit", type_=Integer()))
     )
-    if recent:
+    recent = order >= bindparam("recent", type_=_at_type(sqlite))
+    above = _l.c.id > bindparam("above", type_=Integer())
+    if since == "recent":
+        query = query.where(recent)
+    elif since == "above":
+        query = query.where(above)
+    elif since is not None:
         # Read from the run's index alone: a line is looked up in the words only when it passes.
-        recent_at = order >= bindparam("recent", type_=_at_type(sqlite))
-        query = query.where(or_(recent_at, _l.c.id > bindparam("above", type_=Integer())))
+        query = query.where(or_(recent, above))
     if past:
         at, line_id = bindparam("past_at", type_=_at_type(sqlite)), bindparam("past_id", type_=Integer())
         query = query.where(order >= at, or_(order > at, _l.c.id > line_id))

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..db import event_run_log_words
 from .connections import read_rows
 from .errors import is_unavailable, one_line_reason
-from .statements import as_compared, newest_words_statement, unfolded_statement
+from .statements import as_compared, newest_line_statement, newest_words_statement, unfolded_statement
 from .values import utc_now_millis
 
 __all__ = ["Folded", "catch_up", "fold", "keep_words", "words_of"]
@@ -37,6 +37,8 @@ log = logging.getLogger("gql.runlog")
 _w = event_run_log_words
 # Lines a search folds and keeps in one statement.
 FOLD_BATCH = 2000
+# The most lines stored since a run's newest kept words that a catch-up reads by id range.
+FOLD_SPLIT_MOST = 50_000
 
 
 def fold(text: str) -> str:
@@ -92,6 +94,7 @@ async def catch_up(
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id, "limit": FOLD_BATCH}
     [(newest, above)] = await read_rows(engine, newest_words_statement(), values)
+    reads: tuple[str | None, ...] = (None,)
     if newest is not None:
         # Lines stored since (by hand too, whatever their `at`) have higher ids; a late commit has
         # a lower one, but is stamped within `late` of the newest kept.
@@ -100,22 +103,30 @@ async def catch_up(
         # Not past now: a line stamped in the future (by hand) must not hide the lines before it.
         recent = min(newest, utc_now_millis()) - datetime.timedelta(seconds=late)
         values["recent"] = as_compared(recent, sqlite)
-    matches: dict[int, str] = {}
-    kept = True
-    while True:
-        statement = unfolded_statement(sqlite, newest is not None, "past_id" in values)
-        rows = await read_rows(engine, statement, values)
-        fresh = [
-            {"run_id": run_id, "line_at": at, "id": line_id, "words": words_of(detail)}
-            for line_id, _, detail, at in rows
-        ]
-        for (line_id, kind, _, _), row in zip(rows, fresh, strict=True):
-            if needle in row["words"]:
-                matches[line_id] = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
-        kept = await keep_words(keep, fresh) and kept
-        if len(rows) < FOLD_BATCH:
-            return Folded(matches, kept)
-        values.update(past_id=rows[-1][0], past_at=rows[-1][3])
+        [(highest,)] = await read_rows(engine, newest_line_statement())
+        # Few lines stored since (in any run): two index ranges; else one read of the run's index.
+        few = highest is not None and highest - above <= FOLD_SPLIT_MOST
+        reads = ("recent", "above") if few else ("recent or above",)
+    folded = Folded({}, kept=True)
+    for since in reads:
+        values.pop("past_id", None)
+        while True:
+            statement = unfolded_statement(sqlite, since, "past_id" in values)
+            rows = await read_rows(engine, statement, values)
+            fresh = [
+                {"run_id": run_id, "line_at": at, "id": line_id, "words": words_of(detail)}
+                for line_id, _, detail, at in rows
+            ]
+            for (line_id, kind, _, _), row in zip(rows, fresh, strict=True):
+                if needle in row["words"]:
+                    name = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
+                    folded.matches[line_id] = name
+            if not await keep_words(keep, fresh):
+                folded = Folded(folded.matches, kept=False)
+            if len(rows) < FOLD_BATCH:
+                break
+            values.update(past_id=rows[-1][0], past_at=rows[-1][3])
+    return folded
 
 
 async def keep_words(engine: AsyncEngine, rows: list[dict[str, Any]]) -> bool:
