@@ -53,7 +53,7 @@ async def read_around(
             "detail": asked.detail,
             "largest_detail": context.settings.max_detail_bytes,
             "filters": filters,
-            "most_searched": context.settings.max_search_lines,
+            "late": tail.late_window(context.settings),
             "max_detail_bytes": share,
         }
         wanted_newer = (size - 1) // 2
@@ -81,7 +81,7 @@ async def read_around(
     line, newer, older = parts["line"], parts["newer"], parts["older"]
     position = store.position_of(line)
     made_newer = store.cursors_of(newer, before=position, settled=settled, scope=scope)
-    down = store.Page(lines=[line, *older.lines], has_next=older.has_next, stop=older.stop)
+    down = store.Page(lines=[line, *older.lines], has_next=older.has_next)
     made_older = store.cursors_of(down, before=None, settled=settled, scope=scope)
     newer_lines = newer.lines[: len(made_newer.texts)]
     older_lines = down.lines[: len(made_older.texts)]
@@ -90,10 +90,9 @@ async def read_around(
     cursors = [*reversed(made_newer.texts), *made_older.texts]
     info = PageInfo(
         has_next_page=has_older,
-        end_cursor=made_older.stop or (made_older.texts[-1] if made_older.texts else None),
+        end_cursor=made_older.texts[-1] if made_older.texts else None,
         has_previous_page=has_newer,
-        start_cursor=made_newer.stop or (cursors[0] if cursors else None),
-        scan_limit_reached=newer.stop is not None or older.stop is not None,
+        start_cursor=cursors[0] if cursors else None,
     )
     return [*reversed(newer_lines), *older_lines], cursors, info, deadline
 

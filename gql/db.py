@@ -171,6 +171,29 @@ event_run_log_pruned = Table(
     mysql_charset="utf8mb4",
 )
 
+# Ours: the words of each line's detail as a reader finds them (gql/store/words.py), folded,
+# kept by the searches that meet the line first (event_run_log's columns are fixed by contract).
+# Keyed in a page's order, so that a search reads one run's words in one range, joining a line
+# only when its words match. `line_at` is the line's `at` as its reads order it (on SQLite,
+# the normalised text).
+# Binary collation: the text is folded already, and no collation may make two characters one.
+event_run_log_words = Table(
+    "event_run_log_words",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=False),
+    Column("line_at", String(32).with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb"), primary_key=True),
+    Column("id", _Id, primary_key=True, autoincrement=False),
+    Column(
+        "words",
+        Text().with_variant(mysql.MEDIUMTEXT(collation="utf8mb4_bin"), "mysql", "mariadb"),
+        nullable=False,
+    ),
+    # A run's newest id with words kept, and a line's words, found by (run_id, id).
+    Index("ix_event_run_log_words_run_id", "run_id", "id"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+
 # Owned by the events system. The service reads only these four columns and
 # creates the table only in a fresh database (tests, the demo, a laptop).
 event_runs = Table(

@@ -57,7 +57,7 @@ def read_filters(
             raise FilterError("search must not be empty: pass null to read every line")
         if len(search) > MOST_SEARCH_CHARS:
             raise FilterError(f"search is at most {MOST_SEARCH_CHARS} characters, got {len(search)}")
-        search = search.lower()
+        search = store.fold(search)
     return store.Filters(phases=phases, steps=steps, since=since_utc, until=until_utc, search=search)
 
 

@@ -281,10 +281,8 @@ class PageInfo:
     )
     scan_limit_reached: bool = strawberry.field(
         default=False,
-        description="True when the page's `search` read the most stored lines one page may "
-        "(RUNLOG_MAX_SEARCH_LINES, 10000 by default) before it had `limit` matches: the page "
-        "ends early, with fewer lines (maybe none), and its `endCursor` (reading `before`, its "
-        "`startCursor`) goes on from the last line it read. False on every page without `search`.",
+        description="Always false: a page with `search` holds `limit` matches unless the run has "
+        "no more, however many lines it reads to find them. Kept for the clients that select it.",
     )
 
 
@@ -349,8 +347,8 @@ class RunLogPage:
         default_factory=list,
         description="How many of the run's lines there are of each kind under the page's "
         "filters other than `kinds` (so the counts beside a kind filter say what each kind "
-        "would give), by wire name; a kind with no line is left out. One grouped query over "
-        "an index, whatever the run's size; refused with `search`, which would read every line.",
+        "would give), by wire name; a kind with no line is left out. One grouped query; with "
+        "`search`, the matches of each kind.",
     )
     lines: strawberry.Private[list[store.Line]] = dataclasses.field(default_factory=list)
     line_cursors: strawberry.Private[Sequence[str | None]] = dataclasses.field(default_factory=list)

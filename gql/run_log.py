@@ -233,12 +233,6 @@ async def read_run_log(
         filters = read_filters(phase=phase, step_id=step_id, since=since, until=until, search=search)
     except FilterError as exc:
         raise ClientError(str(exc), "BAD_USER_INPUT") from None
-    if asked.kind_counts and filters.search is not None:
-        raise ClientError(
-            "kindCounts cannot be asked with search: counting the matches would read every line "
-            "of the run; ask kindCounts without search",
-            "BAD_USER_INPUT",
-        )
     line_id = None
     if around is not None:
         line_id = _line_id(around)
@@ -270,7 +264,8 @@ async def read_run_log(
             max_detail_bytes=max_detail_bytes,
             largest_detail=context.settings.max_detail_bytes,
             filters=filters,
-            most_searched=context.settings.max_search_lines,
+            keep=context.engine,
+            late=window,
         )
 
     # Only pages read newest first may read a replica.
@@ -363,7 +358,6 @@ async def read_run_log(
     has_more = page.has_next
     if made is not None and len(cursors) < len(lines):
         lines, has_more = lines[: len(cursors)], True
-    stop = None if made is None else made.stop
     if newer is not None:
         # Read oldest first; shown newest first, as every page.
         lines = lines[::-1]
@@ -372,8 +366,7 @@ async def read_run_log(
             has_next_page=True,
             end_cursor=cursors[-1] if cursors else None,
             has_previous_page=has_more,
-            start_cursor=stop or (cursors[0] if cursors else before),
-            scan_limit_reached=page.stop is not None,
+            start_cursor=cursors[0] if cursors else before,
         )
     else:
         start = cursors[0] if cursors else None
@@ -381,10 +374,9 @@ async def read_run_log(
             start = store.encode_cursor(store.Cursor(at=None, id=0), scope, store.Window(settled=settled))
         info_ = PageInfo(
             has_next_page=has_more,
-            end_cursor=stop or (cursors[-1] if cursors else None),
+            end_cursor=cursors[-1] if cursors else None,
             has_previous_page=cursor is not None and cursor.at is not None,
             start_cursor=start,
-            scan_limit_reached=page.stop is not None,
         )
     return await _completed(
         context,
@@ -434,10 +426,10 @@ async def _completed(
 
 
 def _delivers(page: store.Page, made: store.PageCursors | None) -> bool:
-    """Whether a `before` page has something for its caller: lines, or a search's stop to go on from."""
+    """Whether a `before` page has something for its caller: lines."""
     if made is None:
-        return page.stop is not None or bool(page.lines)
-    return made.stop is not None or bool(made.texts)
+        return bool(page.lines)
+    return bool(made.texts)
 
 
 def _line_id(value: Any) -> int:
@@ -457,7 +449,9 @@ async def _kind_counts(
     """The page's kindCounts: one grouped query, by the page's deadline."""
     try:
         async with asyncio.timeout_at(deadline):
-            counted = await store.count_kinds(context.engine, run_id=run_id, filters=filters)
+            counted = await store.count_kinds(
+                context.engine, run_id=run_id, filters=filters, late=tail.late_window(context.settings)
+            )
     except Exception as exc:
         if not store.is_unavailable(exc):
             raise

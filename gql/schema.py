@@ -247,9 +247,10 @@ class Query:
         search: Annotated[
             str | None,
             strawberry.argument(
-                description="Only lines whose stored detail (its JSON text) or kind holds this text, "
-                "ignoring case; 1 to 256 characters. A page reads at most RUNLOG_MAX_SEARCH_LINES "
-                "stored lines: see `pageInfo.scanLimitReached`."
+                description="Only lines whose detail, in the words a reader sees (its values: "
+                "never its keys or JSON's escapes), holds this text, ignoring case by Unicode's "
+                "case folding (`É` is `é`; `İ` is `i̇`, as written); 1 to 256 characters. A page "
+                "holds `limit` matches unless the run has no more."
             ),
         ] = None,
         around: Annotated[
@@ -479,8 +480,9 @@ class Subscription:
         search: Annotated[
             str | None,
             strawberry.argument(
-                description="Only lines whose stored detail (its JSON text) or kind holds this text, "
-                "ignoring case; 1 to 256 characters."
+                description="Only lines whose detail, in the words a reader sees (its values: "
+                "never its keys or JSON's escapes), holds this text, ignoring case by Unicode's "
+                "case folding; 1 to 256 characters."
             ),
         ] = None,
     ) -> AsyncIterator[RunLogLine]:

@@ -297,13 +297,6 @@ class Settings:
         "its cursors would name more than 128 recent lines), and a tail started again from the "
         "last cursor received goes on",
     )
-    # A search reads lines the index cannot pick: a page's cost is bounded by this, not by the run.
-    max_search_lines: int = setting(
-        10_000,
-        whole(100, 1_000_000),
-        "stored lines one `runLog` page with `search` reads at most; a page not full by then ends "
-        "early (`pageInfo.scanLimitReached`), and its `endCursor` (or `startCursor`) goes on from there",
-    )
     ws_ping_interval: float = setting(
         20.0,
         seconds(1, 3600),

@@ -232,7 +232,7 @@ async def tail_lines(
                         max_detail_bytes=CATCH_UP_BYTES,
                         largest_detail=settings.max_detail_bytes,
                         filters=filters,
-                        most_searched=settings.max_search_lines,
+                        late=window,
                     )
                 made = store.cursors_of(page, before=cursor, settled=settled, scope=scope)
                 if made.texts and behind is not None and most_catch_up is not None:
@@ -241,9 +241,8 @@ async def tail_lines(
                     behind += len(made.texts)
                 for line, text in zip(page.lines, made.texts, strict=False):
                     yield line._replace(cursor=text)
-                if made.texts or made.stop:
-                    # A search's stop: the lines up to it were read, and none past it.
-                    cursor = store.decode_cursor(made.stop or made.texts[-1], "since", scope)
+                if made.texts:
+                    cursor = store.decode_cursor(made.texts[-1], "since", scope)
                     if page.has_next and not made.settles_in:
                         continue
                 if made.settles_in:

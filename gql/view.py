@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import sys
 from typing import Any
 
@@ -290,6 +291,13 @@ class RunLogGraphQL(GraphQL[Context, None]):
         return response
 
     def decode_json(self, data: str | bytes) -> object:
+        depth = _nesting(data)
+        if depth > MOST_BODY_NESTING:
+            raise HTTPException(
+                400,
+                f"The request body nests arrays and objects {depth} deep: this service reads JSON "
+                f"nested at most {MOST_BODY_NESTING} deep",
+            )
         # Strawberry turns only a JSONDecodeError into a 400: anything else here would be a 500.
         try:
             value = _loads(data)
@@ -392,6 +400,26 @@ class RunLogGraphQL(GraphQL[Context, None]):
 # than a regex, which also slows on runs of digits (docs/performance.md).
 _DIGITS_AS_ZEROS = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
 _LONG_NUMBER = b"0" * 19
+
+
+# How deep a request body's arrays and objects may nest: well within what the parser and, deeper
+# on the stack, the resolvers can walk (about a thousand), so that the limit is one number.
+MOST_BODY_NESTING = 512
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def _nesting(data: str | bytes) -> int:
+    """How deep `data`'s arrays and objects nest, outside its strings (0 when it has few brackets)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= MOST_BODY_NESTING:
+        return 0  # cannot nest deeper than that: the common case, two passes in C
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    depth = most = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        most = max(most, depth)
+    return most
 
 
 def _loads(data: str | bytes) -> object:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from gql import store, tail
 from gql.db import create_engine
+from gql.store import words
 
 from .conftest import Api, Backend
 
@@ -208,7 +209,6 @@ def test_kind_counts_count_under_the_other_filters(api: Api, tables: Backend) ->
         ][::-1]
     )
     assert api.data(COUNTS, {"runId": "8"})["runLog"]["kindCounts"] == []
-    assert "kindCounts cannot be asked with search" in _refused(api, {"search": "x"}, COUNTS)
 
 
 def test_around_opens_the_page_at_a_line_and_pages_on_both_ways(api: Api, tables: Backend) -> None:
@@ -248,45 +248,122 @@ def test_around_opens_the_page_at_a_line_and_pages_on_both_ways(api: Api, tables
     assert not top["pageInfo"]["hasPreviousPage"]
 
 
-def test_search_is_paged_by_its_bound_and_finds_every_match_once(make_api: Any, tables: Backend) -> None:
-    api = make_api(max_search_lines=100)
+# Details as a writer (or a hand) stored them, and what each search finds among them.
+WORDS = [
+    json.dumps({"text": "éclair au chocolat"}, ensure_ascii=False),
+    json.dumps({"text": "Ωmega point"}, ensure_ascii=False),
+    json.dumps({"text": "ÜBER alles"}),  # escaped: \u00dc
+    json.dumps({"city": "İstanbul"}, ensure_ascii=False),
+    json.dumps({"text": "fire 🔥 here"}, ensure_ascii=False),
+    json.dumps({"text": 'say "hi"'}),
+    json.dumps({"country": "Wales", "street": "Straße"}, ensure_ascii=False),
+    json.dumps({"attempt": 12345, "ok": True, "nothing": None}),
+    "plain TEXT, not JSON {",
+]
+FOUND = [
+    ("ÉCLAIR", [0]),
+    ("Éclair", [0]),
+    ("Ωmega", [1]),
+    ("ωMEGA", [1]),
+    ("ÜBER", [2]),
+    ("über", [2]),
+    ("İstanbul", [3]),
+    ("i̇stanbul", [3]),  # i and U+0307: how İ folds
+    ("😀", []),
+    ("🔥", [4]),
+    ('say "hi"', [5]),
+    ("\\u00dc", []),  # a JSON escape is not a word on the page
+    ("country", []),  # nor is a key
+    ("text", [8]),
+    ("STRASSE", [6]),
+    ("12345", [7]),
+    ("true", [7]),
+    ("null", []),
+    ("not json {", [8]),
+]
+
+
+@pytest.mark.parametrize(("search", "found"), FOUND, ids=[f"{n}" for n in range(len(FOUND))])
+def test_search_finds_the_words_on_the_page_ignoring_case_by_unicode(
+    api: Api, tables: Backend, search: str, found: list[int]
+) -> None:
+    ids = _insert(
+        tables, [{"at": T0 + datetime.timedelta(seconds=n), "detail": d} for n, d in enumerate(WORDS)]
+    )
+    wanted = [ids[n] for n in found][::-1]
+    # Twice: first the lines are folded as they are read, then their kept words are searched.
+    for _ in range(2):
+        assert [int(node["id"]) for node in _page(api, search=search)["nodes"]] == wanted
+        counts = api.data(COUNTS, {"runId": "7", "search": search})["runLog"]["kindCounts"]
+        assert counts == ([{"kind": "NOTE", "kindName": "note", "count": len(found)}] if found else [])
+
+
+# How many lines stored since a run's newest kept words a search looks up by id: none, and the default.
+@pytest.mark.parametrize("split", [0, words.FOLD_SPLIT_MOST])
+def test_a_search_page_is_full_unless_the_run_has_no_more(
+    api: Api, tables: Backend, split: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(words, "FOLD_SPLIT_MOST", split)
     rows = [
         {"at": T0 + datetime.timedelta(milliseconds=n), "detail": json.dumps({"text": f"n{n}"})}
-        for n in range(450)
+        for n in range(3000)
     ]
-    for n in (3, 150, 151, 420):
+    for n in (3, 150, 151, 1420, 2990):
         rows[n]["detail"] = json.dumps({"country": "Great BRITAIN", "n": n})
     ids = _insert(tables, rows)
-    wanted = [ids[n] for n in (420, 151, 150, 3)]
-    seen: list[int] = []
-    stopped = 0
+    wanted = [ids[n] for n in (2990, 1420, 151, 150, 3)]
+    pages = []
     after = None
     while True:
-        page = _page(api, search="britain", after=after, limit=10)
-        seen += [int(node["id"]) for node in page["nodes"]]
-        stopped += page["pageInfo"]["scanLimitReached"]
-        assert len(page["nodes"]) <= 2
+        page = _page(api, search="britain", after=after, limit=2)
+        pages.append([int(node["id"]) for node in page["nodes"]])
+        assert not page["pageInfo"]["scanLimitReached"]
         if not page["pageInfo"]["hasNextPage"]:
             break
         after = page["pageInfo"]["endCursor"]
-    assert seen == wanted
-    assert stopped == 4  # 450 lines, 100 read a page
-    # The kind is searched too, and the page ends normally when it fills.
-    assert len(_page(api, search="NOTE", limit=5)["nodes"]) == 5
-    # Newer, by `before`, also paged by the bound.
-    start = _page(api, search="britain", limit=1)["pageInfo"]["startCursor"]
+    assert pages == [wanted[:2], wanted[2:4], wanted[4:]]
+    whole = _page(api, search="britain", limit=10)
+    assert [int(node["id"]) for node in whole["nodes"]] == wanted
+    assert not whole["pageInfo"]["hasNextPage"]
+    # Newer, by `before`: the one match among many lines written since, on the first page.
+    start = whole["pageInfo"]["startCursor"]
     for _ in range(150):
         api.write(7, "note", {"text": "plain"})
     api.write(7, "note", {"text": "britain again"})
-    found: list[str] = []
-    before = start
-    for _ in range(10):
-        page = _page(api, search="britain", before=before, limit=10)
-        found += [node["id"] for node in page["nodes"]]
-        if not page["pageInfo"]["hasPreviousPage"]:
-            break
-        before = page["pageInfo"]["startCursor"]
-    assert len(found) == 1
+    page = _page(api, search="britain", before=start, limit=10)
+    assert [node["kindName"] for node in page["nodes"]] == ["note"]
+    assert not page["pageInfo"]["hasPreviousPage"]
+    assert _page(api, search="britain", before=page["pageInfo"]["startCursor"])["nodes"] == []
+    # A line stored by hand since, stamped long before the others, is found too.
+    [*_, backdated] = _insert(
+        tables, [{"at": T0 - datetime.timedelta(days=30), "detail": '"britain, by hand"'}]
+    )
+    whole = _page(api, search="britain", limit=10)
+    assert [int(node["id"]) for node in whole["nodes"]][-2:] == [wanted[-1], backdated]
+
+
+def test_kind_counts_count_a_search_s_matches_under_the_other_filters(api: Api, tables: Backend) -> None:
+    _mixed(tables)
+    for _ in range(2):  # the lines' words folded as they are read, then kept
+        counts = api.data(COUNTS, {"runId": "7", "search": "BRITAIN"})["runLog"]["kindCounts"]
+        assert counts == [
+            {"kind": "NOTE", "kindName": "note", "count": sum(1 for n in range(30) if n % 7 == 0 and n % 4)},
+            {"kind": "RUN_STATUS", "kindName": "run.status", "count": 2},  # 0 and 28
+        ]
+        by_phase = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1], "kinds": ["NOTE"]})
+        # Lines 7 and 28; the kinds filter does not narrow the counts.
+        assert by_phase["runLog"]["kindCounts"] == [
+            {"kind": "NOTE", "kindName": "note", "count": 1},
+            {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
+        ]
+    # A line written since is counted too.
+    api.write(7, "note", {"text": "Britain, once more"}, phase=1)
+    by_phase = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1]})
+    assert by_phase["runLog"]["kindCounts"] == [
+        {"kind": "NOTE", "kindName": "note", "count": 2},
+        {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
+    ]
+    assert api.data(COUNTS, {"runId": "7", "search": "nowhere"})["runLog"]["kindCounts"] == []
 
 
 def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backend) -> None:
@@ -332,3 +409,33 @@ def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backen
             await engine.dispose()
 
     asyncio.run(follow())
+
+
+def test_a_search_finds_and_counts_lines_whose_words_cannot_be_kept(api: Api, tables: Backend) -> None:
+    # A database that takes no words (a replica, a read-only file): the lines are folded as read.
+    if tables.name == "sqlite":
+        refuse = (
+            "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words "
+            "BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+    else:
+        refuse = (
+            "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words FOR EACH ROW "
+            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no'"
+        )
+    tables.execute(refuse)
+    try:
+        ids = _mixed(tables)
+        for _ in range(2):
+            found = [int(node["id"]) for node in _page(api, search="britain", phase=[1])["nodes"]]
+            assert found == [ids[28], ids[7]]
+            counts = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1]})["runLog"][
+                "kindCounts"
+            ]
+            assert counts == [
+                {"kind": "NOTE", "kindName": "note", "count": 1},
+                {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
+            ]
+        assert tables.scalar("SELECT COUNT(*) FROM event_run_log_words") == 0
+    finally:
+        tables.execute("DROP TRIGGER no_words")

@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 from gql import page as page_module
 from gql.app import create_app
 from gql.store import ANSWER_GRACE_SECONDS
+from gql.view import MOST_BODY_NESTING
 
 from .conftest import MARIADB_URL, SLACK, Api, Backend
 from .faultproxy import FaultProxy
@@ -33,19 +34,17 @@ from .test_bounded import held_bytes
 def test_a_detail_nested_as_deep_as_the_body_parser_reads_answers_false(
     tables: Backend, api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Somewhere near a thousand levels the request's JSON parser, high on the
-    # stack, still reads a detail that the encoder, deep in a resolver, cannot
-    # write back: that once made writeRunLog answer INTERNAL_SERVER_ERROR.
-    # Where exactly depends on the stack, so every depth around it is tried.
+    # Near a thousand levels the request's JSON parser, high on the stack, once
+    # read a detail that the encoder, deep in a resolver, could not write back:
+    # writeRunLog answered INTERNAL_SERVER_ERROR. Every depth the body may nest
+    # (MOST_BODY_NESTING, less the body's own three levels) up to the limit is tried.
     query = 'mutation($d: JSON) { writeRunLog(runId: 1, kind: "step.status", detail: $d) }'
-    for depth in range(900, 1040, 5):
+    for depth in range(MOST_BODY_NESTING - 40, MOST_BODY_NESTING - 2):
         detail = '{"to": "x", "answer": ' + "[" * depth + "]" * depth + "}"
         body = '{"query": ' + json.dumps(query) + ', "variables": {"d": ' + detail + "}}"
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="gql"):
             response = api.client.post("/graphql", content=body, headers={"Content-Type": "application/json"})
-        if response.status_code == 400:
-            continue  # too deep for the body parser: refused before anything runs
         assert response.status_code == 200, (depth, response.text)
         answer = response.json()
         assert answer["data"] == {"writeRunLog": False} and "errors" not in answer, (
@@ -55,6 +54,25 @@ def test_a_detail_nested_as_deep_as_the_body_parser_reads_answers_false(
         (record,) = [r for r in caplog.records if r.getMessage().startswith("run log line not stored")]
         assert record.levelno == logging.WARNING
         assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 0
+
+
+@pytest.mark.parametrize("depth", [MOST_BODY_NESTING + 1, 3000])
+def test_valid_json_nested_deeper_than_the_limit_is_refused_naming_the_limit(api: Api, depth: int) -> None:
+    # It was "Unable to parse request body as JSON", as if it were not JSON.
+    query = "{ __typename }"
+    body = '{"query": ' + json.dumps(query) + ', "variables": {"d": ' + "[" * depth + "]" * depth + "}}"
+    response = api.client.post("/graphql", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error["message"] == (
+        f"The request body nests arrays and objects {depth + 2} deep: this service reads JSON "
+        f"nested at most {MOST_BODY_NESTING} deep"
+    )
+    # A bracket in a string is not nesting.
+    inside = json.dumps({"query": query, "variables": {"d": "[" * depth}})
+    assert api.client.post(
+        "/graphql", content=inside, headers={"Content-Type": "application/json"}
+    ).json() == {"data": {"__typename": "Query"}}
 
 
 def _doubling(fragments: int, on: str, leaf: str) -> str:

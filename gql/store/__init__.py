@@ -80,6 +80,7 @@ from .values import (
     clamp_read_limit,
     utc_now_millis,
 )
+from .words import fold, words_of
 from .writes import (
     ANSWER_GRACE_SECONDS,
     MIN_STATEMENT_SECONDS,
@@ -141,6 +142,7 @@ __all__ = [
     "find_logged_runs",
     "find_pruned",
     "find_runs",
+    "fold",
     "forget_keys",
     "insert_keyed",
     "insert_lines",
@@ -167,4 +169,5 @@ __all__ = [
     "settled_before",
     "terminal_sql",
     "utc_now_millis",
+    "words_of",
 ]

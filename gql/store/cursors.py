@@ -387,32 +387,15 @@ class PageCursors:
 
     texts: list[str]
     settles_in: float = 0.0
-    # The cursor of the last line a stopped search page read (Page.stop).
-    stop: str | None = None
 
 
 def cursors_of(
     page: Page, *, before: Cursor | None, settled: datetime.datetime, scope: Scope, only_ends: bool = False
 ) -> PageCursors:
-    """The cursors of a page read with `before` (`newer_cursors`) or not (`page_cursors`), and its stop's."""
-    stop = page.stop
-    if stop is not None and before is not None and page.scanned is not None:
-        # Recent lines the search left out are named too, so the next page skips them.
-        kept = {line.id: line for line in page.lines}
-        read = [kept.get(line.id, line) for line in page.scanned]
-        made = newer_cursors(read, before=before, settled=settled, scope=scope)
-        texts = [text for line, text in zip(read, made.texts, strict=False) if line.id in kept]
-        return PageCursors(texts, made.settles_in, stop=made.texts[-1] if made.texts else None)
-    lines = page.lines
-    if stop is not None and not (lines and lines[-1].id == stop.id):
-        lines = [*lines, stop]
+    """The cursors of a page read with `before` (`newer_cursors`) or not (`page_cursors`)."""
     if before is not None:
-        made = newer_cursors(lines, before=before, settled=settled, scope=scope)
-    else:
-        made = page_cursors(lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=only_ends)
-    if stop is None or len(made.texts) < len(lines):
-        return PageCursors(made.texts[: len(page.lines)], made.settles_in)
-    return PageCursors(made.texts[: len(page.lines)], made.settles_in, stop=made.texts[-1])
+        return newer_cursors(page.lines, before=before, settled=settled, scope=scope)
+    return page_cursors(page.lines, has_next=page.has_next, settled=settled, scope=scope, only_ends=only_ends)
 
 
 def page_cursors(

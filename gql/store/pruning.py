@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from ..db import (
     event_run_log,
     event_run_log_pruned,
+    event_run_log_words,
     event_runs,
     transaction,
 )
@@ -197,6 +198,9 @@ async def _prune_slice_once(
         else:
             taken = (await conn.execute(select(_l.c.run_id, at).where(_l.c.id.in_(ids)))).all()
             deleted = int((await conn.execute(delete(_l).where(_l.c.id.in_(ids)))).rowcount)
+        # A line's kept words go with it: SQLite may give a deleted line's id to the next one.
+        words = event_run_log_words
+        await conn.execute(delete(words).where(words.c.run_id.in_(sorted(still)), words.c.id.in_(ids)))
         await _record_pruned(conn, [(run_id, at) for run_id, at in taken])
         if commit is not None:
             await commit.send(deleted)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import functools
 from collections.abc import Callable, Sequence
@@ -23,12 +22,11 @@ from .statements import (
     line_statement,
     page_statement,
     recent_statement,
-    stop_statement,
+    words_counts_statement,
+    words_scan_statement,
 )
 from .values import NO_FILTERS, Filters, Line, Page
-
-# The most stored lines a search page reads when none is given (RUNLOG_MAX_SEARCH_LINES).
-SEARCH_LINES_DEFAULT = 10_000
+from .words import catch_up, words_of
 
 
 async def read_page(
@@ -43,59 +41,85 @@ async def read_page(
     largest_detail: int = 64 * 1024,
     before: Cursor | None = None,
     filters: Filters = NO_FILTERS,
-    most_searched: int = SEARCH_LINES_DEFAULT,
+    keep: AsyncEngine | None = None,
+    late: float = 0.0,
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    A search reads at most `most_searched` lines, then ends with `stop`, the last line read.
+    A search page holds `limit` matches unless the run has no more. It first folds the lines with no
+    words kept (store/words.py), keeping their words through `keep` (by default `engine`: pass the
+    primary when `engine` is a replica); `late`: seconds within which a line's commit lands.
     With `max_detail_bytes`, the page ends early once its details would weigh more.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)
     sqlite = engine.dialect.name == "sqlite"
-    stop = None
-    scanned = None
-    if filters.search is not None:
-        statement, values = page_statement(
-            run_id=run_id,
-            kinds=kinds,
-            limit=most_searched - 1,
-            after=after,
-            sqlite=sqlite,
-            read="lines without detail",
-            before=before,
-            filters=filters.without_search(),
-        )
-        if before is None:
-            # Newest first: only where the scan ends, one row off the index.
-            statement, values = stop_statement(statement, values, most_searched)
-        rows = await read_rows(engine, statement, values)
-        read = sqlite_lines(rows) if sqlite else mariadb_lines(rows)
-        if before is None:
-            stop = read[0] if read else None
-        elif len(read) >= most_searched:
-            stop, scanned = read[-1], read
-    page = await _read_any(
-        engine,
-        functools.partial(
-            page_statement,
-            run_id=run_id,
-            kinds=kinds,
-            after=after,
-            sqlite=sqlite,
-            before=before,
-            filters=filters,
-            stop=stop,
-        ),
-        limit,
-        sqlite,
-        detail,
-        max_detail_bytes,
-        largest_detail,
+    statement_of = functools.partial(
+        page_statement, run_id=run_id, kinds=kinds, after=after, sqlite=sqlite, before=before, filters=filters
     )
-    if stop is None or page.has_next:
-        return page
-    return dataclasses.replace(page, has_next=True, stop=stop, scanned=scanned)
+    if filters.search is not None:
+        folded = await catch_up(engine, keep or engine, run_id=run_id, needle=filters.search, late=late)
+        # Words kept elsewhere (the primary) are not read here yet: those lines are named.
+        named = list(folded.matches) if not folded.kept or keep not in (None, engine) else []
+        found = await _search_ids(
+            engine, statement_of, limit + 1, named, run_id, kinds, filters, after, before
+        )
+        if not found:
+            return Page(lines=[], has_next=False)
+        statement_of = functools.partial(statement_of, ids=found)
+    return await _read_any(engine, statement_of, limit, sqlite, detail, max_detail_bytes, largest_detail)
+
+
+async def _search_ids(
+    engine: AsyncEngine,
+    statement_of: Callable[..., tuple[Select[Any], dict[str, Any]]],
+    want: int,
+    named: list[int],
+    run_id: int,
+    kinds: Sequence[str] | None,
+    filters: Filters,
+    after: Cursor | None,
+    before: Cursor | None,
+) -> list[int]:
+    """The ids of the first `want` lines of the page `statement_of` reads whose kept words hold the search.
+
+    The words are read in the page's order, from about where the page starts; the page's own
+    statement, on those ids (and `named`), says which of them it holds.
+    """
+    sqlite = engine.dialect.name == "sqlite"
+    values: dict[str, Any] = {"run_id": run_id, "search": filters.search}
+    if kinds is not None:
+        values["kinds"] = sorted(set(kinds))
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    bound = None
+    start = _page_start(after, before)
+    if start is not None:
+        values["from_at"], bound = as_compared(start, sqlite), "coarse"
+    read: list[int] = []
+    most = want
+    while True:
+        statement = words_scan_statement(sqlite, before is None, kinds is not None, narrowed, bound)
+        rows = await read_rows(engine, statement, {**values, "limit": most})
+        read += [line_id for line_id, _ in rows]
+        page, page_values = statement_of(limit=want - 1, read="lines without detail", ids=[*read, *named])
+        held = await read_rows(engine, page, page_values)
+        if len(held) >= want or len(rows) < most:
+            return [row[0] for row in held[:want]]
+        last_id, last_at = rows[-1]
+        values.update(from_at=last_at, from_id=last_id)
+        bound, most = "exact", most * 2
+
+
+def _page_start(after: Cursor | None, before: Cursor | None) -> datetime.datetime | None:
+    """Where a page starts, if at a time: its lines are at or before it (with `before`, at or after)."""
+    if before is None:
+        return after.at if after is not None and isinstance(after.at, datetime.datetime) else None
+    if before.window is None:
+        return before.at if isinstance(before.at, datetime.datetime) else None
+    floor = before.window.floor
+    if floor is not None:
+        return floor.at if isinstance(floor.at, datetime.datetime) else None
+    return before.window.settled
 
 
 async def _read_any(
@@ -219,18 +243,35 @@ async def cursor_now(
     return encode_cursor(Cursor(at=None, id=0), scope, fresh_window(settled, seen))
 
 
-async def count_kinds(engine: AsyncEngine, *, run_id: int, filters: Filters) -> list[tuple[str, int]]:
-    """How many of the run's lines under `filters` (no search) are of each kind: one grouped query."""
+async def count_kinds(
+    engine: AsyncEngine, *, run_id: int, filters: Filters, late: float = 0.0
+) -> list[tuple[str, int]]:
+    """How many of the run's lines under `filters` are of each kind: one grouped query.
+
+    With a search, the lines whose words are not kept yet are folded and kept first (see read_page).
+    """
     if filters.phases == () or filters.steps == ():
         return []
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id}
-    statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
-    rows = await read_rows(engine, statement, values)
-    return [
-        (kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind, int(count))
-        for kind, count in rows
-    ]
+    if filters.search is None:
+        statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
+        return [(_kind_name(kind), int(count)) for kind, count in await read_rows(engine, statement, values)]
+    folded = await catch_up(engine, engine, run_id=run_id, needle=filters.search, late=late)
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    rows = list(
+        await read_rows(
+            engine, words_counts_statement(sqlite, narrowed), {**values, "search": filters.search}
+        )
+    )
+    if not folded.kept and folded.matches:
+        # Words that could not be kept are counted by the lines' ids, under the same filters.
+        statement = kind_counts_statement(sqlite, (*narrowed, "ids"))
+        rows += await read_rows(engine, statement, {**values, "ids": sorted(folded.matches)})
+    counts: dict[str, int] = {}
+    for kind, count in rows:
+        counts[_kind_name(kind)] = counts.get(_kind_name(kind), 0) + int(count)
+    return sorted(counts.items())
 
 
 async def find_line(
@@ -243,13 +284,19 @@ async def find_line(
     values: dict[str, Any] = {"run_id": run_id, "around": line_id, "limit": 1}
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
-    statement = line_statement(sqlite, kinds is not None, bind_filters(values, filters, sqlite))
-    rows = await read_rows(engine, statement, values)
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    rows = await read_rows(engine, line_statement(sqlite, kinds is not None, narrowed), values)
     lines = sqlite_lines(rows) if sqlite else mariadb_lines(rows)
-    return lines[0] if lines else None
+    if not lines or (filters.search is not None and filters.search not in words_of(lines[0].detail)):
+        return None
+    return lines[0]
 
 
 async def run_of_line(engine: AsyncEngine, line_id: int) -> int | None:
     """The run the line `line_id` is of; None when there is no such line."""
     rows = await read_rows(engine, text("SELECT run_id FROM event_run_log WHERE id = :id"), {"id": line_id})
     return int(rows[0][0]) if rows else None
+
+
+def _kind_name(kind: str | bytes) -> str:
+    return kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind

@@ -28,9 +28,10 @@ from sqlalchemy import (
 from ..db import (
     SQLITE_AT_ORDER,
     event_run_log,
+    event_run_log_words,
 )
-from .cursors import Cursor, _line_at
-from .values import NO_FILTERS, Filters, Line
+from .cursors import Cursor
+from .values import NO_FILTERS, Filters
 
 _l = event_run_log
 # What SQLite orders a line by; spelt as the index spells it (db.SQLITE_AT_ORDER).
@@ -64,13 +65,13 @@ def page_statement(
     fits: int = 0,
     before: Cursor | None = None,
     filters: Filters = NO_FILTERS,
-    stop: Line | None = None,
+    ids: Sequence[int] | None = None,
 ) -> tuple[Select[Any], dict[str, Any]]:
     """The one statement that reads a page, built once per shape, and the values for its parameters.
 
     `read` is one of PAGE_READS: "lines", "lines without detail" (NULL in its place), or
     "lines with sizes" (each detail's stored bytes last, the detail NULL past `fits`).
-    `stop` (a search page's) bounds the lines read to those up to it, in the page's order.
+    `ids` (a search page's matches) keeps only those lines; `filters.search` is for `ids` to say.
     """
     # One more than asked: its presence is what makes hasNextPage exact.
     values: dict[str, Any] = {"run_id": run_id, "limit": limit + 1}
@@ -78,26 +79,16 @@ def page_statement(
         values["fits"] = fits
     if kinds is not None:
         values["kinds"] = sorted(set(kinds))
-    narrowed = bind_filters(values, filters, sqlite)
-    if stop is not None:
-        # The stop line itself is read too: inclusive, one id past it.
-        step = 1 if before is not None else -1
-        at = _line_at(stop)
-        side = "older" if before is not None else "newer"
-        narrowed += (f"{side}:" + _bind_position(values, Cursor(at=at, id=stop.id + step), "stop", sqlite),)
+    narrowed = bind_filters(values, filters.without_search(), sqlite)
+    if ids is not None:
+        values["ids"] = list(ids)
+        narrowed += ("ids",)
     if before is not None:
         return _newer_statement(values, before, sqlite, kinds is not None, read, narrowed)
     cursor = None
     if after is not None and after.at is not None:
         cursor = _bind_position(values, after, "after", sqlite)
     return _page_shape(sqlite, kinds is not None, cursor, read, narrowed), values
-
-
-def stop_statement(
-    statement: Select[Any], values: dict[str, Any], scan: int
-) -> tuple[Select[Any], dict[str, Any]]:
-    """The `scan`-th line a search page's statement (its search left out) reads: where that page stops."""
-    return statement.offset(bindparam("skip", type_=Integer())), {**values, "limit": 1, "skip": scan - 1}
 
 
 def bind_filters(values: dict[str, Any], filters: Filters, sqlite: bool) -> tuple[str, ...]:
@@ -136,16 +127,13 @@ def _narrow(
             query = query.where(order >= bindparam("since", type_=at_type))
         elif name == "until":
             query = query.where(order < bindparam("until", type_=at_type))
-        elif name == "search":
-            needle = bindparam("search", type_=String())
-            # Case-insensitive: SQLite's lower() folds ASCII; MariaDB's collation is case-insensitive.
-            detail: Any = func.lower(cast(_l.c.detail, String())) if sqlite else _l.c.detail
-            kind: Any = func.lower(_l.c.kind) if sqlite else _l.c.kind
-            query = query.where(or_(func.instr(detail, needle) > 0, func.instr(kind, needle) > 0))
-        else:  # "newer:" or "older:" than the stop (one id past it): read up to it, in the page's order
-            side, cursor = name.split(":")
-            bound = _newer_than if side == "newer" else _older_than
-            query = query.where(bound(cursor, order, sqlite=sqlite, name="stop"))
+        elif name == "ids":
+            query = query.where(_l.c.id.in_(bindparam("ids", expanding=True)))
+            # By their ids, a few rows: MariaDB would otherwise walk the run's index in page order.
+            for dialect in ("mysql", "mariadb"):
+                query = query.with_hint(_l, "FORCE INDEX (PRIMARY)", dialect_name=dialect)
+        else:
+            raise ValueError(f"{name!r} is not a filter bind_filters names")
     return query
 
 
@@ -347,3 +335,115 @@ def recent_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...] = (
     columns: list[ColumnElement[Any]] = [_l.c.id, order.label("at_utc")]
     query = _page_shape(sqlite, by_kinds, None, "lines without detail", narrowed).with_only_columns(*columns)
     return query.where(order >= bindparam("settled", type_=_at_type(sqlite)))
+
+
+# ── search: the words of lines (store/words.py) ──────────────────────────────
+
+_w = event_run_log_words
+
+
+@functools.cache
+def newest_line_statement() -> Select[Any]:
+    """The highest line id of the table."""
+    return select(func.max(_l.c.id))
+
+
+@functools.cache
+def newest_words_statement() -> Select[Any]:
+    """The newest `at`, and the highest id, of the lines of `run_id` whose words are kept (NULLs: none)."""
+    return select(func.max(_w.c.line_at), func.max(_w.c.id)).where(_w.c.run_id == bindparam("run_id"))
+
+
+@functools.cache
+def unfolded_statement(sqlite: bool, since: str | None, past: bool) -> Select[Any]:
+    """The run's lines with no words kept (id, kind, detail, `at` as ordered), oldest first.
+
+    `since`: None for all of them; "recent" for those at or after `recent`; "above" for those with
+    an id above `above`; "recent or above" for both in one read of the run's index. `past`: only
+    those newer than the line (`past_at`, `past_id`) where the batch before ended.
+    """
+    order = sqlite_at if sqlite else _l.c.at
+    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
+    detail = sqlite_text(_l.c.detail) if sqlite else _l.c.detail
+    query = (
+        select(_l.c.id, kind.label("kind"), detail.label("detail"), order.label("at_order"))
+        .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
+        .where(_l.c.run_id == bindparam("run_id"), _w.c.id.is_(None))
+        .order_by(order.asc(), _l.c.id.asc())
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    recent = order >= bindparam("recent", type_=_at_type(sqlite))
+    above = _l.c.id > bindparam("above", type_=Integer())
+    if since == "recent":
+        query = query.where(recent)
+    elif since == "above":
+        query = query.where(above)
+    elif since is not None:
+        # Read from the run's index alone: a line is looked up in the words only when it passes.
+        query = query.where(or_(recent, above))
+    if past:
+        at, line_id = bindparam("past_at", type_=_at_type(sqlite)), bindparam("past_id", type_=Integer())
+        query = query.where(order >= at, or_(order > at, _l.c.id > line_id))
+    return query
+
+
+def _words_where(
+    query: Select[Any], sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...], join: bool = False
+) -> Select[Any]:
+    """`query` over the words of `run_id` that hold `search`, under the filters `narrowed` and `kinds`.
+
+    The line is joined where a filter needs it, or with `join`.
+    """
+    at_type = _at_type(sqlite)
+    query = query.where(
+        _w.c.run_id == bindparam("run_id"), func.instr(_w.c.words, bindparam("search", type_=String())) > 0
+    )
+    if join or by_kinds or "phases" in narrowed or "steps" in narrowed:
+        # The line is read only for words that match: the words lead (STRAIGHT_JOIN on MariaDB).
+        query = query.join(_l, _l.c.id == _w.c.id).prefix_with("STRAIGHT_JOIN", dialect="mysql")
+        query = query.prefix_with("STRAIGHT_JOIN", dialect="mariadb")
+    if by_kinds:
+        query = query.where(_l.c.kind.in_(bindparam("kinds", expanding=True)))
+    if "phases" in narrowed:
+        query = query.where(_l.c.phase.in_(bindparam("phases", expanding=True)))
+    if "steps" in narrowed:
+        query = query.where(_l.c.step_id.in_(bindparam("steps", expanding=True)))
+    if "since" in narrowed:
+        query = query.where(_w.c.line_at >= bindparam("since", type_=at_type))
+    if "until" in narrowed:
+        query = query.where(_w.c.line_at < bindparam("until", type_=at_type))
+    return query
+
+
+@functools.cache
+def words_scan_statement(
+    sqlite: bool, newest_first: bool, by_kinds: bool, narrowed: tuple[str, ...], bound: str | None
+) -> Select[Any]:
+    """The ids and `at` of the first `limit` lines, in a page's order, whose words hold `search`.
+
+    `bound`: None; "coarse" (`at` up to `from_at` newest first, else from it); "exact" (past the
+    line `from_at`, `from_id`).
+    """
+    at_type = _at_type(sqlite)
+    query = _words_where(select(_w.c.id, _w.c.line_at), sqlite, by_kinds, narrowed)
+    if newest_first:
+        query = query.order_by(_w.c.line_at.desc(), _w.c.id.desc())
+    else:
+        query = query.order_by(_w.c.line_at.asc(), _w.c.id.asc())
+    if bound is not None:
+        at, line_id = bindparam("from_at", type_=at_type), bindparam("from_id", type_=Integer())
+        if bound == "coarse":
+            query = query.where(_w.c.line_at <= at if newest_first else _w.c.line_at >= at)
+        elif newest_first:
+            query = query.where(_w.c.line_at <= at, or_(_w.c.line_at < at, _w.c.id < line_id))
+        else:
+            query = query.where(_w.c.line_at >= at, or_(_w.c.line_at > at, _w.c.id > line_id))
+    return query.limit(bindparam("limit", type_=Integer()))
+
+
+@functools.cache
+def words_counts_statement(sqlite: bool, narrowed: tuple[str, ...]) -> Select[Any]:
+    """How many of a run's lines whose words hold `search` (under `narrowed`) are of each kind."""
+    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
+    query = select(kind.label("kind"), func.count()).select_from(_w)
+    return _words_where(query, sqlite, False, narrowed, join=True).group_by(_l.c.kind)

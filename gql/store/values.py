@@ -46,7 +46,8 @@ class NewLine:
 class Filters(NamedTuple):
     """What a read keeps of a run's lines besides its kinds; each None for no filter, () for none at all.
 
-    `since` (inclusive), `until` (exclusive): naive UTC ms; `search`: lower case, in detail or kind.
+    `since` (inclusive), `until` (exclusive): naive UTC ms; `search`: folded
+    (store.fold), to be found in the detail's words.
     """
 
     phases: tuple[int, ...] | None = None
@@ -67,10 +68,6 @@ class Page:
     lines: list[Line]
     has_next: bool
     detail_bytes: int = 0  # the stored bytes of the lines' details
-    # A search page that read its most lines before it was full: the last line it read.
-    stop: Line | None = None
-    # A `before` search page's lines read up to its stop, matching or not (no detail).
-    scanned: list[Line] | None = None
 
 
 @dataclass(frozen=True, slots=True)

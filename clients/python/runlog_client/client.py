@@ -575,10 +575,11 @@ class RunLogClient(BaseClient):
         step_id: Union[Optional[list[str]], UnsetType] = UNSET,
         since: Union[Optional[datetime], UnsetType] = UNSET,
         until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunKindCounts:
         query = gql("""
-            query RunKindCounts($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime) {
+            query RunKindCounts($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String) {
               runLog(
                 runId: $runId
                 kinds: []
@@ -586,6 +587,7 @@ class RunLogClient(BaseClient):
                 stepId: $stepId
                 since: $since
                 until: $until
+                search: $search
               ) {
                 kindCounts {
                   kind
@@ -601,6 +603,7 @@ class RunLogClient(BaseClient):
             "stepId": step_id,
             "since": since,
             "until": until,
+            "search": search,
         }
         response = self.execute(
             query=query, operation_name="RunKindCounts", variables=variables, **kwargs

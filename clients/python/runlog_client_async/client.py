@@ -578,10 +578,11 @@ class AsyncRunLogClient(AsyncBaseClient):
         step_id: Union[Optional[list[str]], UnsetType] = UNSET,
         since: Union[Optional[datetime], UnsetType] = UNSET,
         until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunKindCounts:
         query = gql("""
-            query RunKindCounts($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime) {
+            query RunKindCounts($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String) {
               runLog(
                 runId: $runId
                 kinds: []
@@ -589,6 +590,7 @@ class AsyncRunLogClient(AsyncBaseClient):
                 stepId: $stepId
                 since: $since
                 until: $until
+                search: $search
               ) {
                 kindCounts {
                   kind
@@ -604,6 +606,7 @@ class AsyncRunLogClient(AsyncBaseClient):
             "stepId": step_id,
             "since": since,
             "until": until,
+            "search": search,
         }
         response = await self.execute(
             query=query, operation_name="RunKindCounts", variables=variables, **kwargs
