@@ -39,7 +39,7 @@ const ownHost = new URL(baseURL).host;
 const TIMEOUT = { timeout: 30000 };
 fs.mkdirSync(artifacts, { recursive: true });
 
-const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0 };
+const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0, headsAbandoned: 0 };
 let headsInFlight = 0;
 // When set, the next head call's answer is held back, once the service gave
 // it, until `gate` resolves; `fetched()` says it has been given.
@@ -168,6 +168,10 @@ try {
             await hold.gate;
           }
           return await route.fulfill({ response });
+        } catch (error) {
+          // The page went on (a navigation, a reload) while the call was out: no one waits for its answer.
+          if (!/context disposed|Target .*closed/i.test(String(error))) throw error;
+          seen.headsAbandoned += 1;
         } finally {
           headsInFlight -= 1;
         }
