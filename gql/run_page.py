@@ -1,6 +1,7 @@
 """The run page: `/runs` (the runs in flight) and `/runs/{runId}` (one run), from `routes(trusted_documents)`.
 
-One HTML shell and gql/static/runpage.js, calling /graphql with the shipped operations.
+One HTML shell and gql/static/runpage.js (with runpage-timeline.js: times and the Gantt chart),
+calling /graphql with the shipped operations.
 """
 
 from __future__ import annotations
@@ -16,15 +17,17 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from . import graphiql
+from .holds import HoldReason
 from .kinds import Kind
 from .trusted import SHIPPED
 
 VENDOR_DIR = graphiql.STATIC_DIR / "runpage"
-OWN_FILES = ("runpage.js", "runpage.css")
+OWN_FILES = ("runpage.js", "runpage-timeline.js", "runpage.css")
 ASSETS_PATH = "/runs/assets/{digest}/{name}"
 # The operations the script sends, by name (each a file in gql/operations/).
 OPERATIONS = ("RunsInFlight", "RunHead", "RunLines", "RunTail")
-SCRIPTS = ("preact.min.umd.js", "hooks.umd.js", "htm.umd.js", "graphql-ws.min.js", "runpage.js")
+VENDORED = ("preact.min.umd.js", "hooks.umd.js", "htm.umd.js", "graphql-ws.min.js")
+SCRIPTS = (*VENDORED, "runpage-timeline.js", "runpage.js")
 
 
 @functools.cache
@@ -84,6 +87,8 @@ def _page(run_id: str | None, root: str, trusted_documents: bool) -> Response:
         "operations": operations(),
         # The kind filter's choices, as RunLogKind names them.
         "kinds": [{"kind": kind.name, "kindName": kind.value} for kind in Kind],
+        # The runs list's filter by what holds a run, as HoldReason names them.
+        "holdReasons": [{"reason": reason.name, "words": reason.value} for reason in HoldReason],
     }
     # `<` escaped so no text (a run id from the URL) can close the script element.
     payload = json.dumps(config).replace("<", "\\u003c")

@@ -45,7 +45,7 @@ def demo_api(make_api: Callable[..., Api], tables: Backend) -> Callable[..., Api
 def test_the_page_loads_every_file_from_the_service_itself(api: Api, path: str) -> None:
     response = api.client.get(path, headers=BROWSER)
     files = [url for url in page_files(response.text) if url != "data:,"]  # the empty icon
-    assert len(files) == 6  # preact, its hooks, htm, graphql-ws, the page's script and style
+    assert len(files) == 7  # preact, its hooks, htm, graphql-ws, the page's two scripts and style
     manifest = json.loads((run_page.VENDOR_DIR / "assets.json").read_text())
     for url in files:
         # Relative to the page, so under whatever prefix a proxy gives the API.

@@ -39,6 +39,7 @@ ADMIN = "admin-token-for-the-run-page"
 LONG_RUN = 41  # 2,501 lines, none in the demo: a line's link opens it around its oldest
 LONG_RUN_LINES = 2501
 KINDS_RUN = 42  # one line of every kind, each with its declared example detail
+LASTED = r"for \d+ (s|min|h( \d+ min)?)"  # how long a hold has lasted, in words
 WRITE = (
     "mutation W($runId: ID!, $kind: String!, $detail: JSON) "
     "{ writeRunLog(runId: $runId, kind: $kind, detail: $detail) }"
@@ -312,3 +313,40 @@ def test_a_refused_steps_box_names_its_switch_and_a_step_with_no_line_says_so(se
     assert "events.caps.spawns.yew" in run["refusedStep"] and "spawns" in run["refusedStep"]
     assert "step 3706: no line yet" in run["noLineStep"]
     assert "3706" not in run["holds"]  # a step with no line is not one of the holds
+
+
+def test_the_runs_list_keeps_only_the_runs_held_as_its_url_says(seen: dict[str, Any]) -> None:
+    assert "runFilters" not in seen["failed"], seen["failed"]["runFilters"]
+    listed = seen["runFilters"]
+    # Run 37 waits on a parked step; run 38 is blocked by run 37 on invasion:Yew.
+    assert listed["parked"] == ["37"] and listed["parkedChecked"]
+    assert listed["byRun37"] == ["38"]
+    assert listed["byKey"] == ["38"] and listed["keyShown"] == "invasion:Yew"
+    # A reason ticked on the page joins the URL's, and the list follows it.
+    assert listed["ticked"]["search"] == "?reason=BLOCKED_BY_RUN&reason=STEP_PARKED"
+    assert sorted(listed["ticked"]["runs"]) == ["37", "38"]
+    # Each run says how long its first hold has lasted and when its newest line came.
+    assert all(re.fullmatch(LASTED, held) for held in listed["held"]), listed["held"]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", at) for at in listed["lastLine"])
+
+
+def test_run_37s_timeline_is_drawn_with_a_bar_per_state_and_each_hold_says_how_long(
+    seen: dict[str, Any],
+) -> None:
+    spans = {(span["phase"], span["step"], span["state"], span["open"]) for span in seen["run37"]["spans"]}
+    # The demo's run 37: phase 1 completed, phase 2 open; step 3701 retried, then done;
+    # 3704 refused and 3705 parked, both still.
+    assert ("1", "", "completed", "false") in spans and ("2", "", "entered", "true") in spans
+    assert ("1", "3701", "retrying", "false") in spans and ("1", "3701", "done", "true") in spans
+    assert ("2", "3704", "refused", "true") in spans and ("2", "3705", "parked", "true") in spans
+    held = seen["run37"]["heldFor"]
+    assert len(held) == 2 and all(re.fullmatch(LASTED, words) for words in held), held
+
+
+def test_the_open_spans_grow_with_the_clock_and_a_new_line_adds_a_span_live(seen: dict[str, Any]) -> None:
+    assert "grows" not in seen["failed"], seen["failed"]["grows"]
+    assert seen["grows"]["after"] > seen["grows"]["before"]
+    assert "ganttLive" not in seen["failed"], seen["failed"]["ganttLive"]
+    live = seen["ganttLive"]
+    assert live["after"] == live["before"] + 1 and live["open"] == "true"
+    assert live["sameDocument"]  # no reload: the head's refresh brought the timeline

@@ -7,19 +7,20 @@
 // trusted documents and as their text otherwise, with the reader's bearer
 // token (kept in sessionStorage) as `Authorization`, and in the websocket's
 // connection_init payload. Drawn with preact and htm (no build step: this file
-// is served as written); the tail is graphql-ws's client.
+// is served as written); the tail is graphql-ws's client; times and the Gantt
+// chart of the run's timeline are runpage-timeline.js's.
 "use strict";
 
 (function () {
   const { h, render } = preact;
   const { useState, useEffect, useLayoutEffect, useRef, useCallback } = preactHooks;
   const html = htm.bind(h);
+  const { useTimes, formatTime, lasted, skewOf, HeldFor, Phases } = runpageTimeline;
   const CONFIG = JSON.parse(document.getElementById("runpage-config").textContent);
   const ROOT = CONFIG.root;
   const GRAPHQL_URL = new URL(ROOT + "graphql", window.location.href).toString();
   const WS_URL = GRAPHQL_URL.replace(/^http/, "ws");
   const TOKEN_KEY = "runlog:token";
-  const TIMES_KEY = "runlog:times";
   const ROW_HEIGHT = 30; // px: every row of the table is one line high (the windowing relies on it)
   const PAGE_SIZE = 200; // lines per call: a screenful and a page more
   const OVERSCAN = 10; // rows drawn above and below the visible ones
@@ -78,19 +79,22 @@
 
   const LIST_PARAMS = ["kind", "phase", "step"];
   const TEXT_PARAMS = ["since", "until", "q", "line"];
+  // /runs: the runs held so (runsInFlight's filters, by their own names).
+  const RUNS_LISTS = ["reason"];
+  const RUNS_TEXTS = ["blockingRunId", "concurrencyKey"];
 
-  function readFilters() {
+  function readFilters(lists = LIST_PARAMS, texts = TEXT_PARAMS) {
     const params = new URLSearchParams(window.location.search);
     const filters = {};
-    for (const key of LIST_PARAMS) filters[key] = params.getAll(key).filter(Boolean);
-    for (const key of TEXT_PARAMS) filters[key] = params.get(key) ?? "";
+    for (const key of lists) filters[key] = params.getAll(key).filter(Boolean);
+    for (const key of texts) filters[key] = params.get(key) ?? "";
     return filters;
   }
 
-  function writeFilters(filters) {
+  function writeFilters(filters, lists = LIST_PARAMS, texts = TEXT_PARAMS) {
     const params = new URLSearchParams();
-    for (const key of LIST_PARAMS) for (const value of filters[key]) params.append(key, value);
-    for (const key of TEXT_PARAMS) if (filters[key]) params.set(key, filters[key]);
+    for (const key of lists) for (const value of filters[key]) params.append(key, value);
+    for (const key of texts) if (filters[key]) params.set(key, filters[key]);
     const search = params.toString();
     window.history.replaceState(null, "", window.location.pathname + (search ? "?" + search : ""));
   }
@@ -116,35 +120,6 @@
   const FINDS = /\$stepId\b/.test(CONFIG.operations.RunLines.query);
 
   const NO_FILTERS = { kind: [], phase: [], step: [], since: "", until: "", q: "", line: "" };
-
-  // ── times ────────────────────────────────────────────────────────────────
-
-  function useTimes() {
-    const [times, setTimes] = useState(window.localStorage.getItem(TIMES_KEY) === "local" ? "local" : "utc");
-    const choose = (value) => {
-      window.localStorage.setItem(TIMES_KEY, value);
-      setTimes(value);
-    };
-    return [times, choose];
-  }
-
-  function pad(n, width = 2) {
-    return String(n).padStart(width, "0");
-  }
-
-  function formatTime(iso, times) {
-    if (!iso) return "—";
-    const date = new Date(iso);
-    if (Number.isNaN(date.getTime())) return String(iso);
-    if (times === "utc") return date.toISOString().replace("T", " ").replace("Z", " UTC");
-    const offset = -date.getTimezoneOffset();
-    const sign = offset >= 0 ? "+" : "-";
-    return (
-      `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ` +
-      `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.` +
-      `${pad(date.getMilliseconds(), 3)} ${sign}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`
-    );
-  }
 
   // ── kinds: a family each, shown by colour, icon and word ───────────────
 
@@ -365,16 +340,68 @@
     </form>`;
   }
 
+  // A filter's text box, for `text[key]` (a form's state, set by `setText`).
+  function textField(text, setText, key, label, hint) {
+    return html`<div class="field">
+      <label for=${"filter-" + key}>${label}</label>
+      <input id=${"filter-" + key} value=${text[key]} placeholder=${hint}
+        onInput=${(event) => setText({ ...text, [key]: event.target.value })} />
+    </div>`;
+  }
+
+  // Which runs to list, by what holds them; kept in the URL.
+  function RunFilters({ filters, setFilters }) {
+    const [text, setText] = useState({ blockingRunId: filters.blockingRunId, concurrencyKey: filters.concurrencyKey });
+    const toggle = (reason) =>
+      setFilters({ ...filters, reason: filters.reason.includes(reason) ? filters.reason.filter((r) => r !== reason) : [...filters.reason, reason] });
+    const apply = (event) => {
+      event.preventDefault();
+      setFilters({ ...filters, blockingRunId: text.blockingRunId.trim(), concurrencyKey: text.concurrencyKey.trim() });
+    };
+    const field = (key, label, hint) => textField(text, setText, key, label, hint);
+    return html`<section class="filters" aria-labelledby="run-filters-title">
+      <h2 id="run-filters-title">Held by</h2>
+      <fieldset class="kinds">
+        <legend>A hold for one of these reasons (none ticked: any run in flight)</legend>
+        ${CONFIG.holdReasons.map(
+          ({ reason, words }) => html`<label class="kind-choice" key=${reason} title=${words}>
+            <input type="checkbox" name="reason" value=${reason} checked=${filters.reason.includes(reason)}
+              onChange=${() => toggle(reason)} /> ${reason}
+          </label>`,
+        )}
+      </fieldset>
+      <form onSubmit=${apply} class="text-filters">
+        ${field("blockingRunId", "Blocked by run", "37")}
+        ${field("concurrencyKey", "On the concurrency key", "invasion:Yew")}
+        <button type="submit">Apply filters</button>
+        <span class="hint">Filters given together must all hold.</span>
+      </form>
+    </section>`;
+  }
+
   function RunsPage() {
     const [times, setTimes] = useTimes();
     const [generation, setGeneration] = useState(0);
     const [problems, setProblems] = useState([]);
     const [runs, setRuns] = useState(null);
     const [pageInfo, setPageInfo] = useState(null);
+    const [filters, setFiltersState] = useState(() => readFilters(RUNS_LISTS, RUNS_TEXTS));
+    const setFilters = (next) => {
+      writeFilters(next, RUNS_LISTS, RUNS_TEXTS);
+      setFiltersState(next);
+    };
+    const filtered = Boolean(filters.reason.length || filters.blockingRunId || filters.concurrencyKey);
+    const latest = useRef(filters);
+    latest.current = filters;
 
     const load = useCallback(async (after) => {
+      const variables = { limit: 50, after };
+      if (filters.reason.length) variables.reason = filters.reason;
+      if (filters.blockingRunId) variables.blockingRunId = filters.blockingRunId;
+      if (filters.concurrencyKey) variables.concurrencyKey = filters.concurrencyKey;
       try {
-        const data = await call("RunsInFlight", { limit: 50, after });
+        const data = await call("RunsInFlight", variables);
+        if (latest.current !== filters) return; // the filters changed while it was asked
         const page = data.runsInFlight;
         setRuns((before) => (after ? [...(before ?? []), ...page.nodes] : page.nodes));
         setPageInfo(page.pageInfo);
@@ -382,29 +409,34 @@
       } catch (error) {
         setProblems([error.message]);
       }
-    }, []);
+    }, [filters]);
     useEffect(() => {
+      setRuns(null);
       if (CONFIG.operations.RunsInFlight) load(null);
-    }, [generation]);
+    }, [generation, filters]);
 
     return html`<${Header} title="Runs in flight" times=${times} setTimes=${setTimes}
         onToken=${() => setGeneration((n) => n + 1)} />
       <main>
         <${Problems} problems=${problems} />
         <${OpenRun} />
+        <${RunFilters} filters=${filters} setFilters=${setFilters} key=${generation + JSON.stringify(filters)} />
         ${runs === null
           ? html`<p>${CONFIG.operations.RunsInFlight ? "Loading the runs in flight…" : ""}</p>`
           : runs.length === 0
-            ? html`<p>No run is in flight.</p>`
+            ? html`<p>${filtered ? "No run in flight is held so." : "No run is in flight."}</p>`
             : html`<table class="runs">
-                <caption>Runs in flight, newest activity first</caption>
-                <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col">What holds it</th><th scope="col">Updated</th></tr></thead>
+                <caption>Runs in flight${filtered ? " held so" : ""}, newest activity first</caption>
+                <thead><tr><th scope="col">Run</th><th scope="col">Status</th><th scope="col">What holds it</th>
+                  <th scope="col">Held</th><th scope="col">Last line</th><th scope="col">Updated</th></tr></thead>
                 <tbody>
                   ${runs.map(
-                    (run) => html`<tr key=${run.id}>
+                    (run) => html`<tr key=${run.id} data-run=${run.id}>
                       <td><${RunLink} id=${run.id} /></td>
                       <td>${run.status}</td>
                       <td class="headline">${run.headline}</td>
+                      <td class="held">${run.holds?.length ? `for ${lasted(run.holds[0].heldForSeconds)}` : "—"}</td>
+                      <td class="last-line">${formatTime(run.lastLineAt, times)}</td>
                       <td>${formatTime(run.updatedAt, times)}</td>
                     </tr>`,
                   )}
@@ -560,11 +592,7 @@
       const kindList = filters.kind.includes(kind) ? filters.kind.filter((k) => k !== kind) : [...filters.kind, kind];
       setFilters({ ...filters, kind: kindList, line: "" });
     };
-    const field = (key, label, hint) => html`<div class="field">
-      <label for=${"filter-" + key}>${label}</label>
-      <input id=${"filter-" + key} value=${text[key]} placeholder=${hint}
-        onInput=${(event) => setText({ ...text, [key]: event.target.value })} />
-    </div>`;
+    const field = (key, label, hint) => textField(text, setText, key, label, hint);
     return html`<section class="filters" aria-labelledby="filters-title">
       <h2 id="filters-title">Filters</h2>
       <fieldset class="kinds">
@@ -638,7 +666,8 @@
       variables.counts = !asked.q;
       call("RunHead", variables)
         .then((data) => {
-          setHead(data.runLog.run ?? { missing: true });
+          const run = data.runLog.run;
+          setHead(run ? { ...run, skew: skewOf(run) } : { missing: true });
           setKindCounts(asked.q ? null : data.runLog.kindCounts);
           window.__runPageTimings?.holds?.();
           problem("head", null);
@@ -803,7 +832,8 @@
       <main class="run">
         <${Problems} problems=${shown} />
         <${RunHead} head=${head} times=${times} openLine=${openLine} />
-        ${head?.phases ? html`<${Timeline} phases=${head.phases} holds=${head.holds} times=${times} steps=${filters.step} toggleStep=${toggleStep} />` : null}
+        ${head?.phases ? html`<${Phases} run=${head} times=${times} steps=${filters.step} toggleStep=${toggleStep}
+          canFilter=${FINDS} noteOf=${(step) => stepNote(step, head.holds)} />` : null}
         <${Filters} filters=${filters} setFilters=${setFilters} kinds=${kinds} key=${generation + JSON.stringify(filters)} />
         <section class="lines" aria-labelledby="lines-title">
           <h2 id="lines-title">Lines</h2>
@@ -840,7 +870,7 @@
               return html`<li class=${"hold family-" + family} key=${i} data-reason=${hold.reason}>
                 <p><span class=${"kind family-" + family}><span aria-hidden="true">${FAMILIES[family].icon}</span> ${hold.reason}</span>${" "}
                   <span class="sentence">${hold.sentence}</span></p>
-                <p class="when">since ${formatTime(hold.since, times)}${hold.phase != null ? ` · phase ${hold.phase}` : ""}${hold.stepId ? ` · step ${hold.stepId}` : ""}${hold.certain === false ? " · the log cannot tell whether it still holds" : ""}</p>
+                <p class="when">since ${formatTime(hold.since, times)}, <${HeldFor} since=${hold.since} skew=${head.skew} />${hold.phase != null ? ` · phase ${hold.phase}` : ""}${hold.stepId ? ` · step ${hold.stepId}` : ""}${hold.certain === false ? " · the log cannot tell whether it still holds" : ""}</p>
                 ${hold.blockingRun
                   ? html`<p class="blocking">Blocked by <${RunLink} id=${hold.blockingRun.id}>run ${hold.blockingRun.id}</${RunLink}> (${hold.blockingRun.status}): ${hold.blockingRun.headline}</p>`
                   : null}
@@ -865,49 +895,6 @@
     const hold = (holds ?? []).find((h) => h.reason === "STEP_REFUSED" && String(h.stepId) === String(step.stepId));
     const refused = hold?.evidence?.findLast((line) => line.detail?.__typename === "StepRefusedDetail");
     return refused ? refusalWords(refused.detail) : null;
-  }
-
-  // The phases and their steps: each phase's moments (entered, gated,
-  // advanced, completed) in the order they happened; each step's latest
-  // status. A step is a button that filters the table by it.
-  function Timeline({ phases, holds, times, steps, toggleStep }) {
-    if (!phases.length) return null;
-    const moments = (phase) =>
-      [
-        ["entered", phase.enteredAt],
-        ["gated", phase.gatedAt],
-        ["advanced", phase.advancedAt],
-        ["completed", phase.completedAt],
-      ]
-        .filter(([, at]) => at)
-        // Stable: two moments at the same time keep the order above.
-        .sort(([, a], [, b]) => new Date(a) - new Date(b));
-    return html`<section aria-labelledby="timeline-title">
-      <h2 id="timeline-title">Phases and steps</h2>
-      <ol class="timeline">
-        ${phases.map(
-          (phase) => html`<li key=${phase.phase} data-phase=${phase.phase}>
-            <strong>Phase ${phase.phase}</strong>
-            <ol class="moments">
-              ${moments(phase).map(([label, at]) => html`<li class="when" key=${label}>${label} ${formatTime(at, times)}</li>`)}
-            </ol>
-            <ul class="steps">
-              ${phase.steps.map((step) => {
-                const note = stepNote(step, holds);
-                return html`<li key=${step.stepId} data-step=${step.stepId}>
-                  <button type="button" disabled=${!FINDS} aria-pressed=${steps.includes(String(step.stepId)) ? "true" : "false"}
-                    onClick=${() => toggleStep(String(step.stepId))}
-                    title=${"Show only the lines of step " + step.stepId}>
-                    step ${step.stepId}: ${step.status ?? "no line yet"}${step.attempts > 1 ? ` (${step.attempts} attempts)` : ""}
-                  </button>
-                  ${note ? html`<p class="step-note">${note}</p>` : null}
-                </li>`;
-              })}
-            </ul>
-          </li>`,
-        )}
-      </ol>
-    </section>`;
   }
 
   const page = CONFIG.runId === null ? RunsPage : RunView;

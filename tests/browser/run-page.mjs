@@ -39,7 +39,7 @@ const ownHost = new URL(baseURL).host;
 const TIMEOUT = { timeout: 30000 };
 fs.mkdirSync(artifacts, { recursive: true });
 
-const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0 };
+const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0, headsAbandoned: 0 };
 let headsInFlight = 0;
 // When set, the next head call's answer is held back, once the service gave
 // it, until `gate` resolves; `fetched()` says it has been given.
@@ -168,6 +168,10 @@ try {
             await hold.gate;
           }
           return await route.fulfill({ response });
+        } catch (error) {
+          // The page went on (a navigation, a reload) while the call was out: no one waits for its answer.
+          if (!/context disposed|Target .*closed/i.test(String(error))) throw error;
+          seen.headsAbandoned += 1;
         } finally {
           headsInFlight -= 1;
         }
@@ -218,6 +222,35 @@ try {
   };
   await page.screenshot({ path: path.join(artifacts, "run-page-runs.png"), fullPage: true });
 
+  report.step = "the runs held so, by the filters in the URL";
+  await part("runFilters", async () => {
+    // Opened on each filter's URL (a new page load each), then a reason ticked on the page.
+    const listed = async (search) => {
+      await page.goto(`${baseURL}/runs${search}`);
+      await page.locator("table.runs tbody tr").first().waitFor(TIMEOUT);
+      return page.locator("table.runs tbody tr").evaluateAll((rows) => rows.map((row) => row.dataset.run));
+    };
+    report.runFilters = {
+      parked: await listed("?reason=STEP_PARKED"),
+      parkedChecked: await page.getByLabel("STEP_PARKED").isChecked(),
+      held: await page.locator("table.runs tbody tr .held").allInnerTexts(),
+      lastLine: await page.locator("table.runs tbody tr .last-line").allInnerTexts(),
+      byRun37: await listed("?blockingRunId=37"),
+      byKey: await listed("?reason=BLOCKED_BY_RUN&concurrencyKey=invasion%3AYew"),
+      keyShown: await page.getByLabel("On the concurrency key").inputValue(),
+    };
+    await page.goto(`${baseURL}/runs?reason=BLOCKED_BY_RUN`);
+    await page.locator("table.runs tbody tr[data-run='38']").waitFor(TIMEOUT);
+    await page.getByLabel("STEP_PARKED").check();
+    await page.locator("table.runs tbody tr[data-run='37']").waitFor(TIMEOUT);
+    report.runFilters.ticked = {
+      search: new URL(page.url()).search,
+      runs: await page.locator("table.runs tbody tr").evaluateAll((rows) => rows.map((row) => row.dataset.run)),
+    };
+  });
+  await page.goto(`${baseURL}/runs`);
+  await page.locator("table.runs tbody tr").first().waitFor(TIMEOUT);
+
   report.step = "open run 38 by its id";
   await page.locator("#open-run-id").fill("38");
   await page.keyboard.press("Enter");
@@ -242,6 +275,7 @@ try {
   await page.locator("[data-line]").first().waitFor(TIMEOUT);
   const parked = page.locator(".hold[data-reason=STEP_PARKED]");
   await parked.waitFor(TIMEOUT);
+  await page.locator(".gantt [data-span]").first().waitFor(TIMEOUT);
   report.run37 = {
     title: await page.title(),
     rows: await page.locator("[data-line]").count(),
@@ -253,10 +287,25 @@ try {
       refusedStep: document.querySelector('.timeline [data-step="3704"]')?.innerText ?? null,
       noLineStep: document.querySelector('.timeline [data-step="3706"]')?.innerText ?? null,
       moments: [...document.querySelectorAll('.timeline [data-phase="2"] .moments li')].map((li) => li.innerText),
+      spans: [...document.querySelectorAll(".gantt [data-span]")].map((g) => ({
+        phase: g.dataset.phase, step: g.dataset.step, state: g.dataset.state, open: g.dataset.open,
+      })),
+      heldFor: [...document.querySelectorAll(".hold .held-for")].map((element) => element.textContent),
     }))),
     accessibility: await accessibility(page),
   };
   await page.screenshot({ path: path.join(artifacts, "run-page.png"), fullPage: true });
+
+  report.step = "the open spans grow as the clock ticks";
+  await part("grows", async () => {
+    // Phase 2's bar, entered and not completed: its end is now, so it widens (no line is written).
+    const bar = '.gantt [data-span][data-step=""][data-phase="2"] rect';
+    const width = () => page.evaluate((selector) => Number(document.querySelector(selector).getAttribute("width")), bar);
+    const before = await width();
+    await page.waitForFunction(([selector, was]) => Number(document.querySelector(selector).getAttribute("width")) > was,
+      [bar, before], TIMEOUT);
+    report.grows = { before, after: await width() };
+  });
 
   report.step = "a hold's evidence opens the table on its line";
   const evidence = parked.locator(".evidence a").first();
@@ -399,6 +448,23 @@ try {
     await page.locator(".kind-choice", { hasText: /^\s*note/ })
       .locator(".count", { hasText: new RegExp(`^${expected}$`) }).waitFor(TIMEOUT);
     report.release.duringCall = { expected, shown: Number(await noteCount.innerText()) };
+  });
+
+  report.step = "a step's first line adds its span to the timeline, live";
+  await part("ganttLive", async () => {
+    const spans = page.locator(".gantt [data-span]");
+    const before = await spans.count();
+    await page.evaluate(() => {
+      window.__sameDocument = true; // gone, should the page load again
+    });
+    await writeLine("37", "step.status", { from: "pending", to: "running", module: "rewards" }, "3706", 2);
+    await page.locator('.gantt [data-span][data-step="3706"][data-state="running"]').waitFor(TIMEOUT);
+    report.ganttLive = {
+      before,
+      after: await spans.count(),
+      open: await page.locator('.gantt [data-span][data-step="3706"]').getAttribute("data-open"),
+      sameDocument: await page.evaluate(() => window.__sameDocument === true),
+    };
   });
 
   report.step = "every kind's detail in words";

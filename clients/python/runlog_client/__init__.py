@@ -75,6 +75,7 @@ from .run_head import (
     RunHeadRunLogRunHoldsBlockingRun,
     RunHeadRunLogRunPhases,
     RunHeadRunLogRunPhasesSteps,
+    RunHeadRunLogRunTimeline,
 )
 from .run_holds import (
     RunHolds,
@@ -162,6 +163,7 @@ __all__ = [
     "RunHeadRunLogRunHoldsBlockingRun",
     "RunHeadRunLogRunPhases",
     "RunHeadRunLogRunPhasesSteps",
+    "RunHeadRunLogRunTimeline",
     "RunHealthFields",
     "RunHolds",
     "RunHoldsFields",

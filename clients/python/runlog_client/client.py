@@ -6,7 +6,7 @@ from typing import Any, Optional, Union
 
 from .base_client import BaseClient
 from .base_model import UNSET, UnsetType
-from .enums import RunLogKind
+from .enums import HoldReason, RunLogKind
 from .run_head import RunHead
 from .run_holds import RunHolds
 from .run_kind_counts import RunKindCounts
@@ -46,7 +46,9 @@ class RunLogClient(BaseClient):
               ) {
                 run {
                   ...RunHoldsFields
+                  lastLineAt
                   holds {
+                    heldForSeconds
                     blockingRun {
                       ...RunHoldsFields
                     }
@@ -63,6 +65,13 @@ class RunLogClient(BaseClient):
                       attempts
                       at
                     }
+                  }
+                  timeline {
+                    phase
+                    stepId
+                    state
+                    from
+                    until
                   }
                 }
                 kindCounts @include(if: $counts) {
@@ -1586,20 +1595,31 @@ class RunLogClient(BaseClient):
         self,
         limit: Union[Optional[int], UnsetType] = UNSET,
         after: Union[Optional[str], UnsetType] = UNSET,
+        reason: Union[Optional[list[HoldReason]], UnsetType] = UNSET,
+        blocking_run_id: Union[Optional[str], UnsetType] = UNSET,
+        concurrency_key: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunsInFlight:
         query = gql("""
-            query RunsInFlight($limit: Int, $after: String) {
-              runsInFlight(limit: $limit, after: $after) {
+            query RunsInFlight($limit: Int, $after: String, $reason: [HoldReason!], $blockingRunId: ID, $concurrencyKey: String) {
+              runsInFlight(
+                limit: $limit
+                after: $after
+                reason: $reason
+                blockingRunId: $blockingRunId
+                concurrencyKey: $concurrencyKey
+              ) {
                 nodes {
                   id
                   status
                   updatedAt
+                  lastLineAt
                   headline
                   latestPhase
                   holds {
                     reason
                     since
+                    heldForSeconds
                     sentence
                     certain
                     blockingRunId
@@ -1612,7 +1632,13 @@ class RunLogClient(BaseClient):
               }
             }
             """)
-        variables: dict[str, object] = {"limit": limit, "after": after}
+        variables: dict[str, object] = {
+            "limit": limit,
+            "after": after,
+            "reason": reason,
+            "blockingRunId": blocking_run_id,
+            "concurrencyKey": concurrency_key,
+        }
         response = self.execute(
             query=query, operation_name="RunsInFlight", variables=variables, **kwargs
         )

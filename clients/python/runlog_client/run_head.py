@@ -26,11 +26,14 @@ class RunHeadRunLog(BaseModel):
 
 
 class RunHeadRunLogRun(RunHoldsFields):
+    last_line_at: Optional[datetime] = Field(alias="lastLineAt")
     holds: list["RunHeadRunLogRunHolds"]
     phases: list["RunHeadRunLogRunPhases"]
+    timeline: list["RunHeadRunLogRunTimeline"]
 
 
 class RunHeadRunLogRunHolds(BaseModel):
+    held_for_seconds: int = Field(alias="heldForSeconds")
     blocking_run: Optional["RunHeadRunLogRunHoldsBlockingRun"] = Field(
         alias="blockingRun"
     )
@@ -53,6 +56,14 @@ class RunHeadRunLogRunPhasesSteps(BaseModel):
     status: Optional[str]
     attempts: int
     at: Optional[datetime]
+
+
+class RunHeadRunLogRunTimeline(BaseModel):
+    phase: Optional[int]
+    step_id: Optional[str] = Field(alias="stepId")
+    state: str
+    from_: datetime = Field(alias="from")
+    until: Optional[datetime]
 
 
 class RunHeadRunLogKindCounts(BaseModel):

@@ -23,6 +23,7 @@ class RunsInFlightRunsInFlightNodes(BaseModel):
     id: str
     status: str
     updated_at: Optional[datetime] = Field(alias="updatedAt")
+    last_line_at: Optional[datetime] = Field(alias="lastLineAt")
     headline: str
     latest_phase: Optional[int] = Field(alias="latestPhase")
     holds: list["RunsInFlightRunsInFlightNodesHolds"]
@@ -31,6 +32,7 @@ class RunsInFlightRunsInFlightNodes(BaseModel):
 class RunsInFlightRunsInFlightNodesHolds(BaseModel):
     reason: HoldReason
     since: datetime
+    held_for_seconds: int = Field(alias="heldForSeconds")
     sentence: str
     certain: bool
     blocking_run_id: Optional[str] = Field(alias="blockingRunId")

@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 from .async_base_client import AsyncBaseClient
 from .base_model import UNSET, UnsetType
-from .enums import RunLogKind
+from .enums import HoldReason, RunLogKind
 from .run_head import RunHead
 from .run_holds import RunHolds
 from .run_kind_counts import RunKindCounts
@@ -49,7 +49,9 @@ class AsyncRunLogClient(AsyncBaseClient):
               ) {
                 run {
                   ...RunHoldsFields
+                  lastLineAt
                   holds {
+                    heldForSeconds
                     blockingRun {
                       ...RunHoldsFields
                     }
@@ -66,6 +68,13 @@ class AsyncRunLogClient(AsyncBaseClient):
                       attempts
                       at
                     }
+                  }
+                  timeline {
+                    phase
+                    stepId
+                    state
+                    from
+                    until
                   }
                 }
                 kindCounts @include(if: $counts) {
@@ -2026,20 +2035,31 @@ class AsyncRunLogClient(AsyncBaseClient):
         self,
         limit: Union[Optional[int], UnsetType] = UNSET,
         after: Union[Optional[str], UnsetType] = UNSET,
+        reason: Union[Optional[list[HoldReason]], UnsetType] = UNSET,
+        blocking_run_id: Union[Optional[str], UnsetType] = UNSET,
+        concurrency_key: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunsInFlight:
         query = gql("""
-            query RunsInFlight($limit: Int, $after: String) {
-              runsInFlight(limit: $limit, after: $after) {
+            query RunsInFlight($limit: Int, $after: String, $reason: [HoldReason!], $blockingRunId: ID, $concurrencyKey: String) {
+              runsInFlight(
+                limit: $limit
+                after: $after
+                reason: $reason
+                blockingRunId: $blockingRunId
+                concurrencyKey: $concurrencyKey
+              ) {
                 nodes {
                   id
                   status
                   updatedAt
+                  lastLineAt
                   headline
                   latestPhase
                   holds {
                     reason
                     since
+                    heldForSeconds
                     sentence
                     certain
                     blockingRunId
@@ -2052,7 +2072,13 @@ class AsyncRunLogClient(AsyncBaseClient):
               }
             }
             """)
-        variables: dict[str, object] = {"limit": limit, "after": after}
+        variables: dict[str, object] = {
+            "limit": limit,
+            "after": after,
+            "reason": reason,
+            "blockingRunId": blocking_run_id,
+            "concurrencyKey": concurrency_key,
+        }
         response = await self.execute(
             query=query, operation_name="RunsInFlight", variables=variables, **kwargs
         )
