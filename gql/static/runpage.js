@@ -644,7 +644,8 @@
     };
 
     // The head (what holds the run, its headline, phases and steps) and the
-    // counts beside the kind filter, from one RunHead call: on opening, when
+    // counts beside the kind filter (under every filter, the text search's
+    // too), from one RunHead call: on opening, when
     // a filter or the token changes, and when the tail brings lines. The
     // server's derivation is the page's only truth; the page never works a
     // hold out from the lines itself. At most one call is in flight: lines
@@ -661,14 +662,13 @@
       calls.inFlight = true;
       calls.again = false;
       const asked = latestFilters.current;
-      const { kinds, search, around, ...variables } = filterVariables(asked);
-      // No counts with a text search: the service would read every line for them.
-      variables.counts = !asked.q;
+      // The counts follow the text search too: the matches of each kind.
+      const { kinds, around, ...variables } = filterVariables(asked);
       call("RunHead", variables)
         .then((data) => {
           const run = data.runLog.run;
           setHead(run ? { ...run, skew: skewOf(run) } : { missing: true });
-          setKindCounts(asked.q ? null : data.runLog.kindCounts);
+          setKindCounts(data.runLog.kindCounts);
           window.__runPageTimings?.holds?.();
           problem("head", null);
         })

@@ -27,15 +27,15 @@ class RunLogClient(BaseClient):
     def run_head(
         self,
         run_id: str,
-        counts: bool,
         phase: Union[Optional[list[int]], UnsetType] = UNSET,
         step_id: Union[Optional[list[str]], UnsetType] = UNSET,
         since: Union[Optional[datetime], UnsetType] = UNSET,
         until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunHead:
         query = gql("""
-            query RunHead($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $counts: Boolean! = true) {
+            query RunHead($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String) {
               runLog(
                 runId: $runId
                 kinds: []
@@ -43,6 +43,7 @@ class RunLogClient(BaseClient):
                 stepId: $stepId
                 since: $since
                 until: $until
+                search: $search
               ) {
                 run {
                   ...RunHoldsFields
@@ -74,7 +75,7 @@ class RunLogClient(BaseClient):
                     until
                   }
                 }
-                kindCounts @include(if: $counts) {
+                kindCounts {
                   kind
                   kindName
                   count
@@ -311,7 +312,7 @@ class RunLogClient(BaseClient):
             "stepId": step_id,
             "since": since,
             "until": until,
-            "counts": counts,
+            "search": search,
         }
         response = self.execute(
             query=query, operation_name="RunHead", variables=variables, **kwargs

@@ -20,9 +20,7 @@ class RunHead(BaseModel):
 
 class RunHeadRunLog(BaseModel):
     run: Optional["RunHeadRunLogRun"]
-    kind_counts: Optional[list["RunHeadRunLogKindCounts"]] = Field(
-        alias="kindCounts", default=None
-    )
+    kind_counts: list["RunHeadRunLogKindCounts"] = Field(alias="kindCounts")
 
 
 class RunHeadRunLogRun(RunHoldsFields):

@@ -30,15 +30,15 @@ class AsyncRunLogClient(AsyncBaseClient):
     async def run_head(
         self,
         run_id: str,
-        counts: bool,
         phase: Union[Optional[list[int]], UnsetType] = UNSET,
         step_id: Union[Optional[list[str]], UnsetType] = UNSET,
         since: Union[Optional[datetime], UnsetType] = UNSET,
         until: Union[Optional[datetime], UnsetType] = UNSET,
+        search: Union[Optional[str], UnsetType] = UNSET,
         **kwargs: Any,
     ) -> RunHead:
         query = gql("""
-            query RunHead($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $counts: Boolean! = true) {
+            query RunHead($runId: ID!, $phase: [Int!], $stepId: [ID!], $since: DateTime, $until: DateTime, $search: String) {
               runLog(
                 runId: $runId
                 kinds: []
@@ -46,6 +46,7 @@ class AsyncRunLogClient(AsyncBaseClient):
                 stepId: $stepId
                 since: $since
                 until: $until
+                search: $search
               ) {
                 run {
                   ...RunHoldsFields
@@ -77,7 +78,7 @@ class AsyncRunLogClient(AsyncBaseClient):
                     until
                   }
                 }
-                kindCounts @include(if: $counts) {
+                kindCounts {
                   kind
                   kindName
                   count
@@ -314,7 +315,7 @@ class AsyncRunLogClient(AsyncBaseClient):
             "stepId": step_id,
             "since": since,
             "until": until,
-            "counts": counts,
+            "search": search,
         }
         response = await self.execute(
             query=query, operation_name="RunHead", variables=variables, **kwargs
