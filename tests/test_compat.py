@@ -133,7 +133,9 @@ PUBLIC_MODULES = frozenset(
         "opentelemetry.trace",
         "orjson",
         "prometheus_client",
+        "prometheus_client.core",  # the custom collectors' metric families ("Custom Collectors")
         "prometheus_client.exposition",
+        "prometheus_client.registry",  # `Collector`, the base the same page's example extends
         "pydantic",
         "pymysql.constants",  # the converters a connection's `conv` is made of
         "pymysql.converters",

@@ -20,7 +20,6 @@ from gql.store import Line, Run, find_runs
 from .conftest import Backend
 
 ROOT = Path(__file__).resolve().parent.parent
-NOW = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)  # the demo as if loaded now
 T0 = datetime.datetime(2026, 6, 1, 18, 0, tzinfo=datetime.UTC)
 
 
@@ -29,8 +28,9 @@ def utc(value: datetime.datetime | None) -> datetime.datetime | None:
 
 
 def demo() -> dict[int, tuple[Run, list[Line]]]:
+    """The demo's runs and lines, as if loaded now (a blocking run's quiet is told against now)."""
     told = {}
-    for run in demo_runs.build_runs(NOW):
+    for run in demo_runs.build_runs(datetime.datetime.now(datetime.UTC).replace(tzinfo=None)):
         row = Run(run.id, run.status, utc(run.ended_at), utc(run.updated_at))
         lines = [
             Line(run.id * 1000 + n, run.id, d.step_id, d.kind.value, d.phase, _text(d.detail), utc(d.at))  # type: ignore[arg-type]

@@ -9,9 +9,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from sqlalchemy import BindParameter, Executable, Select
+from sqlalchemy import BindParameter, Executable, NullPool, Select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.sql.visitors import iterate
 
 from .. import tracing
@@ -317,21 +317,19 @@ def kill_statement(engine: AsyncEngine, thread_id: int) -> None:
 
 async def _kill(engine: AsyncEngine, thread_id: int) -> None:
     # Its own connection, not the pool's: the pool may be full of the readers being cancelled.
-    import aiomysql  # the driver, only where MariaDB is used
-
-    _args, params = engine.dialect.create_connect_args(engine.url)
+    killer = create_async_engine(
+        engine.url, poolclass=NullPool, connect_args={"connect_timeout": int(KILL_TIMEOUT)}
+    )
     try:
-        async with asyncio.timeout(KILL_TIMEOUT):
-            conn = await aiomysql.connect(**params, connect_timeout=KILL_TIMEOUT)
-            try:
-                async with conn.cursor() as cursor:
-                    await cursor.execute(f"KILL CONNECTION {int(thread_id)}")
-            finally:
-                conn.close()
+        async with asyncio.timeout(KILL_TIMEOUT), killer.connect() as conn:
+            await conn.execute(text(f"KILL CONNECTION {int(thread_id)}"))
     except Exception as exc:
-        code = getattr(exc, "args", (None,))[:1]
+        orig = getattr(exc, "orig", exc)
+        code = getattr(orig, "args", (None,))[:1]
         if code != (1094,):  # unknown thread: it had ended by itself
             log.warning("a cancelled read's statement (connection %d) was not killed: %s", thread_id, exc)
+    finally:
+        await killer.dispose()
 
 
 async def fetch(driver: Any, sql: str, params: list[Any] | None) -> Sequence[Any]:
