@@ -107,15 +107,20 @@ def _newer(a: Any, b: Any, sqlite: bool) -> ColumnElement[bool]:
     return and_(a_at >= b_at, or_(a_at > b_at, a.c.id > b.c.id))
 
 
-def _after(table: Any, line: Line, name: str, values: dict[str, Any], sqlite: bool) -> ColumnElement[bool]:
-    """`table`'s line comes after `line`, bound as `{name}_at` and `{name}_id`."""
-    at = _ordered(table, sqlite)
+def _bind_after(values: dict[str, Any], name: str, line: Line, sqlite: bool) -> bool:
+    """Bind `line`'s position as `{name}_at` and `{name}_id`; whether `at` is bound as text."""
+    values[f"{name}_id"] = line.id
     if line.position is not None:  # an `at` the database holds as no time: as it orders it
         values[f"{name}_at"] = line.position
-    else:
-        values[f"{name}_at"] = as_compared(line.at.replace(tzinfo=None), sqlite)
-    values[f"{name}_id"] = line.id
-    bound = bindparam(f"{name}_at", type_=String() if sqlite or line.position is not None else _l.c.at.type)
+        return True
+    values[f"{name}_at"] = as_compared(line.at.replace(tzinfo=None), sqlite)
+    return sqlite
+
+
+def _after(table: Any, name: str, text: bool, sqlite: bool) -> ColumnElement[bool]:
+    """`table`'s line comes after the line bound as `{name}_at` and `{name}_id` (`_bind_after`)."""
+    at = _ordered(table, sqlite)
+    bound = bindparam(f"{name}_at", type_=String() if text else _l.c.at.type)
     return and_(at >= bound, or_(at > bound, table.c.id > bindparam(f"{name}_id", type_=Integer())))
 
 
@@ -275,6 +280,20 @@ def _steps_statement(sqlite: bool) -> CompoundSelect[Any]:
     return union_all(*parts)
 
 
+# Of some steps of a run, those with a step line: a seek per (kind, step) on the index by kind and step.
+_SAID = _by(
+    select(_l.c.step_id)
+    .where(
+        _l.c.run_id == bindparam("r0", type_=Integer()),
+        _l.c.kind.in_(STEP_KINDS),
+        _l.c.step_id.in_(bindparam("steps", expanding=True)),
+    )
+    .distinct(),
+    _l,
+    "ix_event_run_log_run_kind_step_at",
+)
+
+
 async def read_silent(engine: AsyncEngine, named: dict[int, tuple[int, ...]]) -> dict[int, frozenset[str]]:
     """Of each run's `named` steps, those with no step line in its log, by run."""
     silent: dict[int, frozenset[str]] = {}
@@ -282,12 +301,7 @@ async def read_silent(engine: AsyncEngine, named: dict[int, tuple[int, ...]]) ->
         if not steps:
             silent[run_id] = frozenset()
             continue
-        query = (
-            select(_l.c.step_id)
-            .where(_l.c.run_id == run_id, _l.c.step_id.in_(steps), _l.c.kind.in_(STEP_KINDS))
-            .distinct()
-        )
-        rows = await read_rows(engine, query)
+        rows = await read_rows(engine, _SAID, {"r0": run_id, "steps": list(steps)})
         said = {str(row[0]) for row in rows}
         silent[run_id] = frozenset(str(step) for step in steps) - said
     return silent
@@ -318,8 +332,8 @@ async def read_trails(
     for start in range(0, len(asked), per):
         chunk = asked[start : start + per]
         values: dict[str, Any] = {}
-        parts = [_trail_parts(sqlite, j, ask, values) for j, ask in enumerate(chunk)]
-        rows = await read_rows(engine, union_all(*(p for pair in parts for p in pair)), values)
+        shapes = tuple(_bind(j, ask, values, sqlite) for j, ask in enumerate(chunk))
+        rows = await read_rows(engine, _trails_statement(sqlite, shapes), values)
         for index, line in zip(
             (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
         ):
@@ -336,37 +350,54 @@ async def read_trails(
     return {trail: sorted(lines[trail], key=_position) for trail in trails}, counted
 
 
-def _trail_parts(
-    sqlite: bool, j: int, ask: Trail | Evaluations, values: dict[str, Any]
-) -> tuple[Select[Any], ...]:
-    o, e = _l, _l.alias("e")
+# What a trail's or a gate's statement depends on besides its bound values: the statement of a
+# set of them is made once (functools.cache), as its shape recurs from request to request.
+Shape = tuple[str, str | None, bool, bool | None]  # what, a trail's kind, no step/phase, `after` as text
+
+
+def _bind(j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool) -> Shape:
+    """Bind `ask`'s values as part `j`'s, and say its shape."""
     values[f"r{j}"] = ask.run_id
+    text = None if ask.after is None else _bind_after(values, f"a{j}", ask.after, sqlite)
+    if isinstance(ask, Evaluations):
+        if ask.phase is not None:
+            values[f"p{j}"] = ask.phase
+        return ("evaluations", None, ask.phase is None, text)
+    if ask.step_id is not None:
+        values[f"s{j}"] = ask.step_id
+    return ("trail", ask.kind, ask.step_id is None, text)
+
+
+@functools.lru_cache(maxsize=256)
+def _trails_statement(sqlite: bool, shapes: tuple[Shape, ...]) -> CompoundSelect[Any]:
+    return union_all(*(part for j, shape in enumerate(shapes) for part in _trail_parts(sqlite, j, shape)))
+
+
+def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
+    what, kind, none, text = shape
+    o, e = _l, _l.alias("e")
     run = bindparam(f"r{j}", type_=Integer())
     columns = [literal_column(str(j)).label("part"), *line_columns(sqlite)]
     at = _ordered(o, sqlite)
-    if isinstance(ask, Evaluations):
-        query = select(o).where(
-            o.c.run_id == run, o.c.kind == "condition.evaluated", _phase_is(o, ask.phase, j, values)
-        )
-        query = query.where(_after(o, ask.after, f"a{j}", values, sqlite))
+    if what == "evaluations":
+        phase = o.c.phase.is_(None) if none else o.c.phase == bindparam(f"p{j}", type_=Integer())
+        query = select(o).where(o.c.run_id == run, o.c.kind == "condition.evaluated", phase)
+        query = query.where(_after(o, f"a{j}", bool(text), sqlite))
         newest = query.order_by(at.desc(), o.c.id.desc()).limit(EVALUATIONS + 1)
         return (_part(sqlite, newest.with_only_columns(*columns)),)
-    values[f"k{j}"] = ask.kind
-    kind = bindparam(f"k{j}", type_=String())
-    if ask.step_id is None:
+    if none:
         same_step, its_step = e.c.step_id.is_(None), o.c.step_id.is_(None)
     else:
-        values[f"s{j}"] = ask.step_id
         step: Any = bindparam(f"s{j}")
         same_step, its_step = e.c.step_id == step, o.c.step_id == step
-    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != ask.kind], sqlite)
+    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != kind], sqlite)
     query = _by(
         select(o).where(o.c.run_id == run, o.c.kind == kind, its_step, ~others),
         o,
         "ix_event_run_log_run_kind_step_at",
     )
-    if ask.after is not None:
-        query = query.where(_after(o, ask.after, f"a{j}", values, sqlite))
+    if text is not None:
+        query = query.where(_after(o, f"a{j}", text, sqlite))
     oldest = query.order_by(at, o.c.id).limit(1)
     newest = query.order_by(at.desc(), o.c.id.desc()).limit(TAIL)
     return (
@@ -375,21 +406,21 @@ def _trail_parts(
     )
 
 
-def _phase_is(table: Any, phase: int | None, j: int, values: dict[str, Any]) -> ColumnElement[bool]:
-    if phase is None:
-        return table.c.phase.is_(None)  # type: ignore[no-any-return]
-    values[f"p{j}"] = phase
-    return table.c.phase == bindparam(f"p{j}", type_=Integer())  # type: ignore[no-any-return]
-
-
 async def _count_evaluations(engine: AsyncEngine, ask: Evaluations, sqlite: bool) -> int:
-    values: dict[str, Any] = {"r0": ask.run_id}
+    values: dict[str, Any] = {}
+    shape = _bind(0, ask, values, sqlite)
+    rows = await read_rows(engine, _count_statement(sqlite, shape), values)
+    return int(rows[0][0])
+
+
+@functools.lru_cache(maxsize=16)
+def _count_statement(sqlite: bool, shape: Shape) -> Select[Any]:
+    _, _, none, text = shape
     o = _l
-    query = select(func.count()).where(
+    phase = o.c.phase.is_(None) if none else o.c.phase == bindparam("p0", type_=Integer())
+    return select(func.count()).where(
         o.c.run_id == bindparam("r0", type_=Integer()),
         o.c.kind == "condition.evaluated",
-        _phase_is(o, ask.phase, 0, values),
-        _after(o, ask.after, "a0", values, sqlite),
+        phase,
+        _after(o, "a0", bool(text), sqlite),
     )
-    rows = await read_rows(engine, query, values)
-    return int(rows[0][0])
