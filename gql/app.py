@@ -121,6 +121,7 @@ def create_app(
         finally:
             # Waits and tails end first: they read through the pool.
             await tails.stop()
+            await state["holds"].close()
             await watcher.stop()
             if replica is not None:
                 await replica.stop()

@@ -9,6 +9,7 @@ The series are listed in docs/operating.md ("Alerts on holds").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -34,6 +35,7 @@ SENTENCE_CHARS = 200
 SUBJECT_CHARS = 100
 # Seconds one read serves the scrapes that follow it: two Prometheus servers scraping together read once.
 FRESH_FOR = 1.0
+SCRAPE_WAIT = 1.0  # seconds a scrape waits for the holds' read before it shows the last ones
 
 _KEY = ("run_id", "reason", "subject")
 
@@ -77,7 +79,7 @@ def thresholds(settings: Settings) -> dict[str, float]:
 class HoldSeries:
     """The open holds of at most `RUNLOG_HOLD_ALERT_RUNS` runs in flight, read at most once a `FRESH_FOR`.
 
-    One per app's lifespan (its lock belongs to the lifespan's event loop).
+    One per app's lifespan (its read task runs on the lifespan's event loop; `close` ends it).
     """
 
     def __init__(self, settings: Settings, after: dict[str, float]) -> None:
@@ -86,23 +88,39 @@ class HoldSeries:
         self.timeout = settings.read_timeout
         self.base = settings.public_url or ""
         self.snapshot: Snapshot | None = None
-        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
         self._fresh_until = -math.inf
 
     async def read(self, engine: AsyncEngine) -> None:
-        """Read the holds again unless a read has just been made; on failure keep the last ones read."""
-        async with self._lock:  # a scrape that arrives during a read waits for it, and reads nothing
-            if time.monotonic() < self._fresh_until:
-                return
-            try:
-                async with asyncio.timeout(self.timeout):
-                    self.snapshot = await self._read(engine)
-            except Exception:
-                # The last holds stay shown, and runlog_holds_read_at_seconds says how old they are:
-                # an alert never resolves because the database did not answer.
-                metrics.swallowed("metrics.holds")
-                _log.exception("reading the holds for /metrics failed; it shows the holds read before")
-            self._fresh_until = time.monotonic() + FRESH_FOR
+        """Have the holds read again unless a read has just been made, waiting at most SCRAPE_WAIT.
+
+        The read runs on by itself: a scrape is never held longer by a slow or locked database,
+        and shows the holds read last (`runlog_holds_read_at_seconds` says when) until it is done.
+        """
+        task = self._task
+        if (task is None or task.done()) and time.monotonic() >= self._fresh_until:
+            task = self._task = asyncio.get_running_loop().create_task(self._refresh(engine))
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), SCRAPE_WAIT)
+
+    async def close(self) -> None:
+        """End a read still running (the lifespan's end)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _refresh(self, engine: AsyncEngine) -> None:
+        try:
+            async with asyncio.timeout(self.timeout):
+                self.snapshot = await self._read(engine)
+        except Exception:
+            # The last holds stay shown, and runlog_holds_read_at_seconds says how old they are:
+            # an alert never resolves because the database did not answer.
+            metrics.swallowed("metrics.holds")
+            _log.exception("reading the holds for /metrics failed; it shows the holds read before")
+        self._fresh_until = time.monotonic() + FRESH_FOR
 
     async def _read(self, engine: AsyncEngine) -> Snapshot:
         started = time.monotonic()
