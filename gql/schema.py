@@ -22,10 +22,11 @@ from .details import DETAIL_TYPES
 from .engine import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .ids import id_problem, parse_id
+from .in_flight import HoldFilter, read_runs_in_flight
 from .limits import detail_servings
 from .not_stored import NotStoredExtension
 from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
-from .run_log import HoldFilter, read_run_log, read_runs_in_flight, unavailable, write_line
+from .run_log import read_run_log, unavailable, write_line
 from .runs import HoldReason, RunsPage
 
 log = logging.getLogger("gql.runlog")

@@ -38,6 +38,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.page",
         "gql.runs",
         "gql.run_log",
+        "gql.in_flight",
         "gql.engine",
         "gql.engine.*",
         "gql.limits",
