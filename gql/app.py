@@ -30,6 +30,7 @@ from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
 from .engine import DocumentCaches
+from .folder import Folder
 from .hold_metrics import HoldSeries, thresholds
 from .limits import (
     query_limits,
@@ -73,6 +74,7 @@ def create_app(
             for made in {engine, write_engine}:
                 pool_state(made).spans = tracing.instrument_engine(made, traced)
         sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
+        folder = Folder.from_settings(engine, settings)  # the readers' pool: writes wait on no fold
         watcher = Watcher(engine, settings)
         tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         replica = Replica.from_settings(engine, settings)
@@ -85,6 +87,7 @@ def create_app(
             "admissions": Admissions.from_settings(settings),
             "writer": writer,
             "sweeper": sweeper,
+            "folder": folder,
             "watcher": watcher,
             "tails": tails,
             "replica": replica,
@@ -108,6 +111,8 @@ def create_app(
                 await health.problem(engine, settings)
             if sweeper is not None:
                 sweeper.start()
+            if folder is not None:
+                folder.start()
             watcher.start()
             if replica is not None:
                 await replica.check()
@@ -126,6 +131,8 @@ def create_app(
                 await replica.stop()
             if sweeper is not None:
                 await sweeper.stop()
+            if folder is not None:
+                await folder.stop()
             await engine.dispose()
             await write_engine.dispose()
 

@@ -355,6 +355,19 @@ def newest_words_statement() -> Select[Any]:
 
 
 @functools.cache
+def first_unfolded_statement() -> Select[Any]:
+    """The id and run of the first line with an id in (`seen`, `upto`] whose words are not kept."""
+    return (
+        select(_l.c.id, _l.c.run_id)
+        .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
+        .where(_l.c.id > bindparam("seen", type_=Integer()), _l.c.id <= bindparam("upto", type_=Integer()))
+        .where(_w.c.id.is_(None))
+        .order_by(_l.c.id.asc())
+        .limit(1)
+    )
+
+
+@functools.cache
 def unfolded_statement(sqlite: bool, since: str | None, past: bool) -> Select[Any]:
     """The run's lines with no words kept (id, kind, detail, `at` as ordered), oldest first.
 

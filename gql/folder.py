@@ -1,0 +1,136 @@
+"""The folder: keeps every line's words (`event_run_log_words`) ahead of the searches, in the background.
+
+Each tick probes the highest line id; when lines came since the last look, it finds the first line
+with no words kept and folds up to a batch of that line's run, as a search's catch-up would
+(`store.words.catch_up`), so the words kept are always ones a search could have kept. A search still
+folds what the folder has not reached: its results never depend on the folder, only its speed.
+It reads and keeps through the readers' pool, never the writes'; one process folds at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .retention import lock_name, sweep_lock
+from .settings import Settings
+from .store.connections import read_rows
+from .store.statements import first_unfolded_statement, newest_line_statement
+from .store.words import catch_up
+from .tail import late_window
+
+log = logging.getLogger("gql.folder")
+
+# The ids one tick looks through for a line without words: a restart walks a folded log in steps.
+WINDOW_BATCHES = 10
+TICK_TIMEOUT = 60.0  # a tick not finished in this long is given up; what it kept stays kept
+STOP_GRACE = 5.0  # shutdown waits this long for a tick in flight, then cancels it
+
+
+class Folder:
+    """Fold up to `batch` lines without words per tick, every `interval` seconds, in the background."""
+
+    def __init__(
+        self, engine: AsyncEngine, *, batch: int, interval: float, late: float, lock: str = "runlog.fold"
+    ) -> None:
+        self.engine = engine
+        self.batch = batch
+        self.interval = interval
+        self.late = late
+        self.lock = lock
+        # Every line with an id up to `seen` had its words kept when the folder last looked.
+        self.seen = 0
+        self.highest = 0  # the highest line id at the last look
+        self.folded = 0
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Folder | None:
+        """The folder `settings` asks for, or None when RUNLOG_FOLD_INTERVAL is off."""
+        if settings.fold_interval is None:
+            return None
+        return cls(
+            engine,
+            batch=settings.fold_batch,
+            interval=settings.fold_interval,
+            late=late_window(settings),
+            lock=lock_name(settings.url, "fold"),
+        )
+
+    async def tick(self) -> int:
+        """Fold the lines of one batch, if any line has no words; answer how many were folded."""
+        [(highest,)] = await read_rows(self.engine, newest_line_statement())
+        self.highest = highest or 0
+        if self.highest <= self.seen:
+            return 0  # nothing new: the one index probe
+        async with sweep_lock(self.engine, self.lock) as taken:
+            if not taken:
+                return 0  # another process folds
+            upto = min(self.highest, self.seen + self.batch * WINDOW_BATCHES)
+            values = {"seen": self.seen, "upto": upto}
+            rows = await read_rows(self.engine, first_unfolded_statement(), values)
+            if not rows:
+                self.seen = upto
+                return 0
+            [(line_id, run_id)] = rows
+            self.seen = line_id - 1
+            folded = await catch_up(
+                self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
+            )
+            if not folded.kept:
+                return 0  # the database would not take them (logged): tried again next tick
+            if folded.lines == 0:
+                # A search's catch-up would not read this line either (it finds it by its id):
+                # go on past it rather than look at it forever.
+                self.seen = line_id
+            self.folded += folded.lines
+            return folded.lines
+
+    # ── running in the background ────────────────────────────────────────────
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        log.info("folder on: the words of up to %d lines per tick, every %gs", self.batch, self.interval)
+        self._stopping.clear()
+        self._task = asyncio.create_task(self._run(), name="runlog-words-folder")
+
+    async def _run(self) -> None:
+        wait = self.interval
+        while not self._stopping.is_set():
+            try:
+                await asyncio.wait_for(self._stopping.wait(), wait)
+                return
+            except TimeoutError:
+                pass
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(TICK_TIMEOUT):
+                    folded = await self.tick()
+            except Exception as exc:
+                log.warning("folder: a tick failed (%s), retrying in %gs", type(exc).__name__, self.interval)
+                folded = 0
+            # A backlog (after a migration, a restart) is worked through tick after tick, resting as
+            # long as each took, so the folder takes at most about half of one reader's time.
+            behind = folded > 0 or self.seen < self.highest
+            wait = min(self.interval, time.monotonic() - started) if behind else self.interval
+
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Stop ticking; wait up to `grace` seconds for a tick in flight, then cancel it."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping.set()
+        done, _ = await asyncio.wait({task}, timeout=grace)
+        if not done:
+            # What it kept stays kept; the rest is the next tick's (or a search's).
+            log.warning("folder: a tick was still running after %gs at shutdown; cancelled", grace)
+            task.cancel()
+            await asyncio.wait({task})
+        log.info("folder stopped: the words of %d lines kept since it started", self.folded)
