@@ -74,7 +74,8 @@ def create_app(
             for made in {engine, write_engine}:
                 pool_state(made).spans = tracing.instrument_engine(made, traced)
         sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
-        folder = Folder.from_settings(engine, settings)  # the readers' pool: writes wait on no fold
+        # The readers' pool: no write waits on a fold. None when RUNLOG_FOLD_INTERVAL is off.
+        folder = Folder.from_settings(engine, settings) if settings.fold_interval is not None else None
         watcher = Watcher(engine, settings)
         tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         replica = Replica.from_settings(engine, settings)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .retention import lock_name, sweep_lock
 from .settings import Settings
 from .store.connections import read_rows
+from .store.errors import one_line_reason
 from .store.statements import first_unfolded_statement, newest_line_statement
 from .store.words import catch_up
 from .tail import late_window
@@ -28,6 +30,10 @@ log = logging.getLogger("gql.folder")
 WINDOW_BATCHES = 10
 TICK_TIMEOUT = 60.0  # a tick not finished in this long is given up; what it kept stays kept
 STOP_GRACE = 5.0  # shutdown waits this long for a tick in flight, then cancels it
+
+
+class WordsNotKept(RuntimeError):
+    """The database refused the words a tick folded."""
 
 
 class Folder:
@@ -49,46 +55,75 @@ class Folder:
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Folder | None:
-        """The folder `settings` asks for, or None when RUNLOG_FOLD_INTERVAL is off."""
-        if settings.fold_interval is None:
-            return None
+    def from_settings(cls, engine: AsyncEngine, settings: Settings) -> Folder:
+        """The folder `settings` describe; with RUNLOG_FOLD_INTERVAL off, one to `drain` by hand."""
         return cls(
             engine,
             batch=settings.fold_batch,
-            interval=settings.fold_interval,
+            interval=settings.fold_interval or 1.0,
             late=late_window(settings),
             lock=lock_name(settings.url, "fold"),
         )
 
     async def tick(self) -> int:
         """Fold the lines of one batch, if any line has no words; answer how many were folded."""
-        [(highest,)] = await read_rows(self.engine, newest_line_statement())
-        self.highest = highest or 0
-        if self.highest <= self.seen:
+        if not await self._behind():
             return 0  # nothing new: the one index probe
         async with sweep_lock(self.engine, self.lock) as taken:
             if not taken:
                 return 0  # another process folds
-            upto = min(self.highest, self.seen + self.batch * WINDOW_BATCHES)
-            values = {"seen": self.seen, "upto": upto}
-            rows = await read_rows(self.engine, first_unfolded_statement(), values)
-            if not rows:
-                self.seen = upto
-                return 0
-            [(line_id, run_id)] = rows
-            self.seen = line_id - 1
-            folded = await catch_up(
-                self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
-            )
-            if not folded.kept:
-                return 0  # the database would not take them (logged): tried again next tick
-            if folded.lines == 0:
-                # A search's catch-up would not read this line either (it finds it by its id):
-                # go on past it rather than look at it forever.
-                self.seen = line_id
-            self.folded += folded.lines
-            return folded.lines
+            return await self._fold_next()
+
+    async def drain(self, *, run_id: int | None = None, on_batch: Callable[[int], None] | None = None) -> int:
+        """Fold every line without words (of `run_id`, or all runs) now; answer how many were folded.
+
+        Waits for a folder of a server to finish its tick; `on_batch` is told the total after each batch.
+        """
+        async with sweep_lock(self.engine, self.lock, wait=TICK_TIMEOUT) as taken:
+            if not taken:
+                raise TimeoutError(f"another process held the lock {self.lock!r} for {TICK_TIMEOUT:g}s")
+            while True:
+                if run_id is not None:
+                    folded = await catch_up(
+                        self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
+                    )
+                    self.folded += folded.lines
+                    done = folded.lines < self.batch
+                else:
+                    folded_lines = await self._fold_next() if await self._behind() else 0
+                    done = folded_lines == 0 and self.seen >= self.highest
+                if on_batch is not None:
+                    on_batch(self.folded)
+                if done:
+                    return self.folded
+
+    async def _behind(self) -> bool:
+        """Whether lines came since the folder last looked (the one index probe)."""
+        [(highest,)] = await read_rows(self.engine, newest_line_statement())
+        self.highest = highest or 0
+        return self.highest > self.seen
+
+    async def _fold_next(self) -> int:
+        """Fold up to a batch of the run of the first line past `seen` without words (the lock held)."""
+        upto = min(self.highest, self.seen + self.batch * WINDOW_BATCHES)
+        rows = await read_rows(self.engine, first_unfolded_statement(), {"seen": self.seen, "upto": upto})
+        if not rows:
+            self.seen = upto
+            return 0
+        [(line_id, run_id)] = rows
+        self.seen = line_id - 1
+        folded = await catch_up(
+            self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
+        )
+        if not folded.kept:
+            # Logged by keep_words: tried again next tick; a search folds them meanwhile.
+            raise WordsNotKept("the database did not keep the words folded (see the warning before)")
+        if folded.lines == 0:
+            # A search's catch-up would not read this line either (it finds it by its id):
+            # go on past it rather than look at it forever.
+            self.seen = line_id
+        self.folded += folded.lines
+        return folded.lines
 
     # ── running in the background ────────────────────────────────────────────
 
@@ -114,7 +149,9 @@ class Folder:
                 async with asyncio.timeout(TICK_TIMEOUT):
                     folded = await self.tick()
             except Exception as exc:
-                log.warning("folder: a tick failed (%s), retrying in %gs", type(exc).__name__, self.interval)
+                timed_out = isinstance(exc, TimeoutError)
+                reason = f"not done within {TICK_TIMEOUT:g}s" if timed_out else one_line_reason(exc)[:300]
+                log.warning("folder: a tick failed: %s; retrying in %gs", reason, self.interval)
                 folded = 0
             # A backlog (after a migration, a restart) is worked through tick after tick, resting as
             # long as each took, so the folder takes at most about half of one reader's time.

@@ -10,6 +10,9 @@ import asyncio
 import datetime
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -94,10 +97,8 @@ def test_written_lines_get_their_words_without_a_search_never_through_the_writes
     assert len(_found(api, 8, "line")) == 6
 
 
-def test_a_log_stored_before_the_folder_is_folded_batch_by_batch_and_after_a_restart(
-    make_api: Callable[..., Api], tables: Backend
-) -> None:
-    # Lines from before the words' migration, or written by hand: some stamped out of order.
+def _stored_before(backend: Backend, lines: int) -> list[dict[str, Any]]:
+    """Store lines as from before the words' migration, or by hand: some stamped out of order."""
     rows: list[dict[str, Any]] = [
         {
             "run_id": 7 if n % 4 else 9,
@@ -105,18 +106,25 @@ def test_a_log_stored_before_the_folder_is_folded_batch_by_batch_and_after_a_res
             "detail": json.dumps({"text": f"Old line {n}", "n": n}) if n % 10 else "not JSON: Ärger",
             "at": T0 + datetime.timedelta(seconds=n if n % 7 else -n),
         }
-        for n in range(230)
+        for n in range(lines)
     ]
     for row in rows:
-        if tables.name == "sqlite":
+        if backend.name == "sqlite":
             row["at"] = row["at"].isoformat(sep=" ", timespec="milliseconds")
-    with tables.sync.begin() as conn:
+    with backend.sync.begin() as conn:
         conn.execute(
             sa.text(
                 "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (:run_id, :kind, :detail, :at)"
             ),
             rows,
         )
+    return rows
+
+
+def test_a_log_stored_before_the_folder_is_folded_batch_by_batch_and_after_a_restart(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    rows = _stored_before(tables, 230)
     api = make_api(fold_interval=0.01, fold_batch=20)
     assert _words_kept(tables, 230) == 230
     _kept_as_folded(tables)
@@ -144,3 +152,21 @@ def test_the_folder_stops_with_the_app_and_is_off_when_asked(
     )
     with TestClient(create_app(tables.settings(fold_interval=None))) as client:
         assert client.app_state["folder"] is None
+
+
+def test_fold_words_keeps_a_run_s_words_then_every_line_s(tables: Backend) -> None:
+    _stored_before(tables, 2100)  # past a batch (2,000) in run 7
+
+    def fold_words(*args: str) -> str:
+        env = {**os.environ, "RUNLOG_DATABASE_URL": tables.url}
+        command = [sys.executable, "-m", "gql", "fold-words", *args]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    in_run_9 = tables.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 9")
+    assert fold_words("--run", "9") == f"{in_run_9} lines folded: every line's words are kept\n"
+    assert tables.scalar("SELECT COUNT(*) FROM event_run_log_words WHERE run_id <> 9") == 0
+    assert fold_words() == f"{2100 - in_run_9} lines folded: every line's words are kept\n"
+    _kept_as_folded(tables)
+    assert fold_words() == "0 lines folded: every line's words are kept\n"
