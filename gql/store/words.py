@@ -75,7 +75,7 @@ def _values(value: Any) -> Iterable[str]:
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    """What a catch-up folded: the lines whose words hold the search (id: kind), if all were kept, how many"""
+    """What a catch-up folded: the matches of its search (id: kind), whether all were kept, how many."""
 
     matches: dict[int, str]
     kept: bool
