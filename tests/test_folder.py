@@ -170,3 +170,44 @@ def test_fold_words_keeps_a_run_s_words_then_every_line_s(tables: Backend) -> No
     assert fold_words() == f"{2100 - in_run_9} lines folded: every line's words are kept\n"
     _kept_as_folded(tables)
     assert fold_words() == "0 lines folded: every line's words are kept\n"
+
+
+def test_a_fold_cut_short_leaves_no_line_stamped_earlier_behind(tables: Backend) -> None:
+    # A line stored by hand with an older `at` among new lines: the folder's batch, cut short among
+    # the new ones, must not raise the highest id kept past it unread (no search would read it).
+    _stored_before(tables, 30)
+    settings = tables.settings()
+
+    async def fold(engine: Any, most: int | None) -> int:
+        folded = await words.catch_up(engine, engine, run_id=7, needle=None, late=5.0, most=most)
+        return folded.lines
+
+    async def arrange_and_fold() -> None:
+        engine = create_engine(settings)
+        try:
+            await fold(engine, None)
+            later = T0 + datetime.timedelta(hours=1)
+            with tables.sync.begin() as conn:
+                for n in range(45):
+                    at = (
+                        T0 - datetime.timedelta(hours=1) if n == 10 else later + datetime.timedelta(seconds=n)
+                    )
+                    detail = json.dumps({"text": "Hidden gem" if n == 10 else f"New line {n}"})
+                    stamp = at.isoformat(sep=" ", timespec="milliseconds") if tables.name == "sqlite" else at
+                    conn.execute(
+                        sa.text(
+                            "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (7, 'note', :d, :at)"
+                        ),
+                        {"d": detail, "at": stamp},
+                    )
+            while await fold(engine, 20):
+                pass
+        finally:
+            await engine.dispose()
+
+    asyncio.run(arrange_and_fold())
+    unread = tables.rows(
+        "SELECT l.detail FROM event_run_log l LEFT JOIN event_run_log_words w "
+        "ON w.run_id = l.run_id AND w.id = l.id WHERE l.run_id = 7 AND w.id IS NULL"
+    )
+    assert unread == []

@@ -114,13 +114,15 @@ async def catch_up(
         [(highest,)] = await read_rows(engine, newest_line_statement())
         # Few lines stored since (in any run): two index ranges; else one read of the run's index.
         few = highest is not None and highest - above <= FOLD_SPLIT_MOST
-        reads = ("recent", "above") if few else ("recent or above",)
+        reads = ("older above", "recent") if few else ("recent or above",)
     folded = Folded({}, kept=True)
     for since in reads:
         values.pop("past_id", None)
-        while most is None or folded.lines < most:
-            if most is not None:
-                values["limit"] = min(FOLD_BATCH, most - folded.lines)
+        # The lines stamped before `recent` are all folded first: a recent line kept raises the
+        # highest id kept past theirs, and a catch-up cut short after it would never read them.
+        cap = None if since == "older above" else most
+        while cap is None or folded.lines < cap:
+            values["limit"] = FOLD_BATCH if cap is None else min(FOLD_BATCH, cap - folded.lines)
             statement = unfolded_statement(sqlite, since, "past_id" in values)
             rows = await read_rows(engine, statement, values)
             fresh = [
