@@ -84,11 +84,8 @@ class Folder:
                 raise TimeoutError(f"another process held the lock {self.lock!r} for {TICK_TIMEOUT:g}s")
             while True:
                 if run_id is not None:
-                    folded = await catch_up(
-                        self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
-                    )
-                    self.folded += folded.lines
-                    done = folded.lines < self.batch
+                    folded_lines = await self._fold_run(run_id)
+                    done = folded_lines < self.batch
                 else:
                     folded_lines = await self._fold_next() if await self._behind() else 0
                     done = folded_lines == 0 and self.seen >= self.highest
@@ -112,16 +109,21 @@ class Folder:
             return 0
         [(line_id, run_id)] = rows
         self.seen = line_id - 1
+        folded = await self._fold_run(run_id)
+        if folded == 0:
+            # A search's catch-up would not read this line either (it finds it by its id):
+            # go on past it rather than look at it forever.
+            self.seen = line_id
+        return folded
+
+    async def _fold_run(self, run_id: int) -> int:
+        """Fold up to a batch of the run's lines without words, as its search's catch-up would."""
         folded = await catch_up(
             self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
         )
         if not folded.kept:
             # Logged by keep_words: tried again next tick; a search folds them meanwhile.
             raise WordsNotKept("the database did not keep the words folded (see the warning before)")
-        if folded.lines == 0:
-            # A search's catch-up would not read this line either (it finds it by its id):
-            # go on past it rather than look at it forever.
-            self.seen = line_id
         self.folded += folded.lines
         return folded.lines
 

@@ -211,3 +211,32 @@ def test_a_fold_cut_short_leaves_no_line_stamped_earlier_behind(tables: Backend)
         "ON w.run_id = l.run_id AND w.id = l.id WHERE l.run_id = 7 AND w.id IS NULL"
     )
     assert unread == []
+
+
+def test_words_the_database_refuses_are_logged_and_a_search_still_finds_the_lines(
+    make_api: Callable[..., Api], tables: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    if tables.name == "sqlite":
+        refuse = (
+            "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words "
+            "BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+    else:
+        refuse = (
+            "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words FOR EACH ROW "
+            "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'no'"
+        )
+    tables.execute(refuse)
+    try:
+        with caplog.at_level(logging.INFO, logger="gql.folder"):
+            api = make_api(fold_interval=0.01)
+            assert api.write(7, "note", {"text": "Kept nowhere"})
+            deadline = time.monotonic() + 60
+            failed = "folder: a tick failed: WordsNotKept: the database did not keep the words folded"
+            while not [r for r in caplog.records if r.getMessage().startswith(failed)]:
+                assert time.monotonic() < deadline, caplog.text
+                time.sleep(0.02)
+        assert len(_found(api, 7, "kept nowhere")) == 1
+        assert tables.scalar("SELECT COUNT(*) FROM event_run_log_words") == 0
+    finally:
+        tables.execute("DROP TRIGGER no_words")
