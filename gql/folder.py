@@ -72,22 +72,24 @@ class Folder:
         async with sweep_lock(self.engine, self.lock) as taken:
             if not taken:
                 return 0  # another process folds
-            return await self._fold_next()
+            return await self._fold_next(self.batch)
 
     async def drain(self, *, run_id: int | None = None, on_batch: Callable[[int], None] | None = None) -> int:
         """Fold every line without words (of `run_id`, or all runs) now; answer how many were folded.
 
-        Waits for a folder of a server to finish its tick; `on_batch` is told the total after each batch.
+        A run at a time, whole: a big run's lines are read once, not from its start again for each
+        batch. Waits for a folder of a server to finish its tick; `on_batch` is told the total after
+        each run.
         """
         async with sweep_lock(self.engine, self.lock, wait=TICK_TIMEOUT) as taken:
             if not taken:
                 raise TimeoutError(f"another process held the lock {self.lock!r} for {TICK_TIMEOUT:g}s")
             while True:
                 if run_id is not None:
-                    folded_lines = await self._fold_run(run_id)
-                    done = folded_lines < self.batch
+                    await self._fold_run(run_id, None)
+                    done = True
                 else:
-                    folded_lines = await self._fold_next() if await self._behind() else 0
+                    folded_lines = await self._fold_next(None) if await self._behind() else 0
                     done = folded_lines == 0 and self.seen >= self.highest
                 if on_batch is not None:
                     on_batch(self.folded)
@@ -100,8 +102,8 @@ class Folder:
         self.highest = highest or 0
         return self.highest > self.seen
 
-    async def _fold_next(self) -> int:
-        """Fold up to a batch of the run of the first line past `seen` without words (the lock held)."""
+    async def _fold_next(self, most: int | None) -> int:
+        """Fold up to `most` lines of the run of the first line past `seen` without words (the lock held)."""
         upto = min(self.highest, self.seen + self.batch * WINDOW_BATCHES)
         rows = await read_rows(self.engine, first_unfolded_statement(), {"seen": self.seen, "upto": upto})
         if not rows:
@@ -109,17 +111,17 @@ class Folder:
             return 0
         [(line_id, run_id)] = rows
         self.seen = line_id - 1
-        folded = await self._fold_run(run_id)
+        folded = await self._fold_run(run_id, most)
         if folded == 0:
             # A search's catch-up would not read this line either (it finds it by its id):
             # go on past it rather than look at it forever.
             self.seen = line_id
         return folded
 
-    async def _fold_run(self, run_id: int) -> int:
-        """Fold up to a batch of the run's lines without words, as its search's catch-up would."""
+    async def _fold_run(self, run_id: int, most: int | None) -> int:
+        """Fold up to `most` of the run's lines without words (None: all), as its search's catch-up would."""
         folded = await catch_up(
-            self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=self.batch
+            self.engine, self.engine, run_id=run_id, needle=None, late=self.late, most=most
         )
         if not folded.kept:
             # Logged by keep_words: tried again next tick; a search folds them meanwhile.
