@@ -1,4 +1,4 @@
-"""`python -m gql serve | init-db | export-schema | check-schema | prune | demo`."""
+"""`python -m gql serve | init-db | export-schema | check-schema | prune | fold-words | demo`."""
 
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
     _add_check_schema_parser(commands)
     _add_prune_parser(commands)
+    fold = commands.add_parser(
+        "fold-words", help="keep every line's words for search now, as the folder would"
+    )
+    fold.add_argument("--run", type=int, metavar="RUN_ID", help="only this run's lines")
     export = commands.add_parser(
         "export",
         help="write a run's log to standard output as NDJSON, oldest first (as GET /runs/{id}/log.ndjson)",
@@ -77,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_init_db(settings, sql=args.sql))
     if args.command == "prune":
         return _prune(settings, args)
+    if args.command == "fold-words":
+        return asyncio.run(_fold_words(settings, args.run))
     if args.command == "export":
         from .app import create_app
         from .export import export_to
@@ -259,6 +265,23 @@ def _check_schema(against: str | None) -> int:
 
 
 # ── prune ────────────────────────────────────────────────────────────────────
+
+
+async def _fold_words(settings: Settings, run_id: int | None) -> int:
+    from .db import create_engine
+    from .folder import Folder
+
+    engine = create_engine(settings)
+    try:
+        folder = Folder.from_settings(engine, settings)
+        folded = await folder.drain(run_id=run_id, on_batch=lambda n: print(n, end="\r", file=sys.stderr))
+    except (TimeoutError, RuntimeError) as exc:  # the lock, or words the database would not keep
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await engine.dispose()
+    print(f"{folded} lines folded: every line's words are kept")
+    return 0
 
 
 def _add_prune_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

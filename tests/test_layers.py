@@ -58,6 +58,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.refusals",
         "gql.tail",
         "gql.retention",
+        "gql.folder",
         "gql.replica",
         "gql.details",
         "gql.detail_codec",

@@ -355,12 +355,25 @@ def newest_words_statement() -> Select[Any]:
 
 
 @functools.cache
+def first_unfolded_statement() -> Select[Any]:
+    """The id and run of the first line with an id in (`seen`, `upto`] whose words are not kept."""
+    return (
+        select(_l.c.id, _l.c.run_id)
+        .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
+        .where(_l.c.id > bindparam("seen", type_=Integer()), _l.c.id <= bindparam("upto", type_=Integer()))
+        .where(_w.c.id.is_(None))
+        .order_by(_l.c.id.asc())
+        .limit(1)
+    )
+
+
+@functools.cache
 def unfolded_statement(sqlite: bool, since: str | None, past: bool) -> Select[Any]:
     """The run's lines with no words kept (id, kind, detail, `at` as ordered), oldest first.
 
-    `since`: None for all of them; "recent" for those at or after `recent`; "above" for those with
-    an id above `above`; "recent or above" for both in one read of the run's index. `past`: only
-    those newer than the line (`past_at`, `past_id`) where the batch before ended.
+    `since`: None for all of them; "recent" for those at or after `recent`; "older above" for those
+    before it with an id above `above`; "recent or above" for both in one read of the run's index.
+    `past`: only those newer than the line (`past_at`, `past_id`) where the batch before ended.
     """
     order = sqlite_at if sqlite else _l.c.at
     kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
@@ -376,8 +389,8 @@ def unfolded_statement(sqlite: bool, since: str | None, past: bool) -> Select[An
     above = _l.c.id > bindparam("above", type_=Integer())
     if since == "recent":
         query = query.where(recent)
-    elif since == "above":
-        query = query.where(above)
+    elif since == "older above":
+        query = query.where(above, not_(recent))
     elif since is not None:
         # Read from the run's index alone: a line is looked up in the words only when it passes.
         query = query.where(or_(recent, above))

@@ -6,8 +6,8 @@ U+0307, CaseFolding.txt's F mapping, no Turkish rule): `İstanbul` is found by h
 is written. `words_of(detail)` is a detail's string values, numbers and booleans as
 JSON writes them (never its keys or escapes), one a line, folded; a detail that is not
 JSON is its stored text. Each line's words are kept in `event_run_log_words` by the
-search that first finds the line without them (`catch_up`), so a search reads one range
-of words, never a detail.
+folder (gql/folder.py) ahead of any search, or else by the search that first finds the
+line without them (`catch_up`), so a search reads one range of words, never a detail.
 """
 
 from __future__ import annotations
@@ -75,21 +75,29 @@ def _values(value: Any) -> Iterable[str]:
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    """What a catch-up folded: the lines whose words hold the search (id: kind), and whether all were kept."""
+    """What a catch-up folded: the matches of its search (id: kind), whether all were kept, how many."""
 
     matches: dict[int, str]
     kept: bool
+    lines: int = 0
 
 
 async def catch_up(
-    engine: AsyncEngine, keep: AsyncEngine, *, run_id: int, needle: str, late: float
+    engine: AsyncEngine,
+    keep: AsyncEngine,
+    *,
+    run_id: int,
+    needle: str | None,
+    late: float,
+    most: int | None = None,
 ) -> Folded:
     """Fold the run's lines read from `engine` with no words kept, and keep their words through `keep`.
 
     Lines stamped more than `late` seconds before the newest line with words kept, with an id below
     the highest kept, were folded by an earlier catch-up (they had committed by then): only the
     other lines are read. A run with no words kept yet is read whole. Oldest first, each batch kept
-    as it is folded, so that a catch-up cut short (by its deadline) leaves no gap behind the newest.
+    as it is folded, so that a catch-up cut short (by its deadline, or after `most` lines) leaves no
+    gap behind the newest. With no `needle`, nothing is matched: the lines are only folded.
     """
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id, "limit": FOLD_BATCH}
@@ -106,11 +114,15 @@ async def catch_up(
         [(highest,)] = await read_rows(engine, newest_line_statement())
         # Few lines stored since (in any run): two index ranges; else one read of the run's index.
         few = highest is not None and highest - above <= FOLD_SPLIT_MOST
-        reads = ("recent", "above") if few else ("recent or above",)
+        reads = ("older above", "recent") if few else ("recent or above",)
     folded = Folded({}, kept=True)
     for since in reads:
         values.pop("past_id", None)
-        while True:
+        # The lines stamped before `recent` are all folded first: a recent line kept raises the
+        # highest id kept past theirs, and a catch-up cut short after it would never read them.
+        cap = None if since == "older above" else most
+        while cap is None or folded.lines < cap:
+            values["limit"] = FOLD_BATCH if cap is None else min(FOLD_BATCH, cap - folded.lines)
             statement = unfolded_statement(sqlite, since, "past_id" in values)
             rows = await read_rows(engine, statement, values)
             fresh = [
@@ -118,12 +130,12 @@ async def catch_up(
                 for line_id, _, detail, at in rows
             ]
             for (line_id, kind, _, _), row in zip(rows, fresh, strict=True):
-                if needle in row["words"]:
+                if needle is not None and needle in row["words"]:
                     name = kind.decode("utf-8", "replace") if isinstance(kind, bytes) else kind
                     folded.matches[line_id] = name
-            if not await keep_words(keep, fresh):
-                folded = Folded(folded.matches, kept=False)
-            if len(rows) < FOLD_BATCH:
+            kept = await keep_words(keep, fresh)
+            folded = Folded(folded.matches, kept=folded.kept and kept, lines=folded.lines + len(rows))
+            if len(rows) < values["limit"]:
                 break
             values.update(past_id=rows[-1][0], past_at=rows[-1][3])
     return folded
