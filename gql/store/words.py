@@ -35,8 +35,9 @@ __all__ = ["Folded", "catch_up", "fold", "keep_words", "words_of"]
 log = logging.getLogger("gql.runlog")
 
 _w = event_run_log_words
-# Lines a search folds and keeps in one statement.
-FOLD_BATCH = 2000
+# Lines a search (or the folder) reads, folds and keeps in one statement: their details are in
+# memory together, so at most 250 of the detail's 64 KiB each (16 MiB), not 2,000 (125 MiB).
+FOLD_BATCH = 250
 # The most lines stored since a run's newest kept words that a catch-up reads by id range.
 FOLD_SPLIT_MOST = 50_000
 
