@@ -745,6 +745,12 @@ def test_every_gql_command_the_readme_and_docs_show_is_accepted_as_written(
     monkeypatch.setattr(cli, "_serve", record("serve"))
     monkeypatch.setattr(cli, "_demo", record("demo"))
     monkeypatch.setattr(cli, "_check_schema", record("check-schema"))
+
+    async def fold_words(settings: Settings, run_id: int | None) -> int:
+        reached.append("fold-words")
+        return 0
+
+    monkeypatch.setattr(cli, "_fold_words", fold_words)
     # The MySQL/MariaDB examples (--workers among them) are written for a MySQL URL.
     monkeypatch.setenv("RUNLOG_DATABASE_URL", "mysql+aiomysql://runlog:secret@db.internal:3306/events")
     for args in commands:
