@@ -130,17 +130,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _abandoned_connections_collected(request: pytest.FixtureRequest) -> Iterator[None]:
-    """In a module that injects faults (tests/faultproxy.py), its abandoned driver connections are its own.
+def _abandoned_connections_collected() -> Iterator[None]:
+    """A module's abandoned driver connections are its own, collected at its end.
 
-    A proxy that stops answering leaves aiomysql connections that no QUIT
-    can close; Python warns when it collects them, and under load that may
-    be during another module's test, which the warning then fails. They are
-    collected here, at the end of the module that made them.
+    A proxy that stops answering (tests/faultproxy.py), a statement killed at
+    the server (a reader whose client left), or a read cancelled at shutdown
+    leaves aiomysql connections that no QUIT can close; Python warns when it
+    collects them, and under load that may be during another module's test,
+    which the warning then fails. They are collected here, at the end of the
+    module that made them.
     """
     yield
-    if getattr(request.module, "FaultProxy", None) is None:
-        return
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Unclosed connection", ResourceWarning)
         gc.collect()
