@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import metrics, store
 from .holds import Hold, HoldReason
+from .phrasing import excerpt
 from .runs import read_states
 from .settings import Settings, SettingsError
 
@@ -157,9 +158,9 @@ class HoldSeries:
         return Shown(
             run_id=run_id,
             reason=hold.reason.name,
-            subject=_excerpt(subject, SUBJECT_CHARS),
+            subject=excerpt(subject, SUBJECT_CHARS),
             since=hold.since.timestamp(),
-            sentence=_excerpt(hold.sentence, SENTENCE_CHARS),
+            sentence=excerpt(hold.sentence, SENTENCE_CHARS),
             url=f"{self.base}/runs/{run_id}",
             certain=hold.certain,
         )
@@ -230,7 +231,3 @@ class _Collector:
             "How long reading the holds shown took.",
             value=snapshot.took,
         )
-
-
-def _excerpt(text: str, most: int) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"

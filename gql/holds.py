@@ -19,9 +19,9 @@ from .detail_codec import read_values
 from .kinds import TERMINAL_STATUSES, Kind
 from .phases import Phase
 from .phases import phases as read_phases
+from .phrasing import as_time, cap_words, excerpt, how_long, iso
 from .store import Evaluations, HoldLines, Line, Run, Trail
 from .store.newest import TAIL
-from .words import as_time, cap_words, excerpt, how_long, iso
 
 
 class HoldReason(enum.Enum):

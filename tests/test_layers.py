@@ -64,7 +64,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.detail_codec",
         "gql.holds",
         "gql.phases",
-        "gql.words",
+        "gql.phrasing",
         "gql.auth",
         "gql.demo",
         "gql.demo_runs",

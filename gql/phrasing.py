@@ -27,10 +27,10 @@ def as_time(value: Any) -> datetime.datetime | None:
     return None
 
 
-def excerpt(text: Any) -> str:
-    """A detail's text as a sentence quotes it: at most EXCERPT characters, cut with an ellipsis."""
+def excerpt(text: Any, most: int = EXCERPT) -> str:
+    """Text as a sentence (or a label) quotes it: at most `most` characters, cut with an ellipsis."""
     words = " ".join(str(text).split())
-    return words if len(words) <= EXCERPT else words[: EXCERPT - 1].rstrip() + "…"
+    return words if len(words) <= most else words[: most - 1].rstrip() + "…"
 
 
 def how_long(span: datetime.timedelta) -> str:
