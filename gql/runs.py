@@ -251,13 +251,20 @@ async def read_states(
     """
     found = {run_id: row for run_id, row in rows.items() if row is not None}
     planned: dict[int, holds.Planned] = {}
+    # A timeline reads every step line of the runs asked: their steps' newest come from those.
+    step_lines = {run_id: await store.read_step_lines(engine, run_id) for run_id in rows} if timeline else {}
     todo = sorted(rows)
     for _ in range(MAX_CHAIN):
         if not todo:
             break
         read = await store.read_hold_lines(engine, todo)
         if phases:
-            await store.read_steps(engine, read)
+            for run_id in todo:
+                if run_id in step_lines:
+                    store.take_steps(read[run_id], step_lines[run_id])
+            await store.read_steps(
+                engine, {run_id: read[run_id] for run_id in todo if run_id not in step_lines}
+            )
         planned.update({run_id: holds.plan(run_id, read[run_id]) for run_id in todo})
         named = set().union(*(planned[run_id].blocking_ids(found.get(run_id)) for run_id in todo))
         more = await store.find_runs(engine, named - set(found) - set(rows)) if named else {}
@@ -292,11 +299,9 @@ async def read_states(
         )
         for run_id, told in planned.items()
     }
-    if timeline:
-        for run_id in rows:
-            told = planned[run_id]
-            step_lines = await store.read_step_lines(engine, run_id)
-            states[run_id].timeline = spans(told.lines.marks, step_lines, told.values)
+    for run_id, lines in step_lines.items():
+        told = planned[run_id]
+        states[run_id].timeline = spans(told.lines.marks, lines, told.values)
     return found, states
 
 

@@ -42,6 +42,7 @@ from .newest import (
     read_step_lines,
     read_steps,
     read_trails,
+    take_steps,
 )
 from .pruning import (
     Pruned,
@@ -167,6 +168,7 @@ __all__ = [
     "run_of_line",
     "runs_in_flight",
     "settled_before",
+    "take_steps",
     "terminal_sql",
     "utc_now_millis",
     "words_of",

@@ -307,6 +307,14 @@ async def read_silent(engine: AsyncEngine, named: dict[int, tuple[int, ...]]) ->
     return silent
 
 
+def take_steps(held: HoldLines, step_lines: Sequence[Line]) -> None:
+    """`read_steps`' answer for a run, from every one of its step lines (`read_step_lines`, oldest first)."""
+    held.all_steps = list(
+        {str(line.step_id): line for line in step_lines if line.step_id is not None}.values()
+    )
+    held.retries = {str(line.step_id): line for line in step_lines if line.kind == "step.retry"}
+
+
 async def read_step_lines(engine: AsyncEngine, run_id: int) -> list[Line]:
     """Every line of a step kind of the run, oldest first: what its timeline is drawn from."""
     sqlite = engine.dialect.name == "sqlite"
