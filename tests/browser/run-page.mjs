@@ -40,7 +40,8 @@ const TIMEOUT = { timeout: 30000 };
 fs.mkdirSync(artifacts, { recursive: true });
 
 const seen = { offHost: [], consoleErrors: [], pageErrors: [], sockets: 0, heldOff: 0, sent: [], headsAtOnce: 0, headsAbandoned: 0 };
-let headsInFlight = 0;
+// Head calls in flight, per page: a call a reloaded page left behind is not its successor's.
+const headsInFlight = new Map();
 // When set, the next head call's answer is held back, once the service gave
 // it, until `gate` resolves; `fetched()` says it has been given.
 let holdNextHead = null;
@@ -157,8 +158,9 @@ try {
         operation: OPERATION_OF[body.documentId] ?? null, authorization: request.headers().authorization ?? null });
       if (OPERATION_OF[body.documentId] === "RunHead") {
         // How many of the page's head calls were ever in flight together.
-        headsInFlight += 1;
-        seen.headsAtOnce = Math.max(seen.headsAtOnce, headsInFlight);
+        const asker = request.frame().page();
+        headsInFlight.set(asker, (headsInFlight.get(asker) ?? 0) + 1);
+        seen.headsAtOnce = Math.max(seen.headsAtOnce, headsInFlight.get(asker));
         try {
           const response = await route.fetch();
           const hold = holdNextHead;
@@ -173,7 +175,7 @@ try {
           if (!/context disposed|Target .*closed/i.test(String(error))) throw error;
           seen.headsAbandoned += 1;
         } finally {
-          headsInFlight -= 1;
+          headsInFlight.set(asker, headsInFlight.get(asker) - 1);
         }
       }
     }
@@ -421,6 +423,7 @@ try {
     // last of them still counts every line.
     const noteCount = page.locator(".kind-choice", { hasText: /^\s*note/ }).locator(".count");
     const notesBefore = Number(await noteCount.innerText());
+    seen.headsAtOnce = 0; // counted from here: the lines written together
     const together = [1, 2, 3, 4, 5].map((n) => `written together ${n} (${Date.now()})`);
     await Promise.all(together.map((text) => writeNote("37", text)));
     for (const text of together) await rowWith(page, text).waitFor(TIMEOUT);
