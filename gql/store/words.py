@@ -90,7 +90,9 @@ async def keep_words(
     await send(rows_insert_sql(_w.name, _COLUMNS, len(lines), mark, bound), values)
 
 
-async def fold_log(engine: AsyncEngine, *, run_id: int | None = None, on_batch: Callable[[int], None]) -> int:
+async def fold_log(
+    engine: AsyncEngine, *, run_id: int | None = None, on_batch: Callable[[int], None] | None = None
+) -> int:
     """Keep the words of every line (of `run_id`, or all runs) stored without them; answer how many.
 
     The upgrade step for lines written before migration 0008 (or by hand): the service keeps a
@@ -117,7 +119,8 @@ async def fold_log(engine: AsyncEngine, *, run_id: int | None = None, on_batch: 
         async with engine.begin() as conn:
             await conn.execute(keep, fresh)
         folded += len(rows)
-        on_batch(folded)
+        if on_batch is not None:
+            on_batch(folded)
         values["past"] = rows[-1][0]
     return folded
 
