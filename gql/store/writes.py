@@ -136,10 +136,11 @@ async def _insert_raw_once(
                 too_late = True  # the connection goes back as it came
             else:
                 progress.sent = on.in_transaction = True
-                await on.fetch("BEGIN", None)
+                # The driver's own BEGIN and COMMIT: no cursor for a statement that answers no rows.
+                await on.driver.begin()
                 await _store_lines(on.fetch, engine, lines, deadline)
                 progress.committing = True
-                await on.fetch("COMMIT", None)
+                await on.driver.commit()
                 progress.done, on.in_transaction = True, False
     except Exception as exc:
         _account(exc, progress, engine.dialect.name, transaction=True)
