@@ -105,8 +105,7 @@ async def load(
                 for line in sorted(run.lines, key=lambda line: line.at)
             ],
         )
-    for run in runs:  # lines stored with their own `at`, as by hand: their words folded as fold-words does
-        await fold_log(engine, run_id=run.id)
+    await fold_log(engine)  # lines stored with their own `at`, as by hand: folded as fold-words does
     return Loaded(runs=runs, replaced=replaced)
 
 

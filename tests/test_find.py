@@ -369,14 +369,11 @@ def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backen
             probes = context.watcher.probes
             while context.watcher.probes < probes + 2:  # noqa: ASYNC110 (as above)
                 await asyncio.sleep(0.01)
-        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-        rows = [
-            {"at": now, "phase": 2, "detail": json.dumps({"text": "drop"})},
-            {"at": now, "phase": 1, "detail": json.dumps({"text": "KEEP, wrong phase"})},
-            {"at": now, "phase": 2, "detail": json.dumps({"text": "keep 1"})},
-            {"at": now, "phase": 2, "detail": json.dumps({"text": "keep 2"})},
-        ]
-        ids = await asyncio.to_thread(_insert, tables, rows)
+        written = [(2, "drop"), (1, "KEEP, wrong phase"), (2, "keep 1"), (2, "keep 2")]
+        # Written as the service writes them, each line with its words, in one INSERT.
+        new = [store.NewLine(7, "note", phase=p, detail=json.dumps({"text": t})) for p, t in written]
+        await store.insert_lines(context.engine, new, deadline=asyncio.get_running_loop().time() + 30)
+        ids = [r[0] for r in tables.rows("SELECT id FROM event_run_log WHERE run_id = 7 ORDER BY id")]
         async with asyncio.timeout(60):
             got = [await first, await anext(lines)]
         assert [line.id for line in got] == ids[-2:]

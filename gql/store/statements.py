@@ -360,21 +360,17 @@ def rows_insert_sql(
 
 
 @functools.cache
-def unfolded_statement(sqlite: bool, by_run: bool) -> Select[Any]:
-    """Lines with no words kept (id, run, detail, `at` as ordered) past the id `past`, by id, `limit` of them.
-
-    `by_run`: only those of `run_id`.
-    """
+def unfolded_statement(sqlite: bool) -> Select[Any]:
+    """The first `limit` lines past the id `past` with no words kept: id, run, detail, `at` as ordered."""
     order = sqlite_at if sqlite else _l.c.at
     detail = sqlite_text(_l.c.detail) if sqlite else _l.c.detail
-    query = (
+    return (
         select(_l.c.id, _l.c.run_id, detail.label("detail"), order.label("at_order"))
         .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
         .where(_l.c.id > bindparam("past", type_=Integer()), _w.c.id.is_(None))
         .order_by(_l.c.id.asc())
         .limit(bindparam("limit", type_=Integer()))
     )
-    return query.where(_l.c.run_id == bindparam("run_id")) if by_run else query
 
 
 def _words_where(

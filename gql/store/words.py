@@ -90,17 +90,15 @@ async def keep_words(
     await send(rows_insert_sql(_w.name, _COLUMNS, len(lines), mark, bound), values)
 
 
-async def fold_log(
-    engine: AsyncEngine, *, run_id: int | None = None, on_batch: Callable[[int], None] | None = None
-) -> int:
-    """Keep the words of every line (of `run_id`, or all runs) stored without them; answer how many.
+async def fold_log(engine: AsyncEngine, *, on_batch: Callable[[int], None] | None = None) -> int:
+    """Keep the words of every line stored without them; answer how many.
 
     The upgrade step for lines written before migration 0008 (or by hand): the service keeps a
     line's words as it writes it. Oldest first, `FOLD_BATCH` lines a statement; `on_batch` is told
     the total after each batch. Safe beside a running service and another fold (INSERT IGNORE).
     """
     sqlite = engine.dialect.name == "sqlite"
-    statement = unfolded_statement(sqlite, run_id is not None)
+    statement = unfolded_statement(sqlite)
     # Another fold may keep the same line's words first: the same words, so either stands.
     keep = (
         insert(_w)
@@ -108,7 +106,7 @@ async def fold_log(
         .prefix_with("IGNORE", dialect="mariadb")
         .prefix_with("OR IGNORE", dialect="sqlite")
     )
-    values: dict[str, Any] = {"past": 0, "limit": FOLD_BATCH, "run_id": run_id}
+    values: dict[str, Any] = {"past": 0, "limit": FOLD_BATCH}
     folded = 0
     while rows := await read_rows(engine, statement, values):
         fresh = [
