@@ -93,7 +93,7 @@ class _Progress:
     """How far a write got: what its failure means depends on it."""
 
     sent: bool = False  # a statement of it reached the driver
-    committing: bool = False  # its COMMIT was sent (a keyed write)
+    committing: bool = False  # its COMMIT was sent
     done: bool = False  # the database answered that it was stored
 
 
