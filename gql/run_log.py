@@ -166,8 +166,6 @@ async def read_run_log(
             max_detail_bytes=max_detail_bytes,
             largest_detail=context.settings.max_detail_bytes,
             filters=filters,
-            keep=context.engine,
-            late=window,
         )
 
     # Only pages read newest first may read a replica.
@@ -351,9 +349,7 @@ async def _kind_counts(
     """The page's kindCounts: one grouped query, by the page's deadline."""
     try:
         async with asyncio.timeout_at(deadline):
-            counted = await store.count_kinds(
-                context.engine, run_id=run_id, filters=filters, late=tail.late_window(context.settings)
-            )
+            counted = await store.count_kinds(context.engine, run_id=run_id, filters=filters)
     except Exception as exc:
         if not store.is_unavailable(exc):
             raise

@@ -232,7 +232,6 @@ async def tail_lines(
                         max_detail_bytes=CATCH_UP_BYTES,
                         largest_detail=settings.max_detail_bytes,
                         filters=filters,
-                        late=window,
                     )
                 made = store.cursors_of(page, before=cursor, settled=settled, scope=scope)
                 if made.texts and behind is not None and most_catch_up is not None:

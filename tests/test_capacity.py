@@ -41,6 +41,7 @@ def _large_run(backend: Backend) -> None:
         "CONCAT('{\"text\":\"line ', seq, ' ', REPEAT('x', 1000), '\"}'), "
         f"TIMESTAMP('2026-11-01') + INTERVAL seq SECOND FROM seq_1_to_{LINES}"
     )
+    backend.fold_words()  # so that a search reads the whole run's words, as after the upgrade step
 
 
 @pytest.fixture

@@ -58,7 +58,6 @@ LAYERS: dict[str, set[str]] = {
         "gql.refusals",
         "gql.tail",
         "gql.retention",
-        "gql.folder",
         "gql.replica",
         "gql.details",
         "gql.detail_codec",

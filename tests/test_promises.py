@@ -746,7 +746,7 @@ def test_every_gql_command_the_readme_and_docs_show_is_accepted_as_written(
     monkeypatch.setattr(cli, "_demo", record("demo"))
     monkeypatch.setattr(cli, "_check_schema", record("check-schema"))
 
-    async def fold_words(settings: Settings, run_id: int | None) -> int:
+    async def fold_words(settings: Settings) -> int:
         reached.append("fold-words")
         return 0
 

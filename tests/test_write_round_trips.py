@@ -1,4 +1,4 @@
-"""Writes on the wire (MariaDB): one autocommit INSERT per batch, a few batches at the database at once."""
+"""Writes on the wire (MariaDB): one transaction per batch, a few batches at the database at once."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _connect(backend: Backend) -> Any:
     )
 
 
-def test_a_write_is_one_insert_with_its_bound_and_nothing_else(mariadb: Backend) -> None:
+def test_a_write_is_one_transaction_its_line_and_its_words_each_with_its_bound(mariadb: Backend) -> None:
     mariadb.create_tables()
     with FaultProxy(*UPSTREAM) as proxy:
         url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
@@ -45,11 +45,13 @@ def test_a_write_is_one_insert_with_its_bound_and_nothing_else(mariadb: Backend)
             for i in range(3):
                 proxy.commands.clear()
                 assert api.write(7, "note", {"text": f"line {i}"})
-                # No BEGIN, COMMIT, ROLLBACK or ping: the INSERT commits by itself.
-                assert [name for name, _ in proxy.commands] == ["query"], proxy.commands
-                text = proxy.commands[0][1]
-                assert text.startswith("SET STATEMENT max_statement_time=")
-                assert " FOR INSERT INTO event_run_log " in text
+                # No ROLLBACK, ping or isolation change: BEGIN, the line, its words, COMMIT.
+                assert [name for name, _ in proxy.commands] == ["query"] * 4, proxy.commands
+                begin, line, words, commit = (text for _, text in proxy.commands)
+                assert (begin, commit) == ("BEGIN", "COMMIT")
+                for text, table in ((line, "event_run_log"), (words, "event_run_log_words")):
+                    assert text.startswith("SET STATEMENT max_statement_time=")
+                    assert f" FOR INSERT INTO {table} (" in text
 
 
 def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(mariadb: Backend) -> None:

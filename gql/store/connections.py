@@ -213,6 +213,7 @@ class on_driver:  # used as a context manager, named as one
         "driver",
         "engine",
         "held",
+        "in_transaction",
         "kill",
         "params",
         "pooled",
@@ -239,6 +240,8 @@ class on_driver:  # used as a context manager, named as one
         self.sql: str | None = None  # the statement last sent, and its parameters
         self.params: list[Any] | None = None
         self.answered = False  # a statement of it has been answered
+        # Set by its user between a BEGIN and the COMMIT's answer: a connection left so is never pooled.
+        self.in_transaction = False
 
     async def __aenter__(self) -> on_driver:
         held = self.held
@@ -287,6 +290,7 @@ class on_driver:  # used as a context manager, named as one
             disconnect = dialect.is_disconnect(exc, None, None)
             if disconnect:
                 mark_pool_stale(engine)
+            if disconnect or self.in_transaction:
                 put_back = functools.partial(pooled.invalidate, exc)
             raise sa_exc.DBAPIError.instance(
                 self.sql, self.params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect
