@@ -22,7 +22,6 @@ from .admission import Busy
 from .answers import anonymise, json_error, should_mask
 from .filters import FilterError, read_filters
 from .graphiql import with_fragments
-from .hangup import ClientGone, unless_gone
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .limits import DetailBudget
@@ -214,11 +213,7 @@ class Export:
             return
         with running:
             self.context.admissions = None  # its pages are admitted with it, not as searches
-            self.context.receive = None  # the client's leaving is watched here, once
-            try:
-                await unless_gone(receive, self._stream(scope, receive, send))
-            except ClientGone:
-                log.info("export of run %s: its client left after %d lines; stopped", self.run_id, self.sent)
+            await self._stream(scope, receive, send)
 
     async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
