@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .hangup import serve_until_gone
 from .request_id import error_body, request_id, send_json
@@ -72,7 +72,8 @@ class BodyLimit:
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         del chunks
         scope.setdefault("state", {})["body"] = body
-        await serve_until_gone(self.app, scope, {"type": "http.request", "body": body}, receive, send)
+        whole: Message = {"type": "http.request", "body": body, "more_body": False}
+        await serve_until_gone(self.app, scope, whole, receive, send)
 
     async def _refuse(self, scope: Scope, send: Send, declared: int | None) -> None:
         size = f"{declared} bytes" if declared is not None else "more bytes than that"
