@@ -190,8 +190,8 @@ def route(graphql_app: Any) -> Any:
 class Export:
     """The export's answer: admitted among RUNLOG_MAX_EXPORTS, page by page as the client takes them.
 
-    It ends, its statement with it, as soon as the client leaves, and drops a client that takes
-    nothing for RUNLOG_SEND_TIMEOUT.
+    It ends, its statement with it, as soon as the client leaves (hangup.py), and drops a client
+    that takes nothing for RUNLOG_SEND_TIMEOUT.
     """
 
     def __init__(self, request: Request, pages: AsyncIterator[bytes], context: Any, run_id: str) -> None:
@@ -213,13 +213,10 @@ class Export:
             return
         with running:
             self.context.admissions = None  # its pages are admitted with it, not as searches
-            await self._stream(scope, receive, send)
-
-    async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self._pages_sent(scope, receive, send)
-        finally:
-            await self.pages.aclose()  # type: ignore[attr-defined]
+            try:
+                await self._pages_sent(scope, receive, send)
+            finally:
+                await self.pages.aclose()  # type: ignore[attr-defined]
 
     async def _pages_sent(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

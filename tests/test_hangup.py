@@ -15,7 +15,12 @@ import sqlalchemy as sa
 
 from .conftest import Api, Backend
 
-PAGE = {"query": "{ runLog(runId: 1, limit: 50) { nodes { id } } }"}
+PAGE = "{ runLog(runId: 1, limit: 50) { nodes { id } } }"
+CURSOR = "{ runLog(runId: 7, limit: 1) { pageInfo { startCursor } } }"
+LONG_POLL = (
+    "query P($before: String) { runLog(runId: 7, before: $before, wait: 30) "
+    "{ nodes { detail { ... on NoteDetail { text } } } } }"
+)
 DEADLINE = 30.0  # seconds an awaited event may take on a loaded machine before the test fails
 SQLITE_LINES = 1_000_000
 
@@ -93,27 +98,59 @@ def _wait_for(what: str, found: Any) -> Any:
     return value
 
 
-def _scope(api: Api, body: bytes) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/graphql",
-        "raw_path": b"/graphql",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [
-            (b"host", b"testserver"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 1),
-        "server": ("testserver", 80),
-        "state": dict(api.client.app_state),  # as uvicorn copies the lifespan's state
-        "app": api.client.app,
-    }
+class _Client:
+    """A client of the app, in process, that sends `query` and leaves when told."""
+
+    def __init__(self, api: Api, query: str, variables: dict[str, Any] | None = None) -> None:
+        self.api = api
+        self.body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        self.sent: list[Any] = []  # what the app answered
+        self.gone: asyncio.Event | None = None
+        self.answered = api.client.portal.start_task_soon(
+            api.client.app, self._scope(), self.receive, self.send
+        )
+
+    async def receive(self) -> dict[str, Any]:
+        if self.gone is None:
+            self.gone = asyncio.Event()
+            return {"type": "http.request", "body": self.body, "more_body": False}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Any) -> None:
+        self.sent.append(message)
+
+    def leave(self) -> None:
+        """Hang up, and wait for the request to end."""
+
+        async def hang_up() -> None:
+            assert self.gone is not None
+            self.gone.set()
+
+        self.api.client.portal.call(hang_up)
+        self.answered.result(DEADLINE)
+
+    def _scope(self) -> dict[str, Any]:
+        return {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/graphql",
+            "raw_path": b"/graphql",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [
+                (b"host", b"testserver"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(self.body)).encode()),
+            ],
+            "client": ("127.0.0.1", 1),
+            "server": ("testserver", 80),
+            "state": dict(self.api.client.app_state),  # as uvicorn copies the lifespan's state
+            "app": self.api.client.app,
+        }
 
 
 def test_a_page_whose_client_leaves_stops_its_statement_and_frees_its_connection(
@@ -131,34 +168,14 @@ def test_a_page_whose_client_leaves_stops_its_statement_and_frees_its_connection
         "before_cursor_execute",
         lambda _c, _cu, sql, *_: "event_run_log" in sql and started.set(),
     )
-    body = json.dumps(PAGE).encode()
-    sent: list[Any] = []
-    gone: asyncio.Event | None = None
-
-    async def receive() -> dict[str, Any]:
-        nonlocal gone
-        if gone is None:
-            gone = asyncio.Event()
-            return {"type": "http.request", "body": body, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: Any) -> None:
-        sent.append(message)
-
-    async def leave() -> None:
-        assert gone is not None
-        gone.set()
-
     with _held_page_read(tables):
-        answered = api.client.portal.start_task_soon(api.client.app, _scope(api, body), receive, send)
+        client = _Client(api, PAGE)
         if tables.name == "mariadb":
             reading = _wait_for("reading", lambda: _reading(tables))
         else:
             assert started.wait(DEADLINE), "the page's statement never went"
-        api.client.portal.call(leave)
-        answered.result(DEADLINE)  # the request has ended
-        assert sent == []  # no one to answer
+        client.leave()
+        assert client.sent == []  # no one to answer
         assert engine.pool.checkedout() == 0  # its connection went back
         if tables.name == "mariadb":
             # Gone while the lock it waited on is still held.
@@ -166,3 +183,23 @@ def test_a_page_whose_client_leaves_stops_its_statement_and_frees_its_connection
         else:
             assert any("interrupted" in str(exc) for exc in failed), failed
     assert api.write(2, "note", {"text": "after"}) is True
+
+
+def test_a_long_poll_whose_client_leaves_frees_its_place(make_api: Any) -> None:
+    api = make_api(max_waits=1)
+    assert api.write(7, "note", {"text": "first"})
+    cursor = api.data(CURSOR)["runLog"]["pageInfo"]["startCursor"]
+    watcher = api.client.app_state["watcher"]
+    client = _Client(api, LONG_POLL, {"before": cursor})
+    _wait_for("waiting", lambda: watcher.waits == 1)
+    client.leave()
+    assert client.sent == []
+    assert watcher.waits == 0
+    # Its place is free: another long poll waits, and is answered by the next line.
+    answered: list[Any] = []
+    waiting = threading.Thread(target=lambda: answered.append(api.data(LONG_POLL, {"before": cursor})))
+    waiting.start()
+    _wait_for("waiting", lambda: watcher.waits == 1)
+    assert api.write(7, "note", {"text": "second"}) is True
+    waiting.join(DEADLINE)
+    assert [node["detail"]["text"] for node in answered[0]["runLog"]["nodes"]] == ["second"]
