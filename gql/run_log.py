@@ -377,8 +377,8 @@ async def _long_poll(
 ) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
     """Wait up to `seconds` for the run's next lines, then read them; None when none came.
 
-    Ends early at shutdown (its client's leaving cancels it: hangup.py); lines held back by the cursor's
-    bound are read again after `settles_in` seconds.
+    Ends early at shutdown, and is cancelled when its client leaves (hangup.py); lines held back
+    by the cursor's bound are read again after `settles_in` seconds.
     """
     watcher = context.watcher
     if watcher is None:
