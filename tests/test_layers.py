@@ -23,6 +23,7 @@ LAYERS: dict[str, set[str]] = {
     "http": {
         "gql.app",
         "gql.body_limit",
+        "gql.hangup",
         "gql.view",
         "gql.adapters",
         "gql.answers",
@@ -53,7 +54,6 @@ LAYERS: dict[str, set[str]] = {
     },
     "rules": {
         "gql.admission",
-        "gql.hangup",
         "gql.writes",
         "gql.refusals",
         "gql.tail",
