@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +13,8 @@ from typing import Any
 
 import pymysql
 import sqlalchemy as sa
+
+from gql.writes import IN_FLIGHT
 
 from .conftest import Api, Backend
 
@@ -76,13 +79,18 @@ def _mariadb(backend: Backend) -> Any:
 
 def _reading(backend: Backend) -> set[int]:
     """MariaDB: the connections whose statement reads event_run_log now."""
+    return _statements(backend, "%FROM event_run_log%")
+
+
+def _statements(backend: Backend, like: str) -> set[int]:
+    """MariaDB: the connections whose statement now is `like` (a LIKE pattern)."""
     conn = _mariadb(backend)
     try:
         with conn.cursor() as cur:
             cur.execute(
                 "SELECT ID FROM information_schema.PROCESSLIST "
                 "WHERE DB = DATABASE() AND INFO LIKE %s AND ID <> CONNECTION_ID()",
-                ("%FROM event_run_log%",),
+                (like,),
             )
             return {row[0] for row in cur.fetchall()}
     finally:
@@ -203,3 +211,53 @@ def test_a_long_poll_whose_client_leaves_frees_its_place(make_api: Any) -> None:
     assert api.write(7, "note", {"text": "second"}) is True
     waiting.join(DEADLINE)
     assert [node["detail"]["text"] for node in answered[0]["runLog"]["nodes"]] == ["second"]
+
+
+WRITE = 'mutation W($text: String!) { writeRunLog(runId: 8, kind: "note", detail: {text: $text}) }'
+
+
+@contextmanager
+def _held_writes(backend: Backend) -> Iterator[None]:
+    """Writes to event_run_log wait while the block runs: the table is locked (MariaDB) or held
+    by another writer's transaction (SQLite)."""
+    if backend.name == "mariadb":
+        locker = _mariadb(backend)
+        with locker.cursor() as cur:
+            cur.execute("LOCK TABLES event_run_log WRITE")
+        try:
+            yield
+        finally:
+            with locker.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+            locker.close()
+        return
+    holder = sqlite3.connect(sa.make_url(backend.url).database or "", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_a_write_whose_client_leaves_is_stored_all_the_same(make_api: Any, tables: Backend) -> None:
+    api = make_api(write_timeout=60)
+    writer = api.client.app_state["writer"]
+    at_database = 1 if tables.name == "sqlite" else IN_FLIGHT  # batches at the database at once
+    with _held_writes(tables):
+        # Lines that wait at the database, so the next one waits in the writer's queue.
+        waiting = [_Client(api, WRITE, {"text": f"waits {n}"}) for n in range(at_database)]
+        _wait_for("at the database", lambda: writer.lines_waiting() == 0)
+        if tables.name == "mariadb":
+            _wait_for(
+                "inserting", lambda: len(_statements(tables, "%INSERT INTO event_run_log%")) == IN_FLIGHT
+            )
+        client = _Client(api, WRITE, {"text": "left behind"})
+        _wait_for("queued", lambda: writer.lines_waiting() == 1)
+        client.leave()
+        assert client.sent == []  # no one to answer
+    # The runner's line is kept: stored once the table is free, not dropped with its client.
+    for stays in waiting:
+        stays.answered.result(DEADLINE)
+    texts = "SELECT detail FROM event_run_log WHERE run_id = 8"
+    _wait_for("stored", lambda: any("left behind" in detail for (detail,) in tables.rows(texts)))
