@@ -827,7 +827,7 @@ def test_a_pooled_connection_is_replaced_after_the_pool_recycle_time(mariadb: Ba
                     return int((await conn.execute(sa.text("SELECT CONNECTION_ID()"))).scalar_one())
 
             first, again = await one(), await one()
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(1.5)  # time past the recycle time is what the promise is about
             return first, again, await one()
         finally:
             await engine.dispose()
