@@ -153,7 +153,7 @@ def test_each_waiting_line_is_answered_at_its_own_deadline_in_their_order() -> N
                 answered.append(f"{name}: {exc}")
 
         late = asyncio.ensure_future(write("late", 0.4))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # not a wait: one turn of the loop, so "late" is queued first
         await asyncio.gather(late, write("soon", 0.1), write("between", 0.2))
         return answered
 
