@@ -29,7 +29,6 @@ from .auth import Action, Policy
 from .body_limit import BodyLimit
 from .db import create_engine, init_db, pool_state
 from .engine import NOT_RUN, DocumentCache
-from .folder import Folder
 from .hold_metrics import HoldSeries, thresholds
 from .limits import (
     query_limits,
@@ -67,8 +66,6 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
             for made in {engine, write_engine}:
                 pool_state(made).spans = tracing.instrument_engine(made, traced)
         sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
-        # The readers' pool: no write waits on a fold. None when RUNLOG_FOLD_INTERVAL is off.
-        folder = Folder.from_settings(engine, settings) if settings.fold_interval is not None else None
         watcher = Watcher(engine, settings)
         tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         replica = Replica.from_settings(engine, settings)
@@ -81,7 +78,6 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
             "admissions": Admissions.from_settings(settings),
             "writer": writer,
             "sweeper": sweeper,
-            "folder": folder,
             "watcher": watcher,
             "tails": tails,
             "replica": replica,
@@ -105,8 +101,6 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
                 await health.problem(engine, settings)
             if sweeper is not None:
                 sweeper.start()
-            if folder is not None:
-                folder.start()
             watcher.start()
             if replica is not None:
                 await replica.check()
@@ -126,8 +120,6 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
                 await replica.stop()
             if sweeper is not None:
                 await sweeper.stop()
-            if folder is not None:
-                await folder.stop()
             await engine.dispose()
             await write_engine.dispose()
 

@@ -24,8 +24,8 @@ __all__ = [
 def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
     """The graphql-core schema Strawberry built (`Schema._schema`), which has no public accessor.
 
-    Without it `execute`, `validate`, the write and page plans and `run_prepared` have no
-    schema to run against.
+    Without it the page plans, `RunLogSchema.root_labels` and the start-up check of known
+    documents have no schema to run against.
     """
     return schema._schema
 
