@@ -30,13 +30,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..db import SQLITE_AT_ORDER, event_run_log
+from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps
+from ..step_state import STEP_KINDS
 from .connections import read_rows
 from .rows import mariadb_lines, sqlite_lines
 from .statements import as_compared, line_columns
 from .values import LINE_ID_MAX, Line
 
-_l = event_run_log
+_l, _s = event_run_log, event_run_log_steps
 # Written at a run's, a phase's or a cleanup group's moments, a few each: read whole.
 MARKS = (
     "run.status",
@@ -47,8 +48,7 @@ MARKS = (
     "cleanup.failed",
     "cleanup.reverted",
 )
-STEP_OPENERS = ("step.parked", "step.retry", "step.refused")
-STEP_KINDS = (*STEP_OPENERS, "step.status")
+STEP_OPENERS = STEP_KINDS[:3]  # the step kinds that open a hold
 TAIL = 4  # a hold's newest lines kept as evidence, beside its oldest
 EVALUATIONS = 20  # a gate's evaluations read for their facts; more are counted
 # Parts per statement: SQLite allows 500 terms in a compound SELECT.
@@ -151,6 +151,11 @@ def _later_step_line(
     return or_(*found)
 
 
+def _newest_steps(run: Any) -> Select[Any]:
+    """Each step's newest step line (event_run_log_steps, kept by triggers: gql/step_state.py)."""
+    return select(_l).select_from(_s.join(_l, _l.c.id == _s.c.id)).where(_s.c.run_id == run)
+
+
 def _newest_per_step(run: Any, kinds: Sequence[str], sqlite: bool) -> Select[Any]:
     """Each step's newest line of each of `kinds` (ties in `at` all come): a group per (kind, step),
     which MariaDB reads by skipping along the index, never line by line."""
@@ -238,9 +243,8 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         at = _ordered(o, sqlite)
         parts.append(part(2, blocked.order_by(at, o.c.id).limit(1)))
         parts.append(part(2, blocked.order_by(at.desc(), o.c.id.desc()).limit(TAIL)))
-        # Each step's newest step line, where it opens a hold: an opener no step line of it follows.
-        later = _later_step_line(e, o, run, e.c.step_id == o.c.step_id, STEP_KINDS, sqlite)
-        parts.append(part(3, _newest_per_step(run, STEP_OPENERS, sqlite).where(~later)))
+        # Each step's newest step line, where it opens a hold: event_run_log_steps' rows of an opener.
+        parts.append(part(3, _newest_steps(run).where(_s.c.kind.in_(STEP_OPENERS))))
         no_step = (
             select(o)
             .where(o.c.run_id == run, o.c.kind.in_(STEP_KINDS), o.c.step_id.is_(None))
@@ -254,7 +258,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
 async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
     """Each step's newest step line and newest `step.retry`, into `found`'s runs (for their phases).
 
-    Reads every step line of the runs: asked only when a run's phases are.
+    Reads a row per step, and every `step.retry`'s group: asked only when a run's phases are.
     """
     sqlite = engine.dialect.name == "sqlite"
     for run_id in sorted(found):
@@ -274,23 +278,17 @@ async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
 def _steps_statement(sqlite: bool) -> CompoundSelect[Any]:
     run = bindparam("r0", type_=Integer())
     parts = []
-    for number, kinds in enumerate((STEP_KINDS, ("step.retry",))):
+    for number, query in enumerate((_newest_steps(run), _newest_per_step(run, ("step.retry",), sqlite))):
         columns = [literal_column(str(number)).label("part"), *line_columns(sqlite)]
-        parts.append(_part(sqlite, _newest_per_step(run, kinds, sqlite).with_only_columns(*columns)))
+        parts.append(_part(sqlite, query.with_only_columns(*columns)))
     return union_all(*parts)
 
 
-# Of some steps of a run, those with a step line: a seek per (kind, step) on the index by kind and step.
-_SAID = _by(
-    select(_l.c.step_id)
-    .where(
-        _l.c.run_id == bindparam("r0", type_=Integer()),
-        _l.c.kind.in_(STEP_KINDS),
-        _l.c.step_id.in_(bindparam("steps", expanding=True)),
-    )
-    .distinct(),
-    _l,
-    "ix_event_run_log_run_kind_step_at",
+# Of some steps of a run, those with a step line: a seek each in event_run_log_steps.
+_SAID = select(_s.c.step_id).where(
+    _s.c.run_id == bindparam("r0", type_=Integer()),
+    _s.c.id.is_not(None),
+    _s.c.step_id.in_(bindparam("steps", expanding=True)),
 )
 
 
