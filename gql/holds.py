@@ -289,11 +289,21 @@ def derive(
     latest = _latest_entered(told.lines.marks)
     return State(
         holds=holds,
-        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, silent),
+        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, _in_order(silent, told)),
         phases=phases,
         latest_phase=latest,
         last_line_at=None if told.lines.newest is None else told.lines.newest.at,
     )
+
+
+def _in_order(silent: frozenset[str], told: Planned) -> list[str]:
+    """`silent` as its phase lists its steps: in the order a `phase.entered` first named them."""
+    named: dict[str, int] = {}
+    for line in told.lines.marks if silent else ():
+        if line.kind == _ENTERED and line.phase is not None:
+            for step_id in (told.values(line) or {}).get("step_ids") or ():
+                named.setdefault(str(step_id), len(named))
+    return sorted((step for step in silent if step in named), key=named.__getitem__)
 
 
 def _same_subject(reason: HoldReason, line: Line, subject: Any, told: Planned) -> bool:
@@ -443,7 +453,7 @@ def _headline(
     holds: list[Hold],
     phases: list[Phase],
     latest: int | None,
-    silent_steps: frozenset[str],
+    silent: list[str],
 ) -> str:
     """The one sentence that answers "why isn't it moving?"; it never guesses."""
     if run is not None and is_terminal(run.status):
@@ -472,7 +482,6 @@ def _headline(
         waiting = f"Phase {later[0]} cannot start: phase {current.phase} has not completed;"
     else:
         waiting = f"Phase {current.phase} has not completed, so the next phase cannot start:"
-    silent = [step_id for step_id in current.steps if step_id in silent_steps]
     quiet = ""
     if silent:
         which = f"step {silent[0]} has" if len(silent) == 1 else f"steps {', '.join(silent)} have"

@@ -59,7 +59,7 @@ def phases(
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps.
 
     `marks`: the run's phase lines, oldest first; `newest_steps`: each step's newest step line (None:
-    not read); `retries`: each step's newest `step.retry`. A step is described under the phase of its
+    not read, and the phases have no steps); `retries`: each step's newest `step.retry`. A step is described under the phase of its
     newest step line, or, with none, under the phase whose `phase.entered` names it.
     """
     phases: dict[int, Phase] = {}
@@ -76,9 +76,11 @@ def phases(
         if mark is None or line.phase is None:
             continue
         setattr(phase_of(line.phase), mark, line.at)
-        if line.kind == _ENTERED:
+        if line.kind == _ENTERED and newest_steps is not None:
             for step_id in (values_of(line) or {}).get("step_ids") or []:
                 named[str(step_id)] = line.phase
+    if newest_steps is None:  # the steps were not read: the phases' moments alone
+        return [phases[number] for number in sorted(phases)]
     newest = {str(line.step_id): line for line in newest_steps or () if line.step_id is not None}
     for step_id, number in named.items():
         if step_id not in newest:
