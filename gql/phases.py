@@ -59,8 +59,9 @@ def phases(
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps.
 
     `marks`: the run's phase lines, oldest first; `newest_steps`: each step's newest step line (None:
-    not read, and the phases have no steps); `retries`: each step's newest `step.retry`. A step is described under the phase of its
-    newest step line, or, with none, under the phase whose `phase.entered` names it.
+    not read, and the phases have no steps); `retries`: each step's newest `step.retry`. A step is
+    described under the phase of its newest step line, or, with none, under the phase whose
+    `phase.entered` names it.
     """
     phases: dict[int, Phase] = {}
 
