@@ -136,18 +136,21 @@ def _by(query: Select[Any], table: Any, index: str) -> Select[Any]:
 
 
 def _later_step_line(
-    e: Any, o: Any, run: Any, same_step: ColumnElement[bool], kinds: Sequence[str], sqlite: bool
+    e: Any, o: Any, run: Any, same_step: ColumnElement[bool], kinds: Sequence[str], none: bool, sqlite: bool
 ) -> ColumnElement[bool]:
-    """Whether a step line of `kinds` about the same step comes after `o`'s line: a seek per kind.
+    """Whether a step line of `kinds` about the same step comes after `o`'s line.
 
-    One EXISTS per kind, each with its kind a constant: MariaDB seeks an IN list with a column of
-    the outer query only by its first values.
+    Of a step: one range of its lines after `o`'s, on the index by step (a query block each costs
+    MariaDB's optimizer more than the range). Of the lines with no step (`none`), which a run's
+    other lines share: a seek per kind, each with its kind a constant (MariaDB seeks an IN list
+    with a column of the outer query only by its first values).
     """
     found = []
-    for kind in kinds:
+    for of in [kinds] if not none else [[kind] for kind in kinds]:
         query: Select[Any] = select(literal_column("1")).select_from(e)
-        query = query.where(e.c.run_id == run, e.c.kind == kind, same_step, _newer(e, o, sqlite))
-        found.append(_by(query, e, "ix_event_run_log_run_kind_step_at").exists())
+        query = query.where(e.c.run_id == run, e.c.kind.in_(of), same_step, _newer(e, o, sqlite))
+        index = "ix_event_run_log_run_kind_step_at" if none else "ix_event_run_log_run_step_at"
+        found.append(_by(query, e, index).exists())
     return or_(*found)
 
 
@@ -396,7 +399,7 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
     else:
         step: Any = bindparam(f"s{j}")
         same_step, its_step = e.c.step_id == step, o.c.step_id == step
-    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != kind], sqlite)
+    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != kind], none, sqlite)
     query = _by(
         select(o).where(o.c.run_id == run, o.c.kind == kind, its_step, ~others),
         o,
