@@ -344,22 +344,17 @@ async def read_trails(
 ) -> tuple[dict[Trail, list[Line]], dict[Evaluations, tuple[list[Line], int]]]:
     """Each trail's lines (its oldest and up to TAIL newest, oldest first); each gate's evaluations.
 
-    A gate's: up to EVALUATIONS newest, oldest first, and how many there are in all.
+    A gate's: up to EVALUATIONS newest, oldest first, and how many there are in all. A trail's
+    TAIL + 1 newest are read first; its oldest, in a second statement, only when there are more.
     """
     sqlite = engine.dialect.name == "sqlite"
-    asked: list[Trail | Evaluations] = [*trails, *evaluations]
-    lines: dict[Any, list[Line]] = {ask: [] for ask in asked}
-    per = PARTS_PER_STATEMENT // 2
-    for start in range(0, len(asked), per):
-        chunk = asked[start : start + per]
-        values: dict[str, Any] = {}
-        shapes = tuple(_bind(j, ask, values, sqlite) for j, ask in enumerate(chunk))
-        rows = await read_rows(engine, _trails_statement(sqlite, shapes), values)
-        for index, line in zip(
-            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
-        ):
-            if line not in lines[chunk[index]]:
-                lines[chunk[index]].append(line)
+    lines = await _read_asked(engine, sqlite, [*trails, *evaluations], oldest=False)
+    longer = [trail for trail in trails if len(lines[trail]) > TAIL]
+    if longer:  # a run of more lines than the evidence shows: its oldest too
+        oldest = await _read_asked(engine, sqlite, longer, oldest=True)
+        for trail in longer:
+            newest = sorted(lines[trail], key=_position)[-TAIL:]
+            lines[trail] = [*(line for line in oldest[trail] if line not in newest), *newest]
     counted: dict[Evaluations, tuple[list[Line], int]] = {}
     for ask in evaluations:
         read = sorted(lines[ask], key=_position)
@@ -371,13 +366,32 @@ async def read_trails(
     return {trail: sorted(lines[trail], key=_position) for trail in trails}, counted
 
 
+async def _read_asked(
+    engine: AsyncEngine, sqlite: bool, asked: Sequence[Trail | Evaluations], *, oldest: bool
+) -> dict[Any, list[Line]]:
+    """The lines of each of `asked` (`oldest`: each trail's oldest alone), a statement per few hundred."""
+    lines: dict[Any, list[Line]] = {ask: [] for ask in asked}
+    for start in range(0, len(asked), PARTS_PER_STATEMENT):
+        chunk = asked[start : start + PARTS_PER_STATEMENT]
+        values: dict[str, Any] = {}
+        shapes = tuple(_bind(j, ask, values, sqlite, oldest=oldest) for j, ask in enumerate(chunk))
+        rows = await read_rows(engine, _trails_statement(sqlite, shapes), values)
+        for index, line in zip(
+            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
+        ):
+            lines[chunk[index]].append(line)
+    return lines
+
+
 # What a trail's or a gate's statement depends on besides its bound values: the statement of a
 # set of them is made once (functools.cache), as its shape recurs from request to request.
 Shape = tuple[str, str | None, bool, bool | None]  # what, a trail's kind, no step/phase, `after` as text
 
 
-def _bind(j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool) -> Shape:
-    """Bind `ask`'s values as part `j`'s, and say its shape."""
+def _bind(
+    j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool, *, oldest: bool = False
+) -> Shape:
+    """Bind `ask`'s values as part `j`'s, and say its shape (`oldest`: a trail's oldest line alone)."""
     values[f"r{j}"] = ask.run_id
     text = None if ask.after is None else _bind_after(values, f"a{j}", ask.after, sqlite)
     if isinstance(ask, Evaluations):
@@ -386,7 +400,7 @@ def _bind(j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool
         return ("evaluations", None, ask.phase is None, text)
     if ask.step_id is not None:
         values[f"s{j}"] = ask.step_id
-    return ("trail", ask.kind, ask.step_id is None, text)
+    return ("oldest" if oldest else "trail", ask.kind, ask.step_id is None, text)
 
 
 @functools.lru_cache(maxsize=256)
@@ -420,12 +434,10 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
     )
     if text is not None:
         query = query.where(_after(o, f"a{j}", text, sqlite))
-    oldest = query.order_by(at, o.c.id).limit(1)
-    newest = query.order_by(at.desc(), o.c.id.desc()).limit(TAIL)
-    return (
-        _part(sqlite, oldest.with_only_columns(*columns)),
-        _part(sqlite, newest.with_only_columns(*columns)),
-    )
+    if what == "oldest":
+        return (_part(sqlite, query.order_by(at, o.c.id).limit(1).with_only_columns(*columns)),)
+    newest = query.order_by(at.desc(), o.c.id.desc()).limit(TAIL + 1)
+    return (_part(sqlite, newest.with_only_columns(*columns)),)
 
 
 async def _count_evaluations(engine: AsyncEngine, ask: Evaluations, sqlite: bool) -> int:
