@@ -17,7 +17,7 @@ from typing import Any
 
 from .detail_codec import read_values
 from .kinds import TERMINAL_STATUSES, Kind
-from .phases import Phase
+from .phases import Phase, named_steps
 from .phases import phases as read_phases
 from .phrasing import as_time, cap_words, excerpt, how_long, iso
 from .store import Evaluations, HoldLines, Line, Run, Trail
@@ -289,36 +289,28 @@ def derive(
     latest = _latest_entered(told.lines.marks)
     return State(
         holds=holds,
-        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, _in_order(silent, told)),
+        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, _listed(silent, told)),
         phases=phases,
         latest_phase=latest,
         last_line_at=None if told.lines.newest is None else told.lines.newest.at,
     )
 
 
-def _in_order(silent: frozenset[str], told: Planned) -> list[str]:
-    """`silent` as its phase lists its steps: in the order a `phase.entered` first named them."""
-    named: dict[str, int] = {}
-    for line in told.lines.marks if silent else ():
-        if line.kind == _ENTERED and line.phase is not None:
-            for step_id in (told.values(line) or {}).get("step_ids") or ():
-                named.setdefault(str(step_id), len(named))
-    return sorted((step for step in silent if step in named), key=named.__getitem__)
+def _listed(silent: frozenset[str], told: Planned) -> list[str]:
+    order = list(named_steps(told.lines.marks, told.values)) if silent else []  # as its phase lists them
+    return sorted((step for step in silent if step in order), key=order.index)
 
 
 def _same_subject(reason: HoldReason, line: Line, subject: Any, told: Planned) -> bool:
     """Whether an unsure line is about the hold's own subject (then it ended it, or it is not unsure)."""
     if reason in STEP_HOLDS:
         return subject is None and line.step_id is None and line.kind.startswith("step.")
-    if reason is HoldReason.WAITING_AT_GATE:
-        return subject is None
     return subject is None
 
 
 def _latest_entered(marks: Sequence[Line]) -> int | None:
     """The phase of the newest `phase.entered`: None before the first, or when that line names none."""
-    entered = [line for line in marks if line.kind == _ENTERED]
-    return entered[-1].phase if entered else None
+    return next((line.phase for line in reversed(marks) if line.kind == _ENTERED), None)
 
 
 def _evidence(lines: list[Line]) -> list[Line]:
@@ -491,8 +483,7 @@ def _headline(
 
 def _told(holds: list[Hold]) -> str:
     more = len(holds) - 1
-    tail = "" if not more else f" And {more} more hold{'s' * (more > 1)}."
-    return holds[0].sentence + tail
+    return holds[0].sentence + (f" And {more} more hold{'s' * (more > 1)}." if more else "")
 
 
 def rules_table() -> str:

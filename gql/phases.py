@@ -71,17 +71,13 @@ def phases(
             found = phases[number] = Phase(number)
         return found
 
-    named: dict[str, int] = {}
     for line in marks:
         mark = _PHASE_MARKS.get(line.kind)
-        if mark is None or line.phase is None:
-            continue
-        setattr(phase_of(line.phase), mark, line.at)
-        if line.kind == _ENTERED and newest_steps is not None:
-            for step_id in (values_of(line) or {}).get("step_ids") or []:
-                named[str(step_id)] = line.phase
+        if mark is not None and line.phase is not None:
+            setattr(phase_of(line.phase), mark, line.at)
     if newest_steps is None:  # the steps were not read: the phases' moments alone
         return [phases[number] for number in sorted(phases)]
+    named = named_steps(marks, values_of)
     newest = {str(line.step_id): line for line in newest_steps or () if line.step_id is not None}
     for step_id, number in named.items():
         if step_id not in newest:
@@ -106,6 +102,16 @@ def phases(
         )
         phase.steps = {step.step_id: step for step in listed}
     return [phases[number] for number in sorted(phases)]
+
+
+def named_steps(marks: Sequence[Line], values_of: Callable[[Line], dict[str, Any] | None]) -> dict[str, int]:
+    """Each step a `phase.entered` of `marks` names, in the order first named: the phase of the last."""
+    named: dict[str, int] = {}
+    for line in marks:
+        if line.kind == _ENTERED and line.phase is not None:
+            for step_id in (values_of(line) or {}).get("step_ids") or []:
+                named[str(step_id)] = line.phase
+    return named
 
 
 def _id(step: Step) -> tuple[int, str]:
