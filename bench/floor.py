@@ -8,11 +8,13 @@ as the service and does the work of answering them, and nothing else:
   parsed and shaped into its type's fields, and, when the page names any
   blocking run and the request selects `blockingRun`, one more round trip for
   all of them;
-- a write (`writeRunLog`): one autocommit INSERT.
+- a write (`writeRunLog`): the line and its words (`gql.store.words_of`) in one
+  transaction, as the service keeps them: BEGIN, the INSERT ... RETURNING, the
+  words' INSERT, COMMIT.
 
 With `--driver physical` (the default) it talks to MariaDB with aiomysql
 directly, on a pool of autocommit connections (no ping on checkout, no
-rollback on return, no separate COMMIT), and writes the body with orjson.
+rollback on return), and writes the body with orjson.
 With `--driver sqlalchemy` the same endpoint goes through the service's own
 engine (`gql.db.create_engine`: pre-ping, rollback on return, a transaction
 per write): the difference between the two is what the engine costs.
@@ -75,6 +77,7 @@ from gql.compat.uvicorn import HTTPProtocolBase
 from gql.kinds import TERMINAL_STATUSES, Kind
 from gql.server import no_delay
 from gql.settings import Settings
+from gql.store import words_of
 
 SCHEMA = Path(__file__).resolve().parent.parent / "schema.graphql"
 _TYPENAME = {kind.value: "".join(p.title() for p in kind.value.split(".")) + "Detail" for kind in Kind}
@@ -89,7 +92,9 @@ _AFTER = " AND at <= %s AND (at < %s OR at = %s AND id < %s)"
 _RUNS = "SELECT id, status, ended_at, updated_at FROM event_runs WHERE id IN ({})"
 _INSERT = (
     "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) VALUES (%s, %s, %s, %s, %s, %s)"
+    " RETURNING id, at"
 )
+_WORDS = "INSERT INTO event_run_log_words (run_id, line_at, id, words) VALUES (%s, %s, %s, %s)"
 
 
 # ── the database, two ways ───────────────────────────────────────────────────
@@ -148,8 +153,13 @@ class Physical:
         return await self._fetch(_RUNS.format(", ".join(["%s"] * len(ids))), ids)
 
     async def insert(self, row: tuple[Any, ...]) -> None:
-        async with self.pool.acquire() as conn, conn.cursor() as cur:
-            await cur.execute(_INSERT, row)
+        async with self.pool.acquire() as conn:
+            await conn.begin()
+            async with conn.cursor() as cur:
+                await cur.execute(_INSERT, row)
+                [(line_id, at)] = await cur.fetchall()
+                await cur.execute(_WORDS, (row[0], at, line_id, words_of(row[4])))
+            await conn.commit()
 
     async def close(self) -> None:
         self.pool.close()
@@ -182,11 +192,14 @@ class Engine:
     async def insert(self, row: tuple[Any, ...]) -> None:
         from sqlalchemy import insert
 
-        from gql.db import event_run_log
+        from gql.db import event_run_log, event_run_log_words
 
         names = ("run_id", "step_id", "kind", "phase", "detail", "at")
+        line = insert(event_run_log).values(dict(zip(names, row, strict=True)))
         async with self.engine.begin() as conn:
-            await conn.execute(insert(event_run_log).values(dict(zip(names, row, strict=True))))
+            line_id, at = (await conn.execute(line.returning(event_run_log.c.id, event_run_log.c.at))).one()
+            words = {"run_id": row[0], "line_at": at, "id": line_id, "words": words_of(row[4])}
+            await conn.execute(insert(event_run_log_words).values(words))
 
     async def close(self) -> None:
         await self.engine.dispose()

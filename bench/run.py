@@ -16,8 +16,8 @@ serve` runs it (one worker unless the case says otherwise):
 - the service (`python -m gql serve`);
 - the floor (`bench/floor.py`): a plain Starlette endpoint taking the same
   request bytes, answering with aiomysql round trips straight to MariaDB (one
-  for a page, one more for its blocking runs; one autocommit INSERT for a
-  write) and orjson, in the same JSON shape;
+  for a page, one more for its blocking runs; for a write, one transaction
+  with the line and its words) and orjson, in the same JSON shape;
 - the SQLAlchemy floor: the same endpoint through the service's engine
   (pre-ping on checkout, rollback on return, a transaction per write), to
   show what the engine costs.

@@ -5,12 +5,11 @@ Fills a scratch database with one run of `--lines` lines (`note` and `run.status
 requests through the app in this process, each `--rounds` times (median and
 most, in ms):
 
-- the folder (RUNLOG_FOLD_INTERVAL, its default): how long it takes to keep
-  every line's words, and a write's time while it works and after;
-- the first search once the folder caught up, with the default read timeout;
-- the first search ever with the folder off, when no line's words are kept yet
-  (it folds and keeps every line it reads: the one-off cost of lines written
-  before migration 0008), the words table emptied first;
+- `python -m gql fold-words` (in process, `data.fold_words`): the upgrade step that keeps the
+  words of the lines filled by hand (INSERT ... SELECT, as lines from before migration 0008);
+- a write through the API, which keeps its line's words in its transaction, and a search
+  that finds the line just written;
+- the run's first search, with the default read timeout;
 - a search for a word few lines hold, and for one no line holds (both read the
   whole run), for one every line holds (the page fills at once);
 - kindCounts under the rare search;
@@ -31,7 +30,7 @@ from starlette.testclient import TestClient
 from gql.app import create_app
 from gql.settings import Settings
 
-from .data import bench_database
+from .data import bench_database, fold_words
 from .mariadb import MARIADB_URL, connect
 
 RUN = 1
@@ -94,31 +93,6 @@ def _sql_ms(database: str, sql: str, rounds: int) -> tuple[list[float], int]:
     return took, found
 
 
-def _folded(client: TestClient, database: str, rounds: int) -> None:
-    """Wait for the folder to keep every line's words, writing a line a second meanwhile; say how long."""
-    started = time.perf_counter()
-    busy: list[float] = []
-    left = "SELECT (SELECT COUNT(*) FROM event_run_log) - (SELECT COUNT(*) FROM event_run_log_words)"
-    while _sql_value(database, left):
-        took, _ = _timed(client, WRITE, {"runId": RUN + 1, "text": f"while folding {len(busy)}"}, 1)
-        busy += took
-        time.sleep(1)
-    print(f"the folder kept every line's words in {time.perf_counter() - started:.1f} s", flush=True)
-    if busy:
-        _say("a write while the folder works", busy, f"{len(busy)} writes")
-    idle, _ = _timed(client, WRITE, {"runId": RUN + 1, "text": "after folding"}, max(rounds, 10))
-    _say("a write after it caught up", idle, "")
-
-
-def _sql_value(database: str, sql: str) -> Any:
-    conn = connect(database)
-    with conn.cursor() as cur:
-        cur.execute(sql)
-        [(value,)] = cur.fetchall()
-    conn.close()
-    return value
-
-
 def _say(label: str, took: list[float], note: str) -> None:
     median = statistics.median(took)
     print(f"{label:<58} median {median:8.1f} ms  most {max(took):8.1f} ms  {note}", flush=True)
@@ -134,17 +108,19 @@ def main() -> None:
         _fill(database, args.lines)
         took = time.perf_counter() - started
         print(f"filled {args.lines:,} lines of run {RUN} in {took:.1f} s", flush=True)
+        started = time.perf_counter()
+        folded = fold_words(database)
+        print(f"fold-words kept {folded:,} lines' words in {time.perf_counter() - started:.1f} s", flush=True)
         url = MARIADB_URL.set(database=database).render_as_string(hide_password=False)
         with TestClient(create_app(Settings(database_url=url))) as client:
-            _folded(client, database, args.rounds)
             first, page = _timed(client, QUERY, {"runId": RUN, "search": "zanzibar", "limit": 50}, 1)
-            _say("first search, the folder caught up", first, f"{len(page['nodes'])} lines")
-        _sql_ms(database, "TRUNCATE TABLE event_run_log_words", 1)
-        # With no folder, the first search keeps the words of every line it reads: given the time.
-        settings = Settings(database_url=url, read_timeout=600.0, fold_interval=None)
-        with TestClient(create_app(settings)) as client:
-            first, page = _timed(client, QUERY, {"runId": RUN, "search": "zanzibar", "limit": 50}, 1)
-            _say("first search, no words kept (folds every line)", first, f"{len(page['nodes'])} lines")
+            _say("first search of the run", first, f"{len(page['nodes'])} lines")
+            wrote = [
+                _timed(client, WRITE, {"runId": RUN, "text": f"Kilimanjaro {n}"}, 1)[0][0] for n in range(20)
+            ]
+            _say("a write (its line and words in one transaction)", wrote, "20 writes")
+            took, page = _timed(client, QUERY, {"runId": RUN, "search": "kilimanjaro 19", "limit": 50}, 1)
+            _say("a search for the line just written", took, f"{len(page['nodes'])} lines")
             for label, search in (
                 ("a word 10 lines hold", "ZANZIBAR"),
                 ("a word no line holds", "timbuktu"),

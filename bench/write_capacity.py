@@ -4,9 +4,9 @@
         [--code DIR]   # serve the `gql` package found in DIR (an older tree) instead of this one
 
 Creates a scratch database on RUNLOG_BENCH_MARIADB_URL, fills run 1 with `--lines` lines of
-1 KB details (one INSERT ... SELECT), and starts `python -m gql serve` on it with the default
-settings. Then `--writes` writes, one after another, alone; then the same while `--searches`
-clients search run 1 for a text it does not hold (each reads RUNLOG_MAX_SEARCH_LINES lines) and
+1 KB details (one INSERT ... SELECT, then `python -m gql fold-words`), and starts `python -m gql
+serve` on it with the default settings. Then `--writes` writes, one after another, alone; then
+the same while `--searches` clients search run 1 for a text it does not hold and
 `--exports` clients each open the run's export, read 300 bytes and leave, over and over (a
 refused reader waits as its answer's retryAfter or Retry-After says). Prints
 each phase's write latencies, the writes answered false, `/readyz`'s answers, and what the
@@ -126,6 +126,9 @@ def main() -> None:
                 "TIMESTAMP('2026-11-01') + INTERVAL seq SECOND FROM seq_1_to_1000000 LIMIT %s",
                 (args.lines,),
             )
+        # The lines are stored by hand: their words kept as an upgrade keeps them, for the searches.
+        fold = [sys.executable, "-m", "gql", "fold-words"]
+        subprocess.run(fold, env=env, check=True, capture_output=True, cwd=elsewhere)  # noqa: S603 - as above
         port = free_port()
         log = Path(tempfile.mkstemp(prefix="write-capacity-", suffix=".log")[1])
         with log.open("w") as output:

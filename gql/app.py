@@ -30,7 +30,6 @@ from .body_limit import BodyLimit
 from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
 from .engine import DocumentCaches
-from .folder import Folder
 from .hold_metrics import HoldSeries, thresholds
 from .limits import (
     query_limits,
@@ -74,8 +73,6 @@ def create_app(
             for made in {engine, write_engine}:
                 pool_state(made).spans = tracing.instrument_engine(made, traced)
         sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
-        # The readers' pool: no write waits on a fold. None when RUNLOG_FOLD_INTERVAL is off.
-        folder = Folder.from_settings(engine, settings) if settings.fold_interval is not None else None
         watcher = Watcher(engine, settings)
         tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
         replica = Replica.from_settings(engine, settings)
@@ -88,7 +85,6 @@ def create_app(
             "admissions": Admissions.from_settings(settings),
             "writer": writer,
             "sweeper": sweeper,
-            "folder": folder,
             "watcher": watcher,
             "tails": tails,
             "replica": replica,
@@ -112,8 +108,6 @@ def create_app(
                 await health.problem(engine, settings)
             if sweeper is not None:
                 sweeper.start()
-            if folder is not None:
-                folder.start()
             watcher.start()
             if replica is not None:
                 await replica.check()
@@ -133,8 +127,6 @@ def create_app(
                 await replica.stop()
             if sweeper is not None:
                 await sweeper.stop()
-            if folder is not None:
-                await folder.stop()
             await engine.dispose()
             await write_engine.dispose()
 

@@ -53,7 +53,6 @@ async def read_around(
             "detail": asked.detail,
             "largest_detail": context.settings.max_detail_bytes,
             "filters": filters,
-            "late": tail.late_window(context.settings),
             "max_detail_bytes": share,
         }
         wanted_newer = (size - 1) // 2

@@ -1,7 +1,7 @@
 """The body limit: an ASGI middleware that refuses a request body too big (413) or too slow (408).
 
 A body within the limits is handed on whole: as one message, and while it is answered as
-`scope["state"]["body"]` (`body`).
+`scope["state"]["body"]` (`body`). The request is then served until its client leaves (hangup.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import gc
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .hangup import serve_until_gone
 from .request_id import error_body, request_id, send_json
 
 # A body at least this big is followed by a young-generation collection (view.PREPARED_MAX_BODY).
@@ -71,12 +72,8 @@ class BodyLimit:
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         del chunks
         scope.setdefault("state", {})["body"] = body
-        whole: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
-
-        async def replay() -> Message:
-            return whole.pop() if whole else await receive()
-
-        await self.app(scope, replay, send)
+        whole: Message = {"type": "http.request", "body": body, "more_body": False}
+        await serve_until_gone(self.app, scope, whole, receive, send)
 
     async def _refuse(self, scope: Scope, send: Send, declared: int | None) -> None:
         size = f"{declared} bytes" if declared is not None else "more bytes than that"

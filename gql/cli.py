@@ -47,10 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser("export-schema", help="print the SDL that schema.graphql holds")
     _add_check_schema_parser(commands)
     _add_prune_parser(commands)
-    fold = commands.add_parser(
-        "fold-words", help="keep every line's words for search now, as the folder would"
+    commands.add_parser(
+        "fold-words",
+        help="keep the words search reads of every line stored without them (before migration 0008, or by "
+        "hand): the upgrade step",
     )
-    fold.add_argument("--run", type=int, metavar="RUN_ID", help="only this run's lines")
     export = commands.add_parser(
         "export",
         help="write a run's log to standard output as NDJSON, oldest first (as GET /runs/{id}/log.ndjson)",
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "prune":
         return _prune(settings, args)
     if args.command == "fold-words":
-        return asyncio.run(_fold_words(settings, args.run))
+        return asyncio.run(_fold_words(settings))
     if args.command == "export":
         from .app import create_app
         from .export import export_to
@@ -267,17 +268,13 @@ def _check_schema(against: str | None) -> int:
 # ── prune ────────────────────────────────────────────────────────────────────
 
 
-async def _fold_words(settings: Settings, run_id: int | None) -> int:
+async def _fold_words(settings: Settings) -> int:
     from .db import create_engine
-    from .folder import Folder
+    from .store.words import fold_log
 
     engine = create_engine(settings)
     try:
-        folder = Folder.from_settings(engine, settings)
-        folded = await folder.drain(run_id=run_id, on_batch=lambda n: print(n, end="\r", file=sys.stderr))
-    except (TimeoutError, RuntimeError) as exc:  # the lock, or words the database would not keep
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        folded = await fold_log(engine, on_batch=lambda n: print(n, end="\r", file=sys.stderr))
     finally:
         await engine.dispose()
     print(f"{folded} lines folded: every line's words are kept")

@@ -146,7 +146,7 @@ event_run_log_pruned = Table(
 )
 
 # Ours: the words of each line's detail as a reader finds them (gql/store/words.py), folded,
-# kept by the searches that meet the line first (event_run_log's columns are fixed by contract).
+# written with the line (event_run_log's columns are fixed by contract).
 # Keyed in a page's order, so that a search reads one run's words in one range, joining a line
 # only when its words match. `line_at` is the line's `at` as its reads order it (on SQLite,
 # the normalised text).

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .db import create_engine, event_run_log, event_runs, init_db, transaction
+from .db import create_engine, event_run_log, event_run_log_words, event_runs, init_db, transaction
 from .demo_runs import DEMO_ACTOR, RUN_IDS, DemoRun, build_runs
 from .detail_codec import DetailError, check_detail, dump_detail
 from .kinds import Kind
 from .settings import Settings
+from .store import fold_log
 
 
 class DemoRefused(Exception):
@@ -74,6 +75,7 @@ async def load(
     async with transaction(engine) as conn:
         replaced = await _demo_runs_present(conn, embedded=embedded, replace_any=replace_any)
         await conn.execute(delete(event_run_log).where(event_run_log.c.run_id.in_(RUN_IDS)))
+        await conn.execute(delete(event_run_log_words).where(event_run_log_words.c.run_id.in_(RUN_IDS)))
         await conn.execute(delete(event_runs).where(event_runs.c.id.in_(RUN_IDS)))
         await conn.execute(
             insert(event_runs),
@@ -103,6 +105,7 @@ async def load(
                 for line in sorted(run.lines, key=lambda line: line.at)
             ],
         )
+    await fold_log(engine)  # lines stored with their own `at`, as by hand: folded as fold-words does
     return Loaded(runs=runs, replaced=replaced)
 
 

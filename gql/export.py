@@ -22,7 +22,6 @@ from .admission import Busy
 from .answers import anonymise, json_error, should_mask
 from .filters import FilterError, read_filters
 from .graphiql import with_fragments
-from .hangup import ClientGone, unless_gone
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .limits import DetailBudget
@@ -191,8 +190,8 @@ def route(graphql_app: Any) -> Any:
 class Export:
     """The export's answer: admitted among RUNLOG_MAX_EXPORTS, page by page as the client takes them.
 
-    It ends, its statement with it, as soon as the client leaves, and drops a client that takes
-    nothing for RUNLOG_SEND_TIMEOUT.
+    It ends, its statement with it, as soon as the client leaves (hangup.py), and drops a client
+    that takes nothing for RUNLOG_SEND_TIMEOUT.
     """
 
     def __init__(self, request: Request, pages: AsyncIterator[bytes], context: Any, run_id: str) -> None:
@@ -214,17 +213,10 @@ class Export:
             return
         with running:
             self.context.admissions = None  # its pages are admitted with it, not as searches
-            self.context.receive = None  # the client's leaving is watched here, once
             try:
-                await unless_gone(receive, self._stream(scope, receive, send))
-            except ClientGone:
-                log.info("export of run %s: its client left after %d lines; stopped", self.run_id, self.sent)
-
-    async def _stream(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await self._pages_sent(scope, receive, send)
-        finally:
-            await self.pages.aclose()  # type: ignore[attr-defined]
+                await self._pages_sent(scope, receive, send)
+            finally:
+                await self.pages.aclose()  # type: ignore[attr-defined]
 
     async def _pages_sent(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:

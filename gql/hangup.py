@@ -1,44 +1,65 @@
-"""A request's work ends when its HTTP client hangs up: `unless_gone(receive, work)`.
-
-`receive` is the server's, once the request's body has been read: its next message is the client's
-`http.disconnect`. Cancelling the work cancels its statement (store.connections kills it at the server).
-"""
+"""A request's work ends when its HTTP client hangs up: `serve_until_gone`, called by `BodyLimit`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+import logging
 
-__all__ = ["ClientGone", "unless_gone", "until_gone"]
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-T = TypeVar("T")
+from .request_id import request_id
 
+__all__ = ["serve_until_gone"]
 
-class ClientGone(Exception):
-    """The client hung up before the work was done: the work was cancelled."""
-
-
-async def until_gone(receive: Callable[[], Awaitable[Any]], then: Callable[[], object]) -> None:
-    """Call `then` once the client of an HTTP request whose body was read disconnects."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    then()
+log = logging.getLogger("gql.hangup")
 
 
-async def unless_gone(receive: Callable[[], Awaitable[Any]] | None, work: Coroutine[Any, Any, T]) -> T:
-    """What `work` answers; ClientGone, with `work` cancelled, as soon as the client disconnects."""
-    if receive is None:
-        return await work
-    loop = asyncio.get_running_loop()
-    task = loop.create_task(work)
-    leaving = loop.create_task(until_gone(receive, task.cancel))
+async def serve_until_gone(
+    app: ASGIApp, scope: Scope, request: Message, receive: Receive, send: Send
+) -> None:
+    """Serve `scope`, its body `request` read from `receive`; cancel the work if the client leaves first.
+
+    The server's `receive` is awaited here alone; the app's answers `request`, then
+    `http.disconnect` once the client has gone.
+    """
+    task: asyncio.Task[None] = asyncio.current_task()  # type: ignore[assignment]
+    gone = asyncio.Event()
+    left = False  # the client left before the answer was sent: the work was cancelled
+    complete = False
+    pending = [request]
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def tracked(message: Message) -> None:
+        nonlocal complete
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            complete = True
+        await send(message)
+
+    async def watch() -> None:
+        nonlocal left
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        if not complete:  # once the answer is sent, the server says `http.disconnect` to every receive
+            left = True
+            task.cancel()
+
+    watching = asyncio.get_running_loop().create_task(watch())
     try:
-        return await task
+        await app(scope, replay, tracked)
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if not leaving.done() or (current is not None and current.cancelling()):
-            raise  # cancelled from outside (shutdown), not by the client's leaving
-        raise ClientGone from None
+        if not left or task.uncancel():  # cancelled from outside too (shutdown)
+            raise
+        log.info(
+            "request %s (%s %s): its client left; stopped", request_id(scope), scope["method"], scope["path"]
+        )
+    else:
+        if left:
+            task.uncancel()
     finally:
-        leaving.cancel()
+        watching.cancel()

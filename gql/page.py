@@ -12,7 +12,7 @@ import enum
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, NamedTuple
 
@@ -77,8 +77,6 @@ class Context:
     request_id: str
     # The websocket, on one; None over HTTP, so a reference cycle cannot keep the body alive.
     request: Any = None
-    # The server's `receive` once the body is read: a long poll sees its client leave on it.
-    receive: Callable[[], Awaitable[Any]] | None = None
     sweeper: retention.Sweeper | None = None  # None when retention is off
     arrived: float | None = None  # the event loop's time when the request (or operation) came
     detail_budget: DetailBudget | None = None  # made by the first page that reads details

@@ -119,11 +119,11 @@ async def drain(
 # ── one sweeper at a time ────────────────────────────────────────────────────
 
 
-def lock_name(url: URL, work: str = "sweep") -> str:
-    """The `GET_LOCK` name for `work` (a sweep) on this database (names are server-wide), at most 64 chars."""
-    name = f"runlog.{work}.{url.database or ''}"
+def lock_name(url: URL) -> str:
+    """The sweep's `GET_LOCK` name on this database (names are server-wide), at most 64 chars."""
+    name = f"runlog.sweep.{url.database or ''}"
     if len(name) > 64:
-        name = f"runlog.{work}." + hashlib.sha256(name.encode()).hexdigest()[:40]
+        name = "runlog.sweep." + hashlib.sha256(name.encode()).hexdigest()[:40]
     return name
 
 

@@ -17,7 +17,6 @@ from .around import read_around
 from .auth import Action
 from .detail_codec import read_values
 from .filters import FilterError, read_filters
-from .hangup import ClientGone, unless_gone, until_gone
 from .ids import id_problem, parse_id
 from .kinds import Kind
 from .limits import served_bytes
@@ -166,8 +165,6 @@ async def read_run_log(
             max_detail_bytes=max_detail_bytes,
             largest_detail=context.settings.max_detail_bytes,
             filters=filters,
-            keep=context.engine,
-            late=window,
         )
 
     # Only pages read newest first may read a replica.
@@ -210,13 +207,8 @@ async def read_run_log(
                 return await read(None)
 
         try:
-            # A search stops as soon as its client leaves: it may read for seconds.
-            receive = None if filters.search is None else context.receive
             with _admitted(context, filters.search):
-                page = await unless_gone(receive, page_by_deadline())
-        except ClientGone:
-            log.info("runLog of run %d: request %s: its client left", number, context.request_id)
-            raise ClientError("The client left before the page was read.", "CLIENT_GONE") from None
+                page = await page_by_deadline()
         except Exception as exc:
             if not store.is_unavailable(exc):
                 raise  # a fault of this server: masked, and logged with its stack
@@ -351,9 +343,7 @@ async def _kind_counts(
     """The page's kindCounts: one grouped query, by the page's deadline."""
     try:
         async with asyncio.timeout_at(deadline):
-            counted = await store.count_kinds(
-                context.engine, run_id=run_id, filters=filters, late=tail.late_window(context.settings)
-            )
+            counted = await store.count_kinds(context.engine, run_id=run_id, filters=filters)
     except Exception as exc:
         if not store.is_unavailable(exc):
             raise
@@ -383,8 +373,8 @@ async def _long_poll(
 ) -> tuple[store.Page, datetime.datetime, float, store.PageCursors | None] | None:
     """Wait up to `seconds` for the run's next lines, then read them; None when none came.
 
-    Ends early at shutdown or when the client hangs up; lines held back by the cursor's
-    bound are read again after `settles_in` seconds.
+    Ends early at shutdown, and is cancelled when its client leaves (hangup.py); lines held back
+    by the cursor's bound are read again after `settles_in` seconds.
     """
     watcher = context.watcher
     if watcher is None:
@@ -394,23 +384,16 @@ async def _long_poll(
     try:
         with metrics.long_poll_waiting():  # runlog_long_polls_waiting
             async with watcher.watch(run_id, counted=True) as watch:
-                leaving = None
-                if context.receive is not None:
-                    leaving = loop.create_task(until_gone(context.receive, watch.abandon))
-                try:
-                    while (left := end - loop.time()) > 0:
-                        held_back = 0 < settles_in < left
-                        changed = await watch.changed(settles_in if held_back else left)
-                        if watch.abandoned or (not changed and not held_back):
-                            return None
-                        page, settled, deadline = await read_once()
-                        made = cursors_of(page, settled)
-                        if _delivers(page, made):
-                            return page, settled, deadline, made
-                        settles_in = 0.0 if made is None else made.settles_in
-                finally:
-                    if leaving is not None:
-                        leaving.cancel()
+                while (left := end - loop.time()) > 0:
+                    held_back = 0 < settles_in < left
+                    changed = await watch.changed(settles_in if held_back else left)
+                    if not changed and not held_back:
+                        return None
+                    page, settled, deadline = await read_once()
+                    made = cursors_of(page, settled)
+                    if _delivers(page, made):
+                        return page, settled, deadline, made
+                    settles_in = 0.0 if made is None else made.settles_in
     except tail.TooManyWaits as exc:
         raise ClientError(str(exc), "TOO_MANY_WAITS") from None
     except tail.Closed:

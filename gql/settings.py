@@ -313,14 +313,6 @@ class Settings:
     sweep_interval: float = setting(
         60.0, duration("1s", "7d"), "the wait between two sweeper ticks", shown="`60s`"
     )
-    fold_interval: float | None = setting(
-        1.0,
-        optional_duration("0.01s", "1h"),
-        "the wait between two folder ticks, which keep new lines' words for searches; `off`: only "
-        "searches keep them (see Search's words: the folder)",
-        shown="`1s`",
-    )
-    fold_batch: int = setting(2000, whole(1, 100_000), "lines whose words the folder keeps in one tick")
     wait_interval: float = setting(
         0.5,
         seconds(0.05, 5),

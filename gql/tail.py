@@ -45,15 +45,9 @@ class Watch:
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.closed = False
-        self.abandoned = False
-
-    def abandon(self) -> None:
-        """The waiter's caller is gone: its wait ends now, as if its time were up."""
-        self.abandoned = True
-        self.event.set()
 
     async def changed(self, within: float | None = None) -> bool:
-        """Wait for a change (True) or `within` seconds (False, or abandoned); raise Closed on shutdown."""
+        """Wait for a change (True) or `within` seconds (False); raise Closed on shutdown."""
         try:
             if within is None:
                 await self.event.wait()
@@ -66,7 +60,7 @@ class Watch:
             self.event.clear()
         if self.closed:
             raise Closed
-        return not self.abandoned
+        return True
 
 
 class Watcher:
@@ -232,7 +226,6 @@ async def tail_lines(
                         max_detail_bytes=CATCH_UP_BYTES,
                         largest_detail=settings.max_detail_bytes,
                         filters=filters,
-                        late=window,
                     )
                 made = store.cursors_of(page, before=cursor, settled=settled, scope=scope)
                 if made.texts and behind is not None and most_catch_up is not None:

@@ -341,7 +341,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
             caller=self.policy.identify(request.headers.get("authorization")),
             request_id=state["request_id"],  # given by the RequestId middleware
             request=request if websocket else None,
-            receive=None if websocket else request.receive,
             sweeper=state["sweeper"],
             arrived=asyncio.get_running_loop().time(),
             watcher=state["watcher"],

@@ -228,7 +228,7 @@ class Writer:
         self.queues: dict[asyncio.AbstractEventLoop, _Queue] = {}
         self.capacity: Any = _UNKNOWN  # what the detail column holds, once looked up
         self.keyed_writes = 0
-        self.sweeps: set[asyncio.Task[None]] = set()
+        self.background: set[asyncio.Task[Any]] = set()  # writes whose client left, key sweeps
 
     async def write_run_log(
         self,
@@ -247,9 +247,32 @@ class Writer:
 
         The deadline runs from `arrived` (loop time), so that the writes of one mutation share it.
         """
+        loop = asyncio.get_running_loop()
+        deadline = (loop.time() if arrived is None else arrived) + self.settings.write_timeout
+        # A line is the runner's record: it is stored (or refused, and logged) by its deadline
+        # even when its client leaves (hangup.py cancels the request), never dropped unsaid.
+        answered = loop.create_task(
+            self._answer(
+                may_write, request_id, deadline, run_id, kind, step_id, phase, detail, idempotency_key
+            )
+        )
+        self.background.add(answered)
+        answered.add_done_callback(self.background.discard)
+        return await asyncio.shield(answered)
+
+    async def _answer(
+        self,
+        may_write: bool,
+        request_id: str,
+        deadline: float,
+        run_id: Any,
+        kind: str,
+        step_id: Any,
+        phase: int | None,
+        detail: Any,
+        idempotency_key: str | None,
+    ) -> str | None:
         settings = self.settings
-        start = asyncio.get_running_loop().time() if arrived is None else arrived
-        deadline = start + settings.write_timeout
         try:
             problem = await self._write(
                 may_write, deadline, run_id, kind, step_id, phase, detail, idempotency_key
@@ -374,8 +397,8 @@ class Writer:
         self.keyed_writes += 1
         if self.keyed_writes % KEY_SWEEP_EVERY == 0:
             task = asyncio.get_running_loop().create_task(_forget_keys(self.engine))
-            self.sweeps.add(task)
-            task.add_done_callback(self.sweeps.discard)
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
 
     def lines_waiting(self) -> int:
         """The lines this writer's queues hold now, on every event loop."""

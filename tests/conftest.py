@@ -33,9 +33,10 @@ import sqlalchemy as sa
 from starlette.testclient import TestClient
 
 from gql.app import create_app
-from gql.db import metadata
+from gql.db import create_engine, metadata
 from gql.settings import Settings
 from gql.store import connections
+from gql.store.words import fold_log
 
 MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
 REQUIRE_MARIADB = os.environ.get("RUNLOG_TEST_REQUIRE_MARIADB") == "1"
@@ -171,10 +172,7 @@ class Backend:
     sync: sa.Engine
 
     def settings(self, **overrides: Any) -> Settings:
-        # No folder unless a test asks for one: its reads in the background would land among
-        # the statements other tests count, and searches must find lines without it anyway.
-        base = Settings(database_url=self.url, admin_tokens=(ADMIN,), fold_interval=None)
-        return replace(base, **overrides)
+        return replace(Settings(database_url=self.url, admin_tokens=(ADMIN,)), **overrides)
 
     def create_tables(self) -> None:
         if self.url in _kept_tables:
@@ -200,6 +198,18 @@ class Backend:
     def execute(self, sql: str, **params: Any) -> None:
         with self.sync.begin() as conn:
             conn.execute(sa.text(sql), params)
+
+    def fold_words(self) -> int:
+        """Keep the words of lines stored here by hand, as `python -m gql fold-words` does: how many."""
+
+        async def fold() -> int:
+            engine = create_engine(self.settings())
+            try:
+                return await fold_log(engine, on_batch=lambda _: None)
+            finally:
+                await engine.dispose()
+
+        return asyncio.run(fold())
 
     def add_run(self, run_id: int, status: str, ended_at: str | None, updated_at: str) -> None:
         self.execute(

@@ -93,7 +93,7 @@ def test_only_one_sweeper_in_the_cluster_holds_the_sweep_lock_at_a_time(tables: 
                 if taken:
                     holding += 1
                     most = max(most, holding)
-                    await asyncio.sleep(1.0)
+                    await asyncio.sleep(1.0)  # the lock held while the other nodes' sweepers try
                     holding -= 1
 
         try:

@@ -90,18 +90,27 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _window_cursor(run_id: int, items: list[tuple[int, int]]) -> str:
-    """A cursor in this service's format whose window names `items` (id step, ms), as a forger writes it."""
-    settled = _now() - datetime.timedelta(seconds=5)
+def _window_cursor(
+    run_id: int, items: list[tuple[int, int]], settled: datetime.datetime | None = None
+) -> str:
+    """A cursor in this service's format whose window names `items` (id step, ms), as a forger writes it.
+
+    Lines stamped before `settled` (default: 5 s ago) are behind it.
+    """
+    settled = _now() - datetime.timedelta(seconds=5) if settled is None else settled
     micros = (settled - datetime.datetime(1, 1, 1)) // datetime.timedelta(microseconds=1)
     raw = bytes([2]) + _varint(run_id) + b"\x00" + b"\x00" + b"\x01" + _varint(micros) + b"\x00"
     raw += _varint(len(items)) + b"".join(_varint(step) + _varint(ms) for step, ms in items)
     return _b64(raw)
 
 
-def test_a_forged_cursor_naming_thousands_of_lines_is_refused_before_it_is_read(api: Api) -> None:
+def test_a_forged_cursor_naming_thousands_of_lines_is_refused_before_it_is_read(
+    api: Api, tables: Backend
+) -> None:
     """Repeated ids, or more lines than a cursor names, are refused: forged costs what real does."""
+    before_the_lines = _now() - datetime.timedelta(seconds=1)
     assert api.write(7, "note", {"text": "a"})
+    assert api.write(7, "note", {"text": "b"})
     settled = (_now() - datetime.timedelta(seconds=5)).isoformat(timespec="microseconds")
     # The earlier late-commit form, 2,000 lines of step 0: seconds of CPU per read before.
     earlier = _b64(f"~;;{settled};{','.join(['1.0'] + ['0.0'] * 1999)}".encode())
@@ -114,10 +123,23 @@ def test_a_forged_cursor_naming_thousands_of_lines_is_refused_before_it_is_read(
     # A cursor past the size any cursor can have is refused on its length alone.
     huge = "A" * (64 * 1024)
     assert "at most" in _refusal(api, {"runId": "7", "before": huge})
-    # The most a forged cursor can name is what a real one can: it reads as one.
-    full = _window_cursor(7, [(1, 10_000_000)] * store.RECENT_LINES)
+    # The most a forged cursor can name is what a real one can: it reads as one. Each names
+    # line a (and lines never written), settling hours from now.
+    a, b = (row[0] for row in tables.rows("SELECT id FROM event_run_log WHERE run_id = 7 ORDER BY id"))
+
+    def naming(count: int) -> str:
+        named = [(a, 10_000_000), (b + 1000, 10_000_000)] + [(1, 10_000_000)] * (count - 2)
+        return _window_cursor(7, named, settled=before_the_lines)
+
+    # Full: line b waits until the lines named settle; the page says a newer line is there
+    # and keeps its place (a page that moved past b would lose it).
+    full = naming(store.RECENT_LINES)
     read = _page(api, before=full, limit=5)
-    assert [int(n["id"]) for n in read["nodes"]] == [1] or read["nodes"] == []
+    assert read["nodes"] == [] and read["pageInfo"]["hasPreviousPage"] is True
+    assert read["pageInfo"]["startCursor"] == full
+    # With room for one more: line b, and b alone (a was named).
+    read = _page(api, before=naming(store.RECENT_LINES - 1), limit=5)
+    assert [int(n["id"]) for n in read["nodes"]] == [b]
     for cursor in _cursors(read):
         assert len(cursor) <= SMALL
 

@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import gc
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -378,7 +379,16 @@ OPEN = Policy.from_settings(Settings())
 ANYONE = Caller(roles=frozenset(), authenticated=False)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Examples per test: RUNLOG_FUZZ_EXAMPLES, as for the fuzz (100 here by default; 300 and 200 took
+# 56 s of this file's 67). A long run: RUNLOG_FUZZ_EXAMPLES=2000 scripts/test tests/test_fastpath.py
+COMPARED = settings(
+    max_examples=int(os.environ.get("RUNLOG_FUZZ_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+@COMPARED
 @given(
     lines=rows(),
     query=page_queries(),
@@ -437,7 +447,7 @@ GENERATED = hypothesis_graphql.queries(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@COMPARED
 @given(lines=rows(), text=GENERATED)
 def test_the_plan_answers_what_graphql_core_answers_for_hypothesis_graphql_queries(
     stored: Stored, lines: list[store.Line], text: str

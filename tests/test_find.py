@@ -20,7 +20,6 @@ import sqlalchemy as sa
 
 from gql import store, tail
 from gql.db import create_engine
-from gql.store import words
 
 from .conftest import Api, Backend
 
@@ -45,7 +44,7 @@ T0 = datetime.datetime(2026, 3, 1, 12, 0, 0)
 
 
 def _insert(backend: Backend, rows: list[dict[str, Any]]) -> list[int]:
-    """Write rows as another writer would (their own `at`); answer the run's ids, oldest first."""
+    """Write rows as another writer would (their own `at`), then fold-words: the run's ids, oldest first."""
     for row in rows:
         at = row["at"]
         row.setdefault("step_id", None)
@@ -62,6 +61,7 @@ def _insert(backend: Backend, rows: list[dict[str, Any]]) -> list[int]:
             ),
             rows,
         )
+    assert backend.fold_words() == len(rows)
     return [r[0] for r in backend.rows("SELECT id FROM event_run_log WHERE run_id = 7 ORDER BY id")]
 
 
@@ -291,19 +291,12 @@ def test_search_finds_the_words_on_the_page_ignoring_case_by_unicode(
         tables, [{"at": T0 + datetime.timedelta(seconds=n), "detail": d} for n, d in enumerate(WORDS)]
     )
     wanted = [ids[n] for n in found][::-1]
-    # Twice: first the lines are folded as they are read, then their kept words are searched.
-    for _ in range(2):
-        assert [int(node["id"]) for node in _page(api, search=search)["nodes"]] == wanted
-        counts = api.data(COUNTS, {"runId": "7", "search": search})["runLog"]["kindCounts"]
-        assert counts == ([{"kind": "NOTE", "kindName": "note", "count": len(found)}] if found else [])
+    assert [int(node["id"]) for node in _page(api, search=search)["nodes"]] == wanted
+    counts = api.data(COUNTS, {"runId": "7", "search": search})["runLog"]["kindCounts"]
+    assert counts == ([{"kind": "NOTE", "kindName": "note", "count": len(found)}] if found else [])
 
 
-# How many lines stored since a run's newest kept words a search looks up by id: none, and the default.
-@pytest.mark.parametrize("split", [0, words.FOLD_SPLIT_MOST])
-def test_a_search_page_is_full_unless_the_run_has_no_more(
-    api: Api, tables: Backend, split: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(words, "FOLD_SPLIT_MOST", split)
+def test_a_search_page_is_full_unless_the_run_has_no_more(api: Api, tables: Backend) -> None:
     rows = [
         {"at": T0 + datetime.timedelta(milliseconds=n), "detail": json.dumps({"text": f"n{n}"})}
         for n in range(3000)
@@ -334,7 +327,7 @@ def test_a_search_page_is_full_unless_the_run_has_no_more(
     assert [node["kindName"] for node in page["nodes"]] == ["note"]
     assert not page["pageInfo"]["hasPreviousPage"]
     assert _page(api, search="britain", before=page["pageInfo"]["startCursor"])["nodes"] == []
-    # A line stored by hand since, stamped long before the others, is found too.
+    # A line stored by hand since, stamped long before the others, is found once folded.
     [*_, backdated] = _insert(
         tables, [{"at": T0 - datetime.timedelta(days=30), "detail": '"britain, by hand"'}]
     )
@@ -344,18 +337,17 @@ def test_a_search_page_is_full_unless_the_run_has_no_more(
 
 def test_kind_counts_count_a_search_s_matches_under_the_other_filters(api: Api, tables: Backend) -> None:
     _mixed(tables)
-    for _ in range(2):  # the lines' words folded as they are read, then kept
-        counts = api.data(COUNTS, {"runId": "7", "search": "BRITAIN"})["runLog"]["kindCounts"]
-        assert counts == [
-            {"kind": "NOTE", "kindName": "note", "count": sum(1 for n in range(30) if n % 7 == 0 and n % 4)},
-            {"kind": "RUN_STATUS", "kindName": "run.status", "count": 2},  # 0 and 28
-        ]
-        by_phase = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1], "kinds": ["NOTE"]})
-        # Lines 7 and 28; the kinds filter does not narrow the counts.
-        assert by_phase["runLog"]["kindCounts"] == [
-            {"kind": "NOTE", "kindName": "note", "count": 1},
-            {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
-        ]
+    counts = api.data(COUNTS, {"runId": "7", "search": "BRITAIN"})["runLog"]["kindCounts"]
+    assert counts == [
+        {"kind": "NOTE", "kindName": "note", "count": sum(1 for n in range(30) if n % 7 == 0 and n % 4)},
+        {"kind": "RUN_STATUS", "kindName": "run.status", "count": 2},  # 0 and 28
+    ]
+    by_phase = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1], "kinds": ["NOTE"]})
+    # Lines 7 and 28; the kinds filter does not narrow the counts.
+    assert by_phase["runLog"]["kindCounts"] == [
+        {"kind": "NOTE", "kindName": "note", "count": 1},
+        {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
+    ]
     # A line written since is counted too.
     api.write(7, "note", {"text": "Britain, once more"}, phase=1)
     by_phase = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1]})
@@ -377,14 +369,11 @@ def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backen
             probes = context.watcher.probes
             while context.watcher.probes < probes + 2:  # noqa: ASYNC110 (as above)
                 await asyncio.sleep(0.01)
-        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
-        rows = [
-            {"at": now, "phase": 2, "detail": json.dumps({"text": "drop"})},
-            {"at": now, "phase": 1, "detail": json.dumps({"text": "KEEP, wrong phase"})},
-            {"at": now, "phase": 2, "detail": json.dumps({"text": "keep 1"})},
-            {"at": now, "phase": 2, "detail": json.dumps({"text": "keep 2"})},
-        ]
-        ids = await asyncio.to_thread(_insert, tables, rows)
+        written = [(2, "drop"), (1, "KEEP, wrong phase"), (2, "keep 1"), (2, "keep 2")]
+        # Written as the service writes them, each line with its words, in one INSERT.
+        new = [store.NewLine(7, "note", phase=p, detail=json.dumps({"text": t})) for p, t in written]
+        await store.insert_lines(context.engine, new, deadline=asyncio.get_running_loop().time() + 30)
+        ids = [r[0] for r in tables.rows("SELECT id FROM event_run_log WHERE run_id = 7 ORDER BY id")]
         async with asyncio.timeout(60):
             got = [await first, await anext(lines)]
         assert [line.id for line in got] == ids[-2:]
@@ -411,8 +400,28 @@ def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backen
     asyncio.run(follow())
 
 
-def test_a_search_finds_and_counts_lines_whose_words_cannot_be_kept(api: Api, tables: Backend) -> None:
-    # A database that takes no words (a replica, a read-only file): the lines are folded as read.
+def test_a_line_written_is_found_at_once_its_words_kept_with_it(api: Api, tables: Backend) -> None:
+    # Nothing folds here: no fold-words, no folder. Lines in grouped INSERTs, one keyed.
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        sent = [pool.submit(api.write, 7, "note", {"text": f"Zanzibar {n}"}) for n in range(12)]
+        assert [future.result() for future in sent] == [True] * 12
+    keyed = api.post(
+        'mutation { writeRunLog(runId: 7, kind: "note", detail: {text: "ÉCLAIR"}, idempotencyKey: "k") }'
+    )
+    assert keyed["data"]["writeRunLog"] is True
+    at = "strftime('%Y-%m-%d %H:%M:%f', l.at)" if tables.name == "sqlite" else "l.at"
+    kept = tables.rows(
+        "SELECT l.detail, w.words FROM event_run_log l JOIN event_run_log_words w "
+        f"ON w.run_id = l.run_id AND w.id = l.id AND w.line_at = {at} ORDER BY l.id"
+    )
+    assert len(kept) == tables.scalar("SELECT COUNT(*) FROM event_run_log") == 13
+    assert all(words == store.words_of(detail) for detail, words in kept)
+    assert len(_page(api, search="zanzibar", limit=50)["nodes"]) == 12
+    assert [node["kindName"] for node in _page(api, search="éclair")["nodes"]] == ["note"]
+
+
+def test_a_line_is_stored_with_its_words_or_not_at_all(api: Api, tables: Backend) -> None:
+    # A database that refuses the words refuses the write: a line is never stored without them.
     if tables.name == "sqlite":
         refuse = (
             "CREATE TRIGGER no_words BEFORE INSERT ON event_run_log_words "
@@ -425,17 +434,9 @@ def test_a_search_finds_and_counts_lines_whose_words_cannot_be_kept(api: Api, ta
         )
     tables.execute(refuse)
     try:
-        ids = _mixed(tables)
-        for _ in range(2):
-            found = [int(node["id"]) for node in _page(api, search="britain", phase=[1])["nodes"]]
-            assert found == [ids[28], ids[7]]
-            counts = api.data(COUNTS, {"runId": "7", "search": "britain", "phase": [1]})["runLog"][
-                "kindCounts"
-            ]
-            assert counts == [
-                {"kind": "NOTE", "kindName": "note", "count": 1},
-                {"kind": "RUN_STATUS", "kindName": "run.status", "count": 1},
-            ]
-        assert tables.scalar("SELECT COUNT(*) FROM event_run_log_words") == 0
+        assert not api.write(7, "note", {"text": "refused"})
+        assert tables.scalar("SELECT COUNT(*) FROM event_run_log") == 0
     finally:
         tables.execute("DROP TRIGGER no_words")
+    assert api.write(7, "note", {"text": "stored"})
+    assert [node["kindName"] for node in _page(api, search="stored")["nodes"]] == ["note"]

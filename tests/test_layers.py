@@ -23,6 +23,7 @@ LAYERS: dict[str, set[str]] = {
     "http": {
         "gql.app",
         "gql.body_limit",
+        "gql.hangup",
         "gql.view",
         "gql.adapters",
         "gql.answers",
@@ -53,12 +54,10 @@ LAYERS: dict[str, set[str]] = {
     },
     "rules": {
         "gql.admission",
-        "gql.hangup",
         "gql.writes",
         "gql.refusals",
         "gql.tail",
         "gql.retention",
-        "gql.folder",
         "gql.replica",
         "gql.details",
         "gql.detail_codec",

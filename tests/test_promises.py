@@ -167,13 +167,19 @@ def test_enum_values_in_a_detail_are_stored_as_their_graphql_names(tables: Backe
 
 def _lines_of_a_terminal_run(backend: Backend, run_id: int, count: int) -> None:
     backend.add_run(run_id, "completed", "2026-01-01 00:00:00", "2026-01-01 00:00:00")
-    with backend.sync.begin() as conn:
-        conn.execute(
-            sa.text(
-                "INSERT INTO event_run_log (run_id, kind, detail, at) VALUES (:run_id, 'note', NULL, :at)"
-            ),
-            [{"run_id": run_id, "at": "2025-12-31 00:00:00.000"}] * count,
-        )
+    # One INSERT ... SELECT over the numbers 1 to `count` (row by row, 50,001 lines took MariaDB 14 s).
+    numbers = (
+        f"seq_1_to_{int(count)}"
+        if backend.name == "mariadb"
+        else f"(WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {int(count)}) "
+        "SELECT i FROM n)"
+    )
+    backend.execute(
+        "INSERT INTO event_run_log (run_id, kind, detail, at) "
+        f"SELECT :run_id, 'note', NULL, :at FROM {numbers}",
+        run_id=run_id,
+        at="2025-12-31 00:00:00.000",
+    )
 
 
 def test_a_prune_call_deletes_at_most_50000_lines_whatever_limit_it_asks(tables: Backend, api: Api) -> None:
@@ -746,7 +752,7 @@ def test_every_gql_command_the_readme_and_docs_show_is_accepted_as_written(
     monkeypatch.setattr(cli, "_demo", record("demo"))
     monkeypatch.setattr(cli, "_check_schema", record("check-schema"))
 
-    async def fold_words(settings: Settings, run_id: int | None) -> int:
+    async def fold_words(settings: Settings) -> int:
         reached.append("fold-words")
         return 0
 
@@ -821,7 +827,7 @@ def test_a_pooled_connection_is_replaced_after_the_pool_recycle_time(mariadb: Ba
                     return int((await conn.execute(sa.text("SELECT CONNECTION_ID()"))).scalar_one())
 
             first, again = await one(), await one()
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(1.5)  # time past the recycle time is what the promise is about
             return first, again, await one()
         finally:
             await engine.dispose()

@@ -195,7 +195,7 @@ def test_a_request_slower_than_the_header_timeout_to_answer_is_not_cut(server: i
             while b'"Query"}}' not in answer:
                 answer += conn.recv(65536)
             assert answer.startswith(b"HTTP/1.1 200 ")
-            time.sleep(TIMEOUT / 2)
+            time.sleep(TIMEOUT / 2)  # the client idles between requests: the behaviour under test
 
 
 def test_the_timeouts_and_the_connection_cap_are_settings() -> None:

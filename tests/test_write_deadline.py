@@ -41,7 +41,7 @@ def locked(backend: Backend, seconds: float) -> Iterator[threading.Thread]:
             conn = sqlite3.connect(str(url.database), isolation_level=None)
             conn.execute("BEGIN EXCLUSIVE")
             started.set()
-            time.sleep(seconds)
+            time.sleep(seconds)  # the lock held this long is what the tests write under
             conn.execute("COMMIT")
             conn.close()
             return
@@ -56,7 +56,7 @@ def locked(backend: Backend, seconds: float) -> Iterator[threading.Thread]:
         with mysql.cursor() as cur:
             cur.execute("LOCK TABLES event_run_log WRITE")
             started.set()
-            time.sleep(seconds)
+            time.sleep(seconds)  # as above
             cur.execute("UNLOCK TABLES")
         mysql.close()
 
@@ -76,11 +76,29 @@ def counts(backend: Backend) -> dict[str, int]:
     return found
 
 
+def quiet(api: Api, backend: Backend, within: float = 60) -> None:
+    """Wait until no write the app sent can still land: its writes' pool all back, no statement running.
+
+    A connection comes back to the pool once its statement has ended or it was thrown away; on
+    MariaDB a statement the app gave up on may still run at the server, so that is asked there too.
+    """
+    state = api.client.app_state
+    pool = state.get("write_engine", state["engine"]).sync_engine.pool
+    running = (
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+        " WHERE DB = DATABASE() AND COMMAND <> 'Sleep' AND ID <> CONNECTION_ID()"
+    )
+    started = time.monotonic()
+    while pool.checkedout() or (backend.name == "mariadb" and backend.scalar(running)):
+        assert time.monotonic() - started < within, f"writes still in flight after {within}s"
+        time.sleep(0.05)  # a poll
+
+
 def staggered(api: Api, lines: int, every: float, **extra: Any) -> list[tuple[str, bool, float]]:
     """Write `lines` lines, one starting every `every` seconds; each answer with its time."""
 
     def one(i: int) -> tuple[str, bool, float]:
-        time.sleep(i * every)
+        time.sleep(i * every)  # the arrival times are the test's subject: some before, some after the lock
         text = f"line {i}"
         started = time.monotonic()
         answer = api.write(1, "note", {"text": text}, **extra)
@@ -100,7 +118,7 @@ def test_under_a_locked_table_false_lines_are_absent_and_true_lines_stored_once(
         # Lines arrive from the start of the lock to past its end: the first
         # ones cannot be stored by their deadline, the last ones can.
         answers = staggered(api, lines=12, every=held / 10)
-    time.sleep(2)  # anything still in flight on the server lands
+    quiet(api, tables)  # anything still in flight on the server lands
     stored = counts(tables)
     for text, answer, seconds in answers:
         detail = f'{{"text":"{text}"}}'
@@ -122,7 +140,7 @@ def test_a_line_has_one_deadline_for_the_queue_and_the_insert(
     # 2.5 s: a line that waited for the lock instead would be stored, `true`.
     with caplog.at_level(logging.WARNING, logger="gql"), locked(tables, 4.0):
         answers = staggered(api, lines=6, every=0.1)
-    time.sleep(1.5)
+    quiet(api, tables)
     stored = counts(tables)
     assert [answer for _, answer, _ in answers] == [False] * 6
     assert all(stored.get(f'{{"text":"{text}"}}', 0) == 0 for text, _, _ in answers)
@@ -155,21 +173,31 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
             assert api.write(1, "note", {"text": "warm"})
             engine = client.app_state["write_engine"]  # the writes' pool
 
+            lost: list[int] = []  # the lines of each batch whose answer is lost
+
             def lose_the_answer(statement: str) -> None:
                 # A batch of several lines: the one a line-by-line retry would double.
                 if "INSERT INTO event_run_log " in statement and "), (" in statement:
+                    lost.append(statement.count("), (") + 1)
                     proxy.deafen()
+
+            def committed() -> bool:
+                lines = "SELECT COUNT(*) FROM event_run_log WHERE detail LIKE '%line %'"
+                return bool(lost) and mariadb.scalar(lines) >= sum(lost)
 
             with ThreadPoolExecutor(12) as pool:
                 with sent_statements(engine, before=lose_the_answer):
                     sent = [pool.submit(api.write, 1, "note", {"text": f"line {i}"}) for i in range(12)]
                     # The server commits what it got; then the connections drop, as
                     # on a network that fails after the statements went out.
-                    time.sleep(0.8)
+                    started = time.monotonic()
+                    while not committed():
+                        assert time.monotonic() - started < 30, "no batch whose answer was lost committed"
+                        time.sleep(0.05)  # a poll
                 proxy.recover()
                 proxy.reset_open()
                 answers = [future.result() for future in sent]
-            time.sleep(1)
+            quiet(api, mariadb)
             stored = counts(mariadb)
             for i, answer in enumerate(answers):
                 found = stored.get(f'{{"text":"line {i}"}}', 0)

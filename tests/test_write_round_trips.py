@@ -1,4 +1,4 @@
-"""Writes on the wire (MariaDB): one autocommit INSERT per batch, a few batches at the database at once."""
+"""Writes on the wire (MariaDB): one transaction per batch, a few batches at the database at once."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _connect(backend: Backend) -> Any:
     )
 
 
-def test_a_write_is_one_insert_with_its_bound_and_nothing_else(mariadb: Backend) -> None:
+def test_a_write_is_one_transaction_its_line_and_its_words_each_with_its_bound(mariadb: Backend) -> None:
     mariadb.create_tables()
     with FaultProxy(*UPSTREAM) as proxy:
         url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
@@ -45,11 +45,13 @@ def test_a_write_is_one_insert_with_its_bound_and_nothing_else(mariadb: Backend)
             for i in range(3):
                 proxy.commands.clear()
                 assert api.write(7, "note", {"text": f"line {i}"})
-                # No BEGIN, COMMIT, ROLLBACK or ping: the INSERT commits by itself.
-                assert [name for name, _ in proxy.commands] == ["query"], proxy.commands
-                text = proxy.commands[0][1]
-                assert text.startswith("SET STATEMENT max_statement_time=")
-                assert " FOR INSERT INTO event_run_log " in text
+                # No ROLLBACK, ping or isolation change: BEGIN, the line, its words, COMMIT.
+                assert [name for name, _ in proxy.commands] == ["query"] * 4, proxy.commands
+                begin, line, words, commit = (text for _, text in proxy.commands)
+                assert (begin, commit) == ("BEGIN", "COMMIT")
+                for text, table in ((line, "event_run_log"), (words, "event_run_log_words")):
+                    assert text.startswith("SET STATEMENT max_statement_time=")
+                    assert f" FOR INSERT INTO {table} (" in text
 
 
 def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(mariadb: Backend) -> None:
@@ -57,23 +59,29 @@ def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(
     with TestClient(create_app(mariadb.settings(write_timeout=UNHURRIED_WRITE_TIMEOUT))) as client:
         api = Api(client)
         assert api.write(7, "note", {"text": "warm"})
+        writer = client.app_state["writer"]
         locker = _connect(mariadb)
         watcher = _connect(mariadb)
         seen: list[int] = []
         stop = threading.Event()
+        placed = threading.Event()  # each line at the lock or waiting in the queue: none on its way
 
         def watch() -> None:
-            # The INSERTs the server holds behind the lock, every 50 ms.
+            # The INSERTs the server holds behind the lock, polled every 50 ms.
             with watcher.cursor() as cur:
                 while not stop.is_set():
                     cur.execute(
-                        "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                        "SELECT INFO FROM information_schema.PROCESSLIST "
                         "WHERE INFO LIKE '%%INSERT INTO event_run_log %%' AND ID <> CONNECTION_ID() "
                         # Others' tests share the server: only this test's database.
                         "AND DB = DATABASE()"
                     )
-                    seen.append(int(cur.fetchone()[0]))
-                    time.sleep(0.05)
+                    held = [info for (info,) in cur.fetchall()]
+                    seen.append(len(held))
+                    # Read after the server's list: a batch that moved between the two is in neither.
+                    if sum(info.count("line ") for info in held) + writer.lines_waiting() == 20:
+                        placed.set()
+                    time.sleep(0.05)  # a poll
 
         with locker.cursor() as cur:
             cur.execute("LOCK TABLES event_run_log WRITE")
@@ -81,13 +89,9 @@ def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(
         thread.start()
         with ThreadPoolExecutor(20) as pool:
             sent = [pool.submit(api.write, 7, "note", {"text": f"line {i}"}) for i in range(20)]
-            # Held until the bound's batches are at the lock (a fixed 1 s could
-            # pass before they got there on a loaded machine), and 0.5 s more
-            # for any batch past the bound to show.
-            deadline = time.monotonic() + 30
-            while max(seen, default=0) < writes.IN_FLIGHT and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(0.5)
+            # Held until every line is behind the lock or in the queue: a batch past the
+            # bound would be at the lock by then.
+            assert placed.wait(30), seen
             with locker.cursor() as cur:
                 cur.execute("UNLOCK TABLES")
             answers = [future.result() for future in sent]

@@ -81,7 +81,7 @@ from .values import (
     clamp_read_limit,
     utc_now_millis,
 )
-from .words import fold, words_of
+from .words import fold, fold_log, words_of
 from .writes import (
     ANSWER_GRACE_SECONDS,
     MIN_STATEMENT_SECONDS,
@@ -144,6 +144,7 @@ __all__ = [
     "find_pruned",
     "find_runs",
     "fold",
+    "fold_log",
     "forget_keys",
     "insert_keyed",
     "insert_lines",

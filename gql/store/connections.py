@@ -37,15 +37,35 @@ async def read_rows(
     try:
         if raw is not None:
             return await _read_raw(engine, raw, values, spans)
-        async with engine.connect() as conn:
-            return (await conn.execute(statement, values)).all()
+        return await _read(engine, statement, values)
     except sa_exc.DBAPIError as exc:
         if not exc.connection_invalidated:
             raise
     if raw is not None:
         return await _read_raw(engine, raw, values, spans)
+    return await _read(engine, statement, values)
+
+
+async def _read(engine: AsyncEngine, statement: Executable, values: dict[str, Any] | None) -> Sequence[Any]:
+    """The rows of `statement`, through SQLAlchemy; a SQLite read cancelled is interrupted in the database."""
     async with engine.connect() as conn:
-        return (await conn.execute(statement, values)).all()
+        if engine.dialect.name != "sqlite":
+            return (await conn.execute(statement, values)).all()
+        # aiosqlite runs it on a thread of its own, which a cancelled await leaves running,
+        # with the connection: it is interrupted there, and the connection goes back fit for use.
+        driver: Any = (await conn.get_raw_connection()).driver_connection
+        reading = asyncio.ensure_future(conn.execute(statement, values))
+        try:
+            return (await asyncio.shield(reading)).all()
+        except asyncio.CancelledError:
+            while not reading.done():
+                await driver.interrupt()  # a no-op between the statement's calls to the thread
+                await asyncio.wait([reading], timeout=INTERRUPT_EVERY)
+            reading.exception()  # "interrupted": seen, so that asyncio does not report it
+            raise
+
+
+INTERRUPT_EVERY = 0.05  # seconds between interrupts of a cancelled SQLite read until it ends
 
 
 def direct_path(engine: AsyncEngine) -> tuple[bool, tracing.SqlSpans | None]:
@@ -213,6 +233,7 @@ class on_driver:  # used as a context manager, named as one
         "driver",
         "engine",
         "held",
+        "in_transaction",
         "kill",
         "params",
         "pooled",
@@ -239,6 +260,8 @@ class on_driver:  # used as a context manager, named as one
         self.sql: str | None = None  # the statement last sent, and its parameters
         self.params: list[Any] | None = None
         self.answered = False  # a statement of it has been answered
+        # Set by its user between a BEGIN and the COMMIT's answer: a connection left so is never pooled.
+        self.in_transaction = False
 
     async def __aenter__(self) -> on_driver:
         held = self.held
@@ -287,6 +310,7 @@ class on_driver:  # used as a context manager, named as one
             disconnect = dialect.is_disconnect(exc, None, None)
             if disconnect:
                 mark_pool_stale(engine)
+            if disconnect or self.in_transaction:
                 put_back = functools.partial(pooled.invalidate, exc)
             raise sa_exc.DBAPIError.instance(
                 self.sql, self.params, exc, dialect.loaded_dbapi.Error, connection_invalidated=disconnect

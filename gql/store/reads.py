@@ -26,7 +26,7 @@ from .statements import (
     words_scan_statement,
 )
 from .values import NO_FILTERS, Filters, Line, Page
-from .words import catch_up, words_of
+from .words import words_of
 
 
 async def read_page(
@@ -41,15 +41,11 @@ async def read_page(
     largest_detail: int = 64 * 1024,
     before: Cursor | None = None,
     filters: Filters = NO_FILTERS,
-    keep: AsyncEngine | None = None,
-    late: float = 0.0,
 ) -> Page:
     """One page of a run's lines, newest first by (at, id); with `before`, the lines just newer, oldest first.
 
-    A search page holds `limit` matches unless the run has no more. It first folds the lines with no
-    words kept (store/words.py), keeping their words through `keep` (by default `engine`: pass the
-    primary when `engine` is a replica); `late`: seconds within which a line's commit lands.
-    With `max_detail_bytes`, the page ends early once its details would weigh more.
+    A search page holds `limit` matches unless the run has no more: it reads the lines' kept words
+    (store/words.py). With `max_detail_bytes`, the page ends early once its details would weigh more.
     """
     if (kinds is not None and not kinds) or filters.phases == () or filters.steps == ():
         return Page(lines=[], has_next=False)
@@ -58,12 +54,7 @@ async def read_page(
         page_statement, run_id=run_id, kinds=kinds, after=after, sqlite=sqlite, before=before, filters=filters
     )
     if filters.search is not None:
-        folded = await catch_up(engine, keep or engine, run_id=run_id, needle=filters.search, late=late)
-        # Words kept elsewhere (the primary) are not read here yet: those lines are named.
-        named = list(folded.matches) if not folded.kept or keep not in (None, engine) else []
-        found = await _search_ids(
-            engine, statement_of, limit + 1, named, run_id, kinds, filters, after, before
-        )
+        found = await _search_ids(engine, statement_of, limit + 1, run_id, kinds, filters, after, before)
         if not found:
             return Page(lines=[], has_next=False)
         statement_of = functools.partial(statement_of, ids=found)
@@ -74,7 +65,6 @@ async def _search_ids(
     engine: AsyncEngine,
     statement_of: Callable[..., tuple[Select[Any], dict[str, Any]]],
     want: int,
-    named: list[int],
     run_id: int,
     kinds: Sequence[str] | None,
     filters: Filters,
@@ -84,7 +74,7 @@ async def _search_ids(
     """The ids of the first `want` lines of the page `statement_of` reads whose kept words hold the search.
 
     The words are read in the page's order, from about where the page starts; the page's own
-    statement, on those ids (and `named`), says which of them it holds.
+    statement, on those ids, says which of them it holds.
     """
     sqlite = engine.dialect.name == "sqlite"
     values: dict[str, Any] = {"run_id": run_id, "search": filters.search}
@@ -101,7 +91,7 @@ async def _search_ids(
         statement = words_scan_statement(sqlite, before is None, kinds is not None, narrowed, bound)
         rows = await read_rows(engine, statement, {**values, "limit": most})
         read += [line_id for line_id, _ in rows]
-        page, page_values = statement_of(limit=want - 1, read="lines without detail", ids=[*read, *named])
+        page, page_values = statement_of(limit=want - 1, read="lines without detail", ids=read)
         held = await read_rows(engine, page, page_values)
         if len(held) >= want or len(rows) < most:
             return [row[0] for row in held[:want]]
@@ -243,13 +233,8 @@ async def cursor_now(
     return encode_cursor(Cursor(at=None, id=0), scope, fresh_window(settled, seen))
 
 
-async def count_kinds(
-    engine: AsyncEngine, *, run_id: int, filters: Filters, late: float = 0.0
-) -> list[tuple[str, int]]:
-    """How many of the run's lines under `filters` are of each kind: one grouped query.
-
-    With a search, the lines whose words are not kept yet are folded and kept first (see read_page).
-    """
+async def count_kinds(engine: AsyncEngine, *, run_id: int, filters: Filters) -> list[tuple[str, int]]:
+    """How many of the run's lines under `filters` are of each kind: one grouped query."""
     if filters.phases == () or filters.steps == ():
         return []
     sqlite = engine.dialect.name == "sqlite"
@@ -257,21 +242,10 @@ async def count_kinds(
     if filters.search is None:
         statement = kind_counts_statement(sqlite, bind_filters(values, filters, sqlite))
         return [(_kind_name(kind), int(count)) for kind, count in await read_rows(engine, statement, values)]
-    folded = await catch_up(engine, engine, run_id=run_id, needle=filters.search, late=late)
     narrowed = bind_filters(values, filters.without_search(), sqlite)
-    rows = list(
-        await read_rows(
-            engine, words_counts_statement(sqlite, narrowed), {**values, "search": filters.search}
-        )
-    )
-    if not folded.kept and folded.matches:
-        # Words that could not be kept are counted by the lines' ids, under the same filters.
-        statement = kind_counts_statement(sqlite, (*narrowed, "ids"))
-        rows += await read_rows(engine, statement, {**values, "ids": sorted(folded.matches)})
-    counts: dict[str, int] = {}
-    for kind, count in rows:
-        counts[_kind_name(kind)] = counts.get(_kind_name(kind), 0) + int(count)
-    return sorted(counts.items())
+    statement = words_counts_statement(sqlite, narrowed)
+    rows = await read_rows(engine, statement, {**values, "search": filters.search})
+    return sorted((_kind_name(kind), int(count)) for kind, count in rows)
 
 
 async def find_line(

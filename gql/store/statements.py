@@ -342,62 +342,35 @@ def recent_statement(sqlite: bool, by_kinds: bool, narrowed: tuple[str, ...] = (
 _w = event_run_log_words
 
 
-@functools.cache
-def newest_line_statement() -> Select[Any]:
-    """The highest line id of the table."""
-    return select(func.max(_l.c.id))
+@functools.lru_cache(maxsize=512)
+def rows_insert_sql(
+    table: str, columns: tuple[str, ...], count: int, mark: str, bound: str | None, returning: str = ""
+) -> str:
+    """The INSERT of `count` rows as the driver takes it: `mark` its placeholder (`%s`, SQLite's `?`).
 
-
-@functools.cache
-def newest_words_statement() -> Select[Any]:
-    """The newest `at`, and the highest id, of the lines of `run_id` whose words are kept (NULLs: none)."""
-    return select(func.max(_w.c.line_at), func.max(_w.c.id)).where(_w.c.run_id == bindparam("run_id"))
-
-
-@functools.cache
-def first_unfolded_statement() -> Select[Any]:
-    """The id and run of the first line with an id in (`seen`, `upto`] whose words are not kept."""
-    return (
-        select(_l.c.id, _l.c.run_id)
-        .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
-        .where(_l.c.id > bindparam("seen", type_=Integer()), _l.c.id <= bindparam("upto", type_=Integer()))
-        .where(_w.c.id.is_(None))
-        .order_by(_l.c.id.asc())
-        .limit(1)
-    )
-
-
-@functools.cache
-def unfolded_statement(sqlite: bool, since: str | None, past: bool) -> Select[Any]:
-    """The run's lines with no words kept (id, kind, detail, `at` as ordered), oldest first.
-
-    `since`: None for all of them; "recent" for those at or after `recent`; "older above" for those
-    before it with an id above `above`; "recent or above" for both in one read of the run's index.
-    `past`: only those newer than the line (`past_at`, `past_id`) where the batch before ended.
+    With `bound`, MariaDB ends the statement and rolls it back past that many seconds (error 1969);
+    `returning`: the columns its RETURNING answers, if any.
     """
+    row = f"({', '.join([mark] * len(columns))})"
+    # Only our own table and column names: every value is a bound parameter.
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([row] * count)}"  # noqa: S608
+    if returning:
+        sql = f"{sql} RETURNING {returning}"
+    return sql if bound is None else f"SET STATEMENT max_statement_time={bound} FOR {sql}"
+
+
+@functools.cache
+def unfolded_statement(sqlite: bool) -> Select[Any]:
+    """The first `limit` lines past the id `past` with no words kept: id, run, detail, `at` as ordered."""
     order = sqlite_at if sqlite else _l.c.at
-    kind = sqlite_text(_l.c.kind) if sqlite else _l.c.kind
     detail = sqlite_text(_l.c.detail) if sqlite else _l.c.detail
-    query = (
-        select(_l.c.id, kind.label("kind"), detail.label("detail"), order.label("at_order"))
+    return (
+        select(_l.c.id, _l.c.run_id, detail.label("detail"), order.label("at_order"))
         .outerjoin(_w, and_(_w.c.run_id == _l.c.run_id, _w.c.id == _l.c.id))
-        .where(_l.c.run_id == bindparam("run_id"), _w.c.id.is_(None))
-        .order_by(order.asc(), _l.c.id.asc())
+        .where(_l.c.id > bindparam("past", type_=Integer()), _w.c.id.is_(None))
+        .order_by(_l.c.id.asc())
         .limit(bindparam("limit", type_=Integer()))
     )
-    recent = order >= bindparam("recent", type_=_at_type(sqlite))
-    above = _l.c.id > bindparam("above", type_=Integer())
-    if since == "recent":
-        query = query.where(recent)
-    elif since == "older above":
-        query = query.where(above, not_(recent))
-    elif since is not None:
-        # Read from the run's index alone: a line is looked up in the words only when it passes.
-        query = query.where(or_(recent, above))
-    if past:
-        at, line_id = bindparam("past_at", type_=_at_type(sqlite)), bindparam("past_id", type_=Integer())
-        query = query.where(order >= at, or_(order > at, _l.c.id > line_id))
-    return query
 
 
 def _words_where(

@@ -1,4 +1,4 @@
-"""Writing lines: grouped INSERTs and keyed writes, each bounded by its deadline; forgetting old keys."""
+"""Writing lines and their words: grouped INSERTs and keyed writes, each by its deadline; forgetting keys."""
 
 from __future__ import annotations
 
@@ -22,10 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import metrics, tracing
-from ..db import (
-    event_run_log,
-    event_run_log_keys,
-)
+from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys
 from . import connections
 from .connections import HeldConnection, direct_path
 from .errors import (
@@ -37,7 +34,9 @@ from .errors import (
     is_unavailable,
     one_line_reason,
 )
+from .statements import rows_insert_sql
 from .values import NewLine, utc_now_millis
+from .words import Send, keep_words
 
 log = logging.getLogger("gql.store")
 
@@ -56,40 +55,37 @@ def _bound(engine: AsyncEngine, seconds: float) -> str | None:
     return f"{max(int(seconds * 10) / 10, MIN_STATEMENT_SECONDS):.2f}"
 
 
-@functools.lru_cache(maxsize=512)
-def _insert_text(count: int, bound: str | None) -> TextClause:
-    """The INSERT of `count` lines, which MariaDB ends and rolls back past `bound` seconds (error 1969)."""
-    rows = ", ".join(f"(:r{i}, :s{i}, :k{i}, :p{i}, :d{i}, :a{i})" for i in range(count))
-    # Only our own table name and placeholders: every value is a bound parameter.
-    sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
-    # Text, not insert(table): the driver runs a list as many statements, and SQLAlchemy
-    # has no place for a prefix before the INSERT.
-    if bound is not None:
-        sql = f"SET STATEMENT max_statement_time={bound} FOR {sql}"
-    return text(sql).bindparams(*(bindparam(f"a{i}", type_=_l.c.at.type) for i in range(count)))
+_COLUMNS = ("run_id", "step_id", "kind", "phase", "detail", "at")
+# The text SQLAlchemy's DateTime stores on SQLite, which a driver-level statement is given.
+_SQLITE_AT = "%Y-%m-%d %H:%M:%S.%f"
 
 
-@functools.lru_cache(maxsize=512)
-def _raw_insert_sql(count: int, bound: str | None) -> str:
-    """`_insert_text` as the driver takes it (`%s` placeholders, the values in column order)."""
-    rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
-    sql = f"INSERT INTO {_l.name} (run_id, step_id, kind, phase, detail, at) VALUES {rows}"  # noqa: S608
-    return sql if bound is None else f"SET STATEMENT max_statement_time={bound} FOR {sql}"
+async def _store_lines(send: Send, engine: AsyncEngine, lines: Sequence[NewLine], deadline: float) -> None:
+    """INSERT `lines`, stamped now, then their words (store/words.py), on `send`'s open transaction.
+
+    Each statement is bounded to what is left of `deadline` (see `_bound`).
+    """
+    loop = asyncio.get_running_loop()
+    sqlite = engine.dialect.name == "sqlite"
+    at = utc_now_millis()
+    stamp = at.strftime(_SQLITE_AT) if sqlite else at
+    values = [v for ln in lines for v in (ln.run_id, ln.step_id, ln.kind, ln.phase, ln.detail, stamp)]
+    mark = "?" if sqlite else "%s"
+    # Each line's id and `at` as reads order it: the words' key.
+    returning = f"id, {SQLITE_AT_ORDER}" if sqlite else "id, at"
+    bound = _bound(engine, deadline - loop.time())
+    returned = await send(rows_insert_sql(_l.name, _COLUMNS, len(lines), mark, bound, returning), values)
+    await keep_words(send, lines, returned, mark=mark, bound=_bound(engine, deadline - loop.time()))
 
 
-def _insert(
-    engine: AsyncEngine, lines: Sequence[NewLine], at: datetime.datetime, seconds: float
-) -> tuple[TextClause, dict[str, Any]]:
-    """The statement and parameters that store `lines`, bounded to `seconds` (see `_insert_text`)."""
-    params: dict[str, Any] = {}
-    for i, line in enumerate(lines):
-        params[f"r{i}"] = line.run_id
-        params[f"s{i}"] = line.step_id
-        params[f"k{i}"] = line.kind
-        params[f"p{i}"] = line.phase
-        params[f"d{i}"] = line.detail
-        params[f"a{i}"] = at
-    return _insert_text(len(lines), _bound(engine, seconds)), params
+def _sending(conn: AsyncConnection) -> Send:
+    """`Send` on a SQLAlchemy connection: the statement as the driver takes it."""
+
+    async def send(sql: str, values: list[Any]) -> Sequence[Any]:
+        result = await conn.exec_driver_sql(sql, tuple(values))
+        return result.all() if result.returns_rows else ()
+
+    return send
 
 
 @dataclass
@@ -97,16 +93,16 @@ class _Progress:
     """How far a write got: what its failure means depends on it."""
 
     sent: bool = False  # a statement of it reached the driver
-    committing: bool = False  # its COMMIT was sent (a keyed write)
+    committing: bool = False  # its COMMIT was sent
     done: bool = False  # the database answered that it was stored
 
 
 async def insert_lines(
     engine: AsyncEngine, lines: Sequence[NewLine], *, deadline: float, held: HeldConnection | None = None
 ) -> None:
-    """Store `lines` in one autocommitted INSERT, all stamped with now, ended by `deadline` (loop time).
+    """Store `lines`, stamped with now, and their words in one transaction, ended by `deadline` (loop time).
 
-    Raises NotStored or OutcomeUnknown. With `held`, the INSERT goes on the connection it keeps (MariaDB).
+    Raises NotStored or OutcomeUnknown. With `held`, the statements go on the connection it keeps (MariaDB).
     """
     direct, spans = direct_path(engine)
     if direct:
@@ -114,9 +110,9 @@ async def insert_lines(
             deadline, functools.partial(_insert_raw_once, engine, lines, deadline, spans, held)
         )
         return
-    run = functools.partial(_run_insert, lines)
+    run = functools.partial(_run_insert, lines, deadline)
     await _retrying_conflicts(
-        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level="AUTOCOMMIT")
+        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=None)
     )
 
 
@@ -130,43 +126,36 @@ async def _insert_raw_once(
     """`_bounded_once` for `insert_lines` on MariaDB, sent to the driver past SQLAlchemy's connection."""
     loop = asyncio.get_running_loop()
     progress = _Progress()
-    too_late = through_sqlalchemy = False
+    too_late = False
     try:
         async with (
             asyncio.timeout_at(deadline + ANSWER_GRACE_SECONDS),
             connections.on_driver(engine, spans, held, checkout_by=deadline) as on,
         ):
-            seconds = deadline - loop.time()
-            if seconds < MIN_STATEMENT_SECONDS:
+            if deadline - loop.time() < MIN_STATEMENT_SECONDS:
                 too_late = True  # the connection goes back as it came
-            elif not on.driver.get_autocommit():
-                through_sqlalchemy = True  # which sets autocommit (the pool's connections have it)
             else:
-                sql = _raw_insert_sql(len(lines), _bound(engine, seconds))
-                at = utc_now_millis()
-                values = [
-                    v for ln in lines for v in (ln.run_id, ln.step_id, ln.kind, ln.phase, ln.detail, at)
-                ]
-                progress.sent = True
-                await on.fetch(sql, values)
-                progress.done = True
+                progress.sent = on.in_transaction = True
+                # The driver's own BEGIN and COMMIT: no cursor for a statement that answers no rows.
+                await on.driver.begin()
+                await _store_lines(on.fetch, engine, lines, deadline)
+                progress.committing = True
+                await on.driver.commit()
+                progress.done, on.in_transaction = True, False
     except Exception as exc:
-        _account(exc, progress, engine.dialect.name, transaction=False)
+        _account(exc, progress, engine.dialect.name, transaction=True)
         return
     if too_late:
         raise NotStored("the line's deadline came before a database connection was free")
-    if through_sqlalchemy:
-        await _bounded_once(
-            engine, deadline, functools.partial(_run_insert, lines), isolation_level="AUTOCOMMIT"
-        )
 
 
 async def _run_insert(
-    lines: Sequence[NewLine], conn: AsyncConnection, seconds: float, progress: _Progress
+    lines: Sequence[NewLine], deadline: float, conn: AsyncConnection, _seconds: float, progress: _Progress
 ) -> None:
-    statement, params = _insert(conn.engine, lines, utc_now_millis(), seconds)
     progress.sent = True
-    await conn.execute(statement, params)
+    await _store_lines(_sending(conn), conn.engine, lines, deadline)
+    progress.committing = True
+    await conn.commit()
     progress.done = True
 
 
@@ -211,14 +200,11 @@ async def insert_keyed(
             outcome.append(False)
             progress.done = True
             return
-        # The line's own bound is what is left of the deadline after the key.
-        left = max(deadline - asyncio.get_running_loop().time(), MIN_STATEMENT_SECONDS)
         # Stamped now, not before the key: the key may have waited for another
         # writer's lock on it, and a line stamped before the wait would land
         # behind lines committed meanwhile, between two lines a reader paging
         # back from the newest has already read: no page would show it.
-        statement, params = _insert(conn.engine, [line], utc_now_millis(), left)
-        await conn.execute(statement, params)
+        await _store_lines(_sending(conn), conn.engine, [line], deadline)
         progress.committing = True
         await conn.commit()
         outcome.append(True)

@@ -3,10 +3,10 @@
 Ours (the contract fixes event_run_log's columns): one row per line, keyed by
 (run_id, line_at, id) as a page is ordered (`line_at`: the line's `at`), holding
 the words of its detail as a reader finds them, case-folded (gql/store/words.py).
-Rows are written by the searches that first find a line without them, so lines
-written before this revision, or by hand, are found as well: no backfill is
-needed, and an empty table is a correct one. Binary collation: the text is
-folded already, and no collation may make two characters one.
+Rows are written with each line, in its transaction, by the service; lines
+written before this revision, or by hand, get theirs from `python -m gql
+fold-words`, the upgrade step after it. Binary collation: the text is folded
+already, and no collation may make two characters one.
 
 Revision ID: 0008
 Revises: 0007
