@@ -1,7 +1,7 @@
 """`python -m bench --only holds`: what a run's holds cost, side by side with a 50-line page.
 
 The hot run's holds (RunHolds, gql/operations: the run, its holds with their
-evidence, the holds of the runs blocking it, its phases) and the RunLog
+evidence, the holds of the runs blocking it; its phases are RunHead's) and the RunLog
 operation's newest 50 lines of the same run, one client, in alternating
 rounds, on the bench's 10,000 lines; with `--big`, on a second database of
 10,000,000 lines too, read side by side; with `--long-run`, on one run of

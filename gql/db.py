@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pymysql.constants import FIELD_TYPE
 from pymysql.converters import convert_datetime, decoders
 from sqlalchemy import (
+    DDL,
     BigInteger,
     Column,
     DateTime,
@@ -38,6 +39,7 @@ from sqlalchemy.engine import URL, Connection, ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .settings import Settings
+from .step_state import triggers
 
 if TYPE_CHECKING:
     from .migrations import Migrated
@@ -84,51 +86,23 @@ def _index(name: str, *columns: Any, dialects: tuple[str, ...]) -> None:
 
 
 _log = event_run_log.c
-# A run's lines newest first (keyset on at, id), also the prune's join; by kind, so that a
-# rare kind is an index range, never a scan of the run's whole log.
-_index("ix_event_run_log_run_at", _log.run_id, _log.at, _log.id, dialects=_MYSQL)
-_index("ix_event_run_log_run_kind_at", _log.run_id, _log.kind, _log.at, _log.id, dialects=_MYSQL)
-# The same two on SQLite, over the normalised `at` its reads order by.
-_index("ix_event_run_log_run_utc", _log.run_id, text(SQLITE_AT_ORDER), _log.id, dialects=("sqlite",))
-_index(
-    "ix_event_run_log_run_kind_utc",
-    _log.run_id,
-    _log.kind,
-    text(SQLITE_AT_ORDER),
-    _log.id,
-    dialects=("sqlite",),
-)
-# runLog's phase and step filters: an index range in the page's order each, and
-# the kind last, so a filtered page's kindCounts reads the index alone.
-_index("ix_event_run_log_run_phase_at", _log.run_id, _log.phase, _log.at, _log.id, _log.kind, dialects=_MYSQL)
-_index(
-    "ix_event_run_log_run_step_at", _log.run_id, _log.step_id, _log.at, _log.id, _log.kind, dialects=_MYSQL
-)
-for _name, _column in (
-    ("ix_event_run_log_run_phase_utc", _log.phase),
-    ("ix_event_run_log_run_step_utc", _log.step_id),
+_UTC = text(SQLITE_AT_ORDER)  # on SQLite, the indexes are over the normalised `at` its reads order by
+for _name, _columns, _after in (
+    # A run's lines newest first (keyset on at, id), also the prune's join; by kind, so that a
+    # rare kind is an index range, never a scan of the run's whole log.
+    ("run", (), ()),
+    ("run_kind", (_log.kind,), ()),
+    # runLog's phase and step filters: an index range in the page's order each, and
+    # the kind last, so a filtered page's kindCounts reads the index alone.
+    ("run_phase", (_log.phase,), (_log.kind,)),
+    ("run_step", (_log.step_id,), (_log.kind,)),
+    # A run's holds: whether a step has a newer step line is a seek per kind (gql/store/newest.py).
+    ("run_kind_step", (_log.kind, _log.step_id), ()),
 ):
-    _index(_name, _log.run_id, _column, text(SQLITE_AT_ORDER), _log.id, _log.kind, dialects=("sqlite",))
-
-# A run's holds: whether a step has a newer step line is a seek per kind (gql/store/newest.py).
-_index(
-    "ix_event_run_log_run_kind_step_at",
-    _log.run_id,
-    _log.kind,
-    _log.step_id,
-    _log.at,
-    _log.id,
-    dialects=_MYSQL,
-)
-_index(
-    "ix_event_run_log_run_kind_step_utc",
-    _log.run_id,
-    _log.kind,
-    _log.step_id,
-    text(SQLITE_AT_ORDER),
-    _log.id,
-    dialects=("sqlite",),
-)
+    _index(f"ix_event_run_log_{_name}_at", _log.run_id, *_columns, _log.at, _log.id, *_after, dialects=_MYSQL)
+    _index(
+        f"ix_event_run_log_{_name}_utc", _log.run_id, *_columns, _UTC, _log.id, *_after, dialects=("sqlite",)
+    )
 
 # Ours: the idempotency keys of keyed writes, written in the transaction of their line
 # (event_run_log's columns are fixed by contract). Kept as SHA-256, so that no collation
@@ -193,6 +167,25 @@ event_run_log_words = Table(
     mysql_engine="InnoDB",
     mysql_charset="utf8mb4",
 )
+
+# Ours: each step's newest step line (by at, then id), kept by triggers on event_run_log
+# (gql/step_state.py), so that a run's open steps are an index range, never a probe of its steps.
+# `line_at` as the reads order it (SQLite: the normalised text); NULLs: the step has none left.
+event_run_log_steps = Table(
+    "event_run_log_steps",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=False),
+    Column("step_id", Integer, primary_key=True, autoincrement=False),
+    Column("id", _Id, nullable=True),
+    Column("kind", String(64), nullable=True),
+    Column("line_at", String(32).with_variant(mysql.DATETIME(fsp=3), "mysql", "mariadb"), nullable=True),
+    Index("ix_event_run_log_steps_run_kind", "run_id", "kind"),
+    mysql_engine="InnoDB",
+    mysql_charset="utf8mb4",
+)
+for _dialects in (("sqlite",), _MYSQL):
+    for _trigger in triggers(_dialects[0]):  # after every table: they are on event_run_log
+        event.listen(metadata, "after_create", DDL(_trigger.replace("%", "%%")).execute_if(dialect=_dialects))  # type: ignore[arg-type,no-untyped-call]
 
 # Owned by the events system. The service reads only these four columns and
 # creates the table only in a fresh database (tests, the demo, a laptop).

@@ -17,7 +17,7 @@ from typing import Any
 
 from .detail_codec import read_values
 from .kinds import TERMINAL_STATUSES, Kind
-from .phases import Phase
+from .phases import Phase, named_steps
 from .phases import phases as read_phases
 from .phrasing import as_time, cap_words, excerpt, how_long, iso
 from .store import Evaluations, HoldLines, Line, Run, Trail
@@ -289,26 +289,28 @@ def derive(
     latest = _latest_entered(told.lines.marks)
     return State(
         holds=holds,
-        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, silent),
+        headline=_headline(run_id, run, told.lines.newest, holds, phases, latest, _listed(silent, told)),
         phases=phases,
         latest_phase=latest,
         last_line_at=None if told.lines.newest is None else told.lines.newest.at,
     )
 
 
+def _listed(silent: frozenset[str], told: Planned) -> list[str]:
+    order = list(named_steps(told.lines.marks, told.values)) if silent else []  # as its phase lists them
+    return sorted((step for step in silent if step in order), key=order.index)
+
+
 def _same_subject(reason: HoldReason, line: Line, subject: Any, told: Planned) -> bool:
     """Whether an unsure line is about the hold's own subject (then it ended it, or it is not unsure)."""
     if reason in STEP_HOLDS:
         return subject is None and line.step_id is None and line.kind.startswith("step.")
-    if reason is HoldReason.WAITING_AT_GATE:
-        return subject is None
     return subject is None
 
 
 def _latest_entered(marks: Sequence[Line]) -> int | None:
     """The phase of the newest `phase.entered`: None before the first, or when that line names none."""
-    entered = [line for line in marks if line.kind == _ENTERED]
-    return entered[-1].phase if entered else None
+    return next((line.phase for line in reversed(marks) if line.kind == _ENTERED), None)
 
 
 def _evidence(lines: list[Line]) -> list[Line]:
@@ -443,7 +445,7 @@ def _headline(
     holds: list[Hold],
     phases: list[Phase],
     latest: int | None,
-    silent_steps: frozenset[str],
+    silent: list[str],
 ) -> str:
     """The one sentence that answers "why isn't it moving?"; it never guesses."""
     if run is not None and is_terminal(run.status):
@@ -472,7 +474,6 @@ def _headline(
         waiting = f"Phase {later[0]} cannot start: phase {current.phase} has not completed;"
     else:
         waiting = f"Phase {current.phase} has not completed, so the next phase cannot start:"
-    silent = [step_id for step_id in current.steps if step_id in silent_steps]
     quiet = ""
     if silent:
         which = f"step {silent[0]} has" if len(silent) == 1 else f"steps {', '.join(silent)} have"
@@ -482,8 +483,7 @@ def _headline(
 
 def _told(holds: list[Hold]) -> str:
     more = len(holds) - 1
-    tail = "" if not more else f" And {more} more hold{'s' * (more > 1)}."
-    return holds[0].sentence + tail
+    return holds[0].sentence + (f" And {more} more hold{'s' * (more > 1)}." if more else "")
 
 
 def rules_table() -> str:

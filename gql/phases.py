@@ -59,8 +59,9 @@ def phases(
     """Each phase the lines name: when it was entered, gated, advanced, completed; its steps.
 
     `marks`: the run's phase lines, oldest first; `newest_steps`: each step's newest step line (None:
-    not read); `retries`: each step's newest `step.retry`. A step is described under the phase of its
-    newest step line, or, with none, under the phase whose `phase.entered` names it.
+    not read, and the phases have no steps); `retries`: each step's newest `step.retry`. A step is
+    described under the phase of its newest step line, or, with none, under the phase whose
+    `phase.entered` names it.
     """
     phases: dict[int, Phase] = {}
 
@@ -70,15 +71,13 @@ def phases(
             found = phases[number] = Phase(number)
         return found
 
-    named: dict[str, int] = {}
     for line in marks:
         mark = _PHASE_MARKS.get(line.kind)
-        if mark is None or line.phase is None:
-            continue
-        setattr(phase_of(line.phase), mark, line.at)
-        if line.kind == _ENTERED:
-            for step_id in (values_of(line) or {}).get("step_ids") or []:
-                named[str(step_id)] = line.phase
+        if mark is not None and line.phase is not None:
+            setattr(phase_of(line.phase), mark, line.at)
+    if newest_steps is None:  # the steps were not read: the phases' moments alone
+        return [phases[number] for number in sorted(phases)]
+    named = named_steps(marks, values_of)
     newest = {str(line.step_id): line for line in newest_steps or () if line.step_id is not None}
     for step_id, number in named.items():
         if step_id not in newest:
@@ -103,6 +102,16 @@ def phases(
         )
         phase.steps = {step.step_id: step for step in listed}
     return [phases[number] for number in sorted(phases)]
+
+
+def named_steps(marks: Sequence[Line], values_of: Callable[[Line], dict[str, Any] | None]) -> dict[str, int]:
+    """Each step a `phase.entered` of `marks` names, in the order first named: the phase of the last."""
+    named: dict[str, int] = {}
+    for line in marks:
+        if line.kind == _ENTERED and line.phase is not None:
+            for step_id in (values_of(line) or {}).get("step_ids") or []:
+                named[str(step_id)] = line.phase
+    return named
 
 
 def _id(step: Step) -> tuple[int, str]:

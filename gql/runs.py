@@ -320,7 +320,7 @@ async def read_runs(
             continue
         run.holds = [_as_hold(run_id, hold, runs) for hold in state.holds]
         run.headline = state.headline
-        run.phases = [_as_phase(phase) for phase in state.phases]
+        run.phases = [_as_phase(phase) for phase in state.phases] if phases else []
         run.latest_phase = state.latest_phase
         run.last_line_at = state.last_line_at
         run.timeline = [

@@ -68,7 +68,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.demo",
         "gql.demo_runs",
     },
-    "storage": {"gql.db", "gql.store", "gql.store.*", "gql.migrations", "gql.migrations.*"},
+    "storage": {"gql.db", "gql.step_state", "gql.store", "gql.store.*", "gql.migrations", "gql.migrations.*"},
     "common": {
         "gql.settings",
         "gql.setting_parsers",

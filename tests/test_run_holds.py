@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 
 from gql import demo, demo_runs
-from gql.graphiql import example_tabs
+from gql.graphiql import OPERATIONS_DIR, _fragments, example_tabs, with_fragments
 
 from .conftest import Api, Backend
 from .test_fastpath import ANYONE, OPEN, Stored, _both, completions
 from .test_page_bytes import recorded_statements
 
 DOCUMENTS = {tab.name: tab.query for tab in example_tabs()}
+# The run page's: RunHolds' facts, and the phases and steps.
+DOCUMENTS["RunHead"] = with_fragments((OPERATIONS_DIR / "RunHead.graphql").read_text(), _fragments())
 
 
 @pytest.fixture
@@ -34,8 +36,9 @@ def add_run(tables: Backend, run_id: int, status: str = "scheduled") -> None:
     )
 
 
-def run_of(api: Api, run_id: int) -> dict[str, Any]:
-    run: dict[str, Any] = api.data(DOCUMENTS["RunHolds"], {"runId": str(run_id)})["runLog"]["run"]
+def run_of(api: Api, run_id: int, operation: str = "RunHolds") -> dict[str, Any]:
+    """The run as `operation` answers it: RunHolds, or RunHead for its phases and steps too."""
+    run: dict[str, Any] = api.data(DOCUMENTS[operation], {"runId": str(run_id)})["runLog"]["run"]
     return run
 
 
@@ -67,7 +70,7 @@ def test_each_demo_run_is_held_as_its_story_says_in_one_query(demo_api: Api) -> 
     )
     assert [n["kindName"] for n in page["runLog"]["nodes"]] == ["run.blocked"]
 
-    invasion = run_of(demo_api, demo_runs.INVASION)
+    invasion = run_of(demo_api, demo_runs.INVASION, "RunHead")
     assert invasion["headline"] == (
         "Phase 2 has not completed, so the next phase cannot start: step 3705 waits on a human: a GM "
         "to hand the Lich Lord's crown to the winning guild. And 1 more hold. Apart from the holds, "
@@ -95,7 +98,7 @@ def test_each_demo_run_is_held_as_its_story_says_in_one_query(demo_api: Api) -> 
     for finished in (demo_runs.DRY_RUN, demo_runs.RELAY):
         run = run_of(demo_api, finished)
         assert run["holds"] == [] and "nothing it left holds it" in run["headline"]
-    relay = run_of(demo_api, demo_runs.RELAY)
+    relay = run_of(demo_api, demo_runs.RELAY, "RunHead")
     assert relay["phases"][0]["steps"] == [
         {"stepId": "4001", "status": "failed", "attempts": 3, "at": relay["phases"][0]["steps"][0]["at"]}
     ]
@@ -171,7 +174,7 @@ def test_lines_out_of_order_in_at_are_read_newest_by_at(api: Api, tables: Backen
     put_line(tables, 12, "run.blocked", {"blockingRunId": 2, "concurrencyKey": "k"}, "18:15:00")
     put_line(tables, 13, "run.status", {"from": "scheduled", "to": "live"}, "18:20:00")
     put_line(tables, 30, "run.status", {"from": "created", "to": "scheduled"}, "17:00:00")
-    run = run_of(api, 1)
+    run = run_of(api, 1, "RunHead")
     assert [(h["reason"], h["stepId"]) for h in run["holds"]] == [("STEP_PARKED", "7")]
     assert [line["id"] for line in run["holds"][0]["evidence"]] == ["10"]
     steps = {s["stepId"]: s["status"] for s in run["phases"][0]["steps"]}
@@ -293,9 +296,8 @@ def test_run_holds_reads_a_chain_of_blocks_a_link_at_a_time(tables: Backend) -> 
         for text in statements
         if "event_run" in text
     ]
-    # Run 1's row, then its lines and its steps (RunHolds asks for phases); per link, the run named
-    # and its lines (and steps).
-    assert read == ["runs", "lines", "lines", "runs", "lines", "lines", "runs", "lines", "lines"], statements
+    # Run 1's row, then its lines; per link, the run named and its lines.
+    assert read == ["runs", "lines", "runs", "lines", "runs", "lines"], statements
 
 
 def test_a_block_a_later_line_ended_looks_up_no_run(tables: Backend) -> None:
@@ -309,9 +311,9 @@ def test_a_block_a_later_line_ended_looks_up_no_run(tables: Backend) -> None:
         run = run_of(api, 1)
         statements = taken()
     assert run["holds"] == [] and run["headline"].startswith("Nothing in the log holds run 1")
-    # The run's row, its lines and its steps: the run its ended block named is not looked up.
+    # The run's row and its lines: the run its ended block named is not looked up.
     read = [text for text in statements if "event_run" in text]
-    assert len(read) == 3 and "FROM event_runs" in read[0], statements
+    assert len(read) == 2 and "FROM event_runs" in read[0], statements
 
 
 def test_a_runs_holds_are_answered_alike_by_the_plan_and_by_graphql_core(tables: Backend) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     CompoundSelect,
     Integer,
@@ -29,14 +30,16 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.visitors import replacement_traverse
 
-from ..db import SQLITE_AT_ORDER, event_run_log
+from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps
+from ..step_state import STEP_KINDS
 from .connections import read_rows
 from .rows import mariadb_lines, sqlite_lines
 from .statements import as_compared, line_columns
 from .values import LINE_ID_MAX, Line
 
-_l = event_run_log
+_l, _s = event_run_log, event_run_log_steps
 # Written at a run's, a phase's or a cleanup group's moments, a few each: read whole.
 MARKS = (
     "run.status",
@@ -47,8 +50,7 @@ MARKS = (
     "cleanup.failed",
     "cleanup.reverted",
 )
-STEP_OPENERS = ("step.parked", "step.retry", "step.refused")
-STEP_KINDS = (*STEP_OPENERS, "step.status")
+STEP_OPENERS = STEP_KINDS[:3]  # the step kinds that open a hold
 TAIL = 4  # a hold's newest lines kept as evidence, beside its oldest
 EVALUATIONS = 20  # a gate's evaluations read for their facts; more are counted
 # Parts per statement: SQLite allows 500 terms in a compound SELECT.
@@ -136,19 +138,27 @@ def _by(query: Select[Any], table: Any, index: str) -> Select[Any]:
 
 
 def _later_step_line(
-    e: Any, o: Any, run: Any, same_step: ColumnElement[bool], kinds: Sequence[str], sqlite: bool
+    e: Any, o: Any, run: Any, same_step: ColumnElement[bool], kinds: Sequence[str], none: bool, sqlite: bool
 ) -> ColumnElement[bool]:
-    """Whether a step line of `kinds` about the same step comes after `o`'s line: a seek per kind.
+    """Whether a step line of `kinds` about the same step comes after `o`'s line.
 
-    One EXISTS per kind, each with its kind a constant: MariaDB seeks an IN list with a column of
-    the outer query only by its first values.
+    Of a step: one range of its lines after `o`'s, on the index by step (a query block each costs
+    MariaDB's optimizer more than the range). Of the lines with no step (`none`), which a run's
+    other lines share: a seek per kind, each with its kind a constant (MariaDB seeks an IN list
+    with a column of the outer query only by its first values).
     """
     found = []
-    for kind in kinds:
+    for of in [kinds] if not none else [[kind] for kind in kinds]:
         query: Select[Any] = select(literal_column("1")).select_from(e)
-        query = query.where(e.c.run_id == run, e.c.kind == kind, same_step, _newer(e, o, sqlite))
-        found.append(_by(query, e, "ix_event_run_log_run_kind_step_at").exists())
+        query = query.where(e.c.run_id == run, e.c.kind.in_(of), same_step, _newer(e, o, sqlite))
+        index = "ix_event_run_log_run_kind_step_at" if none else "ix_event_run_log_run_step_at"
+        found.append(_by(query, e, index).exists())
     return or_(*found)
+
+
+def _newest_steps(run: Any) -> Select[Any]:
+    """Each step's newest step line (event_run_log_steps, kept by triggers: gql/step_state.py)."""
+    return select(_l).select_from(_s.join(_l, _l.c.id == _s.c.id)).where(_s.c.run_id == run)
 
 
 def _newest_per_step(run: Any, kinds: Sequence[str], sqlite: bool) -> Select[Any]:
@@ -165,6 +175,16 @@ def _newest_per_step(run: Any, kinds: Sequence[str], sqlite: bool) -> Select[Any
     # Joined on the group's run, not the run's id: SQLite then reads the groups first.
     joined = g.join(o, and_(o.c.run_id == g.c.run_id, o.c.kind == g.c.kind, o.c.step_id == g.c.step_id))
     return select(o).select_from(joined).where(_ordered(o, sqlite, named=True) == g.c.newest)
+
+
+def _constants_inline(statement: CompoundSelect[Any]) -> CompoundSelect[Any]:
+    """`statement` with the constants it holds (kinds, limits) written into its SQL, so that only the
+    caller's values are parameters: MariaDB's reads then go to the driver directly (read_rows)."""
+    return replacement_traverse(  # type: ignore[call-overload,no-any-return]
+        statement,
+        {},
+        lambda e: e.render_literal_execute() if isinstance(e, BindParameter) and e.unique else None,
+    )
 
 
 def _part(sqlite: bool, query: Select[Any]) -> Select[Any]:
@@ -238,9 +258,8 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         at = _ordered(o, sqlite)
         parts.append(part(2, blocked.order_by(at, o.c.id).limit(1)))
         parts.append(part(2, blocked.order_by(at.desc(), o.c.id.desc()).limit(TAIL)))
-        # Each step's newest step line, where it opens a hold: an opener no step line of it follows.
-        later = _later_step_line(e, o, run, e.c.step_id == o.c.step_id, STEP_KINDS, sqlite)
-        parts.append(part(3, _newest_per_step(run, STEP_OPENERS, sqlite).where(~later)))
+        # Each step's newest step line, where it opens a hold: event_run_log_steps' rows of an opener.
+        parts.append(part(3, _newest_steps(run).where(_s.c.kind.in_(STEP_OPENERS))))
         no_step = (
             select(o)
             .where(o.c.run_id == run, o.c.kind.in_(STEP_KINDS), o.c.step_id.is_(None))
@@ -248,13 +267,13 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
             .limit(1)
         )
         parts.append(part(4, _by(no_step, o, "ix_event_run_log_run_kind_step_at")))
-    return union_all(*parts)
+    return _constants_inline(union_all(*parts))
 
 
 async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
     """Each step's newest step line and newest `step.retry`, into `found`'s runs (for their phases).
 
-    Reads every step line of the runs: asked only when a run's phases are.
+    Reads a row per step, and every `step.retry`'s group: asked only when a run's phases are.
     """
     sqlite = engine.dialect.name == "sqlite"
     for run_id in sorted(found):
@@ -274,23 +293,17 @@ async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
 def _steps_statement(sqlite: bool) -> CompoundSelect[Any]:
     run = bindparam("r0", type_=Integer())
     parts = []
-    for number, kinds in enumerate((STEP_KINDS, ("step.retry",))):
+    for number, query in enumerate((_newest_steps(run), _newest_per_step(run, ("step.retry",), sqlite))):
         columns = [literal_column(str(number)).label("part"), *line_columns(sqlite)]
-        parts.append(_part(sqlite, _newest_per_step(run, kinds, sqlite).with_only_columns(*columns)))
+        parts.append(_part(sqlite, query.with_only_columns(*columns)))
     return union_all(*parts)
 
 
-# Of some steps of a run, those with a step line: a seek per (kind, step) on the index by kind and step.
-_SAID = _by(
-    select(_l.c.step_id)
-    .where(
-        _l.c.run_id == bindparam("r0", type_=Integer()),
-        _l.c.kind.in_(STEP_KINDS),
-        _l.c.step_id.in_(bindparam("steps", expanding=True)),
-    )
-    .distinct(),
-    _l,
-    "ix_event_run_log_run_kind_step_at",
+# Of some steps of a run, those with a step line: a seek each in event_run_log_steps.
+_SAID = select(_s.c.step_id).where(
+    _s.c.run_id == bindparam("r0", type_=Integer()),
+    _s.c.id.is_not(None),
+    _s.c.step_id.in_(bindparam("steps", expanding=True)),
 )
 
 
@@ -331,22 +344,17 @@ async def read_trails(
 ) -> tuple[dict[Trail, list[Line]], dict[Evaluations, tuple[list[Line], int]]]:
     """Each trail's lines (its oldest and up to TAIL newest, oldest first); each gate's evaluations.
 
-    A gate's: up to EVALUATIONS newest, oldest first, and how many there are in all.
+    A gate's: up to EVALUATIONS newest, oldest first, and how many there are in all. A trail's
+    TAIL + 1 newest are read first; its oldest, in a second statement, only when there are more.
     """
     sqlite = engine.dialect.name == "sqlite"
-    asked: list[Trail | Evaluations] = [*trails, *evaluations]
-    lines: dict[Any, list[Line]] = {ask: [] for ask in asked}
-    per = PARTS_PER_STATEMENT // 2
-    for start in range(0, len(asked), per):
-        chunk = asked[start : start + per]
-        values: dict[str, Any] = {}
-        shapes = tuple(_bind(j, ask, values, sqlite) for j, ask in enumerate(chunk))
-        rows = await read_rows(engine, _trails_statement(sqlite, shapes), values)
-        for index, line in zip(
-            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
-        ):
-            if line not in lines[chunk[index]]:
-                lines[chunk[index]].append(line)
+    lines = await _read_asked(engine, sqlite, [*trails, *evaluations], oldest=False)
+    longer = [trail for trail in trails if len(lines[trail]) > TAIL]
+    if longer:  # a run of more lines than the evidence shows: its oldest too
+        oldest = await _read_asked(engine, sqlite, longer, oldest=True)
+        for trail in longer:
+            newest = sorted(lines[trail], key=_position)[-TAIL:]
+            lines[trail] = [*(line for line in oldest[trail] if line not in newest), *newest]
     counted: dict[Evaluations, tuple[list[Line], int]] = {}
     for ask in evaluations:
         read = sorted(lines[ask], key=_position)
@@ -358,13 +366,32 @@ async def read_trails(
     return {trail: sorted(lines[trail], key=_position) for trail in trails}, counted
 
 
+async def _read_asked(
+    engine: AsyncEngine, sqlite: bool, asked: Sequence[Trail | Evaluations], *, oldest: bool
+) -> dict[Any, list[Line]]:
+    """The lines of each of `asked` (`oldest`: each trail's oldest alone), a statement per few hundred."""
+    lines: dict[Any, list[Line]] = {ask: [] for ask in asked}
+    for start in range(0, len(asked), PARTS_PER_STATEMENT):
+        chunk = asked[start : start + PARTS_PER_STATEMENT]
+        values: dict[str, Any] = {}
+        shapes = tuple(_bind(j, ask, values, sqlite, oldest=oldest) for j, ask in enumerate(chunk))
+        rows = await read_rows(engine, _trails_statement(sqlite, shapes), values)
+        for index, line in zip(
+            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
+        ):
+            lines[chunk[index]].append(line)
+    return lines
+
+
 # What a trail's or a gate's statement depends on besides its bound values: the statement of a
 # set of them is made once (functools.cache), as its shape recurs from request to request.
 Shape = tuple[str, str | None, bool, bool | None]  # what, a trail's kind, no step/phase, `after` as text
 
 
-def _bind(j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool) -> Shape:
-    """Bind `ask`'s values as part `j`'s, and say its shape."""
+def _bind(
+    j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool, *, oldest: bool = False
+) -> Shape:
+    """Bind `ask`'s values as part `j`'s, and say its shape (`oldest`: a trail's oldest line alone)."""
     values[f"r{j}"] = ask.run_id
     text = None if ask.after is None else _bind_after(values, f"a{j}", ask.after, sqlite)
     if isinstance(ask, Evaluations):
@@ -373,12 +400,13 @@ def _bind(j: int, ask: Trail | Evaluations, values: dict[str, Any], sqlite: bool
         return ("evaluations", None, ask.phase is None, text)
     if ask.step_id is not None:
         values[f"s{j}"] = ask.step_id
-    return ("trail", ask.kind, ask.step_id is None, text)
+    return ("oldest" if oldest else "trail", ask.kind, ask.step_id is None, text)
 
 
 @functools.lru_cache(maxsize=256)
 def _trails_statement(sqlite: bool, shapes: tuple[Shape, ...]) -> CompoundSelect[Any]:
-    return union_all(*(part for j, shape in enumerate(shapes) for part in _trail_parts(sqlite, j, shape)))
+    parts = (part for j, shape in enumerate(shapes) for part in _trail_parts(sqlite, j, shape))
+    return _constants_inline(union_all(*parts))
 
 
 def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
@@ -398,7 +426,7 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
     else:
         step: Any = bindparam(f"s{j}")
         same_step, its_step = e.c.step_id == step, o.c.step_id == step
-    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != kind], sqlite)
+    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != kind], none, sqlite)
     query = _by(
         select(o).where(o.c.run_id == run, o.c.kind == kind, its_step, ~others),
         o,
@@ -406,12 +434,10 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
     )
     if text is not None:
         query = query.where(_after(o, f"a{j}", text, sqlite))
-    oldest = query.order_by(at, o.c.id).limit(1)
-    newest = query.order_by(at.desc(), o.c.id.desc()).limit(TAIL)
-    return (
-        _part(sqlite, oldest.with_only_columns(*columns)),
-        _part(sqlite, newest.with_only_columns(*columns)),
-    )
+    if what == "oldest":
+        return (_part(sqlite, query.order_by(at, o.c.id).limit(1).with_only_columns(*columns)),)
+    newest = query.order_by(at.desc(), o.c.id.desc()).limit(TAIL + 1)
+    return (_part(sqlite, newest.with_only_columns(*columns)),)
 
 
 async def _count_evaluations(engine: AsyncEngine, ask: Evaluations, sqlite: bool) -> int:

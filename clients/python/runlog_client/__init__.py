@@ -83,8 +83,6 @@ from .run_holds import (
     RunHoldsRunLogRun,
     RunHoldsRunLogRunHolds,
     RunHoldsRunLogRunHoldsBlockingRun,
-    RunHoldsRunLogRunPhases,
-    RunHoldsRunLogRunPhasesSteps,
 )
 from .run_kind_counts import (
     RunKindCounts,
@@ -173,8 +171,6 @@ __all__ = [
     "RunHoldsRunLogRun",
     "RunHoldsRunLogRunHolds",
     "RunHoldsRunLogRunHoldsBlockingRun",
-    "RunHoldsRunLogRunPhases",
-    "RunHoldsRunLogRunPhasesSteps",
     "RunKindCounts",
     "RunKindCountsRunLog",
     "RunKindCountsRunLogKindCounts",

@@ -331,19 +331,6 @@ class RunLogClient(BaseClient):
                       ...RunHoldsFields
                     }
                   }
-                  phases {
-                    phase
-                    enteredAt
-                    gatedAt
-                    advancedAt
-                    completedAt
-                    steps {
-                      stepId
-                      status
-                      attempts
-                      at
-                    }
-                  }
                 }
               }
             }

@@ -334,19 +334,6 @@ class AsyncRunLogClient(AsyncBaseClient):
                       ...RunHoldsFields
                     }
                   }
-                  phases {
-                    phase
-                    enteredAt
-                    gatedAt
-                    advancedAt
-                    completedAt
-                    steps {
-                      stepId
-                      status
-                      attempts
-                      at
-                    }
-                  }
                 }
               }
             }
