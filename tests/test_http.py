@@ -87,6 +87,7 @@ def test_init_db_is_idempotent_and_creates_what_the_service_reads(backend: Backe
         "event_run_log",
         "event_run_log_keys",
         "event_run_log_pruned",
+        "event_run_log_steps",
         "event_run_log_words",
         "event_runs",
         "runlog_leases",

@@ -176,10 +176,11 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
             lost: list[int] = []  # the lines of each batch whose answer is lost
 
             def lose_the_answer(statement: str) -> None:
-                # A batch of several lines: the one a line-by-line retry would double.
-                if "INSERT INTO event_run_log " in statement and "), (" in statement:
+                # A batch of several lines: the one a line-by-line retry would double. Its
+                # lines and words go in one transaction: the answer lost is its COMMIT's.
+                if "INSERT INTO event_run_log " in statement and "), (" in statement and not lost:
                     lost.append(statement.count("), (") + 1)
-                    proxy.deafen()
+                    proxy.deafen_at("COMMIT")
 
             def committed() -> bool:
                 lines = "SELECT COUNT(*) FROM event_run_log WHERE detail LIKE '%line %'"
