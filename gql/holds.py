@@ -207,14 +207,13 @@ def plan(run_id: int, lines: HoldLines) -> Planned:
     for phase, held in gates.items():
         told.holds.append((HoldReason.WAITING_AT_GATE, held, phase))
         told.gates.append(Evaluations(run_id, phase, held[0]))
-    newest_steps = list(lines.steps)
-    if lines.no_step is not None and lines.no_step.kind in _STEP_OPENS:
-        newest_steps.append(lines.no_step)
-    for line in newest_steps:
-        ended = completed.get(line.phase)
-        if ended is not None and _before(line, ended):
-            continue  # its phase completed after it: none of its steps holds it
-        told.trails.append(Trail(run_id, line.kind, line.step_id, ended))
+    for step, held in lines.steps.items():
+        told.holds.append((HoldReason[_OPENS[held[-1].kind]], held, str(step)))
+    unstepped = lines.no_step
+    if unstepped is not None and unstepped.kind in _STEP_OPENS:
+        ended = completed.get(unstepped.phase)
+        if ended is None or _before(ended, unstepped):  # else its phase completed after it: no hold
+            told.trails.append(Trail(run_id, unstepped.kind, ended))
     for group, held in cleanups.items():
         told.holds.append((HoldReason.CLEANUP_FAILED, held, group))
     entered = [line for line in lines.marks if line.kind == _ENTERED and line.phase is not None]
@@ -264,7 +263,7 @@ def derive(
         held = trails.get(trail) or []
         if held:
             reason = HoldReason[_OPENS[trail.kind]]
-            opened.append((reason, held, None if trail.step_id is None else str(trail.step_id)))
+            opened.append((reason, held, None))
     terminal = run is not None and is_terminal(run.status)
     unsure = _unsure(told)
     holds = []
