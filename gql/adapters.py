@@ -20,7 +20,7 @@ from .compat.strawberry import WebSocketAdapterBase
 class RequestAdapter(StarletteRequestAdapter):
     @property
     def content_type(self) -> str | None:
-        # What RunLogGraphQL.parse_http_body accepted, spelled as Strawberry compares it (case-sensitively).
+        # What RunLogGraphQL.run accepted, spelled as Strawberry compares it (case-sensitively).
         header = super().content_type
         return "application/json" if json_content_type(header) is None else header
 

@@ -37,7 +37,7 @@ class MaskUnexpected(SchemaExtension):
         yield
         if not self.streamed:
             self.mask(self.execution_context.result)
-        # What the request is counted as, on Strawberry's path (run_prepared notes its own).
+        # What the request is counted as.
         found = self.execution_context.graphql_document
         schema = self.execution_context.schema
         if found is not None and isinstance(schema, RunLogSchema):  # build_schema's, as every app's

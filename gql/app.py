@@ -27,9 +27,8 @@ from .admission import Admissions
 from .answers import MaskUnexpected, route_error, shortened
 from .auth import Action, Policy
 from .body_limit import BodyLimit
-from .compat.strawberry import graphql_schema
 from .db import create_engine, init_db, pool_state
-from .engine import DocumentCaches
+from .engine import NOT_RUN, DocumentCache
 from .hold_metrics import HoldSeries, thresholds
 from .limits import (
     query_limits,
@@ -47,13 +46,8 @@ from .view import RunLogGraphQL
 log = logging.getLogger("gql.app")
 
 
-def create_app(
-    settings: Settings | None = None, *, prepared: bool = True, tracer_provider: Any = None
-) -> Starlette:
-    """Build the app for `settings` (read from the environment when omitted).
-
-    `prepared=False` answers every request through Strawberry's full pipeline.
-    """
+def create_app(settings: Settings | None = None, *, tracer_provider: Any = None) -> Starlette:
+    """Build the app for `settings` (read from the environment when omitted)."""
     settings = Settings.from_env() if settings is None else settings
     policy = Policy.from_settings(settings)
     alert_after = thresholds(settings)  # a reason that is not one stops start-up, naming it
@@ -62,8 +56,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         # Before the database is touched: a known document this schema refuses stops start-up.
-        unchecked = await graphql_app.engine.warm(trusted.by_hash.values())
-        trusted.check(graphql_schema(schema), unchecked)
+        await trusted.check(schema, NOT_RUN)
         engine = create_engine(settings)
         # Writes have connections of their own, which no reader can take (SQLite has one writer anyway).
         write_engine = (
@@ -134,20 +127,17 @@ def create_app(
     if not settings.introspection:
         extensions.append(DisableIntrospection)
     # Last, so a document another extension supplied is left as it is.
-    caches = DocumentCaches()
-    extensions.append(caches.extension)
+    documents = DocumentCache()
+    extensions.append(documents.extension)
     schema = build_schema(extensions=extensions)
     # A manifest that does not hold stops start-up, naming it; its documents are checked by the lifespan.
     trusted = TrustedDocuments.from_settings(settings)
     graphql_app = RunLogGraphQL(
         schema,
-        caches=caches,
-        max_lines=settings.max_lines_per_request,
         trusted=trusted,
         policy=policy,
-        prepared=prepared,
         graphql_ide="graphiql" if settings.graphiql else None,
-        allow_queries_via_get=True,  # a GET mutation is refused with 405 (`execute_single`)
+        allow_queries_via_get=True,  # a GET mutation is refused with 405 (`RunLogGraphQL.run`)
         # Above ours (which names its setting), so it still bounds queries over the socket.
         max_subscriptions_per_connection=2 * settings.max_subscriptions_per_connection,
         keep_alive=True,  # graphql-ws's "ka"; uvicorn also pings (gql/server.py)
@@ -182,8 +172,8 @@ def create_app(
         return JSONResponse({"status": "ready", **extra})
 
     def sample(state: dict[str, Any]) -> None:
-        engine = graphql_app.engine
-        metrics.sample(state, caches, engine.page_plans, engine.plans, state["writer"].lines_waiting())
+        plans = getattr(schema.execution_context_class, "plans", None)  # build_schema's PageExecutor
+        metrics.sample(state, documents, plans, state["writer"].lines_waiting())
 
     async def livez(request: Request) -> Response:
         # Asks nothing: a database that is down is no reason to restart this process.

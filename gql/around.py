@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from . import store, tail
@@ -21,7 +22,7 @@ async def read_around(
     filters: store.Filters,
     scope: store.Scope,
     limit: int | None,
-    unavailable: Callable[[Context, str, Exception], ClientError],
+    answering: Callable[[Context, str], AbstractContextManager[None]],
 ) -> tuple[list[store.Line], list[str], PageInfo, float]:
     """The lines (newest first), their cursors and the page's info around `line_id`, and the deadline."""
     size = store.clamp_read_limit(limit)
@@ -65,18 +66,12 @@ async def read_around(
         lines = [line, *parts["newer"].lines, *parts["older"].lines]
         return store.Page(lines=lines, has_next=False, detail_bytes=newer.detail_bytes + older.detail_bytes)
 
-    try:
+    with answering(context, f"runLog of run {run_id} around line {line_id}"):
         async with asyncio.timeout_at(deadline):
             if asked.detail:
                 await context.details_left().read(read, servings())
             else:
                 await read(None)
-    except ClientError:
-        raise
-    except Exception as exc:
-        if not store.is_unavailable(exc):
-            raise
-        raise unavailable(context, f"runLog of run {run_id} around line {line_id}", exc) from None
     line, newer, older = parts["line"], parts["newer"], parts["older"]
     position = store.position_of(line)
     made_newer = store.cursors_of(newer, before=position, settled=settled, scope=scope)

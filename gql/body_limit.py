@@ -68,7 +68,7 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        # Held once: handed on as one message, and as the scope's state for the prepared path.
+        # Held once: handed on as one message, and as the scope's state (the view logs unrun writes from it).
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         del chunks
         scope.setdefault("state", {})["body"] = body

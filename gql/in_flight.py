@@ -9,7 +9,7 @@ from . import runs, store
 from .auth import Action
 from .limits import served_bytes
 from .page import ClientError, Context
-from .run_log import unavailable
+from .run_log import answering
 from .runs import Run, RunsPage, RunsPageInfo
 
 
@@ -67,7 +67,7 @@ async def read_runs_in_flight(
     kept: list[tuple[store.Run, str | None]] = []
     made: dict[int, Run] = {}
     examined = 0
-    try:
+    with answering(context, "runsInFlight"):
         async with asyncio.timeout(context.settings.read_timeout):
             while True:
                 found, more = await store.runs_in_flight(context.engine, limit=most, after=position)
@@ -86,10 +86,6 @@ async def read_runs_in_flight(
                         position = (activity, row.id)
                 if len(kept) >= most or not more or examined >= FILTERED_RUNS_MAX:
                     break
-    except Exception as exc:
-        if store.is_unavailable(exc):
-            raise unavailable(context, "runsInFlight", exc) from None
-        raise
     if made:
         # Holds' sentences and evidence count against RUNLOG_MAX_PAGE_BYTES: the page ends where
         # they would pass it (its first run always comes).

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
@@ -18,12 +17,8 @@ from graphql import (
     ExecutionResult,
     FieldNode,
     FragmentDefinitionNode,
-    GraphQLEnumType,
     GraphQLError,
-    GraphQLScalarType,
-    GraphQLSchema,
     IntValueNode,
-    ListTypeNode,
     NamedTypeNode,
     NonNullTypeNode,
     NullValueNode,
@@ -178,31 +173,6 @@ _AGAIN = "; a page served under several aliases of nodes, detail or blockingRun 
 MAX_VARIABLE_VALUES = 10_000
 
 
-# What Engine.warm coerces for a required variable of each scalar: nothing runs.
-_SAMPLES: dict[str, Any] = {"ID": "1", "Int": 1, "Float": 0.0, "String": "", "Boolean": False}
-
-
-def sample_variables(schema: GraphQLSchema, operation: OperationDefinitionNode) -> dict[str, Any] | None:
-    """Values that coerce for each variable `operation` requires; None if one has no sample."""
-    values: dict[str, Any] = {}
-    for definition in operation.variable_definitions or ():
-        if definition.default_value is not None or not isinstance(definition.type, NonNullTypeNode):
-            continue  # null or its default will do
-        inner = definition.type.type
-        if isinstance(inner, ListTypeNode):
-            values[definition.variable.name.value] = []
-            continue
-        named = schema.get_type(inner.name.value) if isinstance(inner, NamedTypeNode) else None
-        if isinstance(named, GraphQLEnumType) and named.values:
-            value: Any = next(iter(named.values))
-        elif isinstance(named, GraphQLScalarType) and named.name in _SAMPLES:
-            value = _SAMPLES[named.name]
-        else:
-            return None
-        values[definition.variable.name.value] = value
-    return values
-
-
 def variable_values(operation: OperationDefinitionNode, variables: Mapping[str, Any] | None) -> int:
     """How many values graphql-core will check to coerce `variables`, counted up to just past the limit.
 
@@ -256,35 +226,13 @@ def lines_asked(
 ) -> tuple[int, int, bool]:
     """The lines `operation`'s runLog fields could serve together, how many such fields it has, and
     whether a page is served more than once (each serving counts its lines: `detail_servings`)."""
-    return PageReads.of(operation, fragments_of(document)).lines(variables)
-
-
-@dataclass(frozen=True, slots=True)
-class PageReads:
-    """An operation's root `runLog` fields, each with its `detail_servings`: what its variables do not change.
-
-    `PageReads.of(operation, fragments).lines(variables)` is `lines_asked`; a read plan keeps its own.
-    """
-
-    fields: tuple[tuple[FieldNode, int], ...]
-    defaults: dict[str, ValueNode | None]
-
-    @classmethod
-    def of(
-        cls, operation: OperationDefinitionNode, fragments: Mapping[str, FragmentDefinitionNode]
-    ) -> PageReads:
-        root = selections([operation.selection_set], fragments, deep=False)
-        fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
-        return cls(
-            tuple((field, detail_servings(field, fragments)) for field in fields),
-            {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()},
-        )
-
-    def lines(self, variables: Mapping[str, Any] | None) -> tuple[int, int, bool]:
-        """As `lines_asked`, for these `variables`."""
-        read = [_read_limit(field, variables or {}, self.defaults) for field, _ in self.fields]
-        served = [limit * servings for (_, servings), limit in zip(self.fields, read, strict=True)]
-        return sum(served), len(self.fields), sum(served) > sum(read)
+    fragments = fragments_of(document)
+    root = selections([operation.selection_set], fragments, deep=False)
+    fields = [f for f in root if isinstance(f, FieldNode) and f.name.value == "runLog"]
+    defaults = {d.variable.name.value: d.default_value for d in operation.variable_definitions or ()}
+    read = [_read_limit(field, variables or {}, defaults) for field in fields]
+    served = [limit * detail_servings(field, fragments) for field, limit in zip(fields, read, strict=True)]
+    return sum(served), len(fields), sum(served) > sum(read)
 
 
 # The fields that hold a page's lines, and what each line links to.

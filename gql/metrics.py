@@ -63,10 +63,8 @@ SWEEPS = Counter(
 
 FALLBACKS = Counter(
     "runlog_fallbacks",
-    "Work that left a faster path for graphql-core's ordinary one, by path (page_plan: a runLog page "
-    "completed without its compiled plan; prepared: a POST answered through Strawberry's pipeline; "
-    "write_plan: a writeRunLog mutation run by the executor; read_plan: a runLog query run by the "
-    "executor) and reason.",
+    "Work that left the compiled page plan for graphql-core's ordinary completion, by path (page_plan: "
+    "a runLog page completed without its compiled plan) and reason.",
     ["path", "reason"],
 )
 SWALLOWED = Counter(
@@ -89,8 +87,7 @@ WRITE_QUEUE = Gauge(
 )
 CACHE_ENTRIES = Gauge(
     "runlog_cache_entries",
-    "Entries held by each cache (documents: parsed query texts; plans: page plans by selection; "
-    "operation_plans: each prepared operation's read or write plan, or that it has none).",
+    "Entries held by each cache (documents: parsed query texts; plans: page plans by selection).",
     ["cache"],
     multiprocess_mode="livesum",
 )
@@ -200,7 +197,7 @@ def swallowed(where: str) -> None:
 # ── sampling ─────────────────────────────────────────────────────────────────
 
 
-def sample(state: dict[str, Any], caches: Any, plans: Any, operation_plans: Any, queued: int) -> None:
+def sample(state: dict[str, Any], caches: Any, plans: Any, queued: int) -> None:
     """Set the sampled gauges from what the app hands in: its lifespan state, caches, plans, queue length."""
     engines = {state["engine"], state.get("write_engine", state["engine"])}  # the readers' and the writes'
     POOL_IN_USE.set(sum(_call(engine.sync_engine.pool, "checkedout") for engine in engines))
@@ -210,7 +207,6 @@ def sample(state: dict[str, Any], caches: Any, plans: Any, operation_plans: Any,
     if plans is not None:
         CACHE_ENTRIES.labels("plans").set(len(plans.entries))
         CACHE_BYTES.labels("plans").set(plans.held_bytes)
-    CACHE_ENTRIES.labels("operation_plans").set(len(operation_plans.entries))
     WRITE_QUEUE.set(queued)
     tails = state.get("tails")  # gql/subscriptions.py: the running runLogTail subscriptions
     if tails is not None:

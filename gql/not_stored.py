@@ -1,7 +1,7 @@
 """The response's `extensions.runlog.notStored`: an entry for each `writeRunLog` field that answered false.
 
 `note(context, path, problem)` adds a field's entry; `NotStoredExtension` puts the entries in
-Strawberry's result, and `extensions(context)` gives them to the paths that answer without it.
+Strawberry's result, over HTTP and websockets alike.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from strawberry.extensions import SchemaExtension
 
 from .refusals import told
 
-__all__ = ["NotStoredExtension", "extensions", "note"]
+__all__ = ["NotStoredExtension", "note"]
 
 
 def note(context: Any, path: Sequence[str | int], problem: str) -> None:
@@ -24,14 +24,9 @@ def note(context: Any, path: Sequence[str | int], problem: str) -> None:
     )
 
 
-def extensions(context: Any) -> dict[str, Any]:
-    """The response's extensions for the fields `context` saw not stored; empty when there were none."""
-    entries = getattr(context, "not_stored", None)
-    return {"runlog": {"notStored": entries}} if entries else {}
-
-
 class NotStoredExtension(SchemaExtension):
     """Puts `extensions.runlog.notStored` in a result whose writes answered false."""
 
     def get_results(self) -> dict[str, Any]:
-        return extensions(self.execution_context.context)
+        entries = getattr(self.execution_context.context, "not_stored", None)
+        return {"runlog": {"notStored": entries}} if entries else {}

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -65,7 +65,7 @@ async def _find_runs(
             else:
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
-        found = unavailable(context, "run lookup", exc) if store.is_unavailable(exc) else exc
+        found = failure(context, "run lookup", exc)
     if holds and not isinstance(found, Exception):
         weight = sum(served_bytes(run, runs.MAX_CHAIN) for run in found.values())
         if not context.details_left().spend(weight):
@@ -206,13 +206,8 @@ async def read_run_log(
                     return await context.details_left().read(read, servings())
                 return await read(None)
 
-        try:
-            with _admitted(context, filters.search):
-                page = await page_by_deadline()
-        except Exception as exc:
-            if not store.is_unavailable(exc):
-                raise  # a fault of this server: masked, and logged with its stack
-            raise unavailable(context, f"runLog of run {number}", exc) from None
+        with answering(context, f"runLog of run {number}"), _admitted(context, filters.search):
+            page = await page_by_deadline()
         return page, settled, deadline
 
     def cursors_of(page: store.Page, settled: datetime.datetime) -> store.PageCursors | None:
@@ -232,7 +227,7 @@ async def read_run_log(
                 filters=filters,
                 scope=scope,
                 limit=limit,
-                unavailable=unavailable,
+                answering=answering,
             )
         lines, cursors, info_, deadline = around_read
         return await _completed(
@@ -341,13 +336,9 @@ async def _kind_counts(
     context: Context, run_id: int, filters: store.Filters, deadline: float
 ) -> list[KindCount]:
     """The page's kindCounts: one grouped query, by the page's deadline."""
-    try:
+    with answering(context, f"kindCounts of run {run_id}"):
         async with asyncio.timeout_at(deadline):
             counted = await store.count_kinds(context.engine, run_id=run_id, filters=filters)
-    except Exception as exc:
-        if not store.is_unavailable(exc):
-            raise
-        raise unavailable(context, f"kindCounts of run {run_id}", exc) from None
     return [KindCount(kind=kind_of(kind), kind_name=kind, count=count) for kind, count in counted]
 
 
@@ -357,7 +348,7 @@ async def _pruned(context: Context, run_id: int, deadline: float) -> PrunedLines
         async with asyncio.timeout_at(deadline):
             found = await store.find_pruned(context.engine, run_id)
     except Exception as exc:  # raised at the page's `pruned`, not swallowed
-        return unavailable(context, "pruned lines", exc) if store.is_unavailable(exc) else exc
+        return failure(context, "pruned lines", exc)
     if found is None:
         return None
     return PrunedLines(lines=found.lines, through=found.through, pruned_at=found.pruned_at)
@@ -410,6 +401,22 @@ def _admitted(context: Context, search: str | None) -> contextlib.AbstractContex
     except Busy as exc:
         log.warning("runLog search refused: request %s: %s", context.request_id, exc.message)
         raise ClientError(exc.message, exc.code, retryAfter=exc.retry_after, limit=exc.most) from None
+
+
+@contextlib.contextmanager
+def answering(context: Context, what: str) -> Iterator[None]:
+    """Around `what`'s reads: a database down, slow or busy is DATABASE_UNAVAILABLE (logged)."""
+    try:
+        yield
+    except Exception as exc:
+        if not store.is_unavailable(exc):
+            raise  # a fault of this server: masked, and logged with its stack
+        raise unavailable(context, what, exc) from None
+
+
+def failure(context: Context, what: str, exc: Exception) -> Exception:
+    """`exc` as the client sees it: DATABASE_UNAVAILABLE (logged) for a database that failed."""
+    return unavailable(context, what, exc) if store.is_unavailable(exc) else exc
 
 
 def unavailable(context: Context, what: str, exc: Exception) -> ClientError:

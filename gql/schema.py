@@ -26,7 +26,7 @@ from .in_flight import HoldFilter, read_runs_in_flight
 from .limits import detail_servings
 from .not_stored import NotStoredExtension
 from .page import ClientError, Context, RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
-from .run_log import read_run_log, unavailable, write_line
+from .run_log import answering, failure, read_run_log, write_line
 from .runs import HoldReason, RunsPage
 
 log = logging.getLogger("gql.runlog")
@@ -97,13 +97,9 @@ async def _eligible_lines(root: RetentionStatus, info: strawberry.Info[Context, 
     if root.horizon is None:
         return None
     context = info.context
-    try:
+    with answering(context, "retention.eligibleLines"):
         async with asyncio.timeout(context.settings.read_timeout):
             return await store.count_eligible(context.engine, before=root.horizon)
-    except Exception as exc:
-        if not store.is_unavailable(exc):
-            raise  # a fault of this server: masked, and logged with its stack
-        raise unavailable(context, "retention.eligibleLines", exc) from None
 
 
 @strawberry.type(
@@ -434,9 +430,10 @@ class Mutation:
         # The store answers what it deleted by the deadline; it fails only when it deleted nothing.
         deadline = asyncio.get_running_loop().time() + context.settings.prune_timeout
         try:
-            deleted = await store.prune_terminal(
-                context.engine, before=before, limit=store.clamp_prune_limit(limit), deadline=deadline
-            )
+            with answering(context, "pruneTerminal"):
+                deleted = await store.prune_terminal(
+                    context.engine, before=before, limit=store.clamp_prune_limit(limit), deadline=deadline
+                )
         except store.OutcomeUnknown as exc:
             metrics.lines_pruned(exc.deleted, "pruneTerminal")
             log.error("pruneTerminal failed: request %s: %s", context.request_id, exc)
@@ -445,10 +442,6 @@ class Mutation:
                 "DATABASE_UNAVAILABLE",
                 requestId=context.request_id,
             ) from None
-        except Exception as exc:
-            if not store.is_unavailable(exc):
-                raise  # a fault of this server: masked, and logged with its stack
-            raise unavailable(context, "pruneTerminal", exc) from None
         metrics.lines_pruned(deleted, "pruneTerminal")
         log.info("pruneTerminal: %d lines deleted, before %s", deleted, before.isoformat())
         return deleted
@@ -530,9 +523,9 @@ class Subscription:
                     delivered=exc.args[0],
                     maxLines=most,
                 )
-            if isinstance(exc, GraphQLError) or not store.is_unavailable(exc):
-                return exc  # a ClientError as it is; a fault of this server masked and logged
-            return unavailable(context, f"runLogTail of run {number}", exc)
+            if isinstance(exc, GraphQLError):
+                return exc  # a ClientError as it is
+            return failure(context, f"runLogTail of run {number}", exc)  # a fault: masked and logged
 
         return subscriptions.Stream(slot, source, as_line, fail)
 

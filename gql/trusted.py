@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphql import GraphQLError, GraphQLSchema, parse, validate
+import strawberry
+from graphql import GraphQLError, OperationDefinitionNode, parse, validate
 
+from .compat.strawberry import graphql_schema
 from .settings import Settings, SettingsError
 
 SHIPPED = Path(__file__).parent / "operations" / "persisted-documents.json"
@@ -39,17 +41,25 @@ class TrustedDocuments:
         """The text of the document `document_id` names (`sha256:<hex>` or `<hex>`, in any case), or None."""
         return self.by_hash.get(document_id.lower().removeprefix(PREFIX))
 
-    def check(self, schema: GraphQLSchema, unchecked: Collection[str]) -> None:
-        """Stop start-up on a known document `schema` refuses, of those `Engine.warm` did not find valid.
+    async def check(self, schema: strawberry.Schema, not_run: object) -> None:
+        """Stop start-up on a known document the schema refuses; run each through Strawberry, executing none.
 
-        `unchecked` are the texts warm refused under the app's rules, its limits included;
-        the others validated there, once.
+        `not_run` is the context whose requests are parsed and validated, and not executed
+        (engine/documents.py). A text refused only by the app's limits is refused per request.
         """
         for digest, text in self.by_hash.items():
-            if text not in unchecked:
-                continue
             try:
-                errors = validate(schema, parse(text))
+                operations = [d for d in parse(text).definitions if isinstance(d, OperationDefinitionNode)]
+                names = [o.name.value if o.name else None for o in operations]
+            except GraphQLError:
+                names = []
+            # An anonymous operation must be alone (validation says so; Strawberry would raise).
+            if names and (len(names) == 1 or None not in names):
+                result = await schema.execute(text, operation_name=names[0], context_value=not_run)
+                if not result.errors:
+                    continue
+            try:
+                errors = validate(graphql_schema(schema), parse(text))
             except GraphQLError as exc:
                 errors = [exc]
             if errors:

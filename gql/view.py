@@ -1,4 +1,4 @@
-"""The GraphQL view at /graphql: Strawberry's, and the prepared path that answers a known text itself."""
+"""The GraphQL view at /graphql: Strawberry's, answering JSON only, trusted documents, and masked errors."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import re
 import sys
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 from cross_web import HTTPException
@@ -19,61 +20,38 @@ from starlette.websockets import WebSocket
 from strawberry import UNSET, Schema
 from strawberry.asgi import GraphQL
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.extensions import DisableIntrospection
-from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
+from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 
-from . import body_limit, graphiql, metrics, not_stored, request_id
+from . import body_limit, graphiql, request_id
 from .adapters import RequestAdapter, WebSocketAdapter
 from .answers import (
     JSON,
-    MaskUnexpected,
     anonymise,
     finite,
     forget_tracebacks,
     json_content_type,
     json_error,
     masked,
-    operation_label,
     response_media_type,
     shortened,
     should_mask,
 )
 from .auth import Policy, Role
-from .engine import DocumentCacheExtension, DocumentCaches, Engine, Planned
-from .limits import RequestLimits
 from .page import Context
-from .schema import RunLogSchema
 from .subscriptions import BadConnectionInit, TransportWSHandler, WSHandler, connection_caller
 from .trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
 from .unrun_writes import log_unrun_writes
 
 log = logging.getLogger("gql.app")
 
-# A body this big is left to Strawberry, so as not to be decoded twice.
-PREPARED_MAX_BODY = 256 * 1024
 
-
-def reproduced(extension: Any) -> bool:
-    """Whether `run_prepared` does what `extension` does for a request (see `run_prepared`)."""
-    made = extension if isinstance(extension, type) else type(extension())
-    # Masking is in process_result, limits and introspection in the cached validation, and
-    # the writes' notStored in run_prepared and run_writes.
-    return made in (
-        MaskUnexpected,
-        RequestLimits,
-        DisableIntrospection,
-        DocumentCacheExtension,
-        not_stored.NotStoredExtension,
-    )
-
-
-def _mutation(request_data: GraphQLRequestData) -> bool:
+def _mutation(query: str | None, operation_name: str | None) -> bool:
     """Whether the request's operation is a mutation (False when its text does not parse)."""
-    if not isinstance(request_data.query, str):
+    if query is None:
         return False
     try:
-        operation = get_operation_ast(parse(request_data.query), request_data.operation_name)
+        operation = get_operation_ast(parse(query), operation_name)
     except GraphQLError:
         return False
     return operation is not None and operation.operation == OperationType.MUTATION
@@ -89,169 +67,94 @@ class RunLogGraphQL(GraphQL[Context, None]):
         self,
         schema: Schema,
         *,
-        caches: DocumentCaches,
-        max_lines: int,
         policy: Policy,
         trusted: TrustedDocuments = NO_DOCUMENTS,
-        prepared: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(schema, **options)
         self.trusted = trusted
         self.policy = policy
-        # An extension run_prepared does not reproduce (a tracer) sends every request through Strawberry.
-        self.prepared = prepared and not schema.directives and all(map(reproduced, schema.extensions))
-        self.engine = Engine(schema, caches, max_lines)
-        self.root_labels = schema.root_labels if isinstance(schema, RunLogSchema) else {}
 
     async def run(self, request: Any, context: Any = UNSET, root_value: Any = UNSET) -> Any:
         try:
-            if self.prepared and isinstance(request, Request) and request.method == "POST":
-                response = await self.run_prepared(request)
-                if response is not None:
-                    return response
+            if isinstance(request, WebSocket):
+                # graphql-transport-ws when the client offers it, in any order (Strawberry takes
+                # the client's first): listed first, it is the one Strawberry picks.
+                offered = request.scope.get("subprotocols") or []
+                request.scope["subprotocols"] = sorted(offered, key="graphql-transport-ws".__ne__)
+            elif request.method == "GET":
+                request = self._get_as_read(request)
+            elif request.method == "POST":
+                request = self._post_as_read(request)
             return await super().run(request, context, root_value)
         except HTTPException as exc:
+            params = request.query_params
+            # A GET may run a query, never a mutation (a link or an <img> could send it): 405, not
+            # Strawberry's 400 for an operation type the method may not run.
+            get = exc.status_code == 400 and request.scope.get("method") == "GET"
+            if get and _mutation(params.get("query"), params.get("operationName")):
+                exc = HTTPException(405, "A mutation must be sent by POST; GET may run only a query")
             # Strawberry answers these in plain text; a GraphQL client reads JSON.
             headers = {"Allow": "POST"} if exc.status_code == 405 else None
             return json_error(request, exc.status_code, shortened(exc.reason), headers)
 
-    async def execute_single(
-        self,
-        request: Any,
-        request_adapter: Any,
-        sub_response: Any,
-        context: Any,
-        root_value: Any,
-        request_data: GraphQLRequestData,
-    ) -> ExecutionResult:
-        # A GET may run a query, never a mutation (a link or an <img> could send it): 405, not 400.
-        try:
-            return await super().execute_single(
-                request, request_adapter, sub_response, context, root_value, request_data
-            )
-        except HTTPException as exc:
-            # Strawberry's 400 for an operation type the method may not run: on GET, a mutation.
-            if request_adapter.method == "GET" and exc.status_code == 400 and _mutation(request_data):
-                raise HTTPException(405, "A mutation must be sent by POST; GET may run only a query") from exc
-            raise
+    def _get_as_read(self, request: Request) -> Request:
+        """A GET as Strawberry is to read it: a trusted document's text in place of its `documentId`."""
+        params = request.query_params
+        document_id = params.get("documentId")
+        if document_id is None:
+            self._check_trusted(request, params.get("query"))
+            return request
+        items = [(k, v) for k, v in params.multi_items() if k != "documentId"]
+        items.append(("query", self._document_text(document_id, params.get("query"))))
+        # Strawberry then runs it, and shows no GraphiQL for a GET without `query`.
+        return Request({**request.scope, "query_string": urlencode(items).encode()}, request.receive)
 
-    async def parse_http_body(self, request: Any) -> Any:
+    def _post_as_read(self, request: Request) -> Request:
+        """A POST as Strawberry is to read it: JSON only, a trusted document's text for its `documentId`."""
         # Strawberry executes any content type containing "application/json" ("application/jsonp").
-        if request.method == "POST":
-            refusal = json_content_type(request.headers.get("content-type"))
-            if refusal is not None:
-                raise HTTPException(415, refusal)
-        data = await super().parse_http_body(request)
-        if not isinstance(data, GraphQLRequestData):
-            return data  # a batch: refused by Strawberry, batching is off
-        document_id = await self._document_id(request)
-        if document_id is not None:
-            text = self.trusted.text(document_id) if isinstance(document_id, str) else None
-            if data.query is not None:
-                raise HTTPException(400, "Send either a query or a documentId, not both")
-            if text is None:
-                raise HTTPException(400, unknown_id(document_id))
-            data.query = text
-        elif self.trusted.enforced and data.query is not None and not self._may_run(request, data.query):
+        refusal = json_content_type(request.headers.get("content-type"))
+        if refusal is not None:
+            raise HTTPException(415, refusal)
+        body = body_limit.body(request.scope)  # as BodyLimit read it
+        if b"documentId" not in body and not self.trusted.enforced:
+            return request  # the body is decoded here only when it may hold one, or must be checked
+        try:
+            data = self.decode_json(body)
+        except ValueError:
+            return request  # not JSON: Strawberry's to refuse
+        if not isinstance(data, dict):
+            return request  # a batch: refused by Strawberry, batching is off
+        if data.get("documentId") is None:
+            self._check_trusted(request, data.get("query"))
+            return request
+        data["query"] = self._document_text(data.pop("documentId"), data.get("query"))
+        whole = [{"type": "http.request", "body": self.encode_json(data), "more_body": False}]
+
+        async def receive() -> Any:
+            return whole.pop() if whole else await request.receive()
+
+        return Request(request.scope, receive)
+
+    def _document_text(self, document_id: object, query: object) -> str:
+        """The text of the trusted document `document_id` names, sent in place of `query`."""
+        if query is not None:
+            raise HTTPException(400, "Send either a query or a documentId, not both")
+        text = self.trusted.text(document_id) if isinstance(document_id, str) else None
+        if text is None:
+            raise HTTPException(400, unknown_id(document_id))
+        return text
+
+    def _check_trusted(self, request: Request, query: object) -> None:
+        """Refuse (403) a text not a trusted document's while they are enforced, unless an admin sent it."""
+        if self.trusted.enforced and isinstance(query, str) and not self._may_run(request, query):
             raise HTTPException(403, REFUSED)
-        return data
-
-    def should_render_graphql_ide(self, request: Any) -> bool:
-        # A GET of a trusted document has no `query` either: it is run, not shown.
-        return super().should_render_graphql_ide(request) and request.query_params.get("documentId") is None
-
-    async def _document_id(self, request: Any) -> object:
-        """The request's `documentId` (trusted documents), None when it sends none."""
-        if request.method == "GET":
-            return request.query_params.get("documentId")
-        body = await request.get_body()
-        if b"documentId" not in body:
-            return None  # the body is decoded again only when it may hold one
-        found = self.parse_json(body)
-        return found.get("documentId") if isinstance(found, dict) else None
 
     def _may_run(self, request: Any, query: object) -> bool:
         """Whether the caller may run `query` while trusted documents are enforced."""
         if isinstance(query, str) and query in self.trusted.texts:
             return True
         return Role.ADMIN in self.policy.identify(request.headers.get("authorization")).roles
-
-    async def run_prepared(self, request: Request) -> Response | None:
-        """Answer a POST of a query text validated before, as `run` would; None to leave it to `run`.
-
-        Anything this might not read exactly as `run` would (another content type, `extensions`,
-        a text not prepared yet, a request over the line budget) goes to `run`, untouched.
-        """
-        if json_content_type(request.headers.get("content-type")) is not None:
-            metrics.fell_back("prepared", "content_type", None, "the content type is not application/json")
-            return None
-        body = body_limit.body(request.scope)
-        if len(body) > PREPARED_MAX_BODY:
-            metrics.fell_back("prepared", "large_body", None, f"the body is over {PREPARED_MAX_BODY} bytes")
-            return None
-        try:
-            data = self.decode_json(body)  # as `run` reads it
-        except (ValueError, HTTPException):
-            metrics.fell_back("prepared", "json", None, "the body is not JSON (Strawberry refuses it)")
-            return None
-        if type(data) is not dict:
-            metrics.fell_back("prepared", "json", None, "the body is not an object (Strawberry refuses it)")
-            return None
-        query = data.get("query")
-        variables = data.get("variables")
-        name = data.get("operationName")
-        document_id = data.get("documentId")
-        if document_id is not None:
-            # A trusted document by its hash; anything odd is `run`'s to refuse.
-            if query is not None or type(document_id) is not str:
-                metrics.fell_back("prepared", "request_shape", None, "documentId with query, or not a string")
-                return None
-            query = self.trusted.text(document_id)
-        elif self.trusted.enforced and not self._may_run(request, query):
-            # Refused by `parse_http_body`, in Strawberry's pipeline.
-            metrics.fell_back(
-                "prepared", "not_trusted", None, "not a trusted document, and RUNLOG_TRUSTED_DOCUMENTS is on"
-            )
-            return None
-        if (
-            type(query) is not str
-            or (variables is not None and type(variables) is not dict)
-            or (name is not None and type(name) is not str)
-            or data.get("extensions") is not None
-        ):
-            metrics.fell_back(
-                "prepared",
-                "request_shape",
-                None,
-                "query, variables, operationName or extensions is not plain",
-            )
-            return None
-        planned = self.engine.plan(query, name, variables)
-        if planned is None:
-            return None
-        request_id.note(operation=operation_label(planned.operation, self.root_labels))
-        if planned.writes is not None:
-            return await self.run_writes(request, planned)
-        sub_response = await self.get_sub_response(request)
-        context = await self.get_context(request, response=sub_response)
-        outcome = await planned.execute(context)
-        result = ExecutionResult(
-            data=outcome.data, errors=outcome.errors, extensions=not_stored.extensions(context) or None
-        )
-        response_data = await self.process_result(request, result)
-        return self.create_response(response_data, sub_response)
-
-    async def run_writes(self, request: Request, planned: Planned) -> Response:
-        """Answer a mutation of `writeRunLog` fields alone, as the executor would (engine/write_plan.py)."""
-        # No sub-response: a write sets no header or status, so this is `create_response`'s answer.
-        context = await self.get_context(request, response=None)
-        answer: GraphQLHTTPResponse = {"data": await planned.write(context)}
-        if context.not_stored:
-            answer["extensions"] = not_stored.extensions(context)
-        return Response(
-            self.encode_json(answer), media_type=response_media_type(request.headers.get("accept"))
-        )
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
         # Behind MaskUnexpected: a crash while parsing or validating ends the operation before it.
@@ -369,11 +272,6 @@ class RunLogGraphQL(GraphQL[Context, None]):
         )
         await request.send_denial_response(json_error(request, 403, message))
         return request
-
-    async def pick_websocket_subprotocol(self, request: WebSocket) -> str | None:
-        """graphql-transport-ws when the client offers it, in any order; else graphql-ws."""
-        offered = request.scope.get("subprotocols") or []
-        return next((protocol for protocol in self.websocket_subprotocols if protocol in offered), None)
 
     async def on_ws_connect(self, context: Context) -> Any:
         """Read the caller from `connection_init`'s payload; one this cannot read closes with 4403."""

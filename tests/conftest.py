@@ -82,14 +82,12 @@ def pytest_configure(config: pytest.Config) -> None:
 SLOWEST_FIRST = (
     "test_cluster_galera",  # 147
     "test_promises",  # 110
-    "test_prepared",  # 109
     "test_fastpath",  # 97
     "test_operable",  # 75
     "test_bounded",  # 68
     "test_websocket_live",  # 66
     "test_websocket_operations",  # 58
     "test_subscription_live",  # 57
-    "test_write_plan",  # 55
     "test_migrations",  # 51
     "test_write_deadline",  # 48
     "test_read",  # 46
@@ -348,6 +346,12 @@ class Api:
         assert "errors" not in body, body
         result: bool = body["data"]["writeRunLog"]
         return result
+
+    def document_cache(self) -> Any:
+        """The app's document cache (gql/engine/documents.py), found among its schema's extensions."""
+        view: Any = self.client.app.routes[0].endpoint  # type: ignore[attr-defined]
+        (found,) = [e.__self__ for e in view.schema.extensions if hasattr(e, "__self__")]
+        return found
 
 
 @pytest.fixture

@@ -33,7 +33,6 @@ from graphql import (
 )
 from graphql.execution import Executor
 from strawberry.extensions import SchemaExtension
-from strawberry.http.async_base_view import AsyncBaseHTTPView
 from strawberry.resolvers import is_default_resolver
 
 from gql import compat
@@ -41,10 +40,9 @@ from gql.compat import graphql as graphql_compat
 from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
-from gql.engine.documents import NOT_RUN, DocumentCaches
+from gql.engine.documents import NOT_RUN, DocumentCache
 from gql.query_shape import OVERLAP_BUDGET
 from gql.schema import build_schema
-from gql.view import RunLogGraphQL
 
 GQL = pathlib.Path(__file__).resolve().parent.parent / "gql"
 
@@ -68,7 +66,7 @@ def test_the_reaches_are_these() -> None:
             "CompletesObjects",
             "FieldDetails",
             "bound_overlap_check",
-            "collect_subfields",
+            "subfields",
         ],
         "sqlalchemy": ["greenlet_spawn"],
         "strawberry": [
@@ -397,10 +395,10 @@ def test_no_library_class_is_overridden_or_read_beyond_its_documented_hooks_outs
 def test_the_override_scan_finds_an_unlisted_override() -> None:
     hooks = _hooks()
     overridden, read = hooks["strawberry.asgi.GraphQL"]
-    hooks["strawberry.asgi.GraphQL"] = (overridden - {"execute_single"}, read)
+    hooks["strawberry.asgi.GraphQL"] = (overridden - {"reject_websocket"}, read)
     hooks["strawberry.extensions.base_extension.SchemaExtension"] = (frozenset(), None)
     found = [reach.partition(" ")[2] for reach in _overrides_and_reads(hooks)]
-    assert "RunLogGraphQL overrides execute_single" in found
+    assert "RunLogGraphQL overrides reject_websocket" in found
     assert "RequestLimits overrides on_execute" in found
     del hooks["graphql.error.graphql_error.GraphQLError"]
     assert "ClientError subclasses graphql.error.graphql_error.GraphQLError" in [
@@ -575,9 +573,9 @@ class _Hooks(SchemaExtension):
 
 
 def test_a_not_run_request_is_parsed_validated_and_cached_and_never_executed() -> None:
-    """Engine.warm's requests: a result an extension sets in `on_execute` is answered without executing."""
-    caches = DocumentCaches()
-    schema = strawberry.Schema(query=CompatQuery, extensions=[_Hooks, caches.extension])
+    """Start-up's requests: a result an extension sets in `on_execute` is answered without executing."""
+    cache = DocumentCache()
+    schema = strawberry.Schema(query=CompatQuery, extensions=[_Hooks, cache.extension])
     text = "query Q { thing { plain } }"
     seen_info.clear()
     _Hooks.seen.clear()
@@ -585,30 +583,11 @@ def test_a_not_run_request_is_parsed_validated_and_cached_and_never_executed() -
     assert result.errors is None and result.data is None
     assert seen_info == []  # the resolver did not run
     assert _Hooks.seen == ["operation", "parsed True", "validated, 0 errors", "execute"]
-    assert caches.prepared_operation(text, "Q") is not None  # parsed and validated once, for every request
+    assert cache.texts[text].validated  # parsed and validated once, for every request
     result = asyncio.run(schema.execute("{ thing { nope } }", context_value=NOT_RUN))
     assert [e.message for e in result.errors or ()] == ["Cannot query field 'nope' on type 'CompatThing'."]
     assert asyncio.run(schema.execute(text, operation_name="Q")).data == {"thing": {"plain": 1}}
     assert len(seen_info) == 1
-
-
-def test_process_errors_is_all_strawberrys_private_process_errors_does_here() -> None:
-    """run_prepared calls the public `process_errors`; Strawberry's `_process_errors` would only
-    drop field suggestions as well, which this schema's config does not ask for."""
-    schema = build_schema()
-    assert schema.config.disable_field_suggestions is False
-    error = graphql.GraphQLError("Cannot query field 'x' on type 'Query'. Did you mean 'y'?")
-    schema._process_errors([error])
-    assert error.message == "Cannot query field 'x' on type 'Query'. Did you mean 'y'?"
-
-
-def test_the_views_handle_errors_hook_is_strawberrys_empty_one() -> None:
-    """run_prepared does not call `_handle_errors`: a hook this view leaves empty."""
-    assert RunLogGraphQL._handle_errors is AsyncBaseHTTPView._handle_errors
-    response: dict[str, Any] = {"data": None}
-    view: Any = object.__new__(RunLogGraphQL)
-    assert view._handle_errors([graphql.GraphQLError("x")], response) is None
-    assert response == {"data": None}
 
 
 def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_reads() -> None:
@@ -635,15 +614,6 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
         and GraphQL.request_adapter_class is StarletteRequestAdapter
     )
     # Their signatures, as gql/ calls and overrides them.
-    assert list(inspect.signature(GraphQL.execute_single).parameters) == [
-        "self",
-        "request",
-        "request_adapter",
-        "sub_response",
-        "context",
-        "root_value",
-        "request_data",
-    ]
     assert list(inspect.signature(GraphQL.run).parameters) == ["self", "request", "context", "root_value"]
     handler = strawberry_compat.BaseGraphQLWSHandler
     assert all(inspect.iscoroutinefunction(getattr(handler, n)) for n in ("handle", "handle_start"))
@@ -664,7 +634,7 @@ class _Completing(graphql_compat.CompletesObjects, Executor):
     def complete_object(
         self, return_type: GraphQLObjectType, field_details_list: list[Any], result: Any
     ) -> Any:
-        collected = graphql_compat.collect_subfields(self, return_type, field_details_list)
+        collected = graphql_compat.subfields(self, return_type, field_details_list)
         _Completing.seen.append(
             (
                 [type(d) for d in field_details_list],
@@ -698,41 +668,9 @@ def test_completes_objects_overrides_graphql_cores_complete_object_value() -> No
     assert collected == ["n"]
 
 
-def test_collect_subfields_honours_skip_and_aliases() -> None:
+def test_subfields_honours_skip_and_aliases() -> None:
     _execute("query($no: Boolean!) { page { a: n s @skip(if: $no) } }", variable_values={"no": True})
     assert _Completing.seen[0][2] == ["a"]
-
-
-def _root_fields(executor: Any) -> dict[str, list[Any]]:
-    root = executor.schema.get_root_type(executor.operation.operation)
-    return graphql_compat.collect_subfields(executor, root, None)
-
-
-def test_collect_subfields_of_none_groups_the_root_as_execution_does() -> None:
-    from graphql.execution.collect_fields import collect_fields
-
-    text = (
-        "query($no: Boolean!) { a: page { n } a: page { s } page @skip(if: $no) { n } "
-        "... on Query { b: page { n } } ...F } fragment F on Query { c: page { s } }"
-    )
-    document = parse(text)
-    executor = Executor.build(_SCHEMA, document, raw_variable_values={"no": True})
-    assert isinstance(executor, Executor)
-    grouped = _root_fields(executor)
-    assert list(grouped) == ["a", "b", "c"]
-    assert [d.node.selection_set.selections[0].name.value for d in grouped["a"]] == ["n", "s"]
-    # What graphql-core's own root collection (`collect_fields`, which execution uses) finds.
-    executed = collect_fields(
-        executor.schema, executor.fragments, executor.variable_values, _SCHEMA.query_type, executor.operation
-    ).grouped_field_set
-    assert {k: [d.node for d in v] for k, v in grouped.items()} == {
-        k: [d.node for d in v] for k, v in executed.items()
-    }
-    # The very groups the executor completes: the same field nodes.
-    completing = Executor.build(_SCHEMA, parse("{ page { n } }"))
-    assert isinstance(completing, Executor)
-    (group,) = _root_fields(completing).values()
-    assert group[0].node is completing.operation.selection_set.selections[0]
 
 
 def test_left_hands_the_value_back_to_graphql_core() -> None:

@@ -7,7 +7,6 @@ each test compares what /metrics shows before and after what it does.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import uuid
 from typing import Any
@@ -51,14 +50,6 @@ def test_no_shipped_operation_falls_back(tables: Backend, api: Api, name: str, d
         variables["before"] = nodes[-1]["cursor"]
 
     before = fallbacks(api)
-    body = api.post(document, variables)
-    assert "errors" not in body, body
-    # Its first request is parsed and validated by Strawberry, which prepares
-    # the text for the next (unless start-up prepared this very text as a
-    # trusted document): that, and nothing else.
-    assert moved(before, fallbacks(api)) in ({}, {("prepared", "not_prepared"): 1})
-
-    before = fallbacks(api)
     for _ in range(3):
         body = api.post(document, variables)
         assert "errors" not in body, body
@@ -90,19 +81,3 @@ def test_a_page_off_its_plan_is_counted_with_its_reason_and_logged_once_per_docu
     assert len(off_plan) == 1, [r.getMessage() for r in logged]  # once, for three requests
     assert off_plan[0].levelno == logging.WARNING
     assert "OperationalError" in off_plan[0].getMessage() or "ProgrammingError" in off_plan[0].getMessage()
-
-
-def test_a_request_the_prepared_path_leaves_to_strawberry_is_counted_with_its_reason(
-    tables: Backend, api: Api
-) -> None:
-    query = f"# {uuid.uuid4().hex}\n{{ runLog(runId: 7) {{ nodes {{ id }} }} }}"
-    assert "errors" not in api.post(query)  # prepared from now on
-    before = fallbacks(api)
-    for _ in range(2):
-        response = api.client.post(
-            "/graphql",
-            content=json.dumps({"query": query, "extensions": {"x": 1}}),  # not a body it reads
-            headers={"Content-Type": "application/json"},
-        )
-        assert response.status_code == 200 and "errors" not in response.json()
-    assert moved(before, fallbacks(api)) == {("prepared", "request_shape"): 2}

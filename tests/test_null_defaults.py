@@ -4,8 +4,8 @@
 position); sent as `{"r": null}`, graphql-core failed at the field, and the
 masking took its error for a fault of ours: "Unexpected error", an ERROR with
 a stack in the log for any anonymous caller, and a write that left no trace.
-Each shape is tried over HTTP (Strawberry's path, then the prepared one that
-answers a text seen before) and over both websocket protocols, on both
+Each shape is tried over HTTP (twice: the second time the text is a known one)
+and over both websocket protocols, on both
 databases: a BAD_USER_INPUT naming the variable, nothing logged as an error,
 and a write logged as not stored, counted as refused.
 """
@@ -117,7 +117,7 @@ def test_a_null_for_a_defaulted_variable_where_a_value_is_needed_is_bad_user_inp
 ) -> None:
     query, variables, variable, line = SHAPES[shape]
     before = refusals(api)
-    # Twice over HTTP: the first takes Strawberry's path, the second the prepared one.
+    # Twice over HTTP: the second time from the document cache.
     tries = 2 if transport == "http" else 1
     with caplog.at_level(logging.INFO, logger="gql"):
         for _ in range(tries):

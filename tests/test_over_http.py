@@ -51,7 +51,7 @@ def test_a_client_that_accepts_graphql_response_json_gets_it_with_the_specs_stat
             "data": {"runLog": {"nodes": [], "pageInfo": {"hasNextPage": False, "endCursor": None}}}
         }
         for body in REQUEST_ERRORS:
-            # Twice: the second time the text is a prepared one (gql/view.py run_prepared).
+            # Twice: the second time from the document cache.
             for _ in range(2):
                 refused = post(api, body, accept)
                 assert refused.status_code == 400, (body, refused.text)

@@ -537,7 +537,7 @@ def test_serve_binds_127_0_0_1_port_8000_by_default(monkeypatch: pytest.MonkeyPa
 def test_a_query_text_over_16_kib_is_parsed_each_time_never_cached(api: Api) -> None:
     """README, Performance: parsed documents are cached "bounded at 256 texts and
     32 MiB ...; a text over 16 KiB is parsed each time, never cached"."""
-    caches = api.client.app.routes[0].endpoint.engine.caches  # type: ignore[attr-defined]
+    caches = api.document_cache()
     small = "{ __typename }\n#" + "s" * (15 * KIB)
     large = "{ __typename }\n#" + "l" * (17 * KIB)
     for text in (small, large, large):

@@ -107,9 +107,9 @@ def request(query: str, **variables: Any) -> bytes:
 BODIES = {
     # Refused for the size of its text (RUNLOG_MAX_QUERY_BYTES), as in the report.
     "a query text of 3 MiB": lambda: request("{ __typename }" + " " * 3 * MIB),
-    # Answered, through Strawberry (too big for the prepared path).
+    # Answered.
     "3 MiB of variables": lambda: request("query Q($t: String) { __typename }", t="v" * 3 * MIB),
-    # Answered on the prepared path (its text is prepared by the first one).
+    # Answered (its text is cached by the first one).
     "a page with 200 KiB of variables": lambda: request(
         "query P($r: ID!, $t: String) { runLog(runId: $r) { nodes { id } } }", r=1, t="v" * 200 * 1024
     ),
@@ -130,7 +130,7 @@ def test_no_request_leaves_its_body_behind(tables: Backend, name: str) -> None:
         found = []
         async with running(app) as state:
             with collector_off():
-                for _ in range(2):  # the second time, whatever the first prepared
+                for _ in range(2):  # the second time, whatever the first cached
                     body = BODIES[name]()
                     assert await post(app, state, body) in (200, 400)
                     found.append(held_elsewhere(body))

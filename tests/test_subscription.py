@@ -397,7 +397,7 @@ def test_a_catch_up_past_its_limit_ends_with_an_error_and_a_new_tail_goes_on(
 
 
 def test_a_subscription_sent_over_http_is_refused_with_where_it_is_served(api: Api) -> None:
-    for _ in range(2):  # the second time as a prepared text
+    for _ in range(2):  # the second time from the document cache
         body = api.post("subscription { runLogTail(runId: 1) { id } }")
         (error,) = body["errors"]
         assert error["extensions"]["code"] == "BAD_REQUEST", body

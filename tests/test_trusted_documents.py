@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from graphql import OperationDefinitionNode, parse
 
-from gql.engine import documents
 from gql.settings import SettingsError
 from gql.trusted import SHIPPED
 
@@ -105,12 +104,11 @@ def test_a_document_id_is_read_in_any_case_over_post_and_get(on: Api) -> None:
         f"Sha256:{hex_digest.upper()}",
         f"sha256:{hex_digest.upper()}",
     ):
-        for _ in range(2):  # the first POST of a document prepares it; the second takes the prepared path
-            answered = send(on, document_id, {"runId": "7"})
-            assert answered.status_code == 200 and answered.json()["data"]["runLog"]["nodes"] == [], (
-                document_id,
-                answered.text,
-            )
+        answered = send(on, document_id, {"runId": "7"})
+        assert answered.status_code == 200 and answered.json()["data"]["runLog"]["nodes"] == [], (
+            document_id,
+            answered.text,
+        )
         params = {"documentId": document_id, "variables": variables}
         answered = on.client.get("/graphql", params=params, headers={"Accept": "*/*"})
         assert answered.status_code == 200 and answered.json()["data"]["runLog"]["nodes"] == [], (
@@ -130,14 +128,13 @@ def test_a_query_by_its_id_may_come_by_get(on: Api) -> None:
 
 
 def test_with_it_on_a_caller_may_run_only_known_documents_and_an_admin_anything(on: Api) -> None:
-    for _ in range(2):  # the second time, the text is a prepared one
-        refused = on.client.post("/graphql", json={"query": OTHER})
-        assert refused.status_code == 403, refused.text
-        error = refused.json()["errors"][0]
-        assert error["extensions"]["code"] == "FORBIDDEN"
-        assert "RUNLOG_TRUSTED_DOCUMENTS=on" in error["message"] and "documentId" in error["message"]
-        assert on.client.get("/graphql", params={"query": OTHER}).status_code == 403
-        assert on.data(OTHER, token=ADMIN) == {"runLog": {"nodes": []}}
+    refused = on.client.post("/graphql", json={"query": OTHER})
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["errors"][0]
+    assert error["extensions"]["code"] == "FORBIDDEN"
+    assert "RUNLOG_TRUSTED_DOCUMENTS=on" in error["message"] and "documentId" in error["message"]
+    assert on.client.get("/graphql", params={"query": OTHER}).status_code == 403
+    assert on.data(OTHER, token=ADMIN) == {"runLog": {"nodes": []}}
     # A known document's exact text is that document.
     key = next(k for k, (_, name) in persisted().items() if name == "RunLogPage")
     text = json.loads(PERSISTED.read_text())[key]
@@ -228,38 +225,16 @@ def test_on_the_websocket_too_only_known_documents_run_for_all_but_admins(on: Ap
                 assert "RUNLOG_TRUSTED_DOCUMENTS=on" in message["payload"][0]["message"]
 
 
-def test_the_known_documents_are_parsed_validated_and_planned_before_the_first_request(
+def test_the_known_documents_are_parsed_and_validated_before_the_first_request(
     make_api: Callable[..., Api],
 ) -> None:
     api = make_api(write_timeout=UNHURRIED_WRITE_TIMEOUT)
-
-    def held() -> dict[str, float]:
-        text = api.client.get("/metrics").text
-        found = {}
-        for cache in ("documents", "plans", "operation_plans"):
-            (line,) = [
-                x for x in text.splitlines() if x.startswith(f'runlog_cache_entries{{cache="{cache}"}}')
-            ]
-            found[cache] = float(line.split()[-1])
-        found["not_prepared"] = sum(
-            float(x.split()[-1])
-            for x in text.splitlines()
-            if x.startswith("runlog_fallbacks_total{") and 'reason="not_prepared"' in x
-        )
-        return found
-
-    # Before any request: each shipped document is in the document cache,
-    # validated; each query's page has its plan, the mutation its write plan.
-    kinds = [kind for kind, _ in persisted().values()]
-    at_start = held()
-    assert {k: v for k, v in at_start.items() if k != "not_prepared"} == {
-        "documents": len(kinds),
-        # each shipped query that reads a runLog page (runsInFlight's page of runs has no plan)
-        "plans": kinds.count("query") - 1,
-        "operation_plans": kinds.count("query") + kinds.count("mutation"),
-    }
-    # The first requests find all of it: nothing is parsed, prepared or
-    # planned anew (the fallback counter is the process's: compared, not zero).
+    cache = api.document_cache()
+    # Before any request: each shipped document is in the document cache, validated.
+    texts = json.loads(PERSISTED.read_text()).values()
+    assert all(cache.texts[text].validated for text in texts)
+    at_start = {text: (known.document, dict(known.validated)) for text, known in cache.texts.items()}
+    # The first requests find it: nothing is parsed or validated anew.
     by_name = {name: key for key, (_, name) in persisted().items()}
     assert send(api, by_name["RunLogPage"], {"runId": "7"}).json()["data"]["runLog"]["nodes"] == []
     assert send(api, by_name["WriteNote"], {"runId": "7", "text": "first"}).json() == {
@@ -267,38 +242,9 @@ def test_the_known_documents_are_parsed_validated_and_planned_before_the_first_r
     }
     page = api.post(api_text(by_name["RunLog"]), {"runId": "7"})
     assert [n["detail"]["text"] for n in page["data"]["runLog"]["nodes"]] == ["first"]
-    assert held() == at_start
+    assert {text: (known.document, dict(known.validated)) for text, known in cache.texts.items()} == at_start
 
 
 def api_text(document_id: str) -> str:
     text: str = json.loads(PERSISTED.read_text())[document_id]
     return text
-
-
-def test_a_process_parses_and_validates_each_known_document_once_and_each_app_keeps_its_own_limits(
-    make_api: Callable[..., Api],
-) -> None:
-    by_name = {name: key for key, (_, name) in persisted().items()}
-    first = make_api()
-    second = make_api()
-    shallow = make_api(max_depth=2)
-
-    def caches(api: Api) -> Any:
-        return api.client.app.routes[0].endpoint.engine.caches  # type: ignore[attr-defined]
-
-    text = api_text(by_name["RunLog"])
-    held = [caches(api).texts[text] for api in (first, second, shallow)]
-    # The second app took the first's document and validation, not its own again.
-    assert held[1].document is held[0].document
-    assert held[1].validated == held[0].validated != {}
-    # An app of other limits has its own validation of the same document, and refuses it.
-    assert held[2].document is held[0].document
-    assert held[2].validated.keys().isdisjoint(held[0].validated)
-    refused = shallow.post(text, {"runId": "7"})
-    assert "depth" in refused["errors"][0]["message"], refused
-    assert first.data(text, {"runId": "7"})["runLog"]["nodes"] == []
-    # What the apps share is the known documents' alone: a caller's text stays in its app.
-    mine = "query Mine { runLog(runId: 7, limit: 3) { nodes { id } } }"
-    assert first.data(mine)["runLog"]["nodes"] == []
-    assert mine in caches(first).texts
-    assert all(mine not in key for key in documents._SHARED.entries)

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 import gql.writes
 from gql.app import create_app
+from gql.compat.strawberry import graphql_schema
 from gql.db import pool_state
 
 from .conftest import UNHURRIED_WRITE_TIMEOUT, Api, Backend
@@ -48,10 +49,9 @@ def holdings(api: Api) -> dict[str, Any]:
         "app": app,
         "view": view,
         "schema": view.schema,
-        "graphql schema": view.engine.graphql_schema,
-        "document cache": view.engine.caches,
-        "page plans": view.engine.page_plans,
-        "operation plans": view.engine.plans,
+        "graphql schema": graphql_schema(view.schema),
+        "document cache": api.document_cache(),
+        "page plans": view.schema.execution_context_class.plans,
         "engine": engine,
         "sync engine": engine.sync_engine,
         "pool": engine.sync_engine.pool,

@@ -67,8 +67,7 @@ def test_a_variable_that_cannot_be_coerced_is_a_request_error_and_its_line_is_lo
     tables: Backend, api: Api, caplog: pytest.LogCaptureFixture, variables: dict[str, Any], logged: str
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="gql"):
-        # Twice: the second time the text is known to be valid and takes the
-        # prepared path (view.run_prepared), which must log the same.
+        # Twice: the second time the text's validation is cached, and the line is logged the same.
         first = api.post(VARIABLES, variables)
         second = api.post(VARIABLES, variables)
     assert first == second

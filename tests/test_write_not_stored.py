@@ -1,8 +1,8 @@
 """A `writeRunLog` that answers false says why, in `extensions.runlog.notStored`, however it is answered.
 
 One entry per field not stored: its response path, a stable reason, a sentence naming
-the value, and the request id. Each way the service answers a write is tried: Strawberry's
-pipeline, the prepared path (the executor, and the write plan), and both websocket protocols.
+the value, and the request id. Each way the service answers a write is tried: over HTTP, and
+both websocket protocols.
 """
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ from .conftest import MARIADB_URL, UNHURRIED_WRITE_TIMEOUT, Api, Backend
 from .faultproxy import FaultProxy
 
 WRITE = "mutation W($r: ID!, $k: String!, $d: JSON) { writeRunLog(runId: $r, kind: $k, detail: $d) }"
-# Not a mutation of plain writeRunLog fields: the prepared path hands it to the executor.
-WRITE_AND_TYPENAME = (
-    "mutation T($r: ID!, $k: String!, $d: JSON) { __typename writeRunLog(runId: $r, kind: $k, detail: $d) }"
-)
 TWO = (
     "mutation Two($d: JSON) {"
     ' w1: writeRunLog(runId: 1, kind: "note", detail: $d)'
@@ -35,7 +31,7 @@ TWO = (
 UNKNOWN_KIND = "kind 'run.blockd' is not one of the 22 kinds this server knows"
 REQUEST_ID = "why-not-stored-1"
 
-WAYS = ["strawberry", "prepared executor", "write plan", "graphql-transport-ws", "graphql-ws"]
+WAYS = ["http", "graphql-transport-ws", "graphql-ws"]
 
 
 class Ways:
@@ -44,26 +40,10 @@ class Ways:
     def __init__(self, backend: Backend, way: str, **overrides: Any) -> None:
         settings = backend.settings(write_timeout=UNHURRIED_WRITE_TIMEOUT, **overrides)
         self.way = way
-        self.client = TestClient(create_app(settings, prepared=way != "strawberry"))
-        self.answered_by: list[str] = []  # the prepared path's way for each request it answered
+        self.client = TestClient(create_app(settings))
 
     def __enter__(self) -> Ways:
         self.client.__enter__()
-        view = self.client.app.routes[0].endpoint  # type: ignore[attr-defined]
-        run_writes, run_prepared = view.run_writes, view.run_prepared
-
-        async def writes(*args: Any) -> Any:
-            self.answered_by.append("write plan")
-            return await run_writes(*args)
-
-        async def prepared(*args: Any) -> Any:
-            before = len(self.answered_by)
-            answer = await run_prepared(*args)
-            if answer is not None and len(self.answered_by) == before:
-                self.answered_by.append("prepared executor")
-            return answer
-
-        view.run_writes, view.run_prepared = writes, prepared
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -73,13 +53,7 @@ class Ways:
         """The payload the operation is answered with, the way this was made for."""
         if self.way in ("graphql-transport-ws", "graphql-ws"):
             return self._over_websocket(query, variables)
-        if self.way != "strawberry":
-            self._post(query, variables)  # a text's first request prepares it
-        before = len(self.answered_by)
-        body = self._post(query, variables)
-        took = self.answered_by[before:] or ["strawberry"]
-        assert took == [self.way], f"answered by {took}, not {self.way}"
-        return body
+        return self._post(query, variables)
 
     def _post(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
         response = self.client.post(
@@ -132,7 +106,7 @@ def entry(path: list[str], reason: str, message: str) -> dict[str, Any]:
 def test_an_unknown_kind_answers_false_and_says_why_and_is_still_logged_whole(
     served: Ways, caplog: pytest.LogCaptureFixture
 ) -> None:
-    query = WRITE_AND_TYPENAME if served.way == "prepared executor" else WRITE
+    query = WRITE
     with caplog.at_level(logging.WARNING, logger="gql"):
         body = served.answer(query, r="7", k="run.blockd", d={"text": "x"})
     assert body["data"]["writeRunLog"] is False
@@ -144,15 +118,14 @@ def test_an_unknown_kind_answers_false_and_says_why_and_is_still_logged_whole(
 
 
 def test_of_two_aliased_writes_only_the_one_not_stored_has_an_entry(served: Ways, tables: Backend) -> None:
-    query = TWO.replace("{", "{ __typename", 1) if served.way == "prepared executor" else TWO
-    body = served.answer(query, d={"text": "stored"})
-    assert {k: v for k, v in body["data"].items() if k != "__typename"} == {"w1": True, "w2": False}
+    body = served.answer(TWO, d={"text": "stored"})
+    assert body["data"] == {"w1": True, "w2": False}
     assert not_stored(body) == [entry(["w2"], "UNKNOWN_KIND", UNKNOWN_KIND)]
     assert tables.scalar("SELECT COUNT(*) FROM event_run_log WHERE kind = 'note'") >= 1
 
 
 def test_a_line_that_is_stored_carries_no_extensions_even_after_one_that_was_not(served: Ways) -> None:
-    query = WRITE_AND_TYPENAME if served.way == "prepared executor" else WRITE
+    query = WRITE
     refused = served.answer(query, r="7", k="run.blockd", d={"text": "not stored"})
     assert [e["reason"] for e in not_stored(refused)] == ["UNKNOWN_KIND"]
     body = served.answer(query, r="7", k="note", d={"text": "stored"})

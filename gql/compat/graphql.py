@@ -22,12 +22,14 @@ __all__ = [
     "CompletesObjects",
     "FieldDetails",
     "bound_overlap_check",
-    "collect_subfields",
+    "subfields",
 ]
 
 # `FieldDetails` (`graphql.execution.collect_fields`, not exported): a field node as the
 # executor collected it, what the page plan is compiled from. Its fields `defer_usage` and
-# `fragment_variable_values` are read by `deferred_or_fragment_arguments`, part of this entry.
+# `fragment_variable_values` are read by `deferred_or_fragment_arguments`, part of this entry;
+# `Fields`, the executor's list of them for one response key, names it for gql/engine.
+Fields = list[FieldDetails]
 
 
 def deferred_or_fragment_arguments(field_details_list: list[FieldDetails]) -> bool:
@@ -77,21 +79,14 @@ class CompletesObjects:
         )
 
 
-def collect_subfields(
-    executor: Any, return_type: GraphQLObjectType, field_details_list: list[FieldDetails] | None
+def subfields(
+    executor: Any, return_type: GraphQLObjectType, field_details_list: list[FieldDetails]
 ) -> dict[str, list[FieldDetails]]:
     """The fields selected on `return_type`, by response key, as the executor collects them.
 
-    `field_details_list` None: the fields at the root of the executor's operation (its root
-    type as `return_type`), as executing it collects them. The executor's `collect_subfields`
-    (`:meta private:`) is the one collection used; a plan compiled from another could select
-    other fields, and start-up's compiled plans (`PageExecutor.compile_pages`) must hold
-    these very field nodes, or each first request would compile again.
+    The executor's `collect_subfields` (`:meta private:`) is the one collection used; a plan
+    compiled from another could select other fields than graphql-core completes.
     """
-    if field_details_list is None:
-        # The operation's selection set, collected as a field's: what graphql-core's
-        # `collect_fields` does for the root (tested in tests/test_compat.py).
-        field_details_list = [FieldDetails(executor.operation, None, None)]
     grouped, _defer, _forbidden = executor.collect_subfields(return_type, field_details_list)
     return grouped  # type: ignore[no-any-return]
 

@@ -24,8 +24,8 @@ __all__ = [
 def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
     """The graphql-core schema Strawberry built (`Schema._schema`), which has no public accessor.
 
-    Without it `execute`, `validate`, the write and page plans and `run_prepared` have no
-    schema to run against.
+    Without it the page plans, `RunLogSchema.root_labels` and the start-up check of known
+    documents have no schema to run against.
     """
     return schema._schema
 
@@ -41,16 +41,11 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
 # What gql/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks: one entry,
 # the view (`strawberry.asgi.GraphQL`, itself public).
 VIEW_HOOKS = (
-    "execute_single",  # a GET mutation answered 405
-    "parse_http_body",  # JSON only, and trusted documents
-    "should_render_graphql_ide",  # not for a GET of a trusted document
     "reject_websocket",
-    "pick_websocket_subprotocol",  # graphql-transport-ws first, whatever the client's order
     "websocket_adapter_class",
     "graphql_transport_ws_handler_class",
     "graphql_ws_handler_class",
     "websocket_subprotocols",
-    "parse_json",
 )
 
 # Strawberry's ASGI websocket adapter: gql/adapters.py sends text frames (the graphql-ws client

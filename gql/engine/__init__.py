@@ -1,19 +1,17 @@
-"""The engine: answers the operations clients send once they are known (`Engine`, engine.py).
+"""The engine: graphql-core's executor with the compiled page plan (`PageExecutor`), and the document cache.
 
-The schema plugs in `PageExecutor` (or `VariablesExecutor`) and `DocumentCaches.extension`.
+The schema plugs in `PageExecutor` (or `VariablesExecutor`) and `DocumentCache.extension`.
 Modules outside the package import only what this module exports.
 """
 
-from .coercion import VariablesExecutor
-from .documents import DocumentCacheExtension, DocumentCaches
-from .engine import Engine, Planned
+from .documents import NOT_RUN, DocumentCache, DocumentCacheExtension
 from .page_plan import PageExecutor
+from .variables import VariablesExecutor
 
 __all__ = [
+    "NOT_RUN",
+    "DocumentCache",
     "DocumentCacheExtension",
-    "DocumentCaches",
-    "Engine",
     "PageExecutor",
-    "Planned",
     "VariablesExecutor",
 ]

@@ -7,7 +7,6 @@ it cannot cover raises `NotCompilable` while compiling.
 from __future__ import annotations
 
 import enum
-import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -27,19 +26,12 @@ from graphql import (
 from graphql.pyutils import Undefined
 from strawberry.resolvers import is_default_resolver
 
-from ..compat.graphql import FieldDetails, collect_subfields
+from ..compat.graphql import Fields, subfields
 from ..detail_codec import read_values, stored_fields
 from ..details import DETAIL_TYPES, LOADED
 from ..store import Line
 
 PAGE_TYPE_NAME = "RunLogPage"
-
-
-# Python's compile() is most of a plan's making, and a selection's source is the same in every
-# app of the process (the suite builds one app a test); each app binds the code to its own names.
-@functools.lru_cache(maxsize=16)
-def _code(text: str) -> Any:
-    return compile(text, "<runLog plan>", "exec")
 
 
 class Unplanned(Exception):
@@ -66,10 +58,10 @@ def _leaf(gtype: Any, value: Any) -> Any:
     """graphql-core's complete_leaf_value for a value that needs coercion; anything odd gives up."""
     if value is None or value is Undefined:
         raise Unplanned
-    coerced = gtype.coerce_output_value(value)
-    if coerced is None or coerced is Undefined:
+    completed = gtype.coerce_output_value(value)
+    if completed is None or completed is Undefined:
         raise Unplanned
-    return coerced
+    return completed
 
 
 def _give_up(*_: Any) -> Any:
@@ -103,12 +95,12 @@ class Compiler:
         self.page_origin: type | None = None
 
     def compile(
-        self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
+        self, page_type: GraphQLObjectType, field_details_list: Fields
     ) -> Callable[[Any, Any], dict[str, Any]]:
         self.page_origin = self.origin(page_type)
         entry = self.object_function(page_type, field_details_list)
         self.text = "\n".join(self.source)
-        exec(_code(self.text), self.names)  # noqa: S102 -- source written here, from schema names only
+        exec(compile(self.text, "<runLog plan>", "exec"), self.names)  # noqa: S102 -- source written here, from schema names only
         for resolved, table in self.tables:
             resolved.update({cls: self.names[function] for cls, function in table.items()})
         function: Callable[[Any, Any], dict[str, Any]] = self.names[entry]
@@ -119,14 +111,12 @@ class Compiler:
         self.names[key] = value
         return key
 
-    def object_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
+    def object_function(self, gtype: GraphQLObjectType, field_details_list: Fields) -> str:
         """A function completing a strawberry object of `gtype`, read as the default resolver reads it."""
         cls = self.name(self.origin(gtype), "C")
         page = gtype.name == PAGE_TYPE_NAME
 
-        def read(
-            name: str, field_def: Any, python_name: str, details: list[FieldDetails], target: str
-        ) -> Read:
+        def read(name: str, field_def: Any, python_name: str, details: Fields, target: str) -> Read:
             if page and name == "nodes":
                 return [f"{target} = {self.nodes(field_def, details)}"]
             self.check_default_resolver(gtype, name, field_def)
@@ -134,16 +124,14 @@ class Compiler:
 
         return self.fields_function(gtype, field_details_list, "o", f"type(o) is not {cls}", read)
 
-    def line_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
+    def line_function(self, gtype: GraphQLObjectType, field_details_list: Fields) -> str:
         """A function completing a page's line from its stored row `r` and cursor `c` (`line_sources`)."""
         sources = getattr(self.page_origin, "line_sources", None)
         if sources is None:
             raise NotCompilable(f"{PAGE_TYPE_NAME} does not say how its lines are read")
         self.origin(gtype)
 
-        def read(
-            name: str, field_def: Any, python_name: str, details: list[FieldDetails], target: str
-        ) -> Read:
+        def read(name: str, field_def: Any, python_name: str, details: Fields, target: str) -> Read:
             self.check_default_resolver(gtype, name, field_def)
             if python_name == "detail":
                 return self.complete_detail(target, field_def.type, details)
@@ -157,13 +145,11 @@ class Compiler:
         line = self.name(Line, "C")
         return self.fields_function(gtype, field_details_list, "r, c", f"type(r) is not {line}", read)
 
-    def values_function(self, gtype: GraphQLObjectType, field_details_list: list[FieldDetails]) -> str:
+    def values_function(self, gtype: GraphQLObjectType, field_details_list: Fields) -> str:
         """A function completing a detail of `gtype` from the values `detail_codec.read_values` read."""
         stored = stored_fields(self.origin(gtype))
 
-        def read(
-            name: str, field_def: Any, python_name: str, _details: list[FieldDetails], _target: str
-        ) -> Read:
+        def read(name: str, field_def: Any, python_name: str, _details: Fields, _target: str) -> Read:
             self.check_default_resolver(gtype, name, field_def)
             if self.field(gtype, name).metadata.get(LOADED):
                 return f"pg.loaded({python_name!r}, o)"
@@ -200,16 +186,16 @@ class Compiler:
     def fields_function(
         self,
         gtype: GraphQLObjectType,
-        field_details_list: list[FieldDetails],
+        field_details_list: Fields,
         parameters: str,
         refused: str,
-        read: Callable[[str, Any, str, list[FieldDetails], str], Read],
+        read: Callable[[str, Any, str, Fields, str], Read],
     ) -> str:
         """A function of `parameters` and the page `pg` answering the selected fields of `gtype`.
 
         `read(name, field_def, python_name, details, local)` gives an expression, or lines setting `local`.
         """
-        grouped = collect_subfields(self.executor, gtype, field_details_list)
+        grouped = subfields(self.executor, gtype, field_details_list)
         function = f"o{next(self.counter)}"
         body = [f"def {function}({parameters}, pg):", f"    if {refused}:", "        raise Unplanned"]
         keys: list[tuple[str, str]] = []
@@ -239,7 +225,7 @@ class Compiler:
         self.source.extend([*body, ""])
         return function
 
-    def nodes(self, field_def: Any, details: list[FieldDetails]) -> str:
+    def nodes(self, field_def: Any, details: Fields) -> str:
         """The page's `nodes`, completed: each stored line by a `line_function`."""
         gtype = field_def.type
         if not (
@@ -252,7 +238,7 @@ class Compiler:
         function = self.line_function(gtype.of_type.of_type.of_type, details)
         return f"[{function}(r, c, pg) for r, c in zip(o.lines, o.line_cursors)]"
 
-    def complete_detail(self, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
+    def complete_detail(self, target: str, gtype: Any, details: Fields) -> list[str]:
         """Lines setting `target` to the stored line `r`'s detail, as `detail_codec.read_values` reads it."""
         if not isinstance(gtype, GraphQLUnionType):
             raise NotCompilable(f"a line's detail is a {gtype}, not a union")
@@ -276,7 +262,7 @@ class Compiler:
             f"    {target} = {objects}.get(type(v), _give_up)(v, pg)",
         ]
 
-    def complete(self, value: str, target: str, gtype: Any, details: list[FieldDetails]) -> list[str]:
+    def complete(self, value: str, target: str, gtype: Any, details: Fields) -> list[str]:
         """Lines that set `target` to `value` completed as `gtype`, or raise Unplanned."""
         nullable = not isinstance(gtype, GraphQLNonNull)
         inner = gtype if nullable else gtype.of_type
@@ -317,9 +303,7 @@ class Compiler:
             return f"{value} if {fast.format(v=value)} else {slow}"
         return None
 
-    def complete_nullable(
-        self, value: str, target: str, gtype: Any, details: list[FieldDetails]
-    ) -> list[str]:
+    def complete_nullable(self, value: str, target: str, gtype: Any, details: Fields) -> list[str]:
         """As `complete`, for a value known not to be None."""
         if isinstance(gtype, GraphQLList):
             item = f"i{next(self.counter)}"
@@ -349,7 +333,7 @@ class Compiler:
             return [f"{target} = {function}({value}, pg)"]
         raise NotCompilable(f"no plan for a value of type {gtype}")
 
-    def item_function(self, gtype: Any, details: list[FieldDetails]) -> str:
+    def item_function(self, gtype: Any, details: Fields) -> str:
         """A function completing one list item (lists are completed item by item)."""
         function = f"e{next(self.counter)}"
         lines = self.complete("x", "r", gtype, details)
@@ -358,7 +342,7 @@ class Compiler:
         )
         return function
 
-    def union_dispatch(self, union: GraphQLUnionType, details: list[FieldDetails]) -> dict[type, Any]:
+    def union_dispatch(self, union: GraphQLUnionType, details: Fields) -> dict[type, Any]:
         """Exact class → completion function, for each member type of the union."""
         origins: list[tuple[type, GraphQLObjectType]] = []
         for member in union.types:

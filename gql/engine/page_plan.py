@@ -15,28 +15,24 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from graphql import (
-    DocumentNode,
     FieldNode,
     GraphQLObjectType,
-    GraphQLSchema,
     Token,
     VariableNode,
-    get_named_type,
 )
 from graphql.pyutils import Undefined
 
 from .. import metrics
 from ..compat.graphql import (
     CompletesObjects,
-    FieldDetails,
-    collect_subfields,
+    Fields,
     deferred_or_fragment_arguments,
 )
 from ..query_shape import selections
 from ..store import one_line_reason
-from .coercion import VariablesExecutor
 from .compiler import PAGE_TYPE_NAME, Compiler, NotCompilable, Unplanned
 from .documents import TOKEN_BYTES
+from .variables import VariablesExecutor
 
 log = logging.getLogger("gql.engine")
 
@@ -45,22 +41,6 @@ PLAN_CACHE_BYTES = 32 * 1024 * 1024  # and what they may hold (see _PlanCache)
 # A compiled plan holds about 11 bytes per character of its source (tracemalloc).
 PLAN_BYTES_PER_CHAR = 16
 VARIANTS_PER_SELECTION = 16  # @skip/@include combinations kept per selection
-
-
-@dataclass
-class Stats:
-    """How pages were completed in this process: for tests and the benchmark."""
-
-    planned: int = 0  # completed by a compiled plan
-    unplanned: int = 0  # a plan gave up on a value; graphql-core completed the page
-    not_compilable: int = 0  # the selection is outside the plan's cover
-    compiled: int = 0  # plans built
-
-    def reset(self) -> None:
-        self.planned = self.unplanned = self.not_compilable = self.compiled = 0
-
-
-STATS = Stats()
 
 
 # ── the plan cache ───────────────────────────────────────────────────────────
@@ -114,25 +94,6 @@ class _PlanCache:
         while self.entries and (self.held_bytes > self.max_bytes or len(self.entries) > self.size):
             _, dropped = self.entries.popitem(last=False)
             self.held_bytes -= dropped.held
-
-    def compiled(
-        self, nodes: tuple[FieldNode, ...], coerced: dict[str, Any]
-    ) -> Callable[[Any, Any], dict[str, Any]] | None:
-        """The plan compiled for `nodes` with these variables' @skip/@include outcome; None if none yet."""
-        key = tuple(map(id, nodes))
-        with self.lock:
-            entry = self.entries.get(key)
-            if entry is None or not all(a is b for a, b in zip(entry.nodes, nodes, strict=True)):
-                return None
-            try:
-                variant = tuple(coerced.get(name, Undefined) for name in entry.variables)
-                plan = entry.plans.get(variant)
-            except TypeError:  # an unhashable value: the executor says so, and counts it
-                return None
-            if plan is not None:
-                self.entries.move_to_end(key)
-                entry.plans.move_to_end(variant)
-            return plan
 
     def selection(self, nodes: tuple[FieldNode, ...], fragments: dict[str, Any]) -> _Selection:
         key = tuple(map(id, nodes))
@@ -199,45 +160,17 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
 
     completed_type = PAGE_TYPE_NAME
 
-    @classmethod
-    def compile_pages(
-        cls,
-        schema: GraphQLSchema,
-        document: DocumentNode,
-        operation_name: str | None,
-        variables: dict[str, Any],
-    ) -> None:
-        """Compile the plans of the operation's root `runLog` pages for `variables`, running no resolver.
-
-        The plans its first request with these variables would compile, for the same field nodes.
-        """
-        executor = cls.build(schema, document, raw_variable_values=variables, operation_name=operation_name)
-        if isinstance(executor, list):
-            return
-        root = schema.get_root_type(executor.operation.operation)
-        if root is None:
-            return
-        for group in collect_subfields(executor, root, None).values():
-            found = root.fields.get(group[0].node.name.value)  # None: __typename
-            page_type = None if found is None else get_named_type(found.type)
-            if isinstance(page_type, GraphQLObjectType) and page_type.name == PAGE_TYPE_NAME:
-                executor.page_plan(page_type, group)
-
-    def complete_object(
-        self, return_type: GraphQLObjectType, field_details_list: list[FieldDetails], result: Any
-    ) -> Any:
+    def complete_object(self, return_type: GraphQLObjectType, field_details_list: Fields, result: Any) -> Any:
         plan = self.page_plan(return_type, field_details_list)
         if callable(plan):
             try:
                 completed = plan(result, result)
             except Unplanned:
-                STATS.unplanned += 1
                 self._fell_back(
                     "unexpected_value",
                     "the plan met a value it does not complete; graphql-core completes the page",
                 )
             except Exception as exc:  # graphql-core decides: it raises the same at its field
-                STATS.unplanned += 1
                 self._fell_back(
                     "raised",
                     f"completing the page raised {type(exc).__name__}: {one_line_reason(exc)}; "
@@ -245,10 +178,8 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
                     logging.WARNING,
                 )
             else:
-                STATS.planned += 1
                 return completed
         else:
-            STATS.not_compilable += 1
             self._fell_back(*plan)
         return self.LEFT
 
@@ -258,7 +189,7 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
         metrics.fell_back("page_plan", reason, None if loc is None else loc.source.body, why, level)
 
     def page_plan(
-        self, page_type: GraphQLObjectType, field_details_list: list[FieldDetails]
+        self, page_type: GraphQLObjectType, field_details_list: Fields
     ) -> Callable[[Any, Any], dict[str, Any]] | tuple[str, str]:
         """The page's plan, or why there is none: a reason (a metric's label) and words."""
         # `middleware_manager` and its `middlewares`: documented attributes of graphql-core's
@@ -271,9 +202,9 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
         nodes = tuple(d.node for d in field_details_list)
         cache = self.plans
         selection = cache.selection(nodes, self.fragments)
-        coerced = self.variable_values.coerced
+        values = self.variable_values.coerced  # graphql-core 3.3's public VariableValues
         try:
-            variant = tuple(coerced.get(name, Undefined) for name in selection.variables)
+            variant = tuple(values.get(name, Undefined) for name in selection.variables)
             hash(variant)
         except TypeError:
             return "directive_variables", "a variable that @skip or @include reads is not hashable"
@@ -287,7 +218,6 @@ class PageExecutor(CompletesObjects, VariablesExecutor):
             plan: Callable[[Any, Any], dict[str, Any]] | None = compiler.compile(
                 page_type, field_details_list
             )
-            STATS.compiled += 1
             held = PLAN_BYTES_PER_CHAR * len(compiler.text)
         except NotCompilable as exc:
             plan = None
