@@ -80,8 +80,8 @@ _GATE_ENDERS = frozenset({_ENTERED, _ADVANCED})
 _FAILED, _REVERTED = Kind.CLEANUP_FAILED.value, Kind.CLEANUP_REVERTED.value
 # The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
 _ORDER = list(HoldReason)
-# A blocking run that has written nothing for this long is said to have gone quiet.
-QUIET = datetime.timedelta(minutes=10)
+SILENT_STEPS_MAX = 100  # the most steps of a phase the headline looks through for one with no line
+QUIET = datetime.timedelta(minutes=10)  # a blocking run silent this long is said to have gone quiet
 
 
 def is_terminal(status: str) -> bool:
@@ -152,7 +152,7 @@ class Planned:
     trails: list[Trail] = field(default_factory=list)  # the open steps' holds, to be read
     gates: list[Evaluations] = field(default_factory=list)  # the open gates' evaluations, to be read
     details: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # by line id, as read
-    named: tuple[int, ...] = ()  # the steps the latest phase entered names, while it has not completed
+    named: tuple[int, ...] = ()  # the steps the open latest phase names; () past SILENT_STEPS_MAX
 
     def values(self, line: Line) -> dict[str, Any] | None:
         """`line`'s detail values, read the first time they are asked for (most lines' never are)."""
@@ -219,7 +219,9 @@ def plan(run_id: int, lines: HoldLines) -> Planned:
     entered = [line for line in lines.marks if line.kind == _ENTERED and line.phase is not None]
     if entered and completed.get(entered[-1].phase) is None:
         with contextlib.suppress(TypeError, ValueError):
-            told.named = tuple(int(step) for step in (told.values(entered[-1]) or {}).get("step_ids") or ())
+            named = (told.values(entered[-1]) or {}).get("step_ids") or ()
+            if len(named) <= SILENT_STEPS_MAX:
+                told.named = tuple(int(step) for step in named)
     return told
 
 
