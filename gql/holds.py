@@ -80,8 +80,8 @@ _GATE_ENDERS = frozenset({_ENTERED, _ADVANCED})
 _FAILED, _REVERTED = Kind.CLEANUP_FAILED.value, Kind.CLEANUP_REVERTED.value
 # The order holds are listed in, and the headline told from: HoldReason's, declared most pressing first.
 _ORDER = list(HoldReason)
-# A blocking run that has written nothing for this long is said to have gone quiet.
-QUIET = datetime.timedelta(minutes=10)
+SILENT_STEPS_MAX = 100  # the most steps of a phase the headline looks through for one with no line
+QUIET = datetime.timedelta(minutes=10)  # a blocking run silent this long is said to have gone quiet
 
 
 def is_terminal(status: str) -> bool:
@@ -152,7 +152,7 @@ class Planned:
     trails: list[Trail] = field(default_factory=list)  # the open steps' holds, to be read
     gates: list[Evaluations] = field(default_factory=list)  # the open gates' evaluations, to be read
     details: dict[int, dict[str, Any] | None] = field(default_factory=dict)  # by line id, as read
-    named: tuple[int, ...] = ()  # the steps the latest phase entered names, while it has not completed
+    named: tuple[int, ...] = ()  # the steps the open latest phase names; () past SILENT_STEPS_MAX
 
     def values(self, line: Line) -> dict[str, Any] | None:
         """`line`'s detail values, read the first time they are asked for (most lines' never are)."""
@@ -207,20 +207,21 @@ def plan(run_id: int, lines: HoldLines) -> Planned:
     for phase, held in gates.items():
         told.holds.append((HoldReason.WAITING_AT_GATE, held, phase))
         told.gates.append(Evaluations(run_id, phase, held[0]))
-    newest_steps = list(lines.steps)
-    if lines.no_step is not None and lines.no_step.kind in _STEP_OPENS:
-        newest_steps.append(lines.no_step)
-    for line in newest_steps:
-        ended = completed.get(line.phase)
-        if ended is not None and _before(line, ended):
-            continue  # its phase completed after it: none of its steps holds it
-        told.trails.append(Trail(run_id, line.kind, line.step_id, ended))
+    for step, held in lines.steps.items():
+        told.holds.append((HoldReason[_OPENS[held[-1].kind]], held, str(step)))
+    unstepped = lines.no_step
+    if unstepped is not None and unstepped.kind in _STEP_OPENS:
+        ended = completed.get(unstepped.phase)
+        if ended is None or _before(ended, unstepped):  # else its phase completed after it: no hold
+            told.trails.append(Trail(run_id, unstepped.kind, ended))
     for group, held in cleanups.items():
         told.holds.append((HoldReason.CLEANUP_FAILED, held, group))
     entered = [line for line in lines.marks if line.kind == _ENTERED and line.phase is not None]
     if entered and completed.get(entered[-1].phase) is None:
         with contextlib.suppress(TypeError, ValueError):
-            told.named = tuple(int(step) for step in (told.values(entered[-1]) or {}).get("step_ids") or ())
+            named = (told.values(entered[-1]) or {}).get("step_ids") or ()
+            if len(named) <= SILENT_STEPS_MAX:
+                told.named = tuple(int(step) for step in named)
     return told
 
 
@@ -264,7 +265,7 @@ def derive(
         held = trails.get(trail) or []
         if held:
             reason = HoldReason[_OPENS[trail.kind]]
-            opened.append((reason, held, None if trail.step_id is None else str(trail.step_id)))
+            opened.append((reason, held, None))
     terminal = run is not None and is_terminal(run.status)
     unsure = _unsure(told)
     holds = []

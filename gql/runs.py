@@ -234,8 +234,6 @@ def as_run(row: store.Run) -> Run:
 
 # ── reading ──────────────────────────────────────────────────────────────────
 
-# The most steps of the current phase the headline looks through for one with no line yet.
-SILENT_STEPS_MAX = 100
 # How many runs deep a chain of blocks is followed; a run past it says so.
 MAX_CHAIN = 8
 
@@ -276,11 +274,8 @@ async def read_states(
         gates += told.gates
     trailed, evaluated = await store.read_trails(engine, trails, gates) if trails or gates else ({}, {})
     # Told in the headline, beside the holds: the steps of the current phase with no line yet.
-    # A phase of more steps than SILENT_STEPS_MAX is not looked through (phases tells them).
     current = {
-        run_id: told.named
-        for run_id, told in planned.items()
-        if told.named and len(told.named) <= SILENT_STEPS_MAX and (told.holds or told.trails)
+        run_id: told.named for run_id, told in planned.items() if told.named and (told.holds or told.trails)
     }
     silent = await store.read_silent(engine, current) if current else {}
     now = datetime.datetime.now(datetime.UTC)

@@ -335,3 +335,27 @@ def test_the_readme_answers_run_38_in_one_query_as_it_says(demo_api: Api) -> Non
     assert sent is not None and said is not None
     request = json.loads(sent[1])
     assert demo_api.post(request["query"], request["variables"]) == json.loads(said[1])
+
+
+def test_a_step_parked_again_and_again_is_one_hold_since_its_first_park(api: Api, tables: Backend) -> None:
+    """A step's hold of many lines: since the first line after what last ended it, with that line and
+    its four newest as evidence; ids not in the order of `at`, and its phase's completion, as written."""
+    add_run(tables, 1, "live")
+    parked = {"waitingFor": "a GM"}
+    put_line(tables, 1, "step.parked", parked, "18:00:00", step=7, phase=1)
+    put_line(tables, 2, "step.status", {"from": "pending", "to": "running"}, "18:01:00", step=7, phase=1)
+    # Seven parks after the status, their ids running against their `at` for the first three.
+    for line_id, at in ((13, "18:02:00"), (12, "18:03:00"), (11, "18:04:00")):
+        put_line(tables, line_id, "step.parked", parked, at, step=7, phase=1)
+    for line_id, at in ((14, "18:05:00"), (15, "18:06:00"), (16, "18:07:00"), (17, "18:08:00")):
+        put_line(tables, line_id, "step.parked", parked, at, step=7, phase=1)
+    [hold] = run_of(api, 1)["holds"]
+    assert (hold["reason"], hold["stepId"]) == ("STEP_PARKED", "7")
+    assert hold["since"] == "2026-06-01T18:02:00+00:00"
+    assert [line["id"] for line in hold["evidence"]] == ["13", "14", "15", "16", "17"]
+    # Its phase completed between two parks: the hold is the parks after it.
+    put_line(tables, 18, "phase.completed", {}, "18:05:30", phase=1)
+    [hold] = run_of(api, 1)["holds"]
+    assert [line["id"] for line in hold["evidence"]] == ["15", "16", "17"]
+    put_line(tables, 19, "phase.completed", {}, "18:09:00", phase=1)
+    assert run_of(api, 1)["holds"] == []

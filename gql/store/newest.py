@@ -65,7 +65,9 @@ class HoldLines:
     newest: Line | None = None  # its newest line of any kind: None when its log has none
     marks: list[Line] = field(default_factory=list)  # every line of MARKS' kinds
     blocked: list[Line] = field(default_factory=list)  # run.blocked after the newest run.status: ends
-    steps: list[Line] = field(default_factory=list)  # each step's newest step line, where it opens a hold
+    # Each open step's hold: the lines of its newest step line's kind that no other step line or its
+    # phase's `phase.completed` follows; its oldest and TAIL newest, oldest first, by step id.
+    steps: dict[int, list[Line]] = field(default_factory=dict)
     no_step: Line | None = None  # the newest step line with no step id
     all_steps: list[Line] | None = None  # each step's newest step line: read for phases (`read_steps`)
     retries: dict[str, Line] = field(default_factory=dict)  # each step's newest step.retry, by step id
@@ -73,11 +75,11 @@ class HoldLines:
 
 @dataclass(frozen=True)
 class Trail:
-    """What `read_trails` reads: a step's lines of `kind` after `after`, no other step line after them."""
+    """What `read_trails` reads: the lines of `kind` with no step id after `after`, no other such step
+    line after them (each step's own are round one's)."""
 
     run_id: int
     kind: str
-    step_id: int | str | None  # None: the lines with no step
     after: Line | None  # a line that ended the hold (a `phase.completed`), or None
 
 
@@ -135,25 +137,6 @@ def _by(query: Select[Any], table: Any, index: str) -> Select[Any]:
     for dialect in ("mysql", "mariadb"):
         query = query.with_hint(table, f"FORCE INDEX ({index})", dialect)
     return query
-
-
-def _later_step_line(
-    e: Any, o: Any, run: Any, same_step: ColumnElement[bool], kinds: Sequence[str], none: bool, sqlite: bool
-) -> ColumnElement[bool]:
-    """Whether a step line of `kinds` about the same step comes after `o`'s line.
-
-    Of a step: one range of its lines after `o`'s, on the index by step (a query block each costs
-    MariaDB's optimizer more than the range). Of the lines with no step (`none`), which a run's
-    other lines share: a seek per kind, each with its kind a constant (MariaDB seeks an IN list
-    with a column of the outer query only by its first values).
-    """
-    found = []
-    for of in [kinds] if not none else [[kind] for kind in kinds]:
-        query: Select[Any] = select(literal_column("1")).select_from(e)
-        query = query.where(e.c.run_id == run, e.c.kind.in_(of), same_step, _newer(e, o, sqlite))
-        index = "ix_event_run_log_run_kind_step_at" if none else "ix_event_run_log_run_step_at"
-        found.append(_by(query, e, index).exists())
-    return or_(*found)
 
 
 def _newest_steps(run: Any) -> Select[Any]:
@@ -218,12 +201,13 @@ async def read_hold_lines(engine: AsyncEngine, run_ids: Iterable[int]) -> dict[i
                 if line not in held.blocked:
                     held.blocked.append(line)
             elif part == 3:
-                held.steps.append(line)
+                held.steps.setdefault(line.step_id, []).append(line)  # type: ignore[arg-type]
             else:
                 held.no_step = line
     for held in found.values():
         held.marks.sort(key=_position)
         held.blocked.sort(key=_position)
+        held.steps = {step: sorted(held.steps[step], key=_position) for step in sorted(held.steps)}
     return found
 
 
@@ -258,8 +242,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         at = _ordered(o, sqlite)
         parts.append(part(2, blocked.order_by(at, o.c.id).limit(1)))
         parts.append(part(2, blocked.order_by(at.desc(), o.c.id.desc()).limit(TAIL)))
-        # Each step's newest step line, where it opens a hold: event_run_log_steps' rows of an opener.
-        parts.append(part(3, _newest_steps(run).where(_s.c.kind.in_(STEP_OPENERS))))
+        parts.append(part(3, _open_steps(run, sqlite)))
         no_step = (
             select(o)
             .where(o.c.run_id == run, o.c.kind.in_(STEP_KINDS), o.c.step_id.is_(None))
@@ -268,6 +251,54 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         )
         parts.append(part(4, _by(no_step, o, "ix_event_run_log_run_kind_step_at")))
     return _constants_inline(union_all(*parts))
+
+
+def _open_steps(run: Any, sqlite: bool) -> Select[Any]:
+    """Each open step's hold (HoldLines.steps), from event_run_log_steps' rows of an opening kind.
+
+    A step's lines of its newest line's kind, each with no later step line of another kind and no
+    later `phase.completed` of the newest line's phase; numbered both ways to keep the oldest and
+    TAIL newest. Reads each open step's lines of that kind: a handful, never the run's.
+    """
+    o, n, e, c = _l, _l.alias("n"), _l.alias("e"), _l.alias("c")
+    at = _ordered(o, sqlite, named=True)
+    other: Select[Any] = select(literal_column("1")).select_from(e)
+    other = other.where(
+        e.c.run_id == run,
+        e.c.step_id == o.c.step_id,
+        e.c.kind.in_(STEP_KINDS),
+        e.c.kind != o.c.kind,
+        _newer(e, o, sqlite),
+    )
+    completed: Select[Any] = select(literal_column("1")).select_from(c)
+    completed = completed.where(
+        c.c.run_id == run,
+        c.c.kind == "phase.completed",
+        c.c.phase.is_not_distinct_from(n.c.phase),
+        _newer(c, o, sqlite),
+    )
+    by_step = o.c.step_id
+    numbered = (
+        select(
+            o.c.id,
+            func.row_number().over(partition_by=by_step, order_by=(at.desc(), o.c.id.desc())).label("newer"),
+            func.row_number().over(partition_by=by_step, order_by=(at, o.c.id)).label("older"),
+        )
+        .select_from(
+            _s.join(n, n.c.id == _s.c.id).join(
+                o, and_(o.c.run_id == _s.c.run_id, o.c.step_id == _s.c.step_id, o.c.kind == _s.c.kind)
+            )
+        )
+        .where(
+            _s.c.run_id == run,
+            _s.c.kind.in_(STEP_OPENERS),
+            ~_by(other, e, "ix_event_run_log_run_step_at").exists(),
+            ~_by(completed, c, _KIND).exists(),
+        )
+    )
+    w = _by(numbered, o, "ix_event_run_log_run_step_at").subquery("w")
+    kept = or_(w.c.newer <= TAIL, w.c.older == 1)
+    return select(_l).select_from(w.join(_l, _l.c.id == w.c.id)).where(kept)
 
 
 async def read_steps(engine: AsyncEngine, found: dict[int, HoldLines]) -> None:
@@ -398,9 +429,7 @@ def _bind(
         if ask.phase is not None:
             values[f"p{j}"] = ask.phase
         return ("evaluations", None, ask.phase is None, text)
-    if ask.step_id is not None:
-        values[f"s{j}"] = ask.step_id
-    return ("oldest" if oldest else "trail", ask.kind, ask.step_id is None, text)
+    return ("oldest" if oldest else "trail", ask.kind, True, text)
 
 
 @functools.lru_cache(maxsize=256)
@@ -410,7 +439,7 @@ def _trails_statement(sqlite: bool, shapes: tuple[Shape, ...]) -> CompoundSelect
 
 
 def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
-    what, kind, none, text = shape
+    what, kind, none, text = shape  # a trail's `none` is always True: its lines have no step
     o, e = _l, _l.alias("e")
     run = bindparam(f"r{j}", type_=Integer())
     columns = [literal_column(str(j)).label("part"), *line_columns(sqlite)]
@@ -421,14 +450,15 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
         query = query.where(_after(o, f"a{j}", bool(text), sqlite))
         newest = query.order_by(at.desc(), o.c.id.desc()).limit(EVALUATIONS + 1)
         return (_part(sqlite, newest.with_only_columns(*columns)),)
-    if none:
-        same_step, its_step = e.c.step_id.is_(None), o.c.step_id.is_(None)
-    else:
-        step: Any = bindparam(f"s{j}")
-        same_step, its_step = e.c.step_id == step, o.c.step_id == step
-    others = _later_step_line(e, o, run, same_step, [k for k in STEP_KINDS if k != kind], none, sqlite)
+    # A later line with no step of another step kind: a seek per kind, each with its kind a
+    # constant (MariaDB seeks an IN list with a column of the outer query only by its first values).
+    others = []
+    for other in (k for k in STEP_KINDS if k != kind):
+        later: Select[Any] = select(literal_column("1")).select_from(e)
+        later = later.where(e.c.run_id == run, e.c.kind == other, e.c.step_id.is_(None), _newer(e, o, sqlite))
+        others.append(_by(later, e, "ix_event_run_log_run_kind_step_at").exists())
     query = _by(
-        select(o).where(o.c.run_id == run, o.c.kind == kind, its_step, ~others),
+        select(o).where(o.c.run_id == run, o.c.kind == kind, o.c.step_id.is_(None), ~or_(*others)),
         o,
         "ix_event_run_log_run_kind_step_at",
     )
