@@ -142,7 +142,6 @@ PUBLIC_MODULES = frozenset(
         "sqlalchemy.engine",
         "sqlalchemy.exc",
         "sqlalchemy.ext.asyncio",
-        "sqlalchemy.sql.visitors",  # Core's "Visitor and Traversal Utilities"
         "starlette.applications",
         "starlette.exceptions",
         "starlette.middleware",
