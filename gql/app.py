@@ -27,7 +27,7 @@ from .admission import Admissions
 from .answers import MaskUnexpected, route_error, shortened
 from .auth import Action, Policy
 from .body_limit import BodyLimit
-from .db import create_engine, init_db, pool_state
+from .db import create_engine, init_db
 from .engine import NOT_RUN, DocumentCache
 from .hold_metrics import HoldSeries, thresholds
 from .limits import (
@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
         )
         if traced is not None:
             for made in {engine, write_engine}:
-                pool_state(made).spans = tracing.instrument_engine(made, traced)
+                tracing.instrument_engine(made, traced)
         sweeper = Sweeper.from_settings(engine, settings)  # None unless RUNLOG_RETENTION
         watcher = Watcher(engine, settings)
         tails = Tails(settings.max_subscriptions, settings.max_subscriptions_per_connection)
@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
             **server.lifespan_state(settings),  # uvicorn hands it to its protocols too
         }
         if traced is not None and replica is not None:
-            pool_state(replica.engine).spans = tracing.instrument_engine(replica.engine, traced)
+            tracing.instrument_engine(replica.engine, traced)
         try:
             if settings.is_embedded:
                 migrated = await init_db(engine)

@@ -304,13 +304,12 @@ def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
 class PoolState:
     """What the service keeps of one engine's pool, an execution option of the engine (`pool_state`)."""
 
-    __slots__ = ("generation", "most", "spans", "stale")
+    __slots__ = ("generation", "most", "stale")
 
     def __init__(self, most: int | None = None) -> None:
         self.most = most  # the most connections the pool opens; None on SQLite
         self.generation = 0  # see pool_generation
         self.stale = False  # the next checkout replaces every pooled connection
-        self.spans: Any = None  # the tracer's, for statements sent to the driver directly
 
 
 _POOL_STATE = "runlog_pool_state"

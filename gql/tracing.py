@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
@@ -77,15 +75,13 @@ def middleware(tracer_provider: Any) -> list[Middleware]:
     return [Middleware(OpenTelemetryMiddleware, tracer_provider=tracer_provider, excluded_urls=excluded)]
 
 
-def instrument_engine(engine: Any, tracer_provider: Any) -> SqlSpans:
-    """Span each statement `engine` executes; answer the spans for those sent to the driver directly."""
+def instrument_engine(engine: Any, tracer_provider: Any) -> None:
+    """Span each statement `engine` executes."""
     # Not OpenTelemetry's SQLAlchemy instrumentation: it patches `create_engine` once per
     # process, and every app here has an engine of its own.
     from opentelemetry.trace import get_tracer
 
     _SpanEvents(get_tracer(__name__, tracer_provider=tracer_provider), engine.sync_engine)
-    # Scoped to the module that sends them, so that a trace tells which way a statement went.
-    return SqlSpans(get_tracer("gql.store", tracer_provider=tracer_provider), engine.sync_engine)
 
 
 # MariaDB's per-statement bound, which the write's INSERT starts with: the span is named for the INSERT.
@@ -148,19 +144,3 @@ class _SpanEvents:
             span.record_exception(context.original_exception)
             span.set_status(Status(StatusCode.ERROR, str(context.original_exception)))
             span.end()
-
-
-class SqlSpans:
-    """Client spans for statements sent to the driver directly, as `_SpanEvents` makes them for the others."""
-
-    def __init__(self, tracer: Any, engine: Engine) -> None:
-        self._tracer = tracer
-        self._attributes = _attributes(engine)
-
-    @contextmanager
-    def statement(self, sql: str) -> Iterator[None]:
-        """A span around sending `sql` and reading its answer; an exception marks it failed."""
-        from opentelemetry.trace import use_span
-
-        with use_span(_start(self._tracer, self._attributes, sql), end_on_exit=True):
-            yield

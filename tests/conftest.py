@@ -35,7 +35,6 @@ from starlette.testclient import TestClient
 from gql.app import create_app
 from gql.db import create_engine, metadata
 from gql.settings import Settings
-from gql.store import connections
 from gql.store.words import fold_log
 
 MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
@@ -403,37 +402,23 @@ def api(make_api: Callable[..., Api]) -> Api:
 
 @contextmanager
 def sent_statements(engine: Any, before: Callable[[str], None] | None = None) -> Iterator[list[str]]:
-    """Every SQL text `engine` (an AsyncEngine) sends while the block runs, by SQLAlchemy or on the driver.
+    """Every SQL text `engine` (an AsyncEngine) sends while the block runs.
 
-    `before(sql)` is called as each is about to go. The store sends MariaDB's reads and writes on
-    the driver's connection (`store.connections.on_driver`), past SQLAlchemy's cursor events.
+    `before(sql)` is called as each is about to go.
     """
     seen: list[str] = []
     lock = threading.Lock()
 
-    def note(sql: str) -> None:
-        with lock:
-            seen.append(sql)
-        if before is not None:
-            before(sql)
-
     def listener(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        note(statement)
-
-    on_driver = connections.on_driver
-    direct = on_driver.fetch
-
-    async def fetch(self: Any, sql: str, params: Any) -> Any:
-        if self.engine is engine:
-            note(sql)
-        return await direct(self, sql, params)
+        with lock:
+            seen.append(statement)
+        if before is not None:
+            before(statement)
 
     sa.event.listen(engine.sync_engine, "before_cursor_execute", listener)
-    on_driver.fetch = fetch  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        on_driver.fetch = direct  # type: ignore[method-assign]
         sa.event.remove(engine.sync_engine, "before_cursor_execute", listener)
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gql.db import create_engine, pool_generation, transaction
+from gql.store import connections
 from gql.store.connections import read_rows
 
 from .conftest import Backend
@@ -121,3 +122,33 @@ def test_a_connection_cancelled_while_it_set_its_isolation_level_is_not_handed_o
                 await engine.dispose()
 
         asyncio.run(main())
+
+
+@pytest.mark.mariadb
+def test_a_read_cancelled_mid_statement_is_killed_at_the_server(mariadb: Backend) -> None:
+    """Closing its socket does not stop a statement that never looks at it (a scan, BENCHMARK): KILL does."""
+    busy = "SELECT BENCHMARK(2000000000, MD5('runlog'))"  # minutes of CPU, unless killed
+
+    async def main() -> None:
+        engine = create_engine(mariadb.settings(pool_size=1))
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(None) as deadline:
+                    loop = asyncio.get_running_loop()
+                    event.listen(
+                        engine.sync_engine,
+                        "before_cursor_execute",
+                        lambda *_: deadline.reschedule(loop.time() + 0.2),
+                        once=True,
+                    )
+                    await read_rows(engine, text(busy))
+            await asyncio.gather(*connections._killing)  # the KILLs sent, each once answered
+            running = (
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                "WHERE DB = DATABASE() AND INFO LIKE 'SELECT BENCH%' AND COMMAND <> 'Killed'"
+            )
+            assert mariadb.scalar(running) == 0
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())

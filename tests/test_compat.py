@@ -19,7 +19,6 @@ import typing
 from typing import Any, ClassVar
 
 import graphql
-import greenlet
 import pytest
 import strawberry
 from graphql import (
@@ -37,7 +36,6 @@ from strawberry.resolvers import is_default_resolver
 
 from gql import compat
 from gql.compat import graphql as graphql_compat
-from gql.compat import sqlalchemy as sqlalchemy_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
 from gql.engine.documents import NOT_RUN, DocumentCache
@@ -56,7 +54,6 @@ def test_the_reaches_are_these() -> None:
         module.__name__.rpartition(".")[2]: sorted(module.__all__)
         for module in (
             graphql_compat,
-            sqlalchemy_compat,
             strawberry_compat,
             uvicorn_compat,
         )
@@ -68,7 +65,6 @@ def test_the_reaches_are_these() -> None:
             "bound_overlap_check",
             "subfields",
         ],
-        "sqlalchemy": ["greenlet_spawn"],
         "strawberry": [
             "BaseGraphQLTransportWSHandler",
             "BaseGraphQLWSHandler",
@@ -144,7 +140,6 @@ PUBLIC_MODULES = frozenset(
         "sqlalchemy.engine",
         "sqlalchemy.exc",
         "sqlalchemy.ext.asyncio",
-        "sqlalchemy.sql.visitors",  # Core's "Visitor and Traversal Utilities"
         "starlette.applications",
         "starlette.exceptions",
         "starlette.middleware",
@@ -792,15 +787,3 @@ def test_uvicorns_websocket_protocol_has_what_server_py_overrides_and_reads() ->
     assert missing == []
     assert inspect.iscoroutinefunction(protocol.send)
     assert list(inspect.signature(protocol.keepalive_timeout).parameters) == ["self"]
-
-
-# ── SQLAlchemy ───────────────────────────────────────────────────────────────
-
-
-def test_greenlet_spawn_runs_the_function_in_a_greenlet() -> None:
-    outer = greenlet.getcurrent()
-
-    def inside() -> bool:
-        return greenlet.getcurrent() is not outer
-
-    assert asyncio.run(sqlalchemy_compat.greenlet_spawn(inside)) is True

@@ -12,7 +12,6 @@ import asyncio
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.util import greenlet_spawn
 
 from gql import store
 from gql.db import create_engine, mark_pool_stale
@@ -29,7 +28,7 @@ def test_a_kept_connection_is_given_back_once_the_pool_has_found_a_dead_one(tabl
         other_engine = create_engine(tables.settings())
         try:
             held = store.HeldConnection()
-            assert held.keep(await engine.raw_connection(), engine)
+            assert held.keep(await engine.connect(), engine)
             fresh = await held.take(engine)
             assert not held.holds()  # taken: a second caller meanwhile checks out its own
             # Another engine's reads (a replica's) neither take nor disturb it.
@@ -37,25 +36,26 @@ def test_a_kept_connection_is_given_back_once_the_pool_has_found_a_dead_one(tabl
             untouched = await held.take(other_engine) is None and held.holds()
             await held.release()
             # Used up: once it has answered MAX_USES statements it goes back, so pool_recycle applies.
-            pooled = await engine.raw_connection()
+            pooled = await engine.connect()
             for _ in range(store.HeldConnection.MAX_USES - 1):
                 assert held.keep(pooled, engine)
                 pooled = await held.take(engine)
                 assert pooled is not None
             assert held.keep(pooled, engine)
             used_up = await held.take(engine)
-            assert held.keep(await engine.raw_connection(), engine)
+            assert held.keep(await engine.connect(), engine)
             mark_pool_stale(engine)
             after_stale = await held.take(engine)
-            assert held.keep(await engine.raw_connection(), engine)
-            other = await engine.raw_connection()
-            await greenlet_spawn(other.invalidate)  # as a failed statement elsewhere does
+            assert held.keep(await engine.connect(), engine)
+            other = await engine.connect()
+            await other.invalidate()  # as a failed statement elsewhere does
+            await other.close()
             after_invalidate = await held.take(engine)
             # Released for good: nothing more is kept.
             await held.release(close=True)
-            last = await engine.raw_connection()
+            last = await engine.connect()
             refused = not held.keep(last, engine)
-            await greenlet_spawn(last.close)
+            await last.close()
             return (
                 fresh is not None and untouched,
                 after_stale is None,
@@ -71,16 +71,13 @@ def test_a_kept_connection_is_given_back_once_the_pool_has_found_a_dead_one(tabl
     assert asyncio.run(run()) == (True, True, True, True, True, 0)
 
 
-def test_a_runlog_fields_reads_check_out_anew_once_the_pool_has_found_a_dead_one(mariadb: Backend) -> None:
-    """Within one_connection, a read after a connection was thrown away elsewhere does not reuse the kept one.
-
-    MariaDB alone: on SQLite every read goes through SQLAlchemy, which keeps none.
-    """
-    mariadb.create_tables()
-    mariadb.execute("INSERT INTO event_run_log (run_id, kind, at) VALUES (7, 'note', '2026-03-01 12:00:00')")
+def test_a_runlog_fields_reads_check_out_anew_once_the_pool_has_found_a_dead_one(tables: Backend) -> None:
+    """Within one_connection, a read after a connection was thrown away elsewhere does not reuse it."""
+    tables.create_tables()
+    tables.execute("INSERT INTO event_run_log (run_id, kind, at) VALUES (7, 'note', '2026-03-01 12:00:00')")
 
     async def run() -> tuple[int, int, int]:
-        engine = create_engine(mariadb.settings())
+        engine = create_engine(tables.settings())
         checkouts: list[Any] = []
         sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
 
@@ -93,8 +90,9 @@ def test_a_runlog_fields_reads_check_out_anew_once_the_pool_has_found_a_dead_one
                 await read()
                 await read()  # on the connection the first kept
                 kept = len(checkouts)
-                other = await engine.raw_connection()
-                await greenlet_spawn(other.invalidate)  # as a failed statement elsewhere does
+                other = await engine.connect()
+                await other.invalidate()  # as a failed statement elsewhere does
+                await other.close()
                 after_invalidate = len(checkouts)
                 await read()
                 return kept, len(checkouts) - after_invalidate, engine.sync_engine.pool.checkedout()
@@ -109,22 +107,20 @@ def test_a_runlog_fields_reads_check_out_anew_once_the_pool_has_found_a_dead_one
 def test_once_one_read_meets_a_closed_connection_the_pools_others_are_replaced(mariadb: Backend) -> None:
     """The server closed every pooled connection (a restart, KILL): one read retries, then writes all land.
 
-    The direct path marks the pool stale on the first disconnect it meets, as SQLAlchemy does
-    on its own path; without that, each write after the read would meet a dead connection.
+    SQLAlchemy invalidates the pool on the first disconnect it meets; without that, each write
+    after the read would meet a dead connection.
     """
     mariadb.create_tables()
 
     async def run() -> tuple[list[Any], int]:
         engine = create_engine(mariadb.settings())
         try:
-            pooled = [await engine.raw_connection() for _ in range(3)]
+            pooled = [await engine.connect() for _ in range(3)]
             ids = []
             for connection in pooled:
-                async with connection.driver_connection.cursor() as cursor:
-                    await cursor.execute("SELECT CONNECTION_ID()")
-                    ids.append((await cursor.fetchone())[0])
+                ids.append((await connection.exec_driver_sql("SELECT CONNECTION_ID()")).scalar())
             for connection in pooled:
-                await greenlet_spawn(connection.close)
+                await connection.close()
             for thread in ids:
                 mariadb.execute(f"KILL {int(thread)}")
             rows = await read_rows(engine, sa.select(sa.literal_column("1")))

@@ -669,11 +669,8 @@ def test_the_otel_extra_is_locked_for_the_tests_and_left_out_of_the_image() -> N
     assert "prometheus-client" in pins("requirements.lock")
 
 
-def test_otel_sql_spans_show_the_reads_and_writes_sent_to_the_driver_directly(tables: Backend) -> None:
-    # On MariaDB, page reads and writes go to the pool's aiomysql connection
-    # past SQLAlchemy (gql/store/connections.py). Tracing keeps that path on and makes
-    # their spans itself (scope gql.store); on SQLite they go through
-    # SQLAlchemy and its instrumentation spans them (scope gql.tracing).
+def test_otel_sql_spans_show_the_reads_and_writes(tables: Backend) -> None:
+    # Every statement goes through SQLAlchemy, whose execution events span it (gql/tracing.py).
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -695,13 +692,13 @@ def test_otel_sql_spans_show_the_reads_and_writes_sent_to_the_driver_directly(ta
     }
     (insert,) = [s for sql, s in statements.items() if "INSERT INTO event_run_log " in sql]
     (read,) = [s for sql, s in statements.items() if "FROM event_run_log \nWHERE" in sql]
-    direct = tables.name == "mariadb"
+    mariadb = tables.name == "mariadb"
     for span, operation in ((insert, "INSERT"), (read, "SELECT")):
         assert span.attributes is not None
-        assert span.attributes["db.system"] == ("mysql" if direct else "sqlite")
+        assert span.attributes["db.system"] == ("mysql" if mariadb else "sqlite")
         assert span.name.split()[0] == operation  # SQLite's adds the file
         assert span.instrumentation_scope is not None
-        assert span.instrumentation_scope.name == ("gql.store" if direct else "gql.tracing"), span.name
+        assert span.instrumentation_scope.name == "gql.tracing", span.name
         assert format(span.context.trace_id, "032x") == TRACEPARENT.split("-")[1]  # the caller's trace
 
 

@@ -174,13 +174,15 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
             engine = client.app_state["write_engine"]  # the writes' pool
 
             lost: list[int] = []  # the lines of each batch whose answer is lost
+            batch: list[int] = []
 
             def lose_the_answer(statement: str) -> None:
-                # A batch of several lines: the one a line-by-line retry would double. Its
-                # lines and words go in one transaction: the answer lost is its COMMIT's.
+                # A batch of several lines, the one a line-by-line retry would double: its COMMIT's answer.
                 if "INSERT INTO event_run_log " in statement and "), (" in statement and not lost:
-                    lost.append(statement.count("), (") + 1)
-                    proxy.deafen_at("COMMIT")
+                    batch.append(statement.count("), (") + 1)
+                elif statement == "COMMIT" and batch and not lost:
+                    lost.append(batch[0])
+                    proxy.deafen()
 
             def committed() -> bool:
                 lines = "SELECT COUNT(*) FROM event_run_log WHERE detail LIKE '%line %'"

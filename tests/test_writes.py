@@ -11,7 +11,6 @@ import sqlalchemy as sa
 from gql import store, writes
 from gql.db import create_engine
 from gql.settings import Settings
-from gql.store import connections
 
 from .conftest import Backend, sent_statements
 
@@ -41,9 +40,7 @@ def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> N
     assert 0 < inserts < 40
 
 
-def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
-    mariadb: Backend, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_consecutive_batches_go_on_one_connection_which_goes_back_after(mariadb: Backend) -> None:
     """A batch that waits when one is answered goes on the same connection, without a checkout.
 
     MariaDB alone: SQLite's INSERTs go through SQLAlchemy, a checkout each.
@@ -51,14 +48,10 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
     mariadb.create_tables()
     tables = mariadb
     batches: list[int] = []
-    fetch = connections.fetch
 
-    async def counting(driver: Any, sql: str, params: Any) -> Any:
+    def counting(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
         if "INTO event_run_log (" in sql:  # a batch's lines (its words, BEGIN and COMMIT go with them)
-            batches.append(len(params))
-        return await fetch(driver, sql, params)
-
-    monkeypatch.setattr(connections, "fetch", counting)
+            batches.append(1)
 
     async def run() -> tuple[int, int]:
         settings = tables.settings()
@@ -66,6 +59,7 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(
         writer = writes.Writer(engine, settings)
         checkouts: list[int] = []
         sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
+        sa.event.listen(engine.sync_engine, "before_cursor_execute", counting)
         checked_in = asyncio.Event()
         sa.event.listen(engine.sync_engine, "checkin", lambda *args: checked_in.set())
 

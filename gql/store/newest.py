@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
     CompoundSelect,
     Integer,
@@ -30,7 +29,6 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql.visitors import replacement_traverse
 
 from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps
 from ..step_state import STEP_KINDS
@@ -160,16 +158,6 @@ def _newest_per_step(run: Any, kinds: Sequence[str], sqlite: bool) -> Select[Any
     return select(o).select_from(joined).where(_ordered(o, sqlite, named=True) == g.c.newest)
 
 
-def _constants_inline(statement: CompoundSelect[Any]) -> CompoundSelect[Any]:
-    """`statement` with the constants it holds (kinds, limits) written into its SQL, so that only the
-    caller's values are parameters: MariaDB's reads then go to the driver directly (read_rows)."""
-    return replacement_traverse(  # type: ignore[call-overload,no-any-return]
-        statement,
-        {},
-        lambda e: e.render_literal_execute() if isinstance(e, BindParameter) and e.unique else None,
-    )
-
-
 def _part(sqlite: bool, query: Select[Any]) -> Select[Any]:
     # SQLite allows no ORDER BY or LIMIT in a compound's part: each goes in a subquery there.
     return select(query.subquery()) if sqlite else query
@@ -250,7 +238,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
             .limit(1)
         )
         parts.append(part(4, _by(no_step, o, "ix_event_run_log_run_kind_step_at")))
-    return _constants_inline(union_all(*parts))
+    return union_all(*parts)
 
 
 def _open_steps(run: Any, sqlite: bool) -> Select[Any]:
@@ -435,7 +423,7 @@ def _bind(
 @functools.lru_cache(maxsize=256)
 def _trails_statement(sqlite: bool, shapes: tuple[Shape, ...]) -> CompoundSelect[Any]:
     parts = (part for j, shape in enumerate(shapes) for part in _trail_parts(sqlite, j, shape))
-    return _constants_inline(union_all(*parts))
+    return union_all(*parts)
 
 
 def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:

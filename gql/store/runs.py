@@ -19,7 +19,6 @@ from sqlalchemy import (
     cast,
     func,
     literal,
-    literal_column,
     or_,
     select,
 )
@@ -59,9 +58,7 @@ def _runs_statement(sqlite: bool, logged: bool = False) -> Select[Any]:
     if logged:
         # One index dive per run, on (run_id, at): any line's id, or NULL when it has none.
         # A plain id, not EXISTS: a boolean would need SQLAlchemy's conversion on MariaDB.
-        # On MariaDB, 1 in the text: a bound LIMIT would keep the read off the direct path.
-        one: Any = 1 if sqlite else literal_column("1")
-        any_line = select(log.c.id).where(log.c.run_id == r.c.id).limit(one).correlate(r)
+        any_line = select(log.c.id).where(log.c.run_id == r.c.id).limit(1).correlate(r)
         columns.append(any_line.scalar_subquery())
     return select(r.c.id, *columns).where(r.c.id.in_(bindparam("ids", expanding=True)))
 

@@ -21,10 +21,10 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .. import metrics, tracing
+from .. import metrics
 from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys
 from . import connections
-from .connections import HeldConnection, direct_path
+from .connections import HeldConnection
 from .errors import (
     KeyReused,
     NotStored,
@@ -104,11 +104,8 @@ async def insert_lines(
 
     Raises NotStored or OutcomeUnknown. With `held`, the statements go on the connection it keeps (MariaDB).
     """
-    direct, spans = direct_path(engine)
-    if direct:
-        await _retrying_conflicts(
-            deadline, functools.partial(_insert_raw_once, engine, lines, deadline, spans, held)
-        )
+    if engine.dialect.name != "sqlite":
+        await _retrying_conflicts(deadline, functools.partial(_insert_once, engine, lines, deadline, held))
         return
     run = functools.partial(_run_insert, lines, deadline)
     await _retrying_conflicts(
@@ -116,37 +113,33 @@ async def insert_lines(
     )
 
 
-async def _insert_raw_once(
-    engine: AsyncEngine,
-    lines: Sequence[NewLine],
-    deadline: float,
-    spans: tracing.SqlSpans | None,
-    held: HeldConnection | None = None,
+async def _insert_once(
+    engine: AsyncEngine, lines: Sequence[NewLine], deadline: float, held: HeldConnection | None
 ) -> None:
-    """`_bounded_once` for `insert_lines` on MariaDB, sent to the driver past SQLAlchemy's connection."""
+    """`_bounded_once` for `insert_lines` on MariaDB: on `held`'s connection, BEGIN and COMMIT sent as SQL."""
+    # The pool's connections autocommit (db.py): SQLAlchemy's own transaction would first
+    # set the isolation level, two round trips more, and a checkout each.
     loop = asyncio.get_running_loop()
     progress = _Progress()
-    too_late = False
     try:
         async with (
             asyncio.timeout_at(deadline + ANSWER_GRACE_SECONDS),
-            connections.on_driver(engine, spans, held, checkout_by=deadline) as on,
+            connections.connection(engine, held, checkout_by=deadline) as conn,
         ):
             if deadline - loop.time() < MIN_STATEMENT_SECONDS:
-                too_late = True  # the connection goes back as it came
-            else:
-                progress.sent = on.in_transaction = True
-                # The driver's own BEGIN and COMMIT: no cursor for a statement that answers no rows.
-                await on.driver.begin()
-                await _store_lines(on.fetch, engine, lines, deadline)
+                raise NotStored("the line's deadline came before a database connection was free")
+            progress.sent = True
+            try:
+                await conn.exec_driver_sql("BEGIN")
+                await _store_lines(_sending(conn), engine, lines, deadline)
                 progress.committing = True
-                await on.driver.commit()
-                progress.done, on.in_transaction = True, False
+                await conn.exec_driver_sql("COMMIT")
+            except BaseException:
+                await conn.invalidate()  # never pooled in a transaction
+                raise
+            progress.done = True
     except Exception as exc:
         _account(exc, progress, engine.dialect.name, transaction=True)
-        return
-    if too_late:
-        raise NotStored("the line's deadline came before a database connection was free")
 
 
 async def _run_insert(
