@@ -449,8 +449,7 @@ class Settings:
 
 def _read(env: Mapping[str, str], item: Field[Any]) -> Any:
     """One setting from the environment: its default when unset or empty, else what its parser reads."""
-    found = spec(item)
-    key = env_key(item)
+    found, key = spec(item), env_key(item)
     if found.pair:
         return _tokens(env, key)
     raw = env.get(key)
@@ -466,11 +465,10 @@ def _tokens(env: Mapping[str, str], key: str) -> tuple[str, ...]:
     """Read `KEY` and `KEY_NEXT`: the current token and the one rotating in."""
     found = []
     for name in (key, f"{key}_NEXT"):
-        raw = env.get(name, "")
-        if raw.strip():
+        if raw := env.get(name, "").strip():
             # Never in the message: the value is a secret, even a bad one.
             try:
-                found.append(TOKEN(raw.strip()))
+                found.append(TOKEN(raw))
             except ValueError as exc:
                 raise SettingsError(f"{name} {exc}") from None
     return tuple(found)

@@ -40,6 +40,7 @@ LAYERS: dict[str, set[str]] = {
         "gql.runs",
         "gql.run_log",
         "gql.in_flight",
+        "gql.retention_status",
         "gql.engine",
         "gql.engine.*",
         "gql.limits",
