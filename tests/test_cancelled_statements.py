@@ -6,6 +6,7 @@ A SQLite read is interrupted in the database, and its connection kept; any other
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -125,6 +126,10 @@ def test_a_connection_cancelled_while_it_set_its_isolation_level_is_not_handed_o
 
 
 @pytest.mark.mariadb
+# A killed or thrown-away aiomysql connection may be left to the collector after the loop has
+# closed, and Python warns about its socket: collected here (below), so the warning is this
+# test's, and ignored: what the test asserts is that the statement is gone at the server.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_a_read_cancelled_mid_statement_is_killed_at_the_server(mariadb: Backend) -> None:
     """Closing its socket does not stop a statement that never looks at it (a scan, BENCHMARK): KILL does."""
     busy = "SELECT BENCHMARK(2000000000, MD5('runlog'))"  # minutes of CPU, unless killed
@@ -152,3 +157,4 @@ def test_a_read_cancelled_mid_statement_is_killed_at_the_server(mariadb: Backend
             await engine.dispose()
 
     asyncio.run(main())
+    gc.collect()
