@@ -12,6 +12,7 @@ import json
 import logging
 import weakref
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,45 +250,30 @@ class Writer:
         """
         loop = asyncio.get_running_loop()
         deadline = (loop.time() if arrived is None else arrived) + self.settings.write_timeout
+        sent = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
+        if idempotency_key is not None:
+            sent["idempotencyKey"] = idempotency_key
+        writing = self._write(may_write, deadline, run_id, kind, step_id, phase, detail, idempotency_key)
         # A line is the runner's record: it is stored (or refused, and logged) by its deadline
         # even when its client leaves (hangup.py cancels the request), never dropped unsaid.
-        answered = loop.create_task(
-            self._answer(
-                may_write, request_id, deadline, run_id, kind, step_id, phase, detail, idempotency_key
-            )
-        )
+        answered = loop.create_task(self._answer(request_id, sent, writing))
         self.background.add(answered)
         answered.add_done_callback(self.background.discard)
         return await asyncio.shield(answered)
 
     async def _answer(
-        self,
-        may_write: bool,
-        request_id: str,
-        deadline: float,
-        run_id: Any,
-        kind: str,
-        step_id: Any,
-        phase: int | None,
-        detail: Any,
-        idempotency_key: str | None,
+        self, request_id: str, sent: dict[str, Any], writing: Coroutine[Any, Any, str | None]
     ) -> str | None:
-        settings = self.settings
+        """What `writing` answers, counted, and logged with the line `sent` when it was not stored."""
         try:
-            problem = await self._write(
-                may_write, deadline, run_id, kind, step_id, phase, detail, idempotency_key
-            )
+            problem = await writing
         except Exception as exc:  # the one rule: never an error from a write
             problem = f"unexpected failure: {store.one_line_reason(exc)}"
             log.exception("writeRunLog: unexpected failure, request %s", request_id)
         # Lines refused before they ran are counted by unrun_writes.log_unrun_writes.
         metrics.count_write(None if problem is None else reason_of(problem))
-        if problem is None:
-            return None
-        sent = {"runId": run_id, "kind": kind, "stepId": step_id, "phase": phase, "detail": detail}
-        if idempotency_key is not None:
-            sent["idempotencyKey"] = idempotency_key
-        log_refused(problem, request_id, sent, settings.max_detail_bytes)
+        if problem is not None:
+            log_refused(problem, request_id, sent, self.settings.max_detail_bytes)
         return problem
 
     async def _write(

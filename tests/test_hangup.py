@@ -11,12 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import pymysql
 import sqlalchemy as sa
 
 from gql.writes import IN_FLIGHT
 
-from .conftest import Api, Backend
+from .conftest import Api, Backend, _mariadb_connect
 
 PAGE = "{ runLog(runId: 1, limit: 50) { nodes { id } } }"
 CURSOR = "{ runLog(runId: 7, limit: 1) { pageInfo { startCursor } } }"
@@ -66,15 +65,7 @@ def _held_page_read(backend: Backend) -> Iterator[None]:
 
 
 def _mariadb(backend: Backend) -> Any:
-    url = sa.make_url(backend.url)
-    return pymysql.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 3306,
-        user=url.username or "root",
-        password=url.password or "",
-        database=url.database,
-        autocommit=True,
-    )
+    return _mariadb_connect(sa.make_url(backend.url).database)
 
 
 def _reading(backend: Backend) -> set[int]:
