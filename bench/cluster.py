@@ -29,7 +29,7 @@ import uuid
 import pymysql
 import sqlalchemy as sa
 
-from gql.db import metadata
+from gql.store.db import metadata
 
 from .operations import WRITE_RUN, Workload
 from .report import say

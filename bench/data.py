@@ -22,10 +22,10 @@ import pymysql
 import sqlalchemy as sa
 
 from gql import store
-from gql.db import create_engine, metadata
-from gql.detail_codec import dump_detail
+from gql.domain.detail_codec import dump_detail
 from gql.kinds import Kind
 from gql.settings import Settings
+from gql.store.db import create_engine, metadata
 
 from .mariadb import MARIADB_URL, connect
 from .operations import HOT_RUN, RARE_KIND

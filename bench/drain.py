@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from gql.db import create_engine, init_db
-from gql.retention import Outcome, Sweeper, lock_name
+from gql.domain.retention import Outcome, Sweeper, lock_name
 from gql.settings import Settings
+from gql.store.db import create_engine, init_db
 
 from .mariadb import MARIADB_URL, connect
 

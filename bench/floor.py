@@ -16,7 +16,7 @@ With `--driver physical` (the default) it talks to MariaDB with aiomysql
 directly, on a pool of autocommit connections (no ping on checkout, no
 rollback on return), and writes the body with orjson.
 With `--driver sqlalchemy` the same endpoint goes through the service's own
-engine (`gql.db.create_engine`: pre-ping, rollback on return, a transaction
+engine (`gql.store.db.create_engine`: pre-ping, rollback on return, a transaction
 per write): the difference between the two is what the engine costs.
 
 It answers the JSON shape the service answers for that request: the fields
@@ -74,8 +74,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gql.compat.uvicorn import HTTPProtocolBase
+from gql.edge.server import no_delay
 from gql.kinds import TERMINAL_STATUSES, Kind
-from gql.server import no_delay
 from gql.settings import Settings
 from gql.store import words_of
 
@@ -170,7 +170,7 @@ class Engine:
     """The service's engine and statements: what SQLAlchemy and its pool settings add."""
 
     def __init__(self, settings: Settings) -> None:
-        from gql.db import create_engine
+        from gql.store.db import create_engine
 
         self.engine = create_engine(settings)
 
@@ -192,7 +192,7 @@ class Engine:
     async def insert(self, row: tuple[Any, ...]) -> None:
         from sqlalchemy import insert
 
-        from gql.db import event_run_log, event_run_log_words
+        from gql.store.db import event_run_log, event_run_log_words
 
         names = ("run_id", "step_id", "kind", "phase", "detail", "at")
         line = insert(event_run_log).values(dict(zip(names, row, strict=True)))

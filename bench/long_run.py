@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.schema import CreateTable
 
-from gql.db import metadata
+from gql.store.db import metadata
 
 from .mariadb import MARIADB_URL, connect
 from .operations import HOT_RUN

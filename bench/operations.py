@@ -46,8 +46,8 @@ from graphql import (
 )
 from graphql.language import ListTypeNode, NonNullTypeNode
 
+from gql.api.page import RUN_STATE_FIELDS
 from gql.kinds import Kind
-from gql.page import RUN_STATE_FIELDS
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
 

@@ -38,7 +38,7 @@ import orjson
 import pymysql
 import sqlalchemy as sa
 
-from gql.db import metadata
+from gql.store.db import metadata
 
 from .data import base_rows
 from .operations import HOT_RUN

@@ -27,7 +27,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 from gql.settings import Settings
 
 from .data import bench_database, fold_words

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from .settings import Settings, SettingsError
 
 if TYPE_CHECKING:
-    from . import retention
+    from .domain import retention
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser.parse_args(_negative_durations_as_values(argv))
     if args.command == "export-schema":
-        from .schema import export_sdl
+        from .api.schema import export_sdl
 
         sys.stdout.write(export_sdl())
         return 0
@@ -85,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "fold-words":
         return asyncio.run(_fold_words(settings))
     if args.command == "export":
-        from .app import create_app
-        from .export import export_to
+        from .edge.app import create_app
+        from .edge.export import export_to
 
         names = ("kinds", "phase", "stepId", "since", "until", "search")
         params = [(name, value) for name in names for value in getattr(args, name) or ()]
@@ -131,7 +131,7 @@ def _refuse_workers(settings: Settings, workers: int) -> str | None:
 
 
 async def _init_db(settings: Settings, *, sql: bool = False) -> int:
-    from .db import create_engine, init_db
+    from .store.db import create_engine, init_db
 
     if sql:
         return await _print_migration_sql(settings)
@@ -146,8 +146,8 @@ async def _init_db(settings: Settings, *, sql: bool = False) -> int:
 
 
 async def _print_migration_sql(settings: Settings) -> int:
-    from . import migrations
-    from .db import create_engine
+    from .store import migrations
+    from .store.db import create_engine
 
     engine = create_engine(settings)
     try:
@@ -161,7 +161,7 @@ async def _print_migration_sql(settings: Settings) -> int:
 def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
     import uvicorn
 
-    from . import server
+    from .edge import server
 
     made_dir = _metrics_dir(workers)
     try:
@@ -170,9 +170,11 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
         options = server.uvicorn_options(settings)
         if workers > 1:
             # Each worker builds its own app (and pool) from the environment.
-            uvicorn.run("gql.app:create_app", factory=True, host=host, port=port, workers=workers, **options)
+            uvicorn.run(
+                "gql.edge.app:create_app", factory=True, host=host, port=port, workers=workers, **options
+            )
             return 0
-        from .app import create_app
+        from .edge.app import create_app
 
         # What uvicorn.run does for one process (SIGTERM drains, then lifespan shutdown), with our Config.
         served = uvicorn.Server(uvicorn.Config(create_app(settings), host=host, port=port, **options))
@@ -233,8 +235,8 @@ def _add_check_schema_parser(commands: argparse._SubParsersAction[argparse.Argum
 def _check_schema(against: str | None) -> int:
     from pathlib import Path
 
-    from . import schema_check
-    from .schema import export_sdl
+    from .api import schema_check
+    from .api.schema import export_sdl
 
     root = schema_check.repo_root(Path.cwd())
     try:
@@ -269,7 +271,7 @@ def _check_schema(against: str | None) -> int:
 
 
 async def _fold_words(settings: Settings) -> int:
-    from .db import create_engine
+    from .store.db import create_engine
     from .store.words import fold_log
 
     engine = create_engine(settings)
@@ -317,7 +319,7 @@ def _negative_durations_as_values(argv: Sequence[str] | None) -> list[str]:
 
 
 def _prune(settings: Settings, args: argparse.Namespace) -> int:
-    from . import retention
+    from .domain import retention
     from .store import clamp_prune_limit
 
     try:
@@ -335,8 +337,9 @@ def _prune(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _run_prune(settings: Settings, horizon: datetime.datetime, limit: int, dry_run: bool) -> int:
-    from . import retention, store
-    from .db import create_engine
+    from . import store
+    from .domain import retention
+    from .store.db import create_engine
 
     engine = create_engine(settings)
     when = horizon.isoformat(timespec="seconds")
@@ -482,7 +485,7 @@ def _add_demo_arguments(
 
 
 def _demo(settings: Settings, allow_non_embedded: bool, replace_any: bool, then_serve: bool) -> int:
-    from .demo import DemoRefused, describe, load_into
+    from .domain.demo import DemoRefused, describe, load_into
 
     try:
         loaded = asyncio.run(

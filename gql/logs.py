@@ -120,7 +120,7 @@ def logging_config(log_format: str, level: str) -> dict[str, Any]:
             "uvicorn.access": {"handlers": ["access"], "level": level, "propagate": False},
             # Its DEBUG records hold statements' parameters: the contents of writes are never logged.
             "aiosqlite": {"level": max(logging.INFO, logging.getLevelName(level))},
-            # Its one warning, a refused origin, names Strawberry's `allowed_origins`; gql.app's names
+            # Its one warning, a refused origin, names Strawberry's `allowed_origins`; gql.edge.app's names
             # RUNLOG_CORS_ORIGINS. Its child logs a subscription's failure.
             "strawberry.ws": {"level": "ERROR"},
             "strawberry.ws.task": {"level": level},

@@ -208,7 +208,7 @@ def sample(state: dict[str, Any], caches: Any, plans: Any, queued: int) -> None:
         CACHE_ENTRIES.labels("plans").set(len(plans.entries))
         CACHE_BYTES.labels("plans").set(plans.held_bytes)
     WRITE_QUEUE.set(queued)
-    tails = state.get("tails")  # gql/subscriptions.py: the running runLogTail subscriptions
+    tails = state.get("tails")  # gql/api/subscriptions.py: the running runLogTail subscriptions
     if tails is not None:
         SUBSCRIPTIONS_OPEN.set(len(tails.running))
 
@@ -248,7 +248,7 @@ def registry() -> CollectorRegistry:
 def exposition(accept: str | None, *more: Collector) -> tuple[bytes, str]:
     """The scrape's body and content type: text format 0.0.4 unless `Accept` asks for OpenMetrics.
 
-    `more`: collectors of this scrape alone (gql/hold_metrics.py's), shown after the registry's.
+    `more`: collectors of this scrape alone (gql/edge/hold_metrics.py's), shown after the registry's.
     """
     encoder, content_type = choose_encoder(accept or "")
     shown = registry()

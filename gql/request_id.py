@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import metrics
 
-log = logging.getLogger("gql.app")
+log = logging.getLogger("gql.edge.app")
 
 HEADER = b"x-request-id"
 TRACEPARENT = b"traceparent"

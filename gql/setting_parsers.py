@@ -226,7 +226,7 @@ def _public_url(raw: str) -> str:
 
 
 def _seconds_by_reason(raw: str) -> tuple[tuple[str, float], ...]:
-    """`STEP_PARKED=300,STEP_RETRYING=1800`: seconds by hold reason (gql/hold_metrics.py checks the names)."""
+    """`STEP_PARKED=300,STEP_RETRYING=1800`: seconds by hold reason (checked by gql/edge/hold_metrics.py)."""
     found = {}
     for part in raw.split(","):
         if not part.strip():

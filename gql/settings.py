@@ -254,7 +254,7 @@ class Settings:
         "largest request body; a larger one is refused with 413 before it is parsed",
         shown="`4194304` (4 MiB)",
     )
-    # Slow clients (gql/server.py).
+    # Slow clients (gql/edge/server.py).
     header_timeout: float = setting(
         10.0,
         seconds(0.1, 300),
@@ -327,7 +327,7 @@ class Settings:
         "`TOO_MANY_WAITS` (it may retry, or poll without `wait`); a call whose client hangs up stops "
         "waiting then, and frees its place",
     )
-    # A read replica (gql/replica.py).
+    # A read replica (gql/store/replica.py).
     read_database_url: str | None = setting(
         None,
         DATABASE_URL,

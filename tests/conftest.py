@@ -32,9 +32,9 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
-from gql.db import create_engine, metadata
+from gql.edge.app import create_app
 from gql.settings import Settings
+from gql.store.db import create_engine, metadata
 from gql.store.words import fold_log
 
 MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
@@ -181,7 +181,7 @@ class Backend:
 
     def drop_tables(self) -> None:
         metadata.drop_all(self.sync)
-        # init-db's record of the migrations it applied (gql/migrations).
+        # init-db's record of the migrations it applied (gql/store/migrations).
         self.execute("DROP TABLE IF EXISTS alembic_version")
 
     def scalar(self, sql: str, **params: Any) -> Any:
@@ -347,7 +347,7 @@ class Api:
         return result
 
     def document_cache(self) -> Any:
-        """The app's document cache (gql/engine/documents.py), found among its schema's extensions."""
+        """The app's document cache (gql/api/execution/documents.py), found among its schema's extensions."""
         view: Any = self.client.app.routes[0].endpoint  # type: ignore[attr-defined]
         (found,) = [e.__self__ for e in view.schema.extensions if hasattr(e, "__self__")]
         return found

@@ -1,7 +1,7 @@
-"""One valid detail per kind, as a writer would send it: each kind's declared example (gql/details.py)."""
+"""One valid detail per kind, as a writer sends it: each kind's declared example (gql/domain/details.py)."""
 
 from __future__ import annotations
 
-from gql.details import EXAMPLES
+from gql.domain.details import EXAMPLES
 
 __all__ = ["EXAMPLES"]

@@ -3,8 +3,8 @@
 `expected_holds(run, lines, runs)` reads every line of one run and answers its holds
 and its latest phase, by the rules of docs/operating.md's "What holds a run", each
 rule written out on its own as "the newest line of this subject says". It shares no
-code with gql/holds.py; only whether a stored detail can be read is asked of the
-service's own reader (`gql.detail_codec.read_values`), so the two agree on that.
+code with gql/domain/holds.py; only whether a stored detail can be read is asked of the
+service's own reader (`gql.domain.detail_codec.read_values`), so the two agree on that.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gql.detail_codec import read_values
-from gql.details import UnreadableDetail
+from gql.domain.detail_codec import read_values
+from gql.domain.details import UnreadableDetail
 
 __all__ = ["EVIDENCE_MOST", "TERMINAL", "Expected", "ExpectedHold", "LogLine", "expected_holds"]
 

@@ -5,7 +5,7 @@
 writes `tests/stored_details/2026-11-30.jsonl`: for every kind, its example
 from `tests/details_examples.py` as the write path stores it (checked, then
 dumped), the same detail with every field that may be left out left out, and
-every detail of the demo runs (`gql/demo_runs.py`) as the demo stores it.
+every detail of the demo runs (`gql/domain/demo_runs.py`) as the demo stores it.
 Record a new file whenever a detail type changes, and keep the old ones:
 `tests/test_stored_details.py` reads every file, so a change that would leave
 an older row unreadable fails there.
@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gql.demo_runs import build_runs
-from gql.detail_codec import DetailError, check_detail, dump_detail
+from gql.domain.demo_runs import build_runs
+from gql.domain.detail_codec import DetailError, check_detail, dump_detail
 from gql.kinds import Kind
 
 from .details_examples import EXAMPLES

@@ -1,7 +1,7 @@
 """Adding a kind is the two declarations docs/development.md shows, and nothing else.
 
 Each test copies the package, adds the page's own code blocks (a kind in
-`gql/kinds.py`, its detail type in `gql/details.py`) where the page says, and
+`gql/kinds.py`, its detail type in `gql/domain/details.py`) where the page says, and
 runs the copy in a subprocess: the new kind must be in the schema's enum and
 union, written and read typed through the API on each database, shown by the
 demo, and no breaking change. A declaration left out or left incomplete must
@@ -35,7 +35,7 @@ def _walkthrough_blocks() -> dict[str, str]:
         named = re.match(r"\s*# (gql/[\w/]+\.\w+),", block)
         assert named, block
         blocks[named.group(1)] = block
-    assert set(blocks) == {"gql/kinds.py", "gql/details.py", FRAGMENTS}
+    assert set(blocks) == {"gql/kinds.py", "gql/domain/details.py", FRAGMENTS}
     return blocks
 
 
@@ -47,7 +47,7 @@ def _package(tmp_path: Path, kinds_block: str | None, details_block: str | None)
     shutil.copytree(ROOT / "gql", tmp_path / "gql", ignore=shutil.ignore_patterns("__pycache__"))
     for name, block, marker, before in (
         ("kinds.py", kinds_block, KINDS_MARKER, True),
-        ("details.py", details_block, DETAILS_MARKER, False),
+        ("domain/details.py", details_block, DETAILS_MARKER, False),
     ):
         if block is None:
             continue
@@ -77,12 +77,12 @@ import datetime, json, sys
 from graphql import build_schema
 from starlette.testclient import TestClient
 import gql
-from gql import demo, demo_runs
-from gql.app import create_app
-from gql.graphiql import example_tabs
+from gql.domain import demo, demo_runs
+from gql.edge.app import create_app
+from gql.edge.graphiql import example_tabs
 from gql.kinds import Kind
-from gql.schema import export_sdl
-from gql.schema_check import compare
+from gql.api.schema import export_sdl
+from gql.api.schema_check import compare
 from gql.settings import Settings
 
 assert gql.__file__.startswith(sys.argv[1] if len(sys.argv) > 1 else "."), gql.__file__
@@ -119,7 +119,7 @@ print(json.dumps(out))
 def test_a_kind_declared_as_the_walkthrough_shows_is_served_written_read_and_in_the_demo(
     tmp_path: Path, tables: Backend
 ) -> None:
-    root = _package(tmp_path, BLOCKS["gql/kinds.py"], BLOCKS["gql/details.py"])
+    root = _package(tmp_path, BLOCKS["gql/kinds.py"], BLOCKS["gql/domain/details.py"])
     committed = (ROOT / "schema.graphql").read_text(encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-c", SERVE_AND_CHECK, str(root)],
@@ -148,9 +148,9 @@ def test_a_kind_declared_as_the_walkthrough_shows_is_served_written_read_and_in_
 
 def test_a_kind_without_a_detail_type_stops_the_import_saying_what_to_write(tmp_path: Path) -> None:
     root = _package(tmp_path, BLOCKS["gql/kinds.py"], None)
-    done = _run(root, "import gql.schema")
+    done = _run(root, "import gql.api.schema")
     assert done.returncode == 1
-    assert "kind 'run.paused' has no detail type: declare one in gql/details.py" in done.stderr
+    assert "kind 'run.paused' has no detail type: declare one in gql/domain/details.py" in done.stderr
     assert "@detail_of(Kind.RUN_PAUSED, example={...})" in done.stderr
     assert "class RunPausedDetail:" in done.stderr
 
@@ -158,15 +158,15 @@ def test_a_kind_without_a_detail_type_stops_the_import_saying_what_to_write(tmp_
 def test_a_kind_without_a_reason_stops_the_import(tmp_path: Path) -> None:
     declared = BLOCKS["gql/kinds.py"]
     reason = re.findall(r'\n        "(.*)",\n', declared)[-1]
-    root = _package(tmp_path, declared.replace(reason, ""), BLOCKS["gql/details.py"])
+    root = _package(tmp_path, declared.replace(reason, ""), BLOCKS["gql/domain/details.py"])
     done = _run(root, "import gql.kinds")
     assert done.returncode == 1
     assert "kind 'run.paused' is declared without a reason" in done.stderr
 
 
 def test_a_detail_type_not_named_after_its_kind_stops_the_import(tmp_path: Path) -> None:
-    misnamed = BLOCKS["gql/details.py"].replace("class RunPausedDetail:", "class PausedDetail:")
+    misnamed = BLOCKS["gql/domain/details.py"].replace("class RunPausedDetail:", "class PausedDetail:")
     root = _package(tmp_path, BLOCKS["gql/kinds.py"], misnamed)
-    done = _run(root, "import gql.details")
+    done = _run(root, "import gql.domain.details")
     assert done.returncode == 1
     assert "run.paused's detail type must be named RunPausedDetail" in done.stderr

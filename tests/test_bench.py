@@ -31,8 +31,8 @@ from bench.operations import (
     shipped_in,
 )
 from bench.report import Report
-from gql.app import create_app
-from gql.details import DETAIL_TYPES
+from gql.domain.details import DETAIL_TYPES
+from gql.edge.app import create_app
 from gql.settings import Settings
 
 from .conftest import Backend

@@ -16,12 +16,12 @@ import pytest
 from graphql.language.parser import Parser
 from starlette.testclient import TestClient
 
-from gql.app import create_app
-from gql.engine.documents import DOCUMENT_CACHE_BYTES
-from gql.engine.page_plan import PLAN_CACHE_BYTES
-from gql.graphiql import with_fragments
+from gql.api.execution.documents import DOCUMENT_CACHE_BYTES
+from gql.api.execution.page_plan import PLAN_CACHE_BYTES
+from gql.api.limits import MAX_VARIABLE_VALUES
+from gql.edge.app import create_app
+from gql.edge.graphiql import with_fragments
 from gql.kinds import Kind
-from gql.limits import MAX_VARIABLE_VALUES
 from gql.settings import Settings, SettingsError
 
 from .conftest import Api, Backend

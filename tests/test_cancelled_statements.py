@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gql.db import create_engine, pool_generation, transaction
 from gql.store import connections
 from gql.store.connections import read_rows
+from gql.store.db import create_engine, pool_generation, transaction
 
 from .conftest import Backend
 from .faultproxy import FaultProxy

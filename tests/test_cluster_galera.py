@@ -24,9 +24,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from gql import retention, store
-from gql.db import create_engine, metadata
+from gql import store
+from gql.domain import retention
 from gql.settings import Settings
+from gql.store.db import create_engine, metadata
 
 from . import serving
 from .conftest import ADMIN

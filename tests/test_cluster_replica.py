@@ -26,9 +26,9 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
-from gql.db import metadata
+from gql.edge.app import create_app
 from gql.settings import Settings
+from gql.store.db import metadata
 
 from .conftest import MARIADB_URL
 
@@ -255,7 +255,7 @@ def test_a_stopped_replica_is_fallen_back_from_and_used_again_once_it_runs(
         assert _texts(client, 104, fresh=True) == ["written while the replica is stopped", "marker"]
     # Each switch is logged, with why.
     switches = [
-        r.getMessage() for r in caplog.records if r.name == "gql.replica" and r.levelname == "WARNING"
+        r.getMessage() for r in caplog.records if r.name == "gql.store.replica" and r.levelname == "WARNING"
     ]
     assert any("read from the primary: the replica does not apply changes" in m for m in switches), switches
     assert any("read from it again" in m for m in switches), switches

@@ -7,7 +7,7 @@ import weakref
 
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 
 from .conftest import Backend
 

@@ -35,12 +35,12 @@ from strawberry.extensions import SchemaExtension
 from strawberry.resolvers import is_default_resolver
 
 from gql import compat
+from gql.api.execution.documents import NOT_RUN, DocumentCache
+from gql.api.query_shape import OVERLAP_BUDGET
+from gql.api.schema import build_schema
 from gql.compat import graphql as graphql_compat
 from gql.compat import strawberry as strawberry_compat
 from gql.compat import uvicorn as uvicorn_compat
-from gql.engine.documents import NOT_RUN, DocumentCache
-from gql.query_shape import OVERLAP_BUDGET
-from gql.schema import build_schema
 
 GQL = pathlib.Path(__file__).resolve().parent.parent / "gql"
 
@@ -520,7 +520,7 @@ def test_strawberry_executes_on_a_graphql_core_executor_with_its_extensions_and_
 
 
 def test_strawberrys_public_lookups_map_graphql_core_names_back_to_definitions() -> None:
-    """gql/engine's plans read a type's Python class, a field's attribute and an argument's keyword
+    """gql/api/execution's plans read a type's Python class, a field's attribute and an argument's keyword
     through `Schema.get_type_by_name`, `get_field_for_type` and the name converter's `from_argument`."""
     schema = strawberry.Schema(query=CompatQuery)
     assert schema.get_type_by_name("CompatThing").origin is CompatThing  # type: ignore[union-attr]
@@ -536,7 +536,7 @@ def test_strawberrys_public_lookups_map_graphql_core_names_back_to_definitions()
 
 
 def test_strawberrys_public_is_default_resolver_tells_an_attribute_read_from_a_resolver() -> None:
-    """gql/engine/compiler.py plans only the fields Strawberry's public call says read an attribute."""
+    """gql/api/execution/compiler.py plans only the fields Strawberry's public call says read an attribute."""
     gschema = strawberry_compat.graphql_schema(strawberry.Schema(query=CompatQuery))
     thing = gschema.type_map["CompatThing"]
     assert isinstance(thing, GraphQLObjectType)
@@ -597,7 +597,7 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     ):
         missing = [name for name in hooks if not _has(cls, name)]
         assert missing == [], cls
-    # The view names its adapters and handlers: what gql/view.py sets.
+    # The view names its adapters and handlers: what gql/edge/view.py sets.
     assert GraphQL.websocket_adapter_class is strawberry_compat.WebSocketAdapterBase
     assert typing.get_origin(GraphQL.graphql_ws_handler_class) is strawberry_compat.BaseGraphQLWSHandler
     assert (
@@ -678,7 +678,7 @@ def test_left_hands_the_value_back_to_graphql_core() -> None:
 
 
 def test_graphql_cores_executor_documents_what_gql_overrides_and_reads() -> None:
-    """What EXECUTOR_DOCUMENTED names is documented on graphql-core's Executor, which gql/engine's extend."""
+    """What EXECUTOR_DOCUMENTED names is on graphql-core's Executor, which gql/api/execution extends."""
     assert graphql.Executor is Executor and "Executor" in graphql.__all__
     documented = inspect.getsource(Executor)
     for name in EXECUTOR_DOCUMENTED - {"build"}:
@@ -776,7 +776,7 @@ def test_h11_refuses_a_missing_or_second_host_itself() -> None:
 
 
 def test_uvicorns_http_protocol_reads_limit_concurrency_from_the_instance() -> None:
-    # gql/server.py makes it a property: uvicorn must read it on the instance, per request.
+    # gql/edge/server.py makes it a property: uvicorn must read it on the instance, per request.
     for protocol in _http_protocols():
         assert "self.limit_concurrency" in inspect.getsource(protocol)
 

@@ -1,6 +1,6 @@
 """MariaDB's DATETIME text is read as pymysql reads it, through the service's own, faster converter.
 
-`gql.db.mariadb_datetime` replaces pymysql's `convert_datetime` on the
+`gql.store.db.mariadb_datetime` replaces pymysql's `convert_datetime` on the
 service's connections (it is 30 times cheaper on the `at` of every line); any
 value it reads must come back exactly as pymysql's would: the same type, the
 same value, a string where pymysql gives up (a zero date), a date where pymysql
@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pymysql.converters import convert_datetime
 
-from gql.db import create_engine, mariadb_datetime
+from gql.store.db import create_engine, mariadb_datetime
 
 from .conftest import Backend
 

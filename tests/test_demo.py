@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gql import demo, demo_runs
-from gql.graphiql import example_tabs
+from gql.domain import demo, demo_runs
+from gql.edge.graphiql import example_tabs
 from gql.kinds import Kind
 
 from .conftest import Api, Backend

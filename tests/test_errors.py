@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import strawberry
 
-from gql.answers import MaskUnexpected
+from gql.edge.answers import MaskUnexpected
 
 from .conftest import ADMIN, Api, Backend
 from .leaks import assert_clean_errors, leaks
@@ -143,7 +143,7 @@ def test_the_settings_repr_shows_no_secret(backend: Backend) -> None:
 @pytest.mark.parametrize(
     ("kind", "detail"),
     [
-        ("x\n2026-01-01 00:00:00 INFO gql.app: all is well", None),
+        ("x\n2026-01-01 00:00:00 INFO gql.edge.app: all is well", None),
         ("note", {"text": "a\u2028b\x85c\rd", "actor\nINFO forged": 1}),
         ("run.status", {"to": "live", "x\ny": 1}),  # the key is named in the reason, too
     ],
@@ -184,7 +184,7 @@ def test_a_subscription_event_that_fails_unexpectedly_is_masked_and_logged(
         assert not isinstance(stream, strawberry.types.ExecutionResult)
         return [result async for result in stream]
 
-    with caplog.at_level(logging.ERROR, logger="gql.app"):
+    with caplog.at_level(logging.ERROR, logger="gql.edge.app"):
         first, failed = asyncio.run(events())
     assert first.data == {"counts": 1} and not first.errors
     assert [e.message for e in failed.errors] == ["Unexpected error (request id -)."]

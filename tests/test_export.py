@@ -19,9 +19,9 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from gql import export
-from gql.app import create_app
-from gql.graphiql import with_fragments
+from gql.edge import export
+from gql.edge.app import create_app
+from gql.edge.graphiql import with_fragments
 
 from .conftest import Api, Backend
 

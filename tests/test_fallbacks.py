@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gql.details import EXAMPLES
+from gql.domain.details import EXAMPLES
 from gql.kinds import Kind
 
 from .conftest import Api, Backend

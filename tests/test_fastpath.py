@@ -45,18 +45,20 @@ from graphql import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gql import graphiql, store, writes
-from gql.answers import MaskUnexpected
-from gql.auth import Caller, Policy, Role
+from gql import store
+from gql.api.context import Context
+from gql.api.execution import PageExecutor
+from gql.api.schema import build_schema
 from gql.compat.graphql import FieldDetails, subfields
 from gql.compat.strawberry import graphql_schema
-from gql.db import create_engine, event_run_log, event_runs
-from gql.detail_codec import dump_detail
-from gql.engine import PageExecutor
+from gql.domain import writes
+from gql.domain.auth import Caller, Policy, Role
+from gql.domain.detail_codec import dump_detail
+from gql.edge import graphiql
+from gql.edge.answers import MaskUnexpected
 from gql.kinds import Kind
-from gql.page import Context
-from gql.schema import build_schema
 from gql.settings import Settings
+from gql.store.db import create_engine, event_run_log, event_runs
 
 from .conftest import Backend, sent_statements
 from .details_examples import EXAMPLES
@@ -661,7 +663,7 @@ def test_a_query_text_is_parsed_and_validated_once_with_the_apps_limits(
     monkeypatch.setattr(strawberry_schema, "validate_document", counting_validate)
     monkeypatch.setattr(strawberry_schema, "parse", counting_parse)
     api = make_api()
-    # Start-up parsed and validated the trusted documents (gql/trusted.py): counted from here.
+    # Start-up parsed and validated the trusted documents (gql/api/trusted.py): counted from here.
     parsed.clear()
     validated.clear()
     for run_id in ("1", "2", "3"):

@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 from gql.settings import Settings
 from gql.store import ANSWER_GRACE_SECONDS
 
@@ -328,8 +328,9 @@ def test_a_drained_slice_whose_commit_goes_unanswered_is_not_a_plain_timeout(mar
     import asyncio
     import datetime
 
-    from gql import retention, store
-    from gql.db import create_engine
+    from gql import store
+    from gql.domain import retention
+    from gql.store.db import create_engine
 
     _three_prunable_lines(mariadb)
     upstream = (MARIADB_URL.host or "127.0.0.1", MARIADB_URL.port or 3306)

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from gql import store, tail
-from gql.db import create_engine
+from gql import store
+from gql.domain import tail
+from gql.store.db import create_engine
 
 from .conftest import Api, Backend
 

@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis_graphql import Mode, mutations, nodes, queries
 
+from gql.api.schema import export_sdl
 from gql.kinds import Kind
-from gql.schema import export_sdl
 
 from .conftest import ADMIN, Api, Backend
 from .details_examples import EXAMPLES

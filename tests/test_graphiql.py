@@ -21,9 +21,9 @@ import pytest
 from starlette.testclient import TestClient
 from strawberry.http.ides import get_graphql_ide_html
 
-from gql import demo
-from gql.app import create_app
-from gql.graphiql import OPERATIONS_DIR, OWN_FILES, STATIC_DIR, VENDOR_DIR, load_assets
+from gql.domain import demo
+from gql.edge.app import create_app
+from gql.edge.graphiql import OPERATIONS_DIR, OWN_FILES, STATIC_DIR, VENDOR_DIR, load_assets
 from gql.settings import Settings
 
 from .conftest import Api, Backend

@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from gql import demo_runs
-from gql.graphiql import example_tabs
+from gql.domain import demo_runs
+from gql.edge.graphiql import example_tabs
 
 from .conftest import free_port, wait_until_healthy
 

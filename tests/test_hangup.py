@@ -13,7 +13,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from gql.writes import IN_FLIGHT
+from gql.domain.writes import IN_FLIGHT
 
 from .conftest import Api, Backend, _mariadb_connect
 

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 from gql.settings import Settings
 
 from .conftest import MARIADB_URL, Api, Backend, free_port

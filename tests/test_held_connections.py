@@ -14,8 +14,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from gql import store
-from gql.db import create_engine, mark_pool_stale
 from gql.store.connections import read_rows
+from gql.store.db import create_engine, mark_pool_stale
 
 from .conftest import Backend
 

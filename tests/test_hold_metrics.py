@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gql.app import create_app
-from gql.hold_metrics import HOLDS_PER_RUN
+from gql.edge.app import create_app
+from gql.edge.hold_metrics import HOLDS_PER_RUN
 from gql.settings import Settings, SettingsError
 
 from .conftest import Api, Backend

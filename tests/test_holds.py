@@ -1,4 +1,4 @@
-"""What holds a run, from its lines (gql/holds.py): the demo's stories and odd cases, on both databases."""
+"""What holds a run, from its lines (gql/domain/holds.py): the demo's stories, odd cases, both databases."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from gql import demo_runs, holds, runs
-from gql.db import create_engine
-from gql.holds import HoldReason
+from gql.api import runs
+from gql.domain import demo_runs, holds
+from gql.domain.holds import HoldReason
 from gql.kinds import Kind
 from gql.store import Line, Run, find_runs
+from gql.store.db import create_engine
 
 from .conftest import Backend
 

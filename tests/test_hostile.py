@@ -21,10 +21,10 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql import page as page_module
-from gql.app import create_app
+from gql.api import page as page_module
+from gql.edge.app import create_app
+from gql.edge.view import MOST_BODY_NESTING
 from gql.store import ANSWER_GRACE_SECONDS
-from gql.view import MOST_BODY_NESTING
 
 from .conftest import MARIADB_URL, SLACK, Api, Backend
 from .faultproxy import FaultProxy

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from gql import demo_runs
+from gql.domain import demo_runs
 
 from .conftest import free_port, wait_until_healthy
 

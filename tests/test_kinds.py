@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gql.api.schema import export_sdl
 from gql.kinds import Kind
-from gql.schema import export_sdl
 
 ROOT = Path(__file__).resolve().parent.parent
 

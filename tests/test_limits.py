@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from graphql import get_introspection_query
 
-from gql.body_limit import BodyLimit
-from gql.details import DETAIL_TYPES
+from gql.domain.details import DETAIL_TYPES
+from gql.edge.body_limit import BodyLimit
 from gql.settings import Settings
 
 from .conftest import ADMIN, Api, Backend, sent_statements
@@ -195,16 +195,16 @@ def test_a_crash_while_validating_is_masked_all_the_same(
     # the last stop before the client masks what escaped MaskUnexpected.
     from starlette.testclient import TestClient
 
-    import gql.query_shape
-    from gql.app import create_app
+    import gql.api.query_shape
+    from gql.edge.app import create_app
 
-    monkeypatch.setattr(gql.query_shape, "_unless_too_big", lambda rule, most: rule)
-    gql.query_shape.shape_rules.cache_clear()  # made again, unguarded, and not kept for the next test
+    monkeypatch.setattr(gql.api.query_shape, "_unless_too_big", lambda rule, most: rule)
+    gql.api.query_shape.shape_rules.cache_clear()  # made again, unguarded, and not kept for the next test
     try:
         with TestClient(create_app(tables.settings())) as client:
             response = client.post("/graphql", json={"query": "{ ...Missing }"})
     finally:
-        gql.query_shape.shape_rules.cache_clear()
+        gql.api.query_shape.shape_rules.cache_clear()
     (error,) = response.json()["errors"]
     request_id = response.headers["X-Request-Id"]
     assert error["message"] == f"Unexpected error (request id {request_id})."
@@ -338,8 +338,8 @@ def _serving(tmp_path: Path, **settings: Any) -> Iterator[int]:
     """The app on a real socket (uvicorn in a thread), with `settings`; its port."""
     import uvicorn
 
-    from gql.app import create_app
-    from gql.server import uvicorn_options
+    from gql.edge.app import create_app
+    from gql.edge.server import uvicorn_options
 
     made = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}", **settings)
     with socket.socket() as probe:

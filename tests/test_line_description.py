@@ -1,6 +1,6 @@
 """One description of a line: each `RunLogLine` field says once how it is read from a stored line.
 
-The compiled page plan (gql/engine/page_plan.py) and `page.as_line` (graphql-core's
+The compiled page plan (gql/api/execution/page_plan.py) and `page.as_line` (graphql-core's
 pages, the tail) are both made from the field's `_read`. Adding a field to a
 line is one edit to `RunLogLine` (and the regenerated SDL): the scratch copy
 below makes exactly that edit and serves the new field both ways.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from strawberry.types import get_object_definition
 
-from gql import page
+from gql.api import page
 from gql.store import Line, utc_now_millis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +43,8 @@ SCRATCH = """
 import json, sys
 from starlette.testclient import TestClient
 from gql import metrics, store
-from gql.app import create_app
-from gql.page import as_line
+from gql.edge.app import create_app
+from gql.api.page import as_line
 from gql.settings import Settings
 
 settings = Settings(database_url=f"sqlite+aiosqlite:///{sys.argv[1]}")
@@ -64,7 +64,7 @@ def test_a_field_added_in_one_place_is_served_by_the_plan_and_by_graphql_core(tm
     copy = tmp_path / "gql"
     shutil.copytree(ROOT / "gql", copy, ignore=shutil.ignore_patterns("static", "__pycache__"))
     (copy / "static").symlink_to(ROOT / "gql" / "static")  # GraphiQL's files, read at start-up
-    source = copy / "page.py"
+    source = copy / "api" / "page.py"
     text = source.read_text()
     # RunLogLine's own kind_name, the first of the module's (KindCount has one too).
     anchor = "    kind_name: str = strawberry.field("

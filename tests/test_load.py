@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 
 from .conftest import ADMIN, UNHURRIED_WRITE_TIMEOUT, Api, Backend
 

@@ -1,4 +1,4 @@
-"""init-db runs the schema's migrations (gql/migrations) from each place a database starts.
+"""init-db runs the schema's migrations (gql/store/migrations) from each place a database starts.
 
 From empty, from the events system's own event_run_log (the seed's table, with
 its rows, its TEXT detail and its idx_evlog_at), and from the schema the
@@ -22,10 +22,10 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql import migrations
-from gql.app import create_app
-from gql.db import create_engine, event_runs, init_db, metadata
-from gql.migrations import runner
+from gql.edge.app import create_app
+from gql.store import migrations
+from gql.store.db import create_engine, event_runs, init_db, metadata
+from gql.store.migrations import runner
 
 from .conftest import Api, Backend
 
@@ -313,14 +313,14 @@ def test_the_migrations_ship_in_the_package_with_no_alembic_ini() -> None:
     import setuptools
 
     found = setuptools.find_packages(str(ROOT), include=["gql*"])
-    assert {"gql.migrations", "gql.migrations.versions"} <= set(found)
-    revisions = sorted(p.name for p in (ROOT / "gql" / "migrations" / "versions").glob("0*.py"))
+    assert {"gql.store.migrations", "gql.store.migrations.versions"} <= set(found)
+    revisions = sorted(p.name for p in (ROOT / "gql" / "store" / "migrations" / "versions").glob("0*.py"))
     assert len(revisions) == len(REVISIONS)
-    assert not (ROOT / "gql" / "migrations" / "alembic.ini").exists()
+    assert not (ROOT / "gql" / "store" / "migrations" / "alembic.ini").exists()
     import tomllib
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "migrations/script.py.mako" in data["gql"]
+    assert "store/migrations/script.py.mako" in data["gql"]
 
 
 def test_the_models_tables_are_created_by_the_migrations_alone(backend: Backend) -> None:
@@ -377,7 +377,7 @@ def test_a_start_on_a_database_at_head_does_not_load_alembic(tmp_path: Path) -> 
             sys.executable,
             "-c",
             "import asyncio, sys\n"
-            "from gql.db import create_engine, init_db\n"
+            "from gql.store.db import create_engine, init_db\n"
             "from gql.settings import Settings\n"
             "async def main():\n"
             "    engine = create_engine(Settings.from_env())\n"

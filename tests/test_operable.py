@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient, WebSocketDenialResponse
 
-from gql.app import create_app
+from gql.edge.app import create_app
 from gql.request_id import trace_id
 from gql.settings import Settings, SettingsError
 
@@ -585,11 +585,11 @@ def test_a_forwarded_client_address_is_believed_only_from_a_trusted_proxy(
 def test_serve_starts_uvicorn_behind_a_proxy_with_the_settings_bounds() -> None:
     import uvicorn
 
-    from gql import server
+    from gql.edge import server
 
     settings = Settings(forwarded_allow_ips="10.0.0.0/8", keepalive_timeout=7.0)
     # What `serve` passes to uvicorn, with one worker or several.
-    made = uvicorn.Config("gql.app:create_app", factory=True, **server.uvicorn_options(settings))
+    made = uvicorn.Config("gql.edge.app:create_app", factory=True, **server.uvicorn_options(settings))
     assert made.proxy_headers is True
     assert made.forwarded_allow_ips == "10.0.0.0/8"
     assert made.timeout_keep_alive == 7

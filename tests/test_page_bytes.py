@@ -22,8 +22,8 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
-from gql.graphiql import with_fragments
+from gql.edge.app import create_app
+from gql.edge.graphiql import with_fragments
 
 from .conftest import MARIADB_URL, Api, Backend, sent_statements
 from .faultproxy import FaultProxy

@@ -31,7 +31,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 from gql.settings import Settings, SettingsError
 
 from .conftest import ADMIN, Api, Backend, free_port, wait_until_healthy
@@ -407,8 +407,8 @@ def test_a_sweepers_slice_that_does_not_finish_in_time_is_abandoned_and_rolled_b
     """README, The sweeper: "A slice that has not finished within 60 seconds is
     abandoned and rolled back." The 60 s is the sweeper's own; the test holds a
     slice past a shorter one, with a row lock on a line it would delete."""
-    from gql.db import create_engine
-    from gql.retention import Outcome, Sweeper
+    from gql.domain.retention import Outcome, Sweeper
+    from gql.store.db import create_engine
 
     settings = mariadb.settings(retention=30 * 86400.0)
     mariadb.create_tables()
@@ -498,7 +498,7 @@ def test_the_pool_holds_pool_size_and_as_many_overflow_and_a_wait_for_one_is_bou
     """README, Configuration: `RUNLOG_POOL_SIZE` is "pooled connections (plus as
     many overflow) per process"; `RUNLOG_CONNECT_TIMEOUT` is "seconds to connect
     to MySQL/MariaDB, and to wait for a pooled connection"."""
-    from gql.db import create_engine
+    from gql.store.db import create_engine
 
     engine = create_engine(mariadb.settings(pool_size=2, connect_timeout=0.5))
 
@@ -550,8 +550,8 @@ def test_the_sweeper_ticks_every_interval_give_or_take_20_percent(tables: Backen
     """README, The sweeper: "every `RUNLOG_SWEEP_INTERVAL`, give or take 20% so that
     several servers do not tick in lockstep, it deletes one slice". No speed is
     asserted: each wait is at least 80% of the interval, and the waits differ."""
-    from gql.db import create_engine
-    from gql.retention import Sweep, Sweeper
+    from gql.domain.retention import Sweep, Sweeper
+    from gql.store.db import create_engine
 
     interval = 0.3
     spans: list[tuple[float, float]] = []
@@ -648,7 +648,7 @@ def test_a_prune_process_that_dies_mid_slice_lets_go_of_the_sweep_lock(mariadb: 
     connection, and with it the lock." The `prune` command holds the lock for its
     drain; killed (SIGKILL, no clean-up) while its slice waits on a row lock, the
     lock is free for the next process at once."""
-    from gql.retention import lock_name
+    from gql.domain.retention import lock_name
 
     mariadb.create_tables()
     _lines_of_a_terminal_run(mariadb, 1, 4)
@@ -816,7 +816,7 @@ def test_the_blocking_run_lookup_is_bounded_by_the_read_timeout(mariadb: Backend
 def test_a_pooled_connection_is_replaced_after_the_pool_recycle_time(mariadb: Backend) -> None:
     """README, Configuration: `RUNLOG_POOL_RECYCLE` is "seconds after which a
     pooled MySQL/MariaDB connection is replaced"."""
-    from gql.db import create_engine
+    from gql.store.db import create_engine
 
     async def connection_ids() -> tuple[int, int, int]:
         engine = create_engine(mariadb.settings(pool_size=1, pool_recycle=1.0))

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 
 from .conftest import ADMIN, Api, Backend
 

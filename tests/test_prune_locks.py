@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from gql import store
-from gql.db import create_engine
+from gql.store.db import create_engine
 
 from .conftest import Backend
 

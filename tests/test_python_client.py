@@ -26,8 +26,8 @@ from runlog_client.fragments import (
 from runlog_client_async import AsyncRunLogClient
 from runlog_client_async.fragments import RunLogLineFieldsDetailNoteDetail as AsyncNoteDetail
 
-from gql import demo, demo_runs
-from gql.app import create_app
+from gql.domain import demo, demo_runs
+from gql.edge.app import create_app
 
 from .conftest import UNHURRIED_WRITE_TIMEOUT, Backend, wait_until_healthy
 

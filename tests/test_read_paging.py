@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gql import store
-from gql.db import create_engine, init_db
+from gql.store.db import create_engine, init_db
 
 from .conftest import Backend
 from .test_read_rows import older_table

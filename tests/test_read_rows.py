@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from starlette.testclient import TestClient
 
 from gql import store
-from gql.app import create_app
-from gql.db import metadata
-from gql.graphiql import with_fragments
+from gql.edge.app import create_app
+from gql.edge.graphiql import with_fragments
+from gql.store.db import metadata
 
 from .conftest import Api, Backend
 

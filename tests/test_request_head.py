@@ -1,7 +1,7 @@
 """A request's head is bounded at 16 KiB whichever HTTP parser uvicorn runs.
 
 h11 refuses a longer head itself; httptools, which uvicorn uses when it is
-installed (pyproject.toml installs it), accepts any size. `gql.server` counts
+installed (pyproject.toml installs it), accepts any size. `gql.edge.server` counts
 the head's bytes for both. Against a real `python -m gql serve`.
 """
 
@@ -13,7 +13,7 @@ import socket
 import time
 from pathlib import Path
 
-from gql.server import MAX_HEAD_BYTES
+from gql.edge.server import MAX_HEAD_BYTES
 
 from .serving import start, stop, wait_until_healthy
 from .test_slow_clients import QUERY, connect, server, until_closed  # noqa: F401  (server: a fixture)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gql.app import create_app
+from gql.edge.app import create_app
 
 from .conftest import UNHURRIED_WRITE_TIMEOUT, Backend
 

@@ -18,10 +18,10 @@ import pytest
 import sqlalchemy as sa
 
 from gql.cli import ProgressBar
-from gql.db import create_engine
-from gql.retention import Outcome, Progress, Sweeper, lock_name
+from gql.domain.retention import Outcome, Progress, Sweeper, lock_name
 from gql.settings import Settings
 from gql.store import PruneSlice
+from gql.store.db import create_engine
 
 from .conftest import ADMIN, Api, Backend
 
@@ -206,7 +206,7 @@ def with_sweeper(backend: Backend, use: Callable[[Sweeper], Awaitable[T]], **kw:
 
 
 def test_a_tick_prunes_one_slice_and_logs_it(world: Backend, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="gql.retention")
+    caplog.set_level(logging.INFO, logger="gql.domain.retention")
 
     async def tick_once(sweeper: Sweeper) -> Any:
         return await sweeper.tick()
@@ -216,7 +216,7 @@ def test_a_tick_prunes_one_slice_and_logs_it(world: Backend, caplog: pytest.LogC
     assert sweep.outcome is Outcome.SWEPT
     assert sweep.deleted == 4
     assert sum(lines_per_run(world).values()) == sum(ELIGIBLE.values()) + sum(KEPT.values()) - 4
-    logged = [r.getMessage() for r in caplog.records if r.name == "gql.retention"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "gql.domain.retention"]
     assert len(logged) == 1
     assert "4 lines deleted from 1 runs" in logged[0]
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 from gql.settings import Settings, SettingsError
 
 from .conftest import Api, Backend

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from starlette.testclient import TestClient
 
 from gql import store
-from gql.app import create_app
-from gql.db import create_engine, transaction
+from gql.edge.app import create_app
+from gql.store.db import create_engine, transaction
 
 from .conftest import MARIADB_URL, Api, Backend
 from .faultproxy import FaultProxy

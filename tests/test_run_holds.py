@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gql import demo, demo_runs
-from gql.graphiql import OPERATIONS_DIR, _fragments, example_tabs, with_fragments
+from gql.domain import demo, demo_runs
+from gql.edge.graphiql import OPERATIONS_DIR, _fragments, example_tabs, with_fragments
 
 from .conftest import Api, Backend
 from .test_fastpath import ANYONE, OPEN, Stored, _both, completions

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from gql import demo, demo_runs, run_page
-from gql.graphiql import OPERATIONS_DIR
+from gql.domain import demo, demo_runs
+from gql.edge import run_page
+from gql.edge.graphiql import OPERATIONS_DIR
 
 from .conftest import Api, Backend
 from .test_graphiql import BROWSER, ROOT, page_files

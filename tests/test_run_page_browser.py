@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gql.details import EXAMPLES
+from gql.domain.details import EXAMPLES
 
 from .conftest import free_port, wait_until_healthy
 from .test_graphiql_browser import CHROMIUM, NODE, REQUIRE_BROWSER, ROOT, _missing

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from gql.api.schema import export_sdl
 from gql.cli import main
-from gql.schema import export_sdl
 
 ROOT = Path(__file__).resolve().parent.parent
 SDL = export_sdl()

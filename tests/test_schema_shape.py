@@ -15,8 +15,8 @@ from graphql import (
     parse,
 )
 
+from gql.api.schema import build_schema
 from gql.kinds import Kind
-from gql.schema import build_schema
 
 SCHEMA = build_schema()._schema
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"

@@ -21,7 +21,7 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from gql import server
+from gql.edge import server
 from gql.settings import Settings
 
 from .conftest import Backend, free_port, wait_until_healthy
@@ -58,7 +58,7 @@ def test_two_workers_answer_keep_alive_requests(mariadb: Backend) -> None:
 
 def test_a_connection_accepted_on_a_workers_shared_socket_has_nagles_algorithm_off() -> None:
     """asyncio left Nagle's algorithm on there: each response waited ~40 ms for a delayed ACK."""
-    config = uvicorn.Config("gql.app:create_app", factory=True, **server.uvicorn_options(Settings()))
+    config = uvicorn.Config("gql.edge.app:create_app", factory=True, **server.uvicorn_options(Settings()))
     config.load()
     # As uvicorn makes the socket it hands its workers (Config.bind_socket): its proto reads 0,
     # so asyncio does not set TCP_NODELAY on what is accepted from it.

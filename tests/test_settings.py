@@ -12,14 +12,7 @@ from pathlib import Path
 import pytest
 
 from gql.setting_parsers import parse_duration
-from gql.settings import (
-    DEFAULT_DATABASE_URL,
-    Settings,
-    SettingsError,
-    env_key,
-    markdown_table,
-    spec,
-)
+from gql.settings import DEFAULT_DATABASE_URL, Settings, SettingsError, env_key, markdown_table, spec
 
 
 def test_defaults_serve_the_embedded_database_with_no_admin() -> None:

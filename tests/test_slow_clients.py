@@ -226,8 +226,8 @@ def test_serve_passes_the_bounds_to_uvicorn(tmp_path: Path) -> None:
     from starlette.testclient import TestClient
     from uvicorn.server import ServerState
 
-    from gql import server
-    from gql.app import create_app
+    from gql.edge import server
+    from gql.edge.app import create_app
 
     settings = Settings(
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'runlog.db'}",
@@ -235,7 +235,7 @@ def test_serve_passes_the_bounds_to_uvicorn(tmp_path: Path) -> None:
         keepalive_timeout=4,
         max_connections=7,
     )
-    config = uvicorn.Config("gql.app:create_app", factory=True, **server.uvicorn_options(settings))
+    config = uvicorn.Config("gql.edge.app:create_app", factory=True, **server.uvicorn_options(settings))
     config.load()
     assert issubclass(config.http_protocol_class, server.HTTPProtocol)
     assert (config.timeout_keep_alive, config.limit_concurrency) == (4, 7)
@@ -297,7 +297,7 @@ def test_a_client_that_never_reads_its_response_is_cut_off(server: int, tmp_path
 
 SLOW_EXPORTS = 10
 # What ten exports whose clients read nothing may add to the server's memory, all together: each
-# holds one page of at most 1 MiB of details (gql/export.py), where each held ~40 MB before.
+# holds one page of at most 1 MiB of details (gql/edge/export.py), where each held ~40 MB before.
 SLOW_EXPORTS_BOUND_KB = 120 * 1024
 
 
@@ -311,7 +311,7 @@ def test_exports_whose_clients_read_nothing_hold_a_bounded_memory_and_are_droppe
 
     import sqlalchemy as sa
 
-    from gql.db import metadata
+    from gql.store.db import metadata
 
     # 3,000 lines of 60 KB details: 180 MB, which a client that reads nothing never takes.
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'runlog.db'}")

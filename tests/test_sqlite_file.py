@@ -23,10 +23,10 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql import migrations
-from gql.app import create_app
-from gql.db import metadata
+from gql.edge.app import create_app
 from gql.settings import Settings
+from gql.store import migrations
+from gql.store.db import metadata
 
 from .conftest import ADMIN, Api
 
@@ -202,10 +202,10 @@ def test_busy_timeout_is_the_write_timeout(tmp_path: Path, write_timeout: float)
 def test_a_first_start_on_a_new_file_says_it_created_the_tables_and_adopted_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="gql.app")
+    caplog.set_level(logging.INFO, logger="gql.edge.app")
     with TestClient(create_app(settings_for(tmp_path / "new.db"))):
         pass
-    said = [record.getMessage() for record in caplog.records if record.name == "gql.app"]
+    said = [record.getMessage() for record in caplog.records if record.name == "gql.edge.app"]
     assert not any("adopted" in line for line in said), said
     ready = next(line for line in said if line.startswith("tables ready on "))
     assert "created event_run_log," in ready and ready.endswith(f"schema at migration {migrations.HEAD}")

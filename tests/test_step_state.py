@@ -1,6 +1,6 @@
 """event_run_log_steps, each step's newest step line, is what the whole log says, on both databases.
 
-Kept by triggers (gql/step_state.py): after lines written straight into the table with `at`
+Kept by triggers (gql/store/step_state.py): after lines written straight into the table with `at`
 going backwards against `id` and ties in `at`, after lines written through the API, after
 prunes of part and then all of a run, and after init-db migrated a log written before it.
 """

@@ -15,8 +15,8 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from gql.detail_codec import read_detail
-from gql.details import DETAIL_TYPES, UnreadableDetail
+from gql.domain.detail_codec import read_detail
+from gql.domain.details import DETAIL_TYPES, UnreadableDetail
 from gql.kinds import Kind
 
 from .conftest import Api, Backend

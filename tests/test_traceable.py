@@ -11,8 +11,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient, WebSocketDenialResponse
 
-from gql.app import create_app
-from gql.auth import Policy
+from gql.domain.auth import Policy
+from gql.edge.app import create_app
 
 from .conftest import Api, Backend
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from graphql import OperationDefinitionNode, parse
 
+from gql.api.trusted import SHIPPED
 from gql.settings import SettingsError
-from gql.trusted import SHIPPED
 
 from .conftest import ADMIN, UNHURRIED_WRITE_TIMEOUT, Api
 
@@ -75,7 +75,7 @@ def test_every_persisted_document_of_the_typescript_client_runs_by_its_id(on: Ap
         "WriteNote": {"runId": "7", "text": "by its id"},
         "RunHolds": {"runId": "7"},
         "RunsInFlight": {},
-        # The run page's (gql/run_page.py).
+        # The run page's (gql/edge/run_page.py).
         "RunLines": {"runId": "7", "kinds": ["NOTE"]},
         "RunKindCounts": {"runId": "7"},
         "RunHead": {"runId": "7", "phase": [2], "counts": False},

@@ -16,10 +16,10 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-import gql.writes
-from gql.app import create_app
+import gql.domain.writes
 from gql.compat.strawberry import graphql_schema
-from gql.db import pool_state
+from gql.edge.app import create_app
+from gql.store.db import pool_state
 
 from .conftest import UNHURRIED_WRITE_TIMEOUT, Api, Backend
 
@@ -32,10 +32,10 @@ READ = "query R($runId: ID!) { runLog(runId: $runId) { nodes { detail { ... on N
 
 # What a module keeps of every app on purpose, and why.
 PROCESS_WIDE = {
-    # uvicorn's shutdown (gql/server.py, HTTPProtocol.shutdown) reaches the
+    # uvicorn's shutdown (gql/edge/server.py, HTTPProtocol.shutdown) reaches the
     # connections, not the app: it ends the process's long polls and tails
     # through this weak set of every app's watcher.
-    "gql.tail._watchers",
+    "gql.domain.tail._watchers",
 }
 
 
@@ -115,8 +115,8 @@ def both_used_and_compared(first: Api, second: Api) -> dict[str, Any]:
 def test_the_scan_sees_a_module_that_keeps_an_apps_engine(api: Api) -> None:
     engine = holdings(api)["engine"]
     registry = weakref.WeakKeyDictionary({engine.sync_engine: 1})
-    gql.writes._scratch_registry = registry  # type: ignore[attr-defined]
+    gql.domain.writes._scratch_registry = registry  # type: ignore[attr-defined]
     try:
-        assert "gql.writes._scratch_registry" in kept_by_modules([engine, engine.sync_engine])
+        assert "gql.domain.writes._scratch_registry" in kept_by_modules([engine, engine.sync_engine])
     finally:
-        del gql.writes._scratch_registry  # type: ignore[attr-defined]
+        del gql.domain.writes._scratch_registry  # type: ignore[attr-defined]

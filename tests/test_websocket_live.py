@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from gql.server import GRACEFUL_SHUTDOWN
+from gql.edge.server import GRACEFUL_SHUTDOWN
 
 from .conftest import Backend
 from .serving import Server, start, stop, wait_until_healthy

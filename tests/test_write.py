@@ -108,7 +108,7 @@ def test_a_write_to_a_database_that_refuses_connections_answers_false_within_the
 ) -> None:
     from starlette.testclient import TestClient
 
-    from gql.app import create_app
+    from gql.edge.app import create_app
     from gql.settings import Settings
 
     port = free_port()  # nothing listens here
@@ -132,7 +132,7 @@ def test_a_write_to_a_database_that_never_answers_answers_false_within_the_bound
 ) -> None:
     from starlette.testclient import TestClient
 
-    from gql.app import create_app
+    from gql.edge.app import create_app
     from gql.settings import Settings
 
     # The kernel completes the TCP handshake for the listen backlog, so the

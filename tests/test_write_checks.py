@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from gql.app import create_app
-from gql.graphiql import with_fragments
+from gql.edge.app import create_app
+from gql.edge.graphiql import with_fragments
 
 from .conftest import Api, Backend
 

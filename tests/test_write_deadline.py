@@ -164,7 +164,7 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
     with FaultProxy(*upstream) as proxy:
         from starlette.testclient import TestClient
 
-        from gql.app import create_app
+        from gql.edge.app import create_app
 
         url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
         settings = mariadb.settings(database_url=url.render_as_string(hide_password=False), write_timeout=2.0)

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 
 from .conftest import MARIADB_URL, Api, Backend
 from .faultproxy import FaultProxy
@@ -114,8 +114,9 @@ def test_keys_older_than_a_day_are_forgotten_in_bounded_slices(tables: Backend, 
     import asyncio
     import datetime
 
-    from gql import store, writes
-    from gql.db import create_engine
+    from gql import store
+    from gql.domain import writes
+    from gql.store.db import create_engine
 
     assert keyed(api, 1, "recent", "k-recent")
     old = datetime.datetime(2020, 1, 1)

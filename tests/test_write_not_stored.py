@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from starlette.testclient import TestClient
 
-from gql.app import create_app
+from gql.edge.app import create_app
 
 from .conftest import MARIADB_URL, UNHURRIED_WRITE_TIMEOUT, Api, Backend
 from .faultproxy import FaultProxy

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from gql import store, writes
-from gql.db import create_engine
+from gql import store
+from gql.domain import writes
 from gql.settings import Settings
+from gql.store.db import create_engine
 
 from .conftest import Backend, sent_statements
 

@@ -28,7 +28,7 @@ __all__ = [
 # `FieldDetails` (`graphql.execution.collect_fields`, not exported): a field node as the
 # executor collected it, what the page plan is compiled from. Its fields `defer_usage` and
 # `fragment_variable_values` are read by `deferred_or_fragment_arguments`, part of this entry;
-# `Fields`, the executor's list of them for one response key, names it for gql/engine.
+# `Fields`, the executor's list of them for one response key, names it for gql/api/execution.
 Fields = list[FieldDetails]
 
 
@@ -46,7 +46,7 @@ class CompletesObjects:
     """A mixin for graphql-core's executor, completing values of one object type itself.
 
     Overrides `complete_object_value` (`:meta private:`): no documented hook sees an object
-    value with its field nodes. Without it gql/engine/page_plan.py's plans never run.
+    value with its field nodes. Without it gql/api/execution/page_plan.py's plans never run.
     """
 
     # What `complete_object` answers to leave a value to graphql-core.
@@ -104,7 +104,7 @@ def bound_overlap_check(budget: int) -> None:
 def overlap_check_aborted(error: GraphQLError) -> bool:
     """Whether `error` is the overlap check running out of its budget ("Validation aborted.").
 
-    graphql-core gives only that message, no code or class; without it gql/query_shape.py
+    graphql-core gives only that message, no code or class; without it gql/api/query_shape.py
     could not replace it with an error that says what to change.
     """
     return error.message == "Validation aborted."

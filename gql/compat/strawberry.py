@@ -31,14 +31,14 @@ def graphql_schema(schema: strawberry.Schema) -> GraphQLSchema:
 
 
 # ── the view, its websocket adapter and handlers ──────────────────────────────
-# Members of Strawberry's classes, beyond its documented view hooks, that gql/view.py,
-# gql/adapters.py and gql/subscriptions.py override or read; tests/test_compat.py checks each.
+# Members of Strawberry's classes, beyond its documented view hooks, that gql/edge/view.py,
+# gql/edge/adapters.py and gql/api/subscriptions.py override or read; tests/test_compat.py checks each.
 # Documented, and so not here: the ASGI view's hooks ("Extending the view": get_context,
 # get_root_value, process_result, decode_json, encode_json, render_graphql_ide,
 # on_ws_connect) and a base view's ("Adding an integration": run, get_sub_response,
 # create_response, request_adapter_class, and the request adapter's content_type).
 
-# What gql/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks: one entry,
+# What gql/edge/view.py's `RunLogGraphQL` overrides or reads beyond the documented hooks: one entry,
 # the view (`strawberry.asgi.GraphQL`, itself public).
 VIEW_HOOKS = (
     "reject_websocket",
@@ -48,13 +48,13 @@ VIEW_HOOKS = (
     "websocket_subprotocols",
 )
 
-# Strawberry's ASGI websocket adapter: gql/adapters.py sends text frames (the graphql-ws client
+# Strawberry's ASGI websocket adapter: gql/edge/adapters.py sends text frames (the graphql-ws client
 # cannot parse binary ones) and closes 4400 on a non-object. Its exceptions are in a documented
 # module (strawberry.http.exceptions, which "Adding an integration" imports from).
 WebSocketAdapterBase = ASGIWebSocketAdapter
 WEBSOCKET_ADAPTER_HOOKS = ("iter_json", "send_json", "close", "ws", "view")
 
-# Strawberry's websocket protocol handlers: gql/subscriptions.py gives each operation its own
+# Strawberry's websocket protocol handlers: gql/api/subscriptions.py gives each operation its own
 # context, checks each message, and refuses an oversized or untrusted text as its error; without
 # them, a socket's operations share one deadline and budget and skip those checks.
 TRANSPORT_WS_HOOKS = (

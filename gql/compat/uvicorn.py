@@ -18,7 +18,7 @@ __all__ = [
 ]
 
 # uvicorn's HTTP protocol (httptools' if installed, else h11's): no setting bounds the time a
-# request's head may take, nor its size under httptools; gql/server.py's `HTTPProtocol` adds both.
+# request's head may take, nor its size under httptools; gql/edge/server.py's `HTTPProtocol` adds both.
 # Without it a connection that trickles its head holds a slot for ever.
 HTTPProtocolBase = AutoHTTPProtocol
 
@@ -34,11 +34,11 @@ HTTP_HOOKS = (
     "cycle",  # the request/response cycle, made once a head is parsed
     "scope",  # the request's, its path read for limit_concurrency
     "server_state",  # its default headers, for the 400
-    "app_state",  # what the app's lifespan yielded: the head's deadline (gql/server.py's lifespan_state)
+    "app_state",  # what the app's lifespan yielded: the head's deadline (gql/edge/server.py's lifespan_state)
     "transport",
 )
 
-# What gql/server.py reads on the objects those members hold.
+# What gql/edge/server.py reads on the objects those members hold.
 HTTP_STATE_HOOKS = ("cycle.response_complete", "server_state.default_headers")
 
 # On uvicorn's httptools protocol only (h11's itself refuses a missing or second Host).

@@ -13,7 +13,7 @@ from sqlalchemy import Executable, NullPool, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from ..db import pool_generation
+from .db import pool_generation
 
 log = logging.getLogger("gql.store")
 

@@ -30,11 +30,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps
-from ..step_state import STEP_KINDS
 from .connections import read_rows
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps
 from .rows import mariadb_lines, sqlite_lines
 from .statements import as_compared, line_columns
+from .step_state import STEP_KINDS
 from .values import LINE_ID_MAX, Line
 
 _l, _s = event_run_log, event_run_log_steps
@@ -138,7 +138,7 @@ def _by(query: Select[Any], table: Any, index: str) -> Select[Any]:
 
 
 def _newest_steps(run: Any) -> Select[Any]:
-    """Each step's newest step line (event_run_log_steps, kept by triggers: gql/step_state.py)."""
+    """Each step's newest step line (event_run_log_steps, kept by triggers: gql/store/step_state.py)."""
     return select(_l).select_from(_s.join(_l, _l.c.id == _s.c.id)).where(_s.c.run_id == run)
 
 

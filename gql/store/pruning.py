@@ -25,14 +25,8 @@ from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..db import (
-    event_run_log,
-    event_run_log_pruned,
-    event_run_log_words,
-    event_runs,
-    transaction,
-)
 from .connections import read_rows
+from .db import event_run_log, event_run_log_pruned, event_run_log_words, event_runs, transaction
 from .errors import OutcomeUnknown, answered_by_database
 from .rows import stored_time
 from .runs import terminal_sql

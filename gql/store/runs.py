@@ -24,12 +24,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..db import (
-    event_run_log,
-    event_runs,
-)
 from ..kinds import TERMINAL_STATUSES
 from .connections import read_rows
+from .db import event_run_log, event_runs
 from .rows import stored_status, stored_time
 from .statements import sqlite_at
 from .values import LINE_ID_MAX, Run
@@ -38,7 +35,7 @@ RUNS_IN_FLIGHT_DEFAULT, RUNS_IN_FLIGHT_MAX = 50, 100
 
 
 def terminal_sql(status: ColumnElement[Any]) -> ColumnElement[bool]:
-    """SQL for "this status is terminal", matched byte for byte, as a run's `terminal` is (gql/page.py).
+    """SQL for "this status is terminal", matched byte for byte, as a run's `terminal` is (gql/api/page.py).
 
     Compared as bytes because MariaDB's collations (PAD SPACE, any case) would take
     'completed '; the statuses are cast in SQL since aiomysql cannot send bytes parameters.
@@ -74,7 +71,7 @@ async def find_runs(engine: AsyncEngine, ids: Iterable[int]) -> dict[int, Run]:
 async def find_logged_runs(engine: AsyncEngine, ids: Iterable[int]) -> tuple[dict[int, Run], set[int]]:
     """find_runs' runs, and the ids of those with at least one line in the log, in one statement.
 
-    So what holds a run with no line is told without reading its log (gql/runs.py).
+    So what holds a run with no line is told without reading its log (gql/api/runs.py).
     """
     return await _find(engine, ids, logged=True)
 

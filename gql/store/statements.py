@@ -25,12 +25,8 @@ from sqlalchemy import (
     select,
 )
 
-from ..db import (
-    SQLITE_AT_ORDER,
-    event_run_log,
-    event_run_log_words,
-)
 from .cursors import Cursor
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_words
 from .values import NO_FILTERS, Filters
 
 _l = event_run_log

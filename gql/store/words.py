@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..db import event_run_log_words
 from .connections import read_rows
+from .db import event_run_log_words
 from .statements import rows_insert_sql, unfolded_statement
 from .values import NewLine
 

@@ -22,9 +22,9 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .. import metrics
-from ..db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys
 from . import connections
 from .connections import HeldConnection
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys
 from .errors import (
     KeyReused,
     NotStored,
