@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
         replica = Replica.from_settings(engine, settings)
         writer = writes.Writer(write_engine, settings)
         # The lifespan state: each request's scope["state"] starts as a copy of it.
-        state = {
+        state: dict[str, Any] = {
             "settings": settings,
             "engine": engine,  # the readers'
             "write_engine": write_engine,

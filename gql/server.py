@@ -83,7 +83,7 @@ def at_exit_signal(act: Callable[[], None]) -> Iterator[None]:
 
     def handle(sig: int, frame: Any) -> None:
         loop.call_soon_threadsafe(act)
-        chained = previous[sig]
+        chained = previous[signal.Signals(sig)]
         if callable(chained):
             chained(sig, frame)
 
