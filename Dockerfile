@@ -32,5 +32,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
 # Exec form: the server is PID 1 and receives SIGTERM itself, for a graceful stop.
 # The same `serve` as scripts/serve, so the same uvicorn configuration
 # (gql/edge/server.py): workers from RUNLOG_WORKERS, proxies trusted from
-# RUNLOG_FORWARDED_ALLOW_IPS, the timeouts from their settings.
+# RUNLOG_FORWARDED_ALLOW_IPS, the timeouts from their settings. Run it behind a
+# reverse proxy (deploy/nginx/runlog.conf; compose.yaml puts nginx in front).
 CMD ["python", "-m", "gql", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -73,8 +73,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gql.compat.uvicorn import HTTPProtocolBase
-from gql.edge.server import no_delay
+from gql.edge.server import listening_socket
 from gql.kinds import TERMINAL_STATUSES, Kind
 from gql.settings import Settings
 from gql.store import words_of
@@ -588,23 +587,14 @@ def main() -> None:
     # As `python -m gql serve` runs the service: the same server, the same log level.
     level = Settings.from_env().log_level.lower()
     if args.workers > 1:
-        # As the service runs several workers: uvicorn's, with TCP_NODELAY on each connection.
+        # As the service runs several workers: on a socket of its own, TCP_NODELAY on what it accepts.
         factory = (
             "bench.floor:create_sqlalchemy_app" if args.driver == "sqlalchemy" else "bench.floor:create_app"
         )
-        uvicorn.run(
-            factory, factory=True, port=args.port, workers=args.workers, log_level=level, http=NoDelayProtocol
-        )
+        with listening_socket("127.0.0.1", args.port) as sock:
+            uvicorn.run(factory, factory=True, fd=sock.fileno(), workers=args.workers, log_level=level)
     else:
         uvicorn.run(create_app(driver=args.driver), port=args.port, log_level=level)
-
-
-class NoDelayProtocol(HTTPProtocolBase):  # type: ignore[valid-type,misc]
-    """uvicorn's HTTP protocol with TCP_NODELAY on each connection, as the service's."""
-
-    def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)
-        no_delay(transport)
 
 
 def create_sqlalchemy_app() -> Starlette:

@@ -170,9 +170,10 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
         options = server.uvicorn_options(settings)
         if workers > 1:
             # Each worker builds its own app (and pool) from the environment.
-            uvicorn.run(
-                "gql.edge.app:create_app", factory=True, host=host, port=port, workers=workers, **options
-            )
+            with server.listening_socket(host, port) as sock:
+                uvicorn.run(
+                    "gql.edge.app:create_app", factory=True, fd=sock.fileno(), workers=workers, **options
+                )
             return 0
         from .edge.app import create_app
 

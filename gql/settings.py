@@ -254,12 +254,12 @@ class Settings:
         "largest request body; a larger one is refused with 413 before it is parsed",
         shown="`4194304` (4 MiB)",
     )
-    # Slow clients (gql/edge/server.py).
+    # Slow clients; a slow request head is the reverse proxy's (deploy/nginx/runlog.conf).
     header_timeout: float = setting(
         10.0,
         seconds(0.1, 300),
-        "seconds a request's head (request line and headers) may take to arrive, from the "
-        "connection opening or the previous response; past it the connection is closed",
+        "seconds a websocket may take to send `connection_init` once open; past it it is closed "
+        "with 4408 (a request's head is timed by the reverse proxy: docs/operating.md)",
     )
     body_timeout: float = setting(
         30.0,
@@ -273,7 +273,7 @@ class Settings:
     max_connections: int = setting(
         1000,
         whole(1, 100_000),
-        "connections and requests one process holds at once; past it, new requests get 503 at once",
+        "requests and websockets one process serves at once; past it, new ones get 503 at once",
     )
     # The live tail (docs/operating.md, "The live tail").
     max_subscriptions: int = setting(

@@ -19,7 +19,6 @@ import typing
 from typing import Any, ClassVar
 
 import graphql
-import pytest
 import strawberry
 from graphql import (
     GraphQLField,
@@ -40,7 +39,6 @@ from gql.api.query_shape import OVERLAP_BUDGET
 from gql.api.schema import build_schema
 from gql.compat import graphql as graphql_compat
 from gql.compat import strawberry as strawberry_compat
-from gql.compat import uvicorn as uvicorn_compat
 
 GQL = pathlib.Path(__file__).resolve().parent.parent / "gql"
 
@@ -55,7 +53,6 @@ def test_the_reaches_are_these() -> None:
         for module in (
             graphql_compat,
             strawberry_compat,
-            uvicorn_compat,
         )
     }
     assert found == {
@@ -72,7 +69,6 @@ def test_the_reaches_are_these() -> None:
             "WebSocketAdapterBase",
             "graphql_schema",
         ],
-        "uvicorn": ["HTTPProtocolBase", "HTTP_STATE_HOOKS", "WebSocketProtocolBase"],
     }
     modules = {p.stem for p in pathlib.Path(compat.__file__).parent.glob("*.py")} - {"__init__"}
     assert modules == set(found), "a module of gql/compat is missing from the inventory"
@@ -282,7 +278,6 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
     view |= {"run", "get_sub_response", "create_response", "request_adapter_class"}
     extension = {"on_operation", "on_validate", "on_parse", "on_execute", "on_stream_result", "resolve"}
     extension |= {"get_results"}
-    http = {*uvicorn_compat.HTTP_HOOKS, *uvicorn_compat.HTTPTOOLS_HOOKS}
     documented: dict[str, set[str]] = {
         "strawberry.extensions.base_extension.SchemaExtension": extension,
         "graphql.error.graphql_error.GraphQLError": set(),
@@ -304,12 +299,6 @@ def _hooks() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
         * 2,
         "strawberry.subscriptions.protocols.graphql_ws.handlers.BaseGraphQLWSHandler": (
             set(strawberry_compat.WS_HOOKS),
-        )
-        * 2,
-        "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol": (http, http),
-        "uvicorn.protocols.http.h11_impl.H11Protocol": (http, http),
-        "uvicorn.protocols.websockets.websockets_sansio_impl.WebSocketsSansIOProtocol": (
-            set(uvicorn_compat.WEBSOCKET_HOOKS),
         )
         * 2,
     }
@@ -614,6 +603,11 @@ def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_read
     assert all(inspect.iscoroutinefunction(getattr(handler, n)) for n in ("handle", "handle_start"))
 
 
+def _has(cls: type, name: str) -> bool:
+    """Whether `cls` or a base of it has `name` as a member or sets it on its instances."""
+    return any(_defines(base, name) for base in cls.__mro__ if base is not object)
+
+
 # ── graphql-core ─────────────────────────────────────────────────────────────
 
 _PAGE = GraphQLObjectType("Page", {"n": GraphQLField(GraphQLInt), "s": GraphQLField(GraphQLString)})
@@ -713,77 +707,3 @@ def test_bound_overlap_check_bounds_the_rule_and_its_error_is_recognised() -> No
     assert validate(schema, document) == []
     assert not graphql_compat.overlap_check_aborted(graphql.GraphQLError("Cannot query field 'x'"))
     assert before in (OVERLAP_BUDGET, 500_000)
-
-
-# ── uvicorn ──────────────────────────────────────────────────────────────────
-
-
-def _has(cls: type, name: str) -> bool:
-    """Whether `cls` or a base of it has `name` as a member or sets it on its instances."""
-    return any(_defines(base, name) for base in cls.__mro__ if base is not object)
-
-
-def _http_protocols() -> list[type]:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    found: list[type] = [H11Protocol]
-    if importlib.util.find_spec("httptools") is not None:  # uvicorn's parser when installed
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-        found.append(HttpToolsProtocol)
-    return found
-
-
-def test_uvicorns_http_protocols_have_what_server_py_overrides_and_reads() -> None:
-    assert uvicorn_compat.HTTPProtocolBase in _http_protocols()
-    for protocol in _http_protocols():
-        missing = [name for name in uvicorn_compat.HTTP_HOOKS if not _has(protocol, name)]
-        assert missing == [], protocol
-        assert list(inspect.signature(protocol.send_400_response).parameters) == ["self", "msg"]
-        methods = ("on_response_complete", "shutdown", "connection_made", "data_received", "connection_lost")
-        assert all(callable(getattr(protocol, name)) for name in methods)
-
-
-def test_uvicorns_cycle_and_server_state_have_what_server_py_reads() -> None:
-    from uvicorn.protocols.http import h11_impl, httptools_impl
-    from uvicorn.server import ServerState
-
-    holders = {"cycle": [h11_impl.RequestResponseCycle, httptools_impl.RequestResponseCycle]}
-    holders["server_state"] = [ServerState]
-    for hook in uvicorn_compat.HTTP_STATE_HOOKS:
-        holder, _, name = hook.partition(".")
-        assert all(_has(cls, name) for cls in holders[holder]), hook
-    assert isinstance(ServerState().default_headers, list)
-
-
-def test_uvicorns_httptools_protocol_has_what_the_host_rules_override_and_read() -> None:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    missing = [name for name in uvicorn_compat.HTTPTOOLS_HOOKS if not _has(HttpToolsProtocol, name)]
-    assert missing == []
-    # The scope's headers are the protocol's own list, so a Host replaced there is the app's.
-    assert '"headers": self.headers' in inspect.getsource(HttpToolsProtocol.on_message_begin)
-    # An exception from the callback reaches uvicorn as an HttpParserError, answered by send_400_response.
-    assert "except httptools.HttpParserError" in inspect.getsource(HttpToolsProtocol.data_received)
-
-
-def test_h11_refuses_a_missing_or_second_host_itself() -> None:
-    import h11
-
-    for headers in ([], [("Host", "a.example"), ("Host", "b.example")]):
-        with pytest.raises(h11.LocalProtocolError, match="Host"):
-            h11.Request(method="GET", target="/", headers=headers)
-
-
-def test_uvicorns_http_protocol_reads_limit_concurrency_from_the_instance() -> None:
-    # gql/edge/server.py makes it a property: uvicorn must read it on the instance, per request.
-    for protocol in _http_protocols():
-        assert "self.limit_concurrency" in inspect.getsource(protocol)
-
-
-def test_uvicorns_websocket_protocol_has_what_server_py_overrides_and_reads() -> None:
-    protocol = uvicorn_compat.WebSocketProtocolBase
-    missing = [name for name in uvicorn_compat.WEBSOCKET_HOOKS if not _has(protocol, name)]
-    assert missing == []
-    assert inspect.iscoroutinefunction(protocol.send)
-    assert list(inspect.signature(protocol.keepalive_timeout).parameters) == ["self"]

@@ -594,7 +594,7 @@ def test_serve_starts_uvicorn_behind_a_proxy_with_the_settings_bounds() -> None:
     assert made.forwarded_allow_ips == "10.0.0.0/8"
     assert made.timeout_keep_alive == 7
     assert made.timeout_graceful_shutdown == server.GRACEFUL_SHUTDOWN
-    assert made.limit_concurrency == settings.max_connections
+    assert made.limit_concurrency is None  # the app's InFlightCap, which lets /livez and co. past
 
 
 # ── OpenTelemetry (the otel extra) ───────────────────────────────────────────

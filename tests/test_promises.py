@@ -305,13 +305,19 @@ def test_past_the_connection_cap_a_new_request_gets_503_at_once(tables: Backend,
         port = int(base.rsplit(":", 1)[1])
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as late:
-                late.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                assert late.recv(4096).startswith(b"HTTP/1.1 503 ")
+            # Three requests in flight: each waits for a body it is never sent.
+            for conn in held:
+                conn.sendall(b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n")
+            deadline = time.monotonic() + 20
+            while (late := httpx.get(f"{base}/healthz", timeout=10)).status_code == 200:
+                assert time.monotonic() < deadline, "the three requests in flight never held the cap"
+                time.sleep(0.05)
+            assert late.status_code == 503 and "RUNLOG_MAX_CONNECTIONS" in late.text, late.text
+            assert httpx.get(f"{base}/livez").status_code == 200  # a liveness probe, whatever the count
         finally:
             for conn in held:
                 conn.close()
-        # The cap counts what is held now: once those go, requests are answered again.
+        # The cap counts what is in flight now: once those go, requests are answered again.
         deadline = time.monotonic() + 20
         while httpx.get(f"{base}/healthz").status_code != 200:
             assert time.monotonic() < deadline, "still refused once the held connections closed"

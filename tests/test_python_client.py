@@ -28,6 +28,8 @@ from runlog_client_async.fragments import RunLogLineFieldsDetailNoteDetail as As
 
 from gql.domain import demo, demo_runs
 from gql.edge.app import create_app
+from gql.edge.server import uvicorn_options
+from gql.settings import Settings
 
 from .conftest import UNHURRIED_WRITE_TIMEOUT, Backend, wait_until_healthy
 
@@ -47,7 +49,9 @@ def live_url(tables: Backend) -> Iterator[str]:
     asyncio.run(demo.load_into(tables.settings(), allow_non_embedded=True))
     app = create_app(tables.settings(writer_tokens=(WRITER,), write_timeout=UNHURRIED_WRITE_TIMEOUT))
     sock = _free_socket()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # Websockets as `serve` serves them (gql/edge/server.py): "auto" would pick whichever is installed.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws=uvicorn_options(Settings())["ws"])
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 90  # generous: CI may be loaded

@@ -8,7 +8,6 @@ delayed ACK.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -18,11 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
-from uvicorn.server import ServerState
 
 from gql.edge import server
-from gql.settings import Settings
 
 from .conftest import Backend, free_port, wait_until_healthy
 
@@ -58,38 +54,16 @@ def test_two_workers_answer_keep_alive_requests(mariadb: Backend) -> None:
 
 def test_a_connection_accepted_on_a_workers_shared_socket_has_nagles_algorithm_off() -> None:
     """asyncio left Nagle's algorithm on there: each response waited ~40 ms for a delayed ACK."""
-    config = uvicorn.Config("gql.edge.app:create_app", factory=True, **server.uvicorn_options(Settings()))
-    config.load()
-    # As uvicorn makes the socket it hands its workers (Config.bind_socket): its proto reads 0,
-    # so asyncio does not set TCP_NODELAY on what is accepted from it.
-    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listening.bind(("127.0.0.1", 0))
-    assert listening.proto == 0
-
-    async def accept_one() -> int:
-        connected: asyncio.Future[asyncio.Transport] = asyncio.get_running_loop().create_future()
-
-        class Accepting(server.HTTPProtocol):
-            def connection_made(self, transport: asyncio.Transport) -> None:
-                super().connection_made(transport)
-                connected.set_result(transport)
-
-        def protocol() -> asyncio.Protocol:
-            return Accepting(config=config, server_state=ServerState(), app_state={})
-
-        served = await asyncio.get_running_loop().create_server(protocol, sock=listening)
-        try:
-            _reader, writer = await asyncio.open_connection(*listening.getsockname()[:2])
-            transport = await connected
-            accepted = transport.get_extra_info("socket")
-            nodelay: int = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-            transport.close()
-            writer.close()
-            return nodelay
-        finally:
-            served.close()
-
-    assert asyncio.run(accept_one()) != 0
+    listening = server.listening_socket("127.0.0.1", 0)
+    # As uvicorn reads the `fd` it is handed (Config.bind_socket): a socket asyncio did not make,
+    # so asyncio sets no TCP_NODELAY on what is accepted from it; the kernel copies the listener's.
+    as_uvicorn = socket.fromfd(listening.fileno(), socket.AF_UNIX, socket.SOCK_STREAM)
+    with listening, as_uvicorn:
+        as_uvicorn.listen()
+        with socket.create_connection(listening.getsockname()[:2]):
+            accepted, _ = as_uvicorn.accept()
+            with accepted:
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
 
 @pytest.mark.parametrize("workers", ["2", "0"])

@@ -1,7 +1,7 @@
 """runLogTail against real servers: `python -m gql serve` processes, a websocket client, real sockets.
 
 Two processes on one MariaDB, a reconnect with the last cursor while lines
-are written, keep-alive pings past the head deadline, and shutdown.
+are written, keep-alive pings on an idle socket, and shutdown.
 """
 
 from __future__ import annotations

@@ -30,13 +30,9 @@ WRITE = (
 READ = "query R($runId: ID!) { runLog(runId: $runId) { nodes { detail { ... on NoteDetail { text } } } } }"
 
 
-# What a module keeps of every app on purpose, and why.
-PROCESS_WIDE = {
-    # uvicorn's shutdown (gql/edge/server.py, HTTPProtocol.shutdown) reaches the
-    # connections, not the app: it ends the process's long polls and tails
-    # through this weak set of every app's watcher.
-    "gql.domain.tail._watchers",
-}
+# What a module keeps of every app on purpose, and why: nothing (the lifespan's signal
+# handler ends its own app's long polls and tails, gql/edge/server.py's at_exit_signal).
+PROCESS_WIDE: set[str] = set()
 
 
 def holdings(api: Api) -> dict[str, Any]:

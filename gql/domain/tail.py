@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -79,7 +78,6 @@ class Watcher:
         self._since: datetime.datetime | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
-        _watchers.add(self)
 
     def start(self) -> None:
         if self._task is None and not self._stopped:
@@ -162,15 +160,6 @@ class Watcher:
         self._since = since
         for watch in woken:
             watch.event.set()
-
-
-_watchers: weakref.WeakSet[Watcher] = weakref.WeakSet()
-
-
-def close_all() -> None:
-    """The server is shutting down: end this process's waits and tails now, not at their timeouts."""
-    for watcher in list(_watchers):
-        watcher.close()
 
 
 class CatchUpTooLong(Exception):

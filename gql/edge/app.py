@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
         replica = Replica.from_settings(engine, settings)
         writer = writes.Writer(write_engine, settings)
         # The lifespan state: each request's scope["state"] starts as a copy of it.
-        state = {
+        state: dict[str, Any] = {
             "settings": settings,
             "engine": engine,  # the readers'
             "write_engine": write_engine,
@@ -82,7 +82,6 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
             "tails": tails,
             "replica": replica,
             "holds": HoldSeries(settings, alert_after),  # what /metrics shows of the holds
-            **server.lifespan_state(settings),  # uvicorn hands it to its protocols too
         }
         if traced is not None and replica is not None:
             tracing.instrument_engine(replica.engine, traced)
@@ -107,7 +106,8 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
                 replica.start()
             sampling = asyncio.get_running_loop().create_task(metrics.sample_every(lambda: sample(state)))
             try:
-                with _start_up_frozen():
+                # A long poll ends now with its empty page, not at its timeout.
+                with _start_up_frozen(), server.at_exit_signal(watcher.close):
                     yield state
             finally:
                 sampling.cancel()
@@ -214,6 +214,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
             *([] if traced is None else tracing.middleware(traced)),
             # Outside the others, so every response (413, preflight) carries the request's id.
             Middleware(RequestId),
+            Middleware(server.InFlightCap, most=settings.max_connections),
             *([Middleware(AllowedHosts, hosts=settings.allowed_hosts)] if settings.allowed_hosts else []),
             *_cors(settings),
             # Before anything reads the body.
