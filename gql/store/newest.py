@@ -241,7 +241,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         )
         parts.append(part(0, _by(newest, o, "ix_event_run_log_run_at")))
         marks = select(o).where(o.c.run_id == run, o.c.kind.in_(MARKS))
-        parts.append(part(1, marks))
+        parts.append(part(1, _by(marks, o, _KIND)))  # named: MariaDB weighs every index of the run otherwise
         # run.blocked with no run.status after it: the block's lines, its oldest and newest.
         ended: Select[Any] = select(literal_column("1")).select_from(e)
         ended = _by(ended.where(e.c.run_id == run, e.c.kind == "run.status", _newer(e, o, sqlite)), e, _KIND)
