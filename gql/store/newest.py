@@ -458,7 +458,7 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
     if what == "evaluations":
         phase = o.c.phase.is_(None) if none else o.c.phase == bindparam(f"p{j}", type_=Integer())
         query = select(o).where(o.c.run_id == run, o.c.kind == "condition.evaluated", phase)
-        query = query.where(_after(o, f"a{j}", bool(text), sqlite))
+        query = _by(query.where(_after(o, f"a{j}", bool(text), sqlite)), o, _KIND)  # named: as for the marks
         newest = query.order_by(at.desc(), o.c.id.desc()).limit(EVALUATIONS + 1)
         return (_part(sqlite, newest.with_only_columns(*columns)),)
     # A later line with no step of another step kind: a seek per kind, each with its kind a
@@ -493,9 +493,10 @@ def _count_statement(sqlite: bool, shape: Shape) -> Select[Any]:
     _, _, none, text = shape
     o = _l
     phase = o.c.phase.is_(None) if none else o.c.phase == bindparam("p0", type_=Integer())
-    return select(func.count()).where(
+    counted = select(func.count()).where(
         o.c.run_id == bindparam("r0", type_=Integer()),
         o.c.kind == "condition.evaluated",
         phase,
         _after(o, "a0", bool(text), sqlite),
     )
+    return _by(counted, o, _KIND)
