@@ -54,6 +54,7 @@ class ExpectedHold:
     blocking_run_id: str | None
     concurrency_key: str | None
     evidence: tuple[str, ...]
+    evaluations: int | None = None  # a gate's: its phase's `condition.evaluated` lines since its first
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,12 @@ def expected_holds(status: str, lines: Iterable[LogLine], runs: Mapping[int, str
                 gates[0], lambda line: line.kind in ("phase.advanced", "phase.entered") and line.phase is None
             )
         )
-        holds.append(_hold("WAITING_AT_GATE", gates, certain))
+        evaluated = [
+            line
+            for line in ordered
+            if line.kind == "condition.evaluated" and line.phase == phase and after(line, gates[0])
+        ]
+        holds.append(_hold("WAITING_AT_GATE", gates, certain, evaluations=len(evaluated)))
 
     # Step holds, per step (NULL is a step of its own): its newest step line says.
     for step in _distinct(line.step_id for line in ordered if line.kind in STEP_KINDS):
@@ -196,6 +202,7 @@ def _hold(
     group: str | None = None,
     blocking_run_id: int | None = None,
     concurrency_key: str | None = None,
+    evaluations: int | None = None,
 ) -> ExpectedHold:
     """A hold resting on `lines` (oldest first): since its oldest, told by its newest."""
     newest = lines[-1]
@@ -210,6 +217,7 @@ def _hold(
         blocking_run_id=None if blocking_run_id is None else str(blocking_run_id),
         concurrency_key=concurrency_key,
         evidence=tuple(str(line.id) for line in shown),
+        evaluations=evaluations,
     )
 
 

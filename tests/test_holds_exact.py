@@ -35,7 +35,7 @@ query($runId: ID!) {
     run {
       headline latestPhase
       holds {
-        reason phase stepId group since certain blockingRunId concurrencyKey
+        reason phase stepId group since certain blockingRunId concurrencyKey evaluations
         evidence { id kindName }
       }
     }
@@ -197,6 +197,7 @@ def _served_holds(run: dict[str, Any]) -> dict[tuple[Any, ...], dict[str, Any]]:
             "since": datetime.datetime.fromisoformat(hold["since"]),
             "certain": hold["certain"],
             "blocking": (hold["blockingRunId"], hold["concurrencyKey"]),
+            "evaluations": hold["evaluations"],
             # A gate's hold also shows its latest evaluations: facts, not the lines it rests on.
             "evidence": tuple(
                 line["id"] for line in hold["evidence"] if line["kindName"] != "condition.evaluated"
@@ -223,6 +224,7 @@ def assert_as_the_reference_says(tables: Backend, api: Api, log: Log) -> dict[st
             "since": hold.since.replace(tzinfo=datetime.UTC),
             "certain": hold.certain,
             "blocking": (hold.blocking_run_id, hold.concurrency_key),
+            "evaluations": hold.evaluations,
             "evidence": hold.evidence,
         }
         for hold in expected.holds
@@ -241,6 +243,7 @@ def assert_as_the_reference_says(tables: Backend, api: Api, log: Log) -> dict[st
     assert _part(got, "certain") == _part(wanted, "certain")
     assert _part(got, "blocking") == _part(wanted, "blocking")
     assert _part(got, "evidence") == _part(wanted, "evidence")
+    assert _part(got, "evaluations") == _part(wanted, "evaluations")
     return run
 
 
@@ -332,3 +335,15 @@ def test_the_latest_phase_is_the_one_entered_last(
     rows = [("phase.entered", {"stepIds": []}, {"phase": phase}) for phase in order]
     run = assert_as_the_reference_says(tables, api, Log("live", {}, _lines(*rows)))
     assert run["latestPhase"] == latest
+
+
+def test_a_gate_evaluated_more_often_than_its_evidence_shows_counts_every_evaluation_since_it_opened(
+    tables: Backend, api: Api
+) -> None:
+    evaluated = ("condition.evaluated", _detail("condition.evaluated", GROUPS[0], 2, KEYS[0]))
+    gate = ("phase.gate", _detail("phase.gate", GROUPS[0], 2, KEYS[0]))
+    rows: list[tuple[str, dict[str, Any] | None, dict[str, Any]]] = [(*evaluated, {"phase": 3})] * 4
+    rows += [(*gate, {"phase": 3})]
+    rows += [(*evaluated, {"phase": 3}), (*evaluated, {"phase": 4})] * 25
+    run = assert_as_the_reference_says(tables, api, Log("live", {}, _lines(*rows)))
+    assert [(hold["reason"], hold["evaluations"]) for hold in run["holds"]] == [("WAITING_AT_GATE", 25)]

@@ -62,10 +62,12 @@ async def _find_runs(
     found: dict[int, Run] | Exception
     try:
         async with asyncio.timeout_at(deadline):
-            rows = await store.find_runs(context.engine, wanted)
-            if holds:
-                found = await runs.read_runs(context.engine, rows, phases=phases, timeline=timeline)
+            if holds:  # each run's row is read with its lines
+                found = await runs.read_runs(
+                    context.engine, {}, phases=phases, timeline=timeline, unread=wanted
+                )
             else:
+                rows = await store.find_runs(context.engine, wanted)
                 found = {run_id: runs.as_run(row) for run_id, row in rows.items()}
     except Exception as exc:  # raised at each `blockingRun` (and the page's `run`), not swallowed
         found = failure(context, "run lookup", exc)

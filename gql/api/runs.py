@@ -12,7 +12,7 @@ import binascii
 import datetime
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import strawberry
@@ -240,23 +240,35 @@ MAX_CHAIN = 8
 
 
 async def read_states(
-    engine: AsyncEngine, rows: Mapping[int, store.Run | None], *, phases: bool = False, timeline: bool = False
+    engine: AsyncEngine,
+    rows: Mapping[int, store.Run | None],
+    *,
+    phases: bool = False,
+    timeline: bool = False,
+    unread: Collection[int] = (),
 ) -> tuple[dict[int, store.Run], dict[int, holds.State]]:
     """What holds each run of `rows` (None: a run the events system does not have), and the runs
     their blocks name, by id: their rows, and the state of each whose log was read.
 
-    One statement per link of a chain of blocks, and one for the open holds' lines, never a statement
-    per run. `phases`: each run's steps are read too (every step line of the run).
+    `unread`: runs whose rows are read with their lines; one the events system does not have is
+    left out. One statement per link of a chain of blocks (each run's row and lines together), and
+    one for the open holds' lines, never a statement per run. `phases`: each run's steps are read
+    too (every step line of the run).
     """
     found = {run_id: row for run_id, row in rows.items() if row is not None}
     planned: dict[int, holds.Planned] = {}
-    # A timeline reads every step line of the runs asked: their steps' newest come from those.
-    step_lines = {run_id: await store.read_step_lines(engine, run_id) for run_id in rows} if timeline else {}
-    todo = sorted(rows)
-    for _ in range(MAX_CHAIN):
+    looked_up = {i for i in unread if i not in rows and 0 < i <= store.LINE_ID_MAX}
+    step_lines: dict[int, list[store.Line]] = {}
+    todo = sorted({*rows, *looked_up})
+    for link in range(MAX_CHAIN):
         if not todo:
             break
         read = await store.read_hold_lines(engine, todo)
+        found.update({i: row for i in todo if i in looked_up and (row := read[i].run) is not None})
+        todo = [i for i in todo if i in rows or i in found]  # a run looked up and not found: no state
+        if timeline and link == 0:
+            # A timeline reads every step line of the runs asked: their steps' newest come from those.
+            step_lines = {run_id: await store.read_step_lines(engine, run_id) for run_id in todo}
         if phases:
             for run_id in todo:
                 if run_id in step_lines:
@@ -266,9 +278,8 @@ async def read_states(
             )
         planned.update({run_id: holds.plan(run_id, read[run_id]) for run_id in todo})
         named = set().union(*(planned[run_id].blocking_ids(found.get(run_id)) for run_id in todo))
-        more = await store.find_runs(engine, named - set(found) - set(rows)) if named else {}
-        found.update(more)
-        todo = sorted(more)
+        todo = sorted(i for i in named - looked_up - set(rows) if 0 < i <= store.LINE_ID_MAX)
+        looked_up.update(todo)
     trails, gates = [], []
     for told in planned.values():
         trails += told.trails
@@ -302,10 +313,16 @@ async def read_states(
 
 
 async def read_runs(
-    engine: AsyncEngine, rows: Mapping[int, store.Run], *, phases: bool = False, timeline: bool = False
+    engine: AsyncEngine,
+    rows: Mapping[int, store.Run],
+    *,
+    phases: bool = False,
+    timeline: bool = False,
+    unread: Collection[int] = (),
 ) -> dict[int, Run]:
-    """`rows` as `Run`s with what holds each (`read_states`), and the runs their blocks name, by id."""
-    found, states = await read_states(engine, rows, phases=phases, timeline=timeline)
+    """`rows` (and of `unread`, those the events system has) as `Run`s with what holds each
+    (`read_states`), and the runs their blocks name, by id."""
+    found, states = await read_states(engine, rows, phases=phases, timeline=timeline, unread=unread)
     runs = {run_id: as_run(row) for run_id, row in found.items()}
     for run_id, run in runs.items():
         state = states.get(run_id)

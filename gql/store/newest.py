@@ -1,5 +1,7 @@
 """The lines a run's holds rest on, read exactly, in two rounds: `read_hold_lines`, then `read_trails`.
 
+Round one reads each run's row in `event_runs` with its lines, so a run's holds start with one statement.
+
 Exact whatever the size of the run: a hold's lines are found by what ends them (a newer line
 about the same subject), never by a count of newest lines. The kinds written at a phase's or a
 group's moments (`MARKS`) are read whole; the kinds a run writes per step or per tick (steps'
@@ -18,12 +20,15 @@ from sqlalchemy import (
     ColumnElement,
     CompoundSelect,
     Integer,
+    LargeBinary,
     Select,
     String,
     and_,
     bindparam,
+    cast,
     func,
     literal_column,
+    null,
     or_,
     select,
     union_all,
@@ -31,11 +36,11 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .connections import read_rows
-from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps
-from .rows import mariadb_lines, sqlite_lines
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_steps, event_runs
+from .rows import mariadb_lines, sqlite_lines, stored_status, stored_time
 from .statements import as_compared, line_columns
 from .step_state import STEP_KINDS
-from .values import LINE_ID_MAX, Line
+from .values import LINE_ID_MAX, Line, Run
 
 _l, _s = event_run_log, event_run_log_steps
 # Written at a run's, a phase's or a cleanup group's moments, a few each: read whole.
@@ -53,13 +58,16 @@ TAIL = 4  # a hold's newest lines kept as evidence, beside its oldest
 EVALUATIONS = 20  # a gate's evaluations read for their facts; more are counted
 # Parts per statement: SQLite allows 500 terms in a compound SELECT.
 PARTS_PER_STATEMENT = 480
-PARTS_PER_RUN = 6  # _round_one's
+PARTS_PER_RUN = 7  # _round_one's
+_ROW = 5  # round one's part that is the run's row, not a line
+_NO_RUN = [null().label(name) for name in ("run_status", "run_ended_at", "run_updated_at")]  # a line's parts
 
 
 @dataclass
 class HoldLines:
     """One run's lines that its holds rest on, from `read_hold_lines`."""
 
+    run: Run | None = None  # its row in event_runs, read with its lines: None when it has none
     newest: Line | None = None  # its newest line of any kind: None when its log has none
     marks: list[Line] = field(default_factory=list)  # every line of MARKS' kinds
     blocked: list[Line] = field(default_factory=list)  # run.blocked after the newest run.status: ends
@@ -168,17 +176,25 @@ def _lines(rows: Sequence[Any], sqlite: bool) -> list[Line]:
 
 
 async def read_hold_lines(engine: AsyncEngine, run_ids: Iterable[int]) -> dict[int, HoldLines]:
-    """Per run, the lines its holds rest on (`HoldLines`); one statement per few dozen runs."""
+    """Per run, its row and the lines its holds rest on (`HoldLines`); one statement per few dozen runs."""
     wanted = sorted({i for i in run_ids if 0 < i <= LINE_ID_MAX})
     found = {run_id: HoldLines() for run_id in wanted}
     sqlite = engine.dialect.name == "sqlite"
     per = PARTS_PER_STATEMENT // PARTS_PER_RUN
+    width = 1 + len(line_columns(sqlite))  # the part's number and a line's columns; then the run's
     for start in range(0, len(wanted), per):
         chunk = wanted[start : start + per]
         values: dict[str, Any] = {f"r{j}": run_id for j, run_id in enumerate(chunk)}
         rows = await read_rows(engine, _round_one(sqlite, len(chunk)), values)
+        for row in rows:
+            if row[0] == _ROW:
+                run_id, (status, ended, updated) = row[2], row[width:]
+                found[run_id].run = Run(
+                    run_id, stored_status(status), stored_time(ended), stored_time(updated)
+                )
+        rows = [row for row in rows if row[0] != _ROW]
         for part, line in zip(
-            (row[0] for row in rows), _lines([row[1:] for row in rows], sqlite), strict=True
+            (row[0] for row in rows), _lines([row[1:width] for row in rows], sqlite), strict=True
         ):
             held = found[line.run_id]
             if part == 0:
@@ -205,14 +221,19 @@ def _position(line: Line) -> tuple[datetime.datetime, int]:
 
 @functools.cache
 def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
-    """Per run: its newest line; its MARKS; run.blocked's trail (oldest and newest); its open steps."""
-    o, e = _l, _l.alias("e")
+    """Per run: its newest line; its MARKS; run.blocked's trail (oldest and newest); its open steps;
+    its row in event_runs (after a line's columns, NULL in the lines' parts)."""
+    o, e, r = _l, _l.alias("e"), event_runs
+    lines = line_columns(sqlite)
+    of_run: list[Any] = [r.c.status, r.c.ended_at, r.c.updated_at]
+    if sqlite:  # as bytes, as store.find_runs reads them: a value the types would fail on is told
+        of_run = [cast(column, LargeBinary) for column in of_run]
     parts = []
     for j in range(runs):
         run = bindparam(f"r{j}", type_=Integer())
 
         def part(number: int, query: Select[Any]) -> Select[Any]:
-            columns = [literal_column(str(number)).label("part"), *line_columns(sqlite)]
+            columns = [literal_column(str(number)).label("part"), *lines, *_NO_RUN]
             return _part(sqlite, query.with_only_columns(*columns))
 
         newest = (
@@ -220,7 +241,7 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
         )
         parts.append(part(0, _by(newest, o, "ix_event_run_log_run_at")))
         marks = select(o).where(o.c.run_id == run, o.c.kind.in_(MARKS))
-        parts.append(part(1, marks))
+        parts.append(part(1, _by(marks, o, _KIND)))  # named: MariaDB weighs every index of the run otherwise
         # run.blocked with no run.status after it: the block's lines, its oldest and newest.
         ended: Select[Any] = select(literal_column("1")).select_from(e)
         ended = _by(ended.where(e.c.run_id == run, e.c.kind == "run.status", _newer(e, o, sqlite)), e, _KIND)
@@ -238,6 +259,8 @@ def _round_one(sqlite: bool, runs: int) -> CompoundSelect[Any]:
             .limit(1)
         )
         parts.append(part(4, _by(no_step, o, "ix_event_run_log_run_kind_step_at")))
+        blank = [null() if n != 1 else r.c.id for n in range(len(lines))]  # the run's id as a line's run_id
+        parts.append(select(literal_column(str(_ROW)), *blank, *of_run).where(r.c.id == run))
     return union_all(*parts)
 
 
@@ -435,7 +458,7 @@ def _trail_parts(sqlite: bool, j: int, shape: Shape) -> tuple[Select[Any], ...]:
     if what == "evaluations":
         phase = o.c.phase.is_(None) if none else o.c.phase == bindparam(f"p{j}", type_=Integer())
         query = select(o).where(o.c.run_id == run, o.c.kind == "condition.evaluated", phase)
-        query = query.where(_after(o, f"a{j}", bool(text), sqlite))
+        query = _by(query.where(_after(o, f"a{j}", bool(text), sqlite)), o, _KIND)  # named: as for the marks
         newest = query.order_by(at.desc(), o.c.id.desc()).limit(EVALUATIONS + 1)
         return (_part(sqlite, newest.with_only_columns(*columns)),)
     # A later line with no step of another step kind: a seek per kind, each with its kind a
@@ -470,9 +493,10 @@ def _count_statement(sqlite: bool, shape: Shape) -> Select[Any]:
     _, _, none, text = shape
     o = _l
     phase = o.c.phase.is_(None) if none else o.c.phase == bindparam("p0", type_=Integer())
-    return select(func.count()).where(
+    counted = select(func.count()).where(
         o.c.run_id == bindparam("r0", type_=Integer()),
         o.c.kind == "condition.evaluated",
         phase,
         _after(o, "a0", bool(text), sqlite),
     )
+    return _by(counted, o, _KIND)
