@@ -145,6 +145,7 @@ def test_compose_mounts_deploy_s_files_where_the_images_read_them() -> None:
         "deploy/prometheus/prometheus.yml": "/etc/prometheus/prometheus.yml",
         "deploy/prometheus/alerts.yml": "/etc/prometheus/alerts.yml",
         "deploy/alertmanager/alertmanager.yml": "/etc/alertmanager/alertmanager.yml",
+        "deploy/nginx/runlog.conf": "/etc/nginx/conf.d/default.conf",  # the nginx image's server
     }
     for path in mounted:
         assert (ROOT / path).is_file()
