@@ -80,11 +80,13 @@ def pytest_configure(config: pytest.Config) -> None:
 # (--no-loadscope-reorder keeps this order), so a long file left for last keeps the others idle.
 SLOWEST_FIRST = (
     "test_cluster_galera",  # 147
+    "test_capacity",  # about 140 (--durations, 2026-12-06): one test of it takes 105
     "test_promises",  # 110
     "test_fastpath",  # 97
     "test_operable",  # 75
     "test_bounded",  # 68
     "test_websocket_live",  # 66
+    "test_proxy",  # about 60 (--durations, 2026-12-06)
     "test_websocket_operations",  # 58
     "test_subscription_live",  # 57
     "test_migrations",  # 51
