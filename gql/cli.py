@@ -171,9 +171,8 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> int:
         if workers > 1:
             # Each worker builds its own app (and pool) from the environment.
             with server.listening_socket(host, port) as sock:
-                uvicorn.run(
-                    "gql.edge.app:create_app", factory=True, fd=sock.fileno(), workers=workers, **options
-                )
+                app, fd = "gql.edge.app:create_app", sock.fileno()
+                uvicorn.run(app, factory=True, fd=fd, workers=workers, **options)
             return 0
         from .edge.app import create_app
 

@@ -143,3 +143,10 @@ def test_execution_is_entered_through_its_package_alone() -> None:
     assert into_execution(graph) == []
     graph["gql.edge.view"] = graph["gql.edge.view"] | {"gql.api.execution.compiler"}
     assert into_execution(graph) == ["gql.edge.view imports gql.api.execution.compiler"]
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """A module past 500 lines holds more than one thing: split it where a newcomer would look."""
+    assert {
+        name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 500
+    } == {}

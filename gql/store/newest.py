@@ -1,11 +1,10 @@
 """The lines a run's holds rest on, read exactly, in two rounds: `read_hold_lines`, then `read_trails`.
 
-Round one reads each run's row in `event_runs` with its lines, so a run's holds start with one statement.
-
-Exact whatever the size of the run: a hold's lines are found by what ends them (a newer line
-about the same subject), never by a count of newest lines. The kinds written at a phase's or a
-group's moments (`MARKS`) are read whole; the kinds a run writes per step or per tick (steps'
-lines, `run.blocked`, `condition.evaluated`) are read only where they leave something open.
+Round one reads each run's row in `event_runs` with its lines, so a run's holds start with one
+statement. Exact whatever the size of the run: a hold's lines are found by what ends them (a
+newer line about the same subject), never by a count of newest lines. The kinds written at a
+phase's or a group's moments (`MARKS`) are read whole; the kinds a run writes per step or per
+tick (steps' lines, `run.blocked`, `condition.evaluated`) are read only where they leave something open.
 """
 
 from __future__ import annotations
@@ -44,15 +43,8 @@ from .values import LINE_ID_MAX, Line, Run
 
 _l, _s = event_run_log, event_run_log_steps
 # Written at a run's, a phase's or a cleanup group's moments, a few each: read whole.
-MARKS = (
-    "run.status",
-    "phase.gate",
-    "phase.advanced",
-    "phase.entered",
-    "phase.completed",
-    "cleanup.failed",
-    "cleanup.reverted",
-)
+MARKS: tuple[str, ...] = ("run.status", "phase.gate", "phase.advanced", "phase.entered")
+MARKS += ("phase.completed", "cleanup.failed", "cleanup.reverted")
 STEP_OPENERS = STEP_KINDS[:3]  # the step kinds that open a hold
 TAIL = 4  # a hold's newest lines kept as evidence, beside its oldest
 EVALUATIONS = 20  # a gate's evaluations read for their facts; more are counted
