@@ -12,16 +12,15 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from .conftest import free_port
+from .serving import wait_until_answered
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "deploy" / "nginx" / "runlog.conf"
@@ -98,18 +97,7 @@ def proxying(folder: Path, upstream: str) -> Iterator[Proxy]:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     proxy = Proxy(process, f"http://127.0.0.1:{port}", port, folder)
     try:
-        deadline = time.monotonic() + START_WITHIN
-        while True:
-            assert process.poll() is None, f"nginx exited:\n{proxy.errors()}"
-            try:
-                if httpx.get(f"{proxy.base}/livez").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (
-                f"nginx did not answer within {START_WITHIN}s:\n{proxy.errors()}"
-            )
-            time.sleep(0.05)
+        wait_until_answered(f"{proxy.base}/livez", process, proxy.errors, START_WITHIN)
         yield proxy
     finally:
         process.send_signal(signal.SIGTERM)  # nginx's fast stop: connections closed at once

@@ -24,10 +24,10 @@ from .test_subscription_live import (
     PATIENCE,
     TAIL,
     frame,
+    initialise,
     newest_cursor,
     next_line,
     open_tail,
-    read_frame,
     write,
 )
 from .test_websocket_live import metric, wait_for
@@ -169,17 +169,7 @@ def subscriber_that_never_reads(proxy: Proxy, since: str) -> socket.socket:
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     raw.settimeout(PATIENCE)
     raw.connect(("127.0.0.1", proxy.port))
-    raw.sendall(
-        b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-        b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += raw.recv(1)
-    assert head.startswith(b"HTTP/1.1 101 "), head
-    raw.sendall(frame(0x1, b'{"type":"connection_init"}'))
-    assert read_frame(raw) == (0x1, b'{"type":"connection_ack"}')
+    initialise(raw)
     subscribe = {
         "type": "subscribe",
         "id": "t",

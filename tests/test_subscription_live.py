@@ -169,21 +169,26 @@ def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(tables: Bac
             assert message["payload"]["data"]["runLogTail"]["detail"]["text"] == "after a quiet while"
 
 
+def initialise(raw: socket.socket) -> None:
+    """Open graphql-transport-ws on a connected socket, by hand: upgrade, connection_init, ack."""
+    raw.sendall(
+        b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += raw.recv(1)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    raw.sendall(frame(0x1, b'{"type":"connection_init"}'))
+    assert read_frame(raw) == (0x1, b'{"type":"connection_ack"}')
+
+
 @contextmanager
 def _initialised(port: int) -> Iterator[socket.socket]:
     """A raw graphql-transport-ws connection, acknowledged: its pings are the test's to answer."""
     with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as raw:
-        raw.sendall(
-            b"GET /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-            b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n"
-        )
-        head = b""
-        while b"\r\n\r\n" not in head:
-            head += raw.recv(1)
-        assert head.startswith(b"HTTP/1.1 101 "), head
-        raw.sendall(frame(0x1, b'{"type":"connection_init"}'))
-        assert read_frame(raw) == (0x1, b'{"type":"connection_ack"}')
+        initialise(raw)
         yield raw
 
 
