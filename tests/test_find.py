@@ -373,7 +373,11 @@ def test_a_tail_under_filters_delivers_only_their_lines_each_once(tables: Backen
         written = [(2, "drop"), (1, "KEEP, wrong phase"), (2, "keep 1"), (2, "keep 2")]
         # Written as the service writes them, each line with its words, in one INSERT.
         new = [store.NewLine(7, "note", phase=p, detail=json.dumps({"text": t})) for p, t in written]
-        await store.insert_lines(context.engine, new, deadline=asyncio.get_running_loop().time() + 30)
+        writes = create_engine(context.settings, writes=True)  # the writes' pool, as the service's
+        try:
+            await store.insert_lines(writes, new, deadline=asyncio.get_running_loop().time() + 30)
+        finally:
+            await writes.dispose()
         ids = [r[0] for r in tables.rows("SELECT id FROM event_run_log WHERE run_id = 7 ORDER BY id")]
         async with asyncio.timeout(60):
             got = [await first, await anext(lines)]

@@ -113,7 +113,7 @@ def test_once_one_read_meets_a_closed_connection_the_pools_others_are_replaced(m
     mariadb.create_tables()
 
     async def run() -> tuple[list[Any], int]:
-        engine = create_engine(mariadb.settings())
+        engine = create_engine(mariadb.settings(), writes=True)
         try:
             pooled = [await engine.connect() for _ in range(3)]
             ids = []

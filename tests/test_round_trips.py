@@ -194,7 +194,7 @@ def test_after_a_restart_every_pooled_connection_is_replaced_not_only_the_one_a_
     mariadb.create_tables()
 
     async def run() -> None:
-        engine = create_engine(mariadb.settings(pool_size=3))
+        engine = create_engine(mariadb.settings(pool_size=3), writes=True)
         try:
             held = [await engine.connect() for _ in range(3)]  # the pool holds three
             for conn in held:

@@ -188,6 +188,10 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
                 lines = "SELECT COUNT(*) FROM event_run_log WHERE detail LIKE '%line %'"
                 return bool(lost) and mariadb.scalar(lines) >= sum(lost)
 
+            def commit(_conn: Any) -> None:
+                lose_the_answer("COMMIT")  # SQLAlchemy's commit, the driver's COMMIT, is no statement
+
+            sa.event.listen(engine.sync_engine, "commit", commit)
             with ThreadPoolExecutor(12) as pool:
                 with sent_statements(engine, before=lose_the_answer):
                     sent = [pool.submit(api.write, 1, "note", {"text": f"line {i}"}) for i in range(12)]

@@ -24,7 +24,7 @@ def _in(seconds: float) -> float:
 def test_concurrent_lines_share_inserts_and_are_all_stored(tables: Backend) -> None:
     async def run() -> int:
         settings = tables.settings()
-        engine = create_engine(settings)
+        engine = create_engine(settings, writes=True)  # the writes' pool, as the app's
         writer = writes.Writer(engine, settings)
         try:
             with sent_statements(engine) as statements:
@@ -51,12 +51,12 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(mariadb:
     batches: list[int] = []
 
     def counting(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
-        if "INTO event_run_log (" in sql:  # a batch's lines (its words, BEGIN and COMMIT go with them)
+        if "INTO event_run_log (" in sql:  # a batch's lines (its words and COMMIT go with them)
             batches.append(1)
 
     async def run() -> tuple[int, int]:
         settings = tables.settings()
-        engine = create_engine(settings)
+        engine = create_engine(settings, writes=True)  # the writes' pool, as the app's
         writer = writes.Writer(engine, settings)
         checkouts: list[int] = []
         sa.event.listen(engine.sync_engine, "checkout", lambda *args: checkouts.append(1))
@@ -91,7 +91,7 @@ def test_consecutive_batches_go_on_one_connection_which_goes_back_after(mariadb:
 def test_a_line_the_database_refuses_does_not_take_its_group_with_it(tables: Backend) -> None:
     async def run() -> list[Any]:
         settings = tables.settings()
-        engine = create_engine(settings)
+        engine = create_engine(settings, writes=True)  # the writes' pool, as the app's
         writer = writes.Writer(engine, settings)
         try:
             lines = [store.NewLine(run_id=4, kind="note", phase=i) for i in range(5)]

@@ -60,7 +60,9 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
         engine = create_engine(settings)
         # Writes have connections of their own, which no reader can take (SQLite has one writer anyway).
         write_engine = (
-            engine if settings.is_embedded else create_engine(settings, pool_size=settings.write_pool_size)
+            engine
+            if settings.is_embedded
+            else create_engine(settings, pool_size=settings.write_pool_size, writes=True)
         )
         if traced is not None:
             for made in {engine, write_engine}:

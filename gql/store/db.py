@@ -201,10 +201,13 @@ event_runs = Table(
 )
 
 
-def create_engine(settings: Settings, url: URL | None = None, *, pool_size: int | None = None) -> AsyncEngine:
+def create_engine(
+    settings: Settings, url: URL | None = None, *, pool_size: int | None = None, writes: bool = False
+) -> AsyncEngine:
     """Open the pool for `settings.database_url` (or `url`, a replica's), with bounded waits everywhere.
 
-    `pool_size` in place of RUNLOG_POOL_SIZE (the writes' pool: RUNLOG_WRITE_POOL_SIZE).
+    `pool_size` in place of RUNLOG_POOL_SIZE (the writes' pool: RUNLOG_WRITE_POOL_SIZE). With
+    `writes`, the writes' pool on MariaDB: its connections do not autocommit (`store.insert_lines`).
     """
     url = settings.url if url is None else url
     size = settings.pool_size if pool_size is None else pool_size
@@ -233,6 +236,8 @@ def create_engine(settings: Settings, url: URL | None = None, *, pool_size: int 
     }
     # One round trip where one will do: autocommit, no reset on return, no ping on checkout
     # (reads retry once on a closed connection). Work that needs a transaction uses `transaction`.
+    # The writes' pool does not autocommit: a batch's first INSERT opens its transaction, and
+    # SQLAlchemy's commit ends it (no BEGIN sent); a connection closed in one rolls it back.
     engine = create_async_engine(
         url,
         connect_args=connect_args,
@@ -240,8 +245,8 @@ def create_engine(settings: Settings, url: URL | None = None, *, pool_size: int 
         max_overflow=size,
         pool_timeout=settings.connect_timeout,
         pool_recycle=settings.pool_recycle,
-        isolation_level="AUTOCOMMIT",
-        execution_options={_POOL_STATE: PoolState(most=2 * size)},
+        isolation_level=None if writes else "AUTOCOMMIT",
+        execution_options={_POOL_STATE: PoolState(most=2 * size, writes=writes)},
         pool_reset_on_return=None,
         # Closing a connection that autobegan would still send a ROLLBACK.
         skip_autocommit_rollback=True,
@@ -304,10 +309,11 @@ def _galera_causal_reads(dbapi_connection: Any, _record: Any) -> None:
 class PoolState:
     """What the service keeps of one engine's pool, an execution option of the engine (`pool_state`)."""
 
-    __slots__ = ("generation", "most", "stale")
+    __slots__ = ("generation", "most", "stale", "writes")
 
-    def __init__(self, most: int | None = None) -> None:
+    def __init__(self, most: int | None = None, *, writes: bool = False) -> None:
         self.most = most  # the most connections the pool opens; None on SQLite
+        self.writes = writes  # the writes' pool: its connections do not autocommit (MariaDB)
         self.generation = 0  # see pool_generation
         self.stale = False  # the next checkout replaces every pooled connection
 

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .. import metrics
 from . import connections
 from .connections import HeldConnection
-from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys
+from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys, pool_state
 from .errors import (
     KeyReused,
     NotStored,
@@ -103,8 +103,12 @@ async def insert_lines(
     """Store `lines`, stamped with now, and their words in one transaction, ended by `deadline` (loop time).
 
     Raises NotStored or OutcomeUnknown. With `held`, the statements go on the connection it keeps (MariaDB).
+    On MariaDB `engine` is the writes' pool (`create_engine(..., writes=True)`), whose connections
+    do not autocommit; on another pool the lines and their words would not be one transaction.
     """
     if engine.dialect.name != "sqlite":
+        if not pool_state(engine).writes:
+            raise ValueError("a write on MariaDB needs the writes' pool: create_engine(..., writes=True)")
         await _retrying_conflicts(deadline, functools.partial(_insert_once, engine, lines, deadline, held))
         return
     run = functools.partial(_run_insert, lines, deadline)
@@ -116,9 +120,9 @@ async def insert_lines(
 async def _insert_once(
     engine: AsyncEngine, lines: Sequence[NewLine], deadline: float, held: HeldConnection | None
 ) -> None:
-    """`_bounded_once` for `insert_lines` on MariaDB: on `held`'s connection, BEGIN and COMMIT sent as SQL."""
-    # The pool's connections autocommit (db.py): SQLAlchemy's own transaction would first
-    # set the isolation level, two round trips more, and a checkout each.
+    """`_bounded_once` for `insert_lines` on MariaDB: on `held`'s connection, one transaction, no BEGIN."""
+    # The writes' pool does not autocommit (db.py): the first INSERT opens the transaction at the
+    # database, no BEGIN is sent, and SQLAlchemy's commit (the driver's) ends it.
     loop = asyncio.get_running_loop()
     progress = _Progress()
     try:
@@ -130,10 +134,9 @@ async def _insert_once(
                 raise NotStored("the line's deadline came before a database connection was free")
             progress.sent = True
             try:
-                await conn.exec_driver_sql("BEGIN")
                 await _store_lines(_sending(conn), engine, lines, deadline)
                 progress.committing = True
-                await conn.exec_driver_sql("COMMIT")
+                await conn.commit()
             except BaseException:
                 await conn.invalidate()  # never pooled in a transaction
                 raise
