@@ -197,6 +197,19 @@ def test_busy_timeout_is_the_write_timeout(tmp_path: Path, write_timeout: float)
                 return int((await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar_one())
 
         assert client.portal.call(busy_timeout) == round(write_timeout * 1000)  # type: ignore[union-attr]
+        # A write sets its own, by its deadline, and puts the connection's back: every pooled one has it.
+        assert Api(client).write(1, "note", {"text": "written"})
+
+        async def every_busy_timeout() -> list[int]:
+            held = [await engine.connect() for _ in range(engine.sync_engine.pool.checkedin())]
+            try:
+                return [int((await c.exec_driver_sql("PRAGMA busy_timeout")).scalar_one()) for c in held]
+            finally:
+                for conn in held:
+                    await conn.close()
+
+        found = client.portal.call(every_busy_timeout)  # type: ignore[union-attr]
+        assert found and set(found) == {round(write_timeout * 1000)}
 
 
 def test_a_first_start_on_a_new_file_says_it_created_the_tables_and_adopted_nothing(

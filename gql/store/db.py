@@ -364,14 +364,20 @@ async def transaction(
             yield conn
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any, *, busy_timeout: float) -> None:
+# Where a SQLite connection's info (`Connection.info`, its pool record's) keeps its busy timeout in ms.
+SQLITE_BUSY_TIMEOUT = "runlog_busy_timeout_ms"
+
+
+def _sqlite_on_connect(dbapi_connection: Any, record: Any, *, busy_timeout: float) -> None:
     cursor = dbapi_connection.cursor()
     # busy_timeout again, from the same setting as the connect argument, so that no other
     # default can take its place.
+    milliseconds = round(busy_timeout * 1000)
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={round(busy_timeout * 1000)}")
+    cursor.execute(f"PRAGMA busy_timeout={milliseconds}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
+    record.info[SQLITE_BUSY_TIMEOUT] = milliseconds  # what a write puts back (store.writes), not asked
 
 
 # ── the embedded database's file ─────────────────────────────────────────────

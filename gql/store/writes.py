@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .. import metrics
 from . import connections
 from .connections import HeldConnection
-from .db import SQLITE_AT_ORDER, event_run_log, event_run_log_keys, pool_state
+from .db import SQLITE_AT_ORDER, SQLITE_BUSY_TIMEOUT, event_run_log, event_run_log_keys, pool_state
 from .errors import (
     KeyReused,
     NotStored,
@@ -324,8 +324,9 @@ async def _sqlite_bounded(
     progress: _Progress,
 ) -> None:
     """Run `run` with SQLite's busy timeout set to `seconds`, then put the connection's back."""
-    # The busy handler waits in aiosqlite's thread, out of asyncio timeouts' reach.
-    before = (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar()
+    # The busy handler waits in aiosqlite's thread, out of asyncio timeouts' reach. The one to
+    # put back is the one the connection was opened with (db.py), known without a round trip.
+    before = conn.info[SQLITE_BUSY_TIMEOUT]
     await conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(int(seconds * 1000), 1)}")
     try:
         await run(conn, seconds, progress)
