@@ -141,6 +141,11 @@ def _abandoned_connections_collected() -> Iterator[None]:
     module that made them.
     """
     yield
+    collect_abandoned()
+
+
+def collect_abandoned() -> None:
+    """`gc.collect()`, quiet about the driver connections a proxy or a killed statement abandoned."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Unclosed connection", ResourceWarning)
         gc.collect()

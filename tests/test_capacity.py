@@ -31,6 +31,7 @@ LINES = 30_000  # the large run's lines, written in one INSERT ... SELECT
 DEADLINE = 30.0  # seconds an awaited event may take on a loaded machine before the test fails
 SEARCH = "query S($s: String) { runLog(runId: 1, limit: 50, search: $s) { nodes { id } } }"
 WRITE = 'mutation { writeRunLog(runId: 2, kind: "note", detail: {text: "under load"}) }'
+WRITES = 10  # sent one after another while the readers press; each waits its turn on a saturated machine
 
 
 def _large_run(backend: Backend) -> None:
@@ -131,16 +132,16 @@ def test_writes_answer_true_while_searches_and_abandoned_exports_read_a_large_ru
         with httpx.Client(base_url=base, timeout=60) as client:
             # Once as many searches have been answered as there are readers, they all press on the pool.
             _wait_for("pressing", lambda: len(searched) >= len(readers))
-            for _ in range(40):
+            for _ in range(WRITES):
                 written.append(client.post("/graphql", json={"query": WRITE}).json()["data"]["writeRunLog"])
                 ready.append(client.get("/readyz").status_code)
     finally:
         done.set()
         for reader in readers:
             reader.join(120)
-    assert written == [True] * 40
-    assert ready == [200] * 40
-    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 2") == 40
+    assert written == [True] * WRITES
+    assert ready == [200] * WRITES
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log WHERE run_id = 2") == WRITES
     # A refused reader is told which limit and when to retry; no reader is told the database is down.
     assert set(searched) <= {"ANSWERED", "TOO_MANY_SEARCHES"}, set(searched)
     assert "ANSWERED" in searched and "TOO_MANY_SEARCHES" in searched

@@ -9,7 +9,6 @@ module of gql/ makes one.
 from __future__ import annotations
 
 import ast
-import asyncio
 import enum
 import importlib
 import importlib.util
@@ -30,11 +29,9 @@ from graphql import (
     validate,
 )
 from graphql.execution import Executor
-from strawberry.extensions import SchemaExtension
 from strawberry.resolvers import is_default_resolver
 
 from gql import compat
-from gql.api.execution.documents import NOT_RUN, DocumentCache
 from gql.api.query_shape import OVERLAP_BUDGET
 from gql.api.schema import build_schema
 from gql.compat import graphql as graphql_compat
@@ -531,47 +528,6 @@ def test_strawberrys_public_is_default_resolver_tells_an_attribute_read_from_a_r
     assert isinstance(thing, GraphQLObjectType)
     assert is_default_resolver(thing.fields["plain"].resolve)
     assert not is_default_resolver(thing.fields["resolved"].resolve)
-
-
-class _Hooks(SchemaExtension):
-    """Records the hooks a request's pipeline runs, and what parsing and validation left."""
-
-    seen: ClassVar[list[str]] = []
-
-    def on_operation(self) -> Any:
-        _Hooks.seen.append("operation")
-        yield
-
-    def on_parse(self) -> Any:
-        yield
-        _Hooks.seen.append(f"parsed {self.execution_context.graphql_document is not None}")
-
-    def on_validate(self) -> Any:
-        yield
-        errors = self.execution_context.pre_execution_errors or []
-        _Hooks.seen.append(f"validated, {len(errors)} errors")
-
-    def on_execute(self) -> Any:
-        _Hooks.seen.append("execute")
-        yield
-
-
-def test_a_not_run_request_is_parsed_validated_and_cached_and_never_executed() -> None:
-    """Start-up's requests: a result an extension sets in `on_execute` is answered without executing."""
-    cache = DocumentCache()
-    schema = strawberry.Schema(query=CompatQuery, extensions=[_Hooks, cache.extension])
-    text = "query Q { thing { plain } }"
-    seen_info.clear()
-    _Hooks.seen.clear()
-    result = asyncio.run(schema.execute(text, operation_name="Q", context_value=NOT_RUN))
-    assert result.errors is None and result.data is None
-    assert seen_info == []  # the resolver did not run
-    assert _Hooks.seen == ["operation", "parsed True", "validated, 0 errors", "execute"]
-    assert cache.texts[text].validated  # parsed and validated once, for every request
-    result = asyncio.run(schema.execute("{ thing { nope } }", context_value=NOT_RUN))
-    assert [e.message for e in result.errors or ()] == ["Cannot query field 'nope' on type 'CompatThing'."]
-    assert asyncio.run(schema.execute(text, operation_name="Q")).data == {"thing": {"plain": 1}}
-    assert len(seen_info) == 1
 
 
 def test_strawberrys_view_adapters_and_handlers_have_what_gql_overrides_and_reads() -> None:

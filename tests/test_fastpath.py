@@ -663,7 +663,6 @@ def test_a_query_text_is_parsed_and_validated_once_with_the_apps_limits(
     monkeypatch.setattr(strawberry_schema, "validate_document", counting_validate)
     monkeypatch.setattr(strawberry_schema, "parse", counting_parse)
     api = make_api()
-    # Start-up parsed and validated the trusted documents (gql/api/trusted.py): counted from here.
     parsed.clear()
     validated.clear()
     for run_id in ("1", "2", "3"):

@@ -19,7 +19,7 @@ from ..domain.detail_codec import read_values
 from ..ids import id_problem, parse_id
 from ..kinds import Kind
 from ..request_id import note
-from . import not_stored, runs
+from . import runs, writes
 from .around import read_around
 from .context import ClientError, Context
 from .filters import FilterError, read_filters
@@ -444,7 +444,7 @@ def _reason(exc: BaseException) -> str:
 async def write_line(context: Context, path: Sequence[str | int], **arguments: Any) -> bool:
     """What `writeRunLog` does (for the resolver and the write plan): writes.py's write path.
 
-    A line not stored is noted in `context` under its field's response `path` (not_stored.py).
+    A line not stored is noted in `context` under its field's response `path` (api/writes.py).
     """
     problem = await context.writer.write_run_log(
         may_write=context.policy.allows(context.caller, Action.WRITE),
@@ -453,5 +453,5 @@ async def write_line(context: Context, path: Sequence[str | int], **arguments: A
         **arguments,
     )
     if problem is not None:
-        not_stored.note(context, path, problem)
+        writes.note(context, path, problem)
     return problem is None

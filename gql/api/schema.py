@@ -26,11 +26,11 @@ from .execution import PageExecutor, VariablesExecutor
 from .filters import FilterError, read_filters
 from .in_flight import HoldFilter, read_runs_in_flight
 from .limits import detail_servings
-from .not_stored import NotStoredExtension
 from .page import RunLogKind, RunLogLine, RunLogPage, as_line, asked_of
 from .retention_status import RetentionStatus, retention_status
 from .run_log import answering, failure, read_run_log, write_line
 from .runs import HoldReason, RunsPage
+from .writes import NotStoredExtension
 
 log = logging.getLogger("gql.runlog")
 

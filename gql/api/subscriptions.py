@@ -21,7 +21,7 @@ from ..compat.strawberry import BaseGraphQLTransportWSHandler, BaseGraphQLWSHand
 from ..domain.auth import Caller, Policy, Role
 from .limits import query_text_refusal
 from .trusted import REFUSED
-from .unrun_writes import log_unrun_writes
+from .writes import log_unrun_writes
 
 log = logging.getLogger("gql.api.subscriptions")
 

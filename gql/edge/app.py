@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 from strawberry.extensions import DisableIntrospection
 
 from .. import metrics, request_id, tracing
-from ..api.execution import NOT_RUN, DocumentCache
+from ..api.execution import DocumentCache
 from ..api.limits import query_limits
 from ..api.schema import build_schema
 from ..api.subscriptions import Tails
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         # Before the database is touched: a known document this schema refuses stops start-up.
-        await trusted.check(schema, NOT_RUN)
+        trusted.check(schema)
         engine = create_engine(settings)
         # Writes have connections of their own, which no reader can take (SQLite has one writer anyway).
         write_engine = (

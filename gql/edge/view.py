@@ -27,7 +27,7 @@ from .. import request_id
 from ..api.context import Context
 from ..api.subscriptions import BadConnectionInit, TransportWSHandler, WSHandler, connection_caller
 from ..api.trusted import NO_DOCUMENTS, REFUSED, TrustedDocuments, unknown_id
-from ..api.unrun_writes import log_unrun_writes
+from ..api.writes import log_unrun_writes
 from ..domain.auth import Policy, Role
 from . import body_limit, graphiql
 from .adapters import RequestAdapter, WebSocketAdapter

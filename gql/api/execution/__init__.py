@@ -5,12 +5,11 @@ The schema plugs in `PageExecutor` (or `VariablesExecutor`) and `DocumentCache.e
 Modules outside the package import only what this module exports.
 """
 
-from .documents import NOT_RUN, DocumentCache, DocumentCacheExtension
+from .documents import DocumentCache, DocumentCacheExtension
 from .page_plan import PageExecutor
 from .variables import VariablesExecutor
 
 __all__ = [
-    "NOT_RUN",
     "DocumentCache",
     "DocumentCacheExtension",
     "PageExecutor",

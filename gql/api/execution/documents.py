@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphql import DocumentNode, ExecutionResult, GraphQLError, Token
+from graphql import DocumentNode, GraphQLError, Token
 from strawberry.extensions import SchemaExtension
 
 DOCUMENT_CACHE_SIZE = 256  # distinct query texts per app
@@ -21,9 +21,6 @@ DOCUMENT_CACHE_BYTES = 32 * 1024 * 1024  # in bytes as `document_bytes` counts t
 CACHED_TEXT_CHARS = 16 * 1024  # a longer text is parsed each time, never cached
 TOKEN_BYTES = 512  # what a parsed document holds per token, rounded up (see document_bytes)
 ERROR_BYTES = 2048  # what a validation error holds, besides its message
-
-# The context of a request that is to be parsed, validated and cached, and not run (start-up's).
-NOT_RUN = object()
 
 
 def document_bytes(text: str, document: DocumentNode) -> int:
@@ -126,9 +123,3 @@ class DocumentCacheExtension(SchemaExtension):
             known.validated[rules] = errors
             # An error holds its message, locations and path; its nodes are the document's.
             self.cache.hold(context.query, known, sum(ERROR_BYTES + 2 * len(e.message) for e in errors))
-
-    def on_execute(self) -> Iterator[None]:
-        if self.execution_context.context is NOT_RUN:
-            # A result set here is answered without executing, as Strawberry's extensions guide shows.
-            self.execution_context.result = ExecutionResult(data=None)
-        yield

@@ -1,9 +1,15 @@
-"""The `writeRunLog` lines of a request refused before it ran, logged as not stored (HTTP and websockets)."""
+"""What a `writeRunLog` that stored nothing tells: its caller, and the server's log.
+
+- `note(context, path, problem)` adds a field's entry to the response's
+  `extensions.runlog.notStored`, which `NotStoredExtension` puts in Strawberry's result
+  (HTTP and websockets alike).
+- `log_unrun_writes(...)` logs each `writeRunLog` line of a request refused before it ran.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graphql import (
@@ -21,12 +27,31 @@ from graphql import (
     parse,
     value_from_ast_untyped,
 )
+from strawberry.extensions import SchemaExtension
 
 from .. import metrics
 from ..domain import writes
-from ..domain.refusals import reason_of
+from ..domain.refusals import reason_of, told
 from ..settings import Settings
 from .query_shape import selections
+
+__all__ = ["NotStoredExtension", "log_unrun_writes", "note"]
+
+
+def note(context: Any, path: Sequence[str | int], problem: str) -> None:
+    """Add the entry of the field at response `path`, not stored for `problem` (writes.py's sentence)."""
+    reason, message = told(problem)
+    context.not_stored.append(
+        {"path": list(path), "reason": reason, "message": message, "requestId": context.request_id}
+    )
+
+
+class NotStoredExtension(SchemaExtension):
+    """Puts `extensions.runlog.notStored` in a result whose writes answered false."""
+
+    def get_results(self) -> dict[str, Any]:
+        entries = getattr(self.execution_context.context, "not_stored", None)
+        return {"runlog": {"notStored": entries}} if entries else {}
 
 
 def log_unrun_writes(
