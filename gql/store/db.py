@@ -213,10 +213,11 @@ def create_engine(
     size = settings.pool_size if pool_size is None else pool_size
     if settings.is_embedded:
         # The wait for another writer's lock (SQLite's busy timeout) is part of a write's budget.
+        # No ping on checkout: no server closes a file's connection, and a deleted or replaced
+        # file is found by `_guard_sqlite_file`'s checkout check.
         engine = create_async_engine(
             url,
             connect_args={"timeout": settings.write_timeout},
-            pool_pre_ping=True,
             execution_options={_POOL_STATE: PoolState()},
         )
         _sqlite_pragmas = functools.partial(_sqlite_on_connect, busy_timeout=settings.write_timeout)
