@@ -34,13 +34,13 @@ WRITE = 'mutation { writeRunLog(runId: 2, kind: "note", detail: {text: "under lo
 WRITES = 10  # sent one after another while the readers press; each waits its turn on a saturated machine
 
 
-def _large_run(backend: Backend) -> None:
+def _large_run(backend: Backend, lines: int = LINES) -> None:
     backend.create_tables()
     backend.execute(
         "INSERT INTO event_run_log (run_id, step_id, kind, phase, detail, at) "
         "SELECT 1, seq % 40, 'note', seq % 5, "
         "CONCAT('{\"text\":\"line ', seq, ' ', REPEAT('x', 1000), '\"}'), "
-        f"TIMESTAMP('2026-11-01') + INTERVAL seq SECOND FROM seq_1_to_{LINES}"
+        f"TIMESTAMP('2026-11-01') + INTERVAL seq SECOND FROM seq_1_to_{lines}"
     )
     backend.fold_words()  # so that a search reads the whole run's words, as after the upgrade step
 
@@ -201,7 +201,8 @@ REQUESTS = {
 def test_a_reader_whose_client_leaves_ends_its_statement_at_the_server(
     mariadb: Backend, serve: Callable[..., str], tmp_path: Path, request_sent: str
 ) -> None:
-    _large_run(mariadb)
+    # A small run: the lock, not the run's size, keeps the statement waiting.
+    _large_run(mariadb, lines=100)
     base = serve(read_timeout=60)  # the client's leaving ends the statement, not its deadline
     database = sa.make_url(mariadb.url).database
     assert database is not None
