@@ -76,26 +76,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The files that take longest (seconds of one full run, scripts/test --junitxml, summed per
-# file), run first: scripts/test gives each worker its next file as it finishes one
+# file, 2026-12-06), run first: scripts/test gives each worker its next file as it finishes one
 # (--no-loadscope-reorder keeps this order), so a long file left for last keeps the others idle.
 SLOWEST_FIRST = (
-    "test_cluster_galera",  # 147
-    "test_capacity",  # about 140 (--durations, 2026-12-06): one test of it takes 105
-    "test_promises",  # 110
-    "test_fastpath",  # 97
-    "test_operable",  # 75
-    "test_bounded",  # 68
-    "test_websocket_live",  # 66
-    "test_proxy",  # about 60 (--durations, 2026-12-06)
-    "test_websocket_operations",  # 58
-    "test_subscription_live",  # 57
-    "test_migrations",  # 51
-    "test_write_deadline",  # 48
-    "test_read",  # 46
-    "test_hostile",  # 43
-    "test_subscription",  # 42
-    "test_limits",  # 40
-    "test_graphiql_browser",  # 38
+    "test_promises",  # 75
+    "test_cluster_galera",  # 74
+    "test_fastpath",  # 38
+    "test_proxy",  # 34
+    "test_subscription_live",  # 34
+    "test_operable",  # 33
+    "test_capacity",  # 31
+    "test_write_deadline",  # 28
+    "test_faults",  # 26
+    "test_run_page_browser",  # 25
+    "test_websocket_operations",  # 25
+    "test_websocket_live",  # 24
+    "test_migrations",  # 23
+    "test_subscription",  # 23
+    "test_retention",  # 22
+    "test_bounded",  # 22
+    "test_alerts_live",  # 21
 )
 
 
