@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 from gql.store import ANSWER_GRACE_SECONDS
 
-from .conftest import MARIADB_URL, SLACK, Api, Backend, sent_statements
+from .conftest import MARIADB_URL, SLACK, Api, Backend
 from .faultproxy import FaultProxy
 
 
@@ -174,26 +174,28 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
             engine = client.app_state["write_engine"]  # the writes' pool
 
             lost: list[int] = []  # the lines of each batch whose answer is lost
-            batch: list[int] = []
+            batch: dict[Any, int] = {}  # the connection that sent a batch of several lines: how many
 
-            def lose_the_answer(statement: str) -> None:
-                # A batch of several lines, the one a line-by-line retry would double: its COMMIT's answer.
-                if "INSERT INTO event_run_log " in statement and "), (" in statement and not lost:
-                    batch.append(statement.count("), (") + 1)
-                elif statement == "COMMIT" and batch and not lost:
-                    lost.append(batch[0])
+            def sending(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+                # A batch of several lines, the one a line-by-line retry would double.
+                if "INSERT INTO event_run_log " in statement and "), (" in statement and not batch:
+                    batch[conn] = statement.count("), (") + 1
+
+            def commit(conn: Any) -> None:
+                # That batch's COMMIT (SQLAlchemy's commit, no statement): its answer is lost. Not
+                # another batch's, which may come while this one still waits for its INSERT's answer.
+                if conn in batch and not lost:
+                    lost.append(batch[conn])
                     proxy.deafen()
 
             def committed() -> bool:
                 lines = "SELECT COUNT(*) FROM event_run_log WHERE detail LIKE '%line %'"
                 return bool(lost) and mariadb.scalar(lines) >= sum(lost)
 
-            def commit(_conn: Any) -> None:
-                lose_the_answer("COMMIT")  # SQLAlchemy's commit, the driver's COMMIT, is no statement
-
+            sa.event.listen(engine.sync_engine, "before_cursor_execute", sending)
             sa.event.listen(engine.sync_engine, "commit", commit)
-            with ThreadPoolExecutor(12) as pool:
-                with sent_statements(engine, before=lose_the_answer):
+            try:
+                with ThreadPoolExecutor(12) as pool:
                     sent = [pool.submit(api.write, 1, "note", {"text": f"line {i}"}) for i in range(12)]
                     # The server commits what it got; then the connections drop, as
                     # on a network that fails after the statements went out.
@@ -201,9 +203,12 @@ def test_after_a_lost_answer_a_batch_is_not_retried_line_by_line(mariadb: Backen
                     while not committed():
                         assert time.monotonic() - started < 30, "no batch whose answer was lost committed"
                         time.sleep(0.05)  # a poll
-                proxy.recover()
-                proxy.reset_open()
-                answers = [future.result() for future in sent]
+                    proxy.recover()
+                    proxy.reset_open()
+                    answers = [future.result() for future in sent]
+            finally:
+                sa.event.remove(engine.sync_engine, "before_cursor_execute", sending)
+                sa.event.remove(engine.sync_engine, "commit", commit)
             quiet(api, mariadb)
             stored = counts(mariadb)
             for i, answer in enumerate(answers):
