@@ -358,11 +358,12 @@ def test_the_prune_command_waits_for_a_sweeper_holding_the_lock_then_prunes(
     )
     try:
         # The command is queued on the lock (MariaDB shows the wait in the
-        # process list) and has deleted nothing.
+        # process list) and has deleted nothing. Its own wait: another worker's
+        # test may be waiting for a lock on the same server, in its own database.
         deadline = time.monotonic() + 30
         while not world.scalar(
             "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
-            "WHERE INFO LIKE 'SELECT GET_LOCK(%' AND STATE = 'User lock'"
+            "WHERE INFO LIKE 'SELECT GET_LOCK(%' AND STATE = 'User lock' AND DB = DATABASE()"
         ):
             assert command.poll() is None, command.communicate()
             assert time.monotonic() < deadline, "the prune command never waited for the sweep lock"
