@@ -88,8 +88,7 @@ class Watcher:
         self.close()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # not `await self._task`: a cancel of the caller is the caller's
             self._task = None
 
     def close(self) -> None:
@@ -127,7 +126,9 @@ class Watcher:
                     self._counts.pop(run_id, None)
 
     async def _run(self) -> None:
-        while True:
+        # Ends on the flag too: on Python 3.11 a cancel that comes while aiomysql opens a
+        # connection can be lost (its asyncio.wait_for, CPython gh-86296), and stop() would wait forever.
+        while not self._stopped:
             await asyncio.sleep(self.interval)
             if not self._watches:
                 self._counts.clear()

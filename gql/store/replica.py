@@ -7,7 +7,6 @@ is fit, else the primary. Its user needs REPLICA MONITOR (REPLICATION CLIENT bef
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -33,6 +32,7 @@ class Replica:
         self.reason: str | None = NOT_CHECKED  # why it is not in use
         self.lag: float | None = None  # Seconds_Behind_Master at the last look
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
     @classmethod
     def from_settings(cls, primary: AsyncEngine, settings: Settings) -> Replica | None:
@@ -47,18 +47,21 @@ class Replica:
         return self.settings.read_max_lag + self.settings.read_check_interval
 
     def start(self) -> None:
+        self._stopped = False
         self._task = asyncio.create_task(self._watch(), name="runlog-replica-monitor")
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # as Watcher.stop
             self._task = None
         await self.engine.dispose()
 
     async def _watch(self) -> None:
-        while True:
+        # Ends on the flag too: a cancel that comes while aiomysql opens a connection can be
+        # lost on Python 3.11 (see Watcher._run in domain/tail.py).
+        while not self._stopped:
             await asyncio.sleep(self.settings.read_check_interval)
             await self.check()
 
