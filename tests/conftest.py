@@ -81,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
 SLOWEST_FIRST = (
     "test_promises",  # 75
     "test_cluster_galera",  # 74
-    "test_fastpath",  # 38
+    "test_page_plan",  # 38
     "test_proxy",  # 34
     "test_subscription_live",  # 34
     "test_operable",  # 33

@@ -18,7 +18,7 @@ from gql.domain.details import EXAMPLES
 from gql.kinds import Kind
 
 from .conftest import Api, Backend
-from .test_fastpath import _shipped, _variables
+from .test_page_plan import _shipped, _variables
 
 
 def fallbacks(api: Api) -> dict[tuple[str, str], float]:

@@ -15,8 +15,8 @@ from gql.domain import demo, demo_runs
 from gql.edge.graphiql import OPERATIONS_DIR, _fragments, example_tabs, with_fragments
 
 from .conftest import Api, Backend
-from .test_fastpath import ANYONE, OPEN, Stored, _both, completions
 from .test_page_bytes import recorded_statements
+from .test_page_plan import ANYONE, OPEN, Stored, _both, completions
 
 DOCUMENTS = {tab.name: tab.query for tab in example_tabs()}
 # The run page's: RunHolds' facts, and the phases and steps.

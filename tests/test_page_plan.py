@@ -383,7 +383,7 @@ ANYONE = Caller(roles=frozenset(), authenticated=False)
 
 
 # Examples per test: RUNLOG_FUZZ_EXAMPLES, as for the fuzz (100 here by default; 300 and 200 took
-# 56 s of this file's 67). A long run: RUNLOG_FUZZ_EXAMPLES=2000 scripts/test tests/test_fastpath.py
+# 56 s of this file's 67). A long run: RUNLOG_FUZZ_EXAMPLES=2000 scripts/test tests/test_page_plan.py
 COMPARED = settings(
     max_examples=int(os.environ.get("RUNLOG_FUZZ_EXAMPLES", "100")),
     deadline=None,
