@@ -109,8 +109,7 @@ class HoldSeries:
         """End a read still running (the lifespan's end)."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await asyncio.wait({self._task})  # as Watcher.stop (domain/tail.py)
 
     async def _refresh(self, engine: AsyncEngine) -> None:
         try:
