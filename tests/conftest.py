@@ -144,6 +144,12 @@ def _abandoned_connections_collected() -> Iterator[None]:
     collect_abandoned()
 
 
+def pytest_sessionfinish() -> None:
+    # The session's last module's connections again: a log record of the pool's that names one
+    # ("Exception closing connection") is pytest's until that test's teardown has ended.
+    collect_abandoned()
+
+
 def collect_abandoned() -> None:
     """`gc.collect()`, quiet about the driver connections a proxy or a killed statement abandoned."""
     with warnings.catch_warnings():
