@@ -55,6 +55,34 @@ def test_a_write_is_one_transaction_its_line_and_its_words_each_with_its_bound(m
                     assert f" FOR INSERT INTO {table} (" in text
 
 
+def test_a_keyed_write_is_one_transaction_its_key_its_line_and_its_words(mariadb: Backend) -> None:
+    mariadb.create_tables()
+    with FaultProxy(*UPSTREAM) as proxy:
+        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
+        settings = mariadb.settings(database_url=url.render_as_string(hide_password=False))
+        with TestClient(create_app(settings)) as client:
+            api = Api(client)
+            assert api.write(7, "note", {"text": "first"})  # opens a connection, finds the column
+            keyed = (
+                'mutation($k: String) { writeRunLog(runId: 7, kind: "note", detail: {text: "keyed"},'
+                " idempotencyKey: $k) }"
+            )
+            for i in range(3):
+                proxy.commands.clear()
+                assert api.data(keyed, {"k": f"key {i}"}) == {"writeRunLog": True}
+                # The writes' pool gives the transaction: no isolation level set before the key, nor
+                # put back after the COMMIT.
+                assert [name for name, _ in proxy.commands] == ["query"] * 4, proxy.commands
+                key, line, words, commit = (text for _, text in proxy.commands)
+                assert commit == "COMMIT"
+                for text, table in (
+                    (key, "event_run_log_keys"),
+                    (line, "event_run_log"),
+                    (words, "event_run_log_words"),
+                ):
+                    assert f" FOR INSERT INTO {table} (" in text, text
+
+
 def test_several_batches_are_at_the_database_at_once_and_no_more_than_the_bound(mariadb: Backend) -> None:
     mariadb.create_tables()
     with TestClient(create_app(mariadb.settings(write_timeout=UNHURRIED_WRITE_TIMEOUT))) as client:

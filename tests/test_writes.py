@@ -168,3 +168,24 @@ def test_a_group_is_bounded(size: int) -> None:
         return [len(queue._take()), len(queue._take())]
 
     assert asyncio.run(run()) == [writes.MAX_LINES, 5]
+
+
+@pytest.mark.mariadb
+def test_a_write_on_the_readers_pool_is_refused_and_stores_nothing(mariadb: Backend) -> None:
+    """The readers' pool autocommits: a line and its words (and its key) would not be one transaction."""
+    mariadb.create_tables()
+    line = store.NewLine(run_id=3, kind="note", detail='{"text": "x"}')
+
+    async def run() -> None:
+        engine = create_engine(mariadb.settings())  # the readers' pool
+        try:
+            with pytest.raises(ValueError, match="needs the writes' pool"):
+                await store.insert_lines(engine, [line], deadline=_in(3))
+            with pytest.raises(ValueError, match="needs the writes' pool"):
+                await store.insert_keyed(engine, line, key_digest="k", line_digest="l", deadline=_in(3))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log") == 0
+    assert mariadb.scalar("SELECT COUNT(*) FROM event_run_log_keys") == 0

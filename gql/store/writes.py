@@ -107,14 +107,16 @@ async def insert_lines(
     do not autocommit; on another pool the lines and their words would not be one transaction.
     """
     if engine.dialect.name != "sqlite":
-        if not pool_state(engine).writes:
-            raise ValueError("a write on MariaDB needs the writes' pool: create_engine(..., writes=True)")
+        _require_writes_pool(engine)
         await _retrying_conflicts(deadline, functools.partial(_insert_once, engine, lines, deadline, held))
         return
     run = functools.partial(_run_insert, lines, deadline)
-    await _retrying_conflicts(
-        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=None)
-    )
+    await _retrying_conflicts(deadline, functools.partial(_bounded_once, engine, deadline, run))
+
+
+def _require_writes_pool(engine: AsyncEngine) -> None:
+    if engine.dialect.name != "sqlite" and not pool_state(engine).writes:
+        raise ValueError("a write on MariaDB needs the writes' pool: create_engine(..., writes=True)")
 
 
 async def _insert_once(
@@ -142,7 +144,7 @@ async def _insert_once(
                 raise
             progress.done = True
     except Exception as exc:
-        _account(exc, progress, engine.dialect.name, transaction=True)
+        _account(exc, progress, engine.dialect.name)
 
 
 async def _run_insert(
@@ -167,7 +169,9 @@ async def insert_keyed(
     """Store `line` under an idempotency key, in one transaction; False when the key already stored it.
 
     A stored `also_matches` digest counts as this line too. Raises KeyReused, NotStored or OutcomeUnknown.
+    On MariaDB `engine` is the writes' pool, as for `insert_lines`.
     """
+    _require_writes_pool(engine)
     keys = event_run_log_keys
     outcome: list[bool] = []
 
@@ -206,10 +210,7 @@ async def insert_keyed(
         outcome.append(True)
         progress.done = True
 
-    # The key and the line need one real transaction: the database's default level gives one.
-    await _retrying_conflicts(
-        deadline, functools.partial(_bounded_once, engine, deadline, run, isolation_level=None)
-    )
+    await _retrying_conflicts(deadline, functools.partial(_bounded_once, engine, deadline, run))
     return outcome[0]
 
 
@@ -248,10 +249,12 @@ async def _bounded_once(
     engine: AsyncEngine,
     deadline: float,
     run: Callable[[AsyncConnection, float, _Progress], Awaitable[None]],
-    *,
-    isolation_level: str | None,
 ) -> None:
-    """Check out a connection by `deadline`, then `run` a write bounded to end by it."""
+    """Check out a connection by `deadline`, then `run` a write bounded to end by it, in one transaction.
+
+    The pool's connections begin one by themselves: SQLite's driver before the first write, and
+    the writes' pool on MariaDB (it does not autocommit) at the first statement.
+    """
     loop = asyncio.get_running_loop()
     name = engine.dialect.name
     progress = _Progress()
@@ -261,9 +264,6 @@ async def _bounded_once(
             try:
                 async with asyncio.timeout_at(deadline):
                     await conn.start()
-                    level = isolation_level or conn.default_isolation_level
-                    if level and not await _autocommits_already(conn, level):
-                        await conn.execution_options(isolation_level=level)
                 seconds = deadline - loop.time()
                 if seconds < MIN_STATEMENT_SECONDS:
                     raise NotStored("the line's deadline came before a database connection was free")
@@ -275,10 +275,10 @@ async def _bounded_once(
                 if conn.sync_connection is not None:  # it was checked out
                     await conn.close()
     except Exception as exc:
-        _account(exc, progress, name, transaction=isolation_level is None)
+        _account(exc, progress, name)
 
 
-def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transaction: bool) -> None:
+def _account(exc: Exception, progress: _Progress, dialect_name: str) -> None:
     """Raise what `exc` means for a write that got as far as `progress`; return if it was stored anyway."""
     if isinstance(exc, TimeoutError):
         if progress.done:
@@ -287,7 +287,7 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
         if not progress.sent:
             raise NotStored("no database connection within the line's deadline") from None
         # A dropped connection rolls a transaction back until its COMMIT is sent.
-        if transaction and not progress.committing:
+        if not progress.committing:
             raise NotStored("the database did not answer before the commit; nothing was committed") from None
         raise OutcomeUnknown("the database did not answer the statement in time") from None
     if isinstance(exc, NotStored | OutcomeUnknown | KeyReused):
@@ -297,7 +297,7 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
         return
     if not progress.sent:
         raise NotStored(one_line_reason(exc)) from exc
-    if answered_by_database(exc, dialect_name) or (transaction and not progress.committing):
+    if answered_by_database(exc, dialect_name) or not progress.committing:
         raise NotStored(
             one_line_reason(exc), refused_by_database=True, transient=is_unavailable(exc)
         ) from exc
@@ -307,14 +307,6 @@ def _account(exc: Exception, progress: _Progress, dialect_name: str, *, transact
 def _stored_anyway(exc: Exception) -> None:
     metrics.swallowed("store.after_write")
     log.warning("a write was stored; what failed after it is not its caller's: %s", one_line_reason(exc))
-
-
-async def _autocommits_already(conn: AsyncConnection, level: str) -> bool:
-    """Whether autocommit is asked of a MariaDB connection that already has it: two round trips saved."""
-    if level != "AUTOCOMMIT" or conn.dialect.name == "sqlite":
-        return False
-    driver: Any = (await conn.get_raw_connection()).driver_connection
-    return bool(driver.get_autocommit())
 
 
 async def _sqlite_bounded(
