@@ -34,7 +34,17 @@ def _connect(backend: Backend) -> Any:
     )
 
 
-def test_a_write_is_one_transaction_its_line_and_its_words_each_with_its_bound(mariadb: Backend) -> None:
+KEYED = (
+    'mutation($k: String) { writeRunLog(runId: 7, kind: "note", detail: {text: "keyed"},'
+    " idempotencyKey: $k) }"
+)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["batched", "keyed"])
+def test_a_write_is_one_transaction_each_statement_with_its_bound(mariadb: Backend, keyed: bool) -> None:
+    """A keyed write's key, the line, its words, then COMMIT: no BEGIN (the first INSERT opens the
+    transaction), ROLLBACK, ping, or isolation level set and put back."""
+    tables = ["event_run_log_keys"] * keyed + ["event_run_log", "event_run_log_words"]
     mariadb.create_tables()
     with FaultProxy(*UPSTREAM) as proxy:
         url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
@@ -44,42 +54,15 @@ def test_a_write_is_one_transaction_its_line_and_its_words_each_with_its_bound(m
             assert api.write(7, "note", {"text": "first"})  # opens a connection, finds the column
             for i in range(3):
                 proxy.commands.clear()
-                assert api.write(7, "note", {"text": f"line {i}"})
-                # No BEGIN (the line's INSERT opens the transaction), ROLLBACK, ping or isolation
-                # change: the line, its words, COMMIT.
-                assert [name for name, _ in proxy.commands] == ["query"] * 3, proxy.commands
-                line, words, commit = (text for _, text in proxy.commands)
+                if keyed:
+                    assert api.data(KEYED, {"k": f"key {i}"}) == {"writeRunLog": True}
+                else:
+                    assert api.write(7, "note", {"text": f"line {i}"})
+                assert [name for name, _ in proxy.commands] == ["query"] * (len(tables) + 1), proxy.commands
+                *inserts, commit = (text for _, text in proxy.commands)
                 assert commit == "COMMIT"
-                for text, table in ((line, "event_run_log"), (words, "event_run_log_words")):
-                    assert text.startswith("SET STATEMENT max_statement_time=")
-                    assert f" FOR INSERT INTO {table} (" in text
-
-
-def test_a_keyed_write_is_one_transaction_its_key_its_line_and_its_words(mariadb: Backend) -> None:
-    mariadb.create_tables()
-    with FaultProxy(*UPSTREAM) as proxy:
-        url = sa.make_url(mariadb.url).set(host="127.0.0.1", port=proxy.port)
-        settings = mariadb.settings(database_url=url.render_as_string(hide_password=False))
-        with TestClient(create_app(settings)) as client:
-            api = Api(client)
-            assert api.write(7, "note", {"text": "first"})  # opens a connection, finds the column
-            keyed = (
-                'mutation($k: String) { writeRunLog(runId: 7, kind: "note", detail: {text: "keyed"},'
-                " idempotencyKey: $k) }"
-            )
-            for i in range(3):
-                proxy.commands.clear()
-                assert api.data(keyed, {"k": f"key {i}"}) == {"writeRunLog": True}
-                # The writes' pool gives the transaction: no isolation level set before the key, nor
-                # put back after the COMMIT.
-                assert [name for name, _ in proxy.commands] == ["query"] * 4, proxy.commands
-                key, line, words, commit = (text for _, text in proxy.commands)
-                assert commit == "COMMIT"
-                for text, table in (
-                    (key, "event_run_log_keys"),
-                    (line, "event_run_log"),
-                    (words, "event_run_log_words"),
-                ):
+                for text, table in zip(inserts, tables, strict=True):
+                    assert text.startswith("SET STATEMENT max_statement_time="), text
                     assert f" FOR INSERT INTO {table} (" in text, text
 
 
