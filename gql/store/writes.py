@@ -106,8 +106,8 @@ async def insert_lines(
     On MariaDB `engine` is the writes' pool (`create_engine(..., writes=True)`), whose connections
     do not autocommit; on another pool the lines and their words would not be one transaction.
     """
+    _require_writes_pool(engine)
     if engine.dialect.name != "sqlite":
-        _require_writes_pool(engine)
         await _retrying_conflicts(deadline, functools.partial(_insert_once, engine, lines, deadline, held))
         return
     run = functools.partial(_run_insert, lines, deadline)
