@@ -122,8 +122,8 @@ def test_writes_answer_true_while_searches_and_abandoned_exports_read_a_large_ru
                         (response.status_code, response.headers.get("retry-after"), response.json())
                     )
 
-    readers = [threading.Thread(target=search) for _ in range(32)]
-    readers += [threading.Thread(target=abandon_exports) for _ in range(8)]
+    readers = [threading.Thread(target=search) for _ in range(12)]
+    readers += [threading.Thread(target=abandon_exports) for _ in range(4)]
     for reader in readers:
         reader.start()
     written: list[bool] = []
