@@ -95,9 +95,16 @@ def collector_off() -> Iterator[None]:
 
 
 def held_elsewhere(body: bytes) -> list[str]:
-    """What holds `body` but the calling test's frame, named by type."""
+    """What holds `body` but the calling test's frame (or its coroutine), named by type."""
     caller = sys._getframe(1)
-    return [type(r).__name__ for r in gc.get_referrers(body) if r is not caller]
+    # gc.get_referrers does not see frozen objects (a module's globals, once frozen): none
+    # are frozen from here on; the module's end freezes again (conftest).
+    gc.unfreeze()
+    return [
+        type(r).__name__
+        for r in gc.get_referrers(body)
+        if r is not caller and getattr(r, "cr_frame", None) is not caller
+    ]
 
 
 def request(query: str, **variables: Any) -> bytes:
