@@ -179,11 +179,20 @@ def subscriber_that_never_reads(proxy: Proxy, since: str) -> socket.socket:
     return raw
 
 
+def lines_past_the_buffers() -> int:
+    """Lines of 60 KiB that hold twice what a socket can buffer on this machine (net.ipv4.tcp_wmem's most).
+
+    On 4 MiB, 137 lines: 40 lines (2.4 MB) fit, and nginx never times the client out.
+    """
+    most = int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    return 2 * most // (60 * 1024) + 1
+
+
 def test_a_subscriber_that_reads_nothing_is_dropped_and_its_subscription_ends(tmp_path: Path) -> None:
     with behind_nginx(tmp_path) as (server, proxy):
         write(server.base, RUN, "first")
         since = newest_cursor(server.base, RUN)
-        for n in range(200):  # 12 MB: past what the sockets' and nginx's buffers hold
+        for n in range(lines_past_the_buffers()):
             write(server.base, RUN, f"{n:05d}" + "x" * 60 * 1024)
         with contextlib.ExitStack() as stack:
             for _ in range(3):
