@@ -97,8 +97,8 @@ def collector_off() -> Iterator[None]:
 def held_elsewhere(body: bytes) -> list[str]:
     """What holds `body` but the calling test's frame (or its coroutine), named by type."""
     caller = sys._getframe(1)
-    # gc.get_referrers does not see frozen objects (a module's globals, once frozen): none
-    # are frozen from here on; the module's end freezes again (conftest).
+    # gc.get_referrers does not see frozen objects, and the app froze what existed when it
+    # started (a module's globals among them); its unfreeze when it stops finds none left.
     gc.unfreeze()
     return [
         type(r).__name__

@@ -218,9 +218,9 @@ def test_exports_whose_clients_read_nothing_hold_a_bounded_memory_and_are_droppe
 
     from gql.store.db import metadata
 
-    # 600 lines of 60 KB details: 36 MB, which a client that reads nothing never takes (its socket's
-    # buffers hold 4 MB at most: net.ipv4.tcp_wmem), and 10 such exports buffered whole would be
-    # three times the bound.
+    # 600 lines of 60 KB details: 36 MB, which a client that reads nothing never takes (a socket
+    # buffers at most net.ipv4.tcp_wmem's most, 4 MB on Debian's defaults), and 10 such exports
+    # buffered whole would be three times the bound.
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'runlog.db'}")
     metadata.create_all(engine)
     engine.dispose()
