@@ -1,5 +1,8 @@
 """Every behaviour test runs once per backend: the embedded SQLite and a real MariaDB.
 
+What the database does not change (a server's edge: its logs, headers, origins and
+connection limits) runs on SQLite alone, with the `embedded` fixture.
+
 MariaDB is found at RUNLOG_TEST_MARIADB_URL (default root@127.0.0.1:3306); the
 suite creates a database of its own there and drops it at the end. With
 RUNLOG_TEST_REQUIRE_MARIADB=1 (as `.ci/run` sets) an unreachable MariaDB fails
@@ -317,6 +320,14 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
 def mariadb(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     """MariaDB alone, for what only MariaDB has (EXPLAIN, GET_LOCK)."""
     yield from _open_backend("mariadb", request, tmp_path)
+
+
+@pytest.fixture
+def embedded(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    """SQLite alone with empty tables, for what the database does not change (a server's edge)."""
+    for backend in _open_backend("sqlite", request, tmp_path):
+        backend.create_tables()
+        yield backend
 
 
 @pytest.fixture
