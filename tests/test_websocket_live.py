@@ -188,12 +188,12 @@ def closed_after(url: str, protocol: str, sent: str | bytes, initialise: bool = 
 
 
 @pytest.mark.parametrize("protocol", ["graphql-transport-ws", "graphql-ws"])
-def test_both_protocols_close_a_connection_alike(tables: Backend, tmp_path: Path, protocol: str) -> None:
+def test_both_protocols_close_a_connection_alike(embedded: Backend, tmp_path: Path, protocol: str) -> None:
     # graphql-ws answered a non-string Authorization with connection_error and
     # 1011, skipped a text that is not JSON (the socket stayed open), failed
     # on `[]` with a stack in the log, and closed on a binary frame with 1002.
     token = "reader-token-0123456789"
-    with served(tmp_path, tables, RUNLOG_READER_TOKENS=token) as server:
+    with served(tmp_path, embedded, RUNLOG_READER_TOKENS=token) as server:
         url = ws_url(server)
         init = {"type": "connection_init", "payload": {"Authorization": ["Bearer", token]}}
         code, reason = closed_after(url, protocol, json.dumps(init), initialise=False)
