@@ -19,7 +19,7 @@ from graphql import (
 )
 from starlette.testclient import TestClient
 
-from bench import data, floor, revision, run
+from bench import data, floor, revision, run, servers
 from bench.operations import (
     COUNTS_OPERATIONS,
     HOLDS_OPERATIONS,
@@ -36,6 +36,13 @@ from gql.edge.app import create_app
 from gql.settings import Settings
 
 from .conftest import Backend
+
+
+@pytest.fixture(autouse=True)
+def _server_logs_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench's servers log into the test's own folder, not the machine's temporary one."""
+    monkeypatch.setattr(servers, "LOG_DIR", tmp_path)
+
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATED_TS = ROOT / "clients" / "ts" / "src" / "generated" / "graphql.ts"
