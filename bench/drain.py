@@ -32,6 +32,7 @@ import httpx
 from gql.domain.retention import Outcome, Sweeper, lock_name
 from gql.settings import Settings
 from gql.store.db import create_engine, init_db
+from tests import local
 
 from .mariadb import MARIADB_URL, connect
 
@@ -139,7 +140,7 @@ def _spawn_server(url: str, port: int) -> subprocess.Popen[bytes]:
 
 async def _start_server(url: str, port: int) -> subprocess.Popen[bytes]:
     server = _spawn_server(url, port)
-    async with httpx.AsyncClient() as client:
+    async with local.AsyncClient() as client:
         for _ in range(200):
             if server.poll() is not None:
                 raise RuntimeError("the service exited at start")
@@ -163,7 +164,7 @@ class Writes:
 
 async def _writer(port: int, interval: float, stop: asyncio.Event, writes: Writes, n: int) -> None:
     """Write a line for the live run every `interval` seconds, as the event runner would."""
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+    async with local.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
         next_at = time.perf_counter()
         i = 0
         while not stop.is_set():

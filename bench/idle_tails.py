@@ -27,6 +27,8 @@ from pathlib import Path
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests import local
+
 ROOT = Path(__file__).resolve().parent.parent
 TAIL = (
     "subscription T($runId: ID!, $since: String) { runLogTail(runId: $runId, since: $since) { id cursor } }"
@@ -66,7 +68,7 @@ async def open_tail(url: str, run_id: int, since: str | None) -> ClientConnectio
 
 
 async def measure(base: str, pid: int, tails: int, seconds: float) -> None:
-    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+    async with local.AsyncClient(base_url=base, timeout=60) as http:
         page = await http.post(
             "/graphql", json={"query": "{ runLog(runId: 1, limit: 1) { pageInfo { startCursor } } }"}
         )
@@ -135,7 +137,7 @@ def main() -> int:
             base = f"http://127.0.0.1:{port}"
             for _ in range(600):
                 try:
-                    if httpx.get(f"{base}/healthz").status_code == 200:
+                    if local.get(f"{base}/healthz").status_code == 200:
                         break
                 except httpx.TransportError:
                     pass

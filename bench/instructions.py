@@ -22,12 +22,11 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-import httpx
-
 from bench.data import SMALL_PAGE, bench_database, fill_base
 from bench.operations import Operation, shipped
 from bench.revision import against
 from bench.servers import BEFORE, Server, start_many
+from tests import local
 
 _TOTALS = re.compile(rb"^totals: (\d+)", re.MULTILINE)  # one a part; the header's summary may be 0
 
@@ -38,7 +37,7 @@ def _callgrind(pid: int, *args: str) -> None:
 
 
 def _send(server: Server, body: str, count: int, mutation: bool) -> None:
-    with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=120) as client:
+    with local.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=120) as client:
         for _ in range(count):
             answer = client.post(
                 "/graphql", content=body, headers={"Content-Type": "application/json"}

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from graphql import (
     DocumentNode,
     FragmentDefinitionNode,
@@ -48,6 +47,7 @@ from graphql.language import ListTypeNode, NonNullTypeNode
 
 from gql.api.page import RUN_STATE_FIELDS
 from gql.kinds import Kind
+from tests import local
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
 
@@ -245,7 +245,7 @@ def as_at_revision(ours: Operation, theirs: list[Operation], label: str) -> Oper
 
 def introspect(port: int) -> GraphQLSchema:
     """The running service's schema, as a client sees it through introspection."""
-    response = httpx.post(
+    response = local.post(
         f"http://127.0.0.1:{port}/graphql", json={"query": get_introspection_query()}, timeout=30
     )
     response.raise_for_status()

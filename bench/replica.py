@@ -39,6 +39,7 @@ import pymysql
 import sqlalchemy as sa
 
 from gql.store.db import metadata
+from tests import local
 
 from .data import base_rows
 from .operations import HOT_RUN
@@ -94,7 +95,7 @@ def _start(name: str, env: dict[str, str]) -> Server:
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+            if local.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                 return Server(name, port, process, 1)
         except httpx.TransportError:
             pass

@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from tests import local
+
 from .mariadb import MARIADB_URL
 from .revision import Revision
 
@@ -71,7 +73,7 @@ class Server:
         return total
 
     def post(self, body: str) -> Any:
-        response = httpx.post(
+        response = local.post(
             f"http://127.0.0.1:{self.port}/graphql",
             content=body.encode(),
             headers={"Content-Type": "application/json"},
@@ -162,7 +164,7 @@ def start_many(
             deadline = time.monotonic() + within
             while True:
                 try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    if local.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                         break
                 except httpx.TransportError:
                     pass

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import httpx
 
+from tests import local
+
 PAGE = """query P($runId: ID!, $before: String, $wait: Int) {
   runLog(runId: $runId, before: $before, wait: $wait) { nodes { id } pageInfo { startCursor } } }"""
 WRITE = 'mutation W($runId: ID!) { writeRunLog(runId: $runId, kind: "note", detail: {text: "wake"}) }'
@@ -98,7 +100,7 @@ async def _bench(polls: int, seconds: float, mariadb: bool) -> int:
     )
     base = f"http://127.0.0.1:{port}/graphql"
     try:
-        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=polls + 10)) as client:
+        async with local.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=polls + 10)) as client:
             for _ in range(300):
                 try:
                     if (await client.get(base.replace("/graphql", "/healthz"))).status_code == 200:

@@ -31,6 +31,7 @@ import httpx
 
 from bench.mariadb import MARIADB_URL, connect
 from bench.servers import free_port
+from tests import local
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH = "query S($s: String) { runLog(runId: 1, limit: 50, search: $s) { nodes { id } } }"
@@ -47,7 +48,7 @@ def writes(base: str, count: int) -> tuple[list[float], int, collections.Counter
     latencies: list[float] = []
     false = 0
     ready: collections.Counter[int] = collections.Counter()
-    with httpx.Client(base_url=base, timeout=60) as client:
+    with local.Client(base_url=base, timeout=60) as client:
         for _ in range(count):
             start = time.perf_counter()
             answer = client.post("/graphql", json={"query": WRITE}).json()
@@ -63,7 +64,7 @@ def readers(
     told: collections.Counter[str] = collections.Counter()
 
     def search() -> None:
-        with httpx.Client(base_url=base, timeout=120) as client:
+        with local.Client(base_url=base, timeout=120) as client:
             while not done.is_set():
                 body = client.post("/graphql", json={"query": SEARCH, "variables": {"s": "nowhere"}}).json()
                 extensions = body.get("errors", [{}])[0].get("extensions", {})
@@ -73,7 +74,7 @@ def readers(
     def export() -> None:
         while not done.is_set():
             with (
-                httpx.Client(base_url=base, timeout=120) as client,
+                local.Client(base_url=base, timeout=120) as client,
                 client.stream("GET", "/runs/1/log.ndjson?search=line") as response,
             ):
                 if response.status_code == 200:
@@ -142,7 +143,7 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         for _ in range(300):
             try:
-                if httpx.get(f"{base}/healthz").status_code == 200:
+                if local.get(f"{base}/healthz").status_code == 200:
                     break
             except httpx.TransportError:
                 pass

@@ -40,6 +40,8 @@ from gql.settings import Settings
 from gql.store.db import create_engine, metadata
 from gql.store.words import fold_log
 
+from . import local
+
 MARIADB_URL = sa.make_url(os.environ.get("RUNLOG_TEST_MARIADB_URL", "mysql+aiomysql://root@127.0.0.1:3306/"))
 REQUIRE_MARIADB = os.environ.get("RUNLOG_TEST_REQUIRE_MARIADB") == "1"
 ADMIN = "admin-token-0123456789"
@@ -456,13 +458,26 @@ def free_port() -> int:
 
 def wait_until_healthy(base_url: str, server: subprocess.Popen[str], timeout: float = 90) -> None:
     """Wait for a started `python -m gql serve` to answer /healthz with 200 (generous: CI may be loaded)."""
-    deadline = time.monotonic() + timeout
+
+    def output() -> str:
+        # A pipe is read only once the server has exited: a running one's would block.
+        exited = server.poll() is not None
+        return server.stdout.read() if exited and server.stdout else "(its output is not read here)"
+
+    wait_until_answered(f"{base_url}/healthz", server, output, timeout)
+
+
+def wait_until_answered(
+    url: str, process: subprocess.Popen[Any], output: Callable[[], str], within: float
+) -> None:
+    """Wait for `url` to answer 200; fail with `output()` if `process` exits or `within` seconds pass."""
+    deadline = time.monotonic() + within
     while True:
-        assert server.poll() is None, server.stdout.read() if server.stdout else "the server exited"
+        assert process.poll() is None, f"the process exited:\n{output()}"
         try:
-            if httpx.get(f"{base_url}/healthz").status_code == 200:
+            if local.get(url).status_code == 200:
                 return
         except httpx.TransportError:
             pass
-        assert time.monotonic() < deadline, f"{base_url} did not come up within {timeout}s"
+        assert time.monotonic() < deadline, f"{url} did not answer within {within}s:\n{output()}"
         time.sleep(0.1)

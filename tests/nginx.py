@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import free_port
-from .serving import wait_until_answered
+from .conftest import free_port, wait_until_answered
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "deploy" / "nginx" / "runlog.conf"

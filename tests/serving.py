@@ -13,16 +13,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
-
-from .conftest import UNHURRIED_WRITE_TIMEOUT, free_port
+from .conftest import UNHURRIED_WRITE_TIMEOUT, free_port, wait_until_answered
 
 ROOT = Path(__file__).resolve().parent.parent
 # Seconds for a server to answer /healthz once started: generous, since CI may be loaded.
@@ -75,22 +71,6 @@ def start(
 def wait_until_healthy(server: Server, within: float = START_WITHIN) -> None:
     """Wait for `server` to answer /healthz with 200; fail with its output if it exits or takes too long."""
     wait_until_answered(f"{server.base}/healthz", server.process, server.output, within)
-
-
-def wait_until_answered(
-    url: str, process: subprocess.Popen[Any], output: Callable[[], str], within: float
-) -> None:
-    """Wait for `url` to answer 200; fail with `output()` if `process` exits or `within` seconds pass."""
-    deadline = time.monotonic() + within
-    while True:
-        assert process.poll() is None, f"the process exited:\n{output()}"
-        try:
-            if httpx.get(url).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"{url} did not answer within {within}s:\n{output()}"
-        time.sleep(0.1)
 
 
 def stop(*servers: Server) -> None:

@@ -21,10 +21,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from . import serving
+from . import local, serving
 from .conftest import Backend, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +189,7 @@ def stack(binaries: tuple[str, str], tables: Backend, tmp_path: Path) -> Iterato
 
 
 def _write(base: str, run_id: int, kind: str, step_id: int, detail: dict[str, Any]) -> None:
-    answer = httpx.post(
+    answer = local.post(
         f"{base}/graphql",
         json={
             "query": "mutation($r: ID!, $k: String!, $s: ID, $d: JSON) "
@@ -206,7 +205,7 @@ def _since(base: str, run_id: int) -> float:
     deadline = time.monotonic() + WITHIN
     pattern = re.compile(rf'^runlog_hold_since_seconds\{{[^}}]*run_id="{run_id}"[^}}]*\}} (\S+)$', re.M)
     while True:
-        text = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {READER}"}).text
+        text = local.get(f"{base}/metrics", headers={"Authorization": f"Bearer {READER}"}).text
         found = pattern.findall(text)
         if found:
             [since] = found

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pymysql
 import pytest
 import sqlalchemy as sa
 
+from . import local
 from .conftest import Backend, free_port, wait_until_healthy
 
 pytestmark = pytest.mark.mariadb
@@ -99,7 +99,7 @@ def test_writes_answer_true_while_searches_and_abandoned_exports_read_a_large_ru
     refused: list[tuple[int, str]] = []  # each refused search's retryAfter and message
 
     def search() -> None:
-        with httpx.Client(base_url=base, timeout=60) as client:
+        with local.Client(base_url=base, timeout=60) as client:
             while not done.is_set():
                 body = client.post("/graphql", json={"query": SEARCH, "variables": {"s": "nowhere"}}).json()
                 told = body.get("errors", [{}])[0].get("extensions", {})
@@ -110,7 +110,7 @@ def test_writes_answer_true_while_searches_and_abandoned_exports_read_a_large_ru
     def abandon_exports() -> None:
         while not done.is_set():
             with (
-                httpx.Client(base_url=base, timeout=60) as client,
+                local.Client(base_url=base, timeout=60) as client,
                 client.stream("GET", "/runs/1/log.ndjson?search=line") as response,
             ):
                 if response.status_code == 200:
@@ -129,7 +129,7 @@ def test_writes_answer_true_while_searches_and_abandoned_exports_read_a_large_ru
     written: list[bool] = []
     ready: list[int] = []
     try:
-        with httpx.Client(base_url=base, timeout=60) as client:
+        with local.Client(base_url=base, timeout=60) as client:
             # Once as many searches have been answered as there are readers, they all press on the pool.
             _wait_for("pressing", lambda: len(searched) >= len(readers))
             for _ in range(WRITES):
@@ -223,7 +223,7 @@ def test_a_reader_whose_client_leaves_ends_its_statement_at_the_server(
             cur.execute("UNLOCK TABLES")
         locker.close()
     # The pool is whole: the next reader is answered.
-    with httpx.Client(base_url=base, timeout=60) as client:
+    with local.Client(base_url=base, timeout=60) as client:
         assert (
             client.post("/graphql", json={"query": SEARCH, "variables": {"s": "line 7"}}).status_code == 200
         )

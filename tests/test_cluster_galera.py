@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pymysql
 import pytest
 import sqlalchemy as sa
@@ -29,7 +28,7 @@ from gql.domain import retention
 from gql.settings import Settings
 from gql.store.db import create_engine, metadata
 
-from . import serving
+from . import local, serving
 from .conftest import ADMIN
 from .test_subscription_live import next_line, open_tail
 
@@ -134,7 +133,7 @@ def services(tables: list[sa.URL], tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _write_note(base: str, run_id: int, text: str) -> object:
-    return httpx.post(
+    return local.post(
         f"{base}/graphql",
         json={
             "query": WRITE_NOTE,
@@ -202,7 +201,7 @@ def test_prunes_sent_through_every_node_at_once_all_answer_and_keep_live_runs(
     def prune(i: int) -> None:
         nonlocal deleted
         while True:
-            body = httpx.post(
+            body = local.post(
                 f"{services[i % 3].base}/graphql",
                 json={"query": PRUNE, "variables": {"before": "2021-01-01T00:00:00Z"}},
                 headers={"Authorization": f"Bearer {ADMIN}"},
@@ -340,7 +339,7 @@ def test_a_prune_through_one_node_while_the_others_write_to_the_same_runs_answer
             conn.close()
 
     def prune() -> int:
-        body = httpx.post(
+        body = local.post(
             f"{services[0].base}/graphql",
             json={"query": BIG_PRUNE, "variables": {"before": "2021-01-01T00:00:00Z"}},
             headers={"Authorization": f"Bearer {ADMIN}"},
@@ -427,7 +426,7 @@ def test_one_key_written_through_two_nodes_at_once_is_stored_once_and_both_hear_
     def write(args: tuple[int, int]) -> None:
         node, i = args
         barrier.wait()
-        body = httpx.post(
+        body = local.post(
             f"{services[node].base}/graphql",
             json={"query": KEYED, "variables": {"runId": "11", "key": f"k{i}", "text": f"keyed {i}"}},
             timeout=30,
@@ -459,7 +458,7 @@ def test_a_reader_on_one_node_following_newer_pages_gets_every_line_written_thro
         assert body == {"data": {"writeRunLog": True}}, body
 
     write(-1)
-    with httpx.Client(base_url=reader, timeout=30) as client:
+    with local.Client(base_url=reader, timeout=30) as client:
         first = client.post(
             "/graphql", json={"query": "{ runLog(runId: 12) { nodes { id } pageInfo { startCursor } } }"}
         )
@@ -498,7 +497,7 @@ def test_a_tail_on_one_node_delivers_every_line_written_through_the_others_once(
     writers, reader = [services[0].base, services[2].base], services[1].base
     first = _write_note(writers[0], 13, "first")
     assert first == {"data": {"writeRunLog": True}}, first
-    start = httpx.post(
+    start = local.post(
         f"{reader}/graphql", json={"query": "{ runLog(runId: 13) { pageInfo { startCursor } } }"}, timeout=30
     ).json()
     since = start["data"]["runLog"]["pageInfo"]["startCursor"]

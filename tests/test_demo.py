@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from gql.domain import demo, demo_runs
 from gql.edge.graphiql import example_tabs
 from gql.kinds import Kind
 
+from . import local
 from .conftest import Api, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,7 +292,7 @@ def test_serve_demo_loads_a_database_that_is_not_embedded_when_allowed(tmp_path:
     server = serving.start(tmp_path, url, "serve", "--demo", "--allow-non-embedded")
     try:
         serving.wait_until_healthy(server)
-        answer = httpx.post(
+        answer = local.post(
             f"{server.base}/graphql",
             json={"query": "{ runLog(runId: 38, limit: 1) { run { status } } }"},
         ).json()

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from . import local
 from .conftest import ADMIN, Api, Backend, free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ def test_serve_creates_the_embedded_database_answers_and_stops_cleanly_on_sigter
         url = f"http://127.0.0.1:{port}"
         wait_until_healthy(url, server)
         assert database.exists()
-        written = httpx.post(
+        written = local.post(
             f"{url}/graphql",
             json={"query": 'mutation { writeRunLog(runId: 1, kind: "note", detail: {text: "hi"}) }'},
         )

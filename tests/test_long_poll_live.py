@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from . import local
 from .conftest import Backend
 from .serving import serving
 from .test_subscription_live import PATIENCE
@@ -26,7 +26,7 @@ WRITE = 'mutation W($text: String!) { writeRunLog(runId: 7, kind: "note", detail
 
 
 def call(base: str, query: str, **variables: Any) -> dict[str, Any]:
-    response = httpx.post(f"{base}/graphql", json={"query": query, "variables": variables}, timeout=PATIENCE)
+    response = local.post(f"{base}/graphql", json={"query": query, "variables": variables}, timeout=PATIENCE)
     body: dict[str, Any] = response.json()
     assert "errors" not in body, body
     return body["data"]
@@ -36,7 +36,7 @@ def waiting_now(base: str, count: int) -> None:
     """Wait until the server's /metrics counts `count` runLog calls waiting for a newer line."""
     deadline = time.monotonic() + PATIENCE
     wanted = f"runlog_long_polls_waiting {float(count)}"
-    while wanted not in httpx.get(f"{base}/metrics", timeout=PATIENCE).text.splitlines():
+    while wanted not in local.get(f"{base}/metrics", timeout=PATIENCE).text.splitlines():
         assert time.monotonic() < deadline, f"{count} calls were not waiting within {PATIENCE}s"
         time.sleep(0.05)
 

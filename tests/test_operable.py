@@ -30,6 +30,7 @@ from gql.edge.app import create_app
 from gql.request_id import trace_id
 from gql.settings import Settings, SettingsError
 
+from . import local
 from .conftest import Api, Backend, free_port, wait_until_healthy
 from .serving import start, stop
 from .serving import wait_until_healthy as wait_for_health
@@ -202,9 +203,9 @@ def test_metrics_can_be_turned_off(make_api: Callable[..., Api]) -> None:
 def test_metrics_on_a_port_of_their_own_are_not_on_the_apis(embedded: Backend, tmp_path: Path) -> None:
     metrics_port = free_port()
     with serving(tmp_path, embedded.url, RUNLOG_METRICS=str(metrics_port)) as (base, _, _):
-        assert httpx.get(f"{base}/metrics").status_code == 404
-        assert httpx.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
-        with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}") as metrics:
+        assert local.get(f"{base}/metrics").status_code == 404
+        assert local.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
+        with local.Client(base_url=f"http://127.0.0.1:{metrics_port}") as metrics:
             samples = scrape(metrics)
         assert value(samples, "runlog_requests_total", operation="__typename", outcome="ok") == 1
 
@@ -233,7 +234,7 @@ def test_metrics_under_two_workers_add_up_the_counts_of_both(mariadb: Backend, t
     with serving(tmp_path, mariadb.url, "--workers", "2", start_within=120, **env) as (base, server, logged):
 
         def one_write(i: int) -> bool:
-            with httpx.Client(base_url=base) as client:  # a connection each: the kernel spreads them
+            with local.Client(base_url=base) as client:  # a connection each: the kernel spreads them
                 answer: bool = write(client, "note", {"text": f"line {i}"})
                 return answer
 
@@ -245,7 +246,7 @@ def test_metrics_under_two_workers_add_up_the_counts_of_both(mariadb: Backend, t
             assert sent < 24 * 20, "every connection went to one worker"
         assert not (folder / "counter_1.db").exists()
         for _ in range(6):  # whichever worker answers the scrape, it shows both workers' counts
-            with httpx.Client(base_url=base) as client:
+            with local.Client(base_url=base) as client:
                 samples = scrape(client)
             assert value(samples, "runlog_writes_total", outcome="stored", reason="stored") == sent
             assert value(samples, "runlog_requests_total", operation="writeRunLog", outcome="ok") == sent
@@ -261,7 +262,7 @@ def test_metrics_under_two_workers_add_up_the_counts_of_both(mariadb: Backend, t
             assert time.monotonic() < deadline, "the dead worker's gauges are still counted"
             time.sleep(0.2)
         wait_until_healthy(base, server)
-        with httpx.Client(base_url=base) as client:
+        with local.Client(base_url=base) as client:
             assert value(scrape(client), "runlog_writes_total", outcome="stored", reason="stored") == sent
     # Every worker logs as configured: JSON, on every line.
     records = [json.loads(line) for line in logged.read_text().splitlines() if line.strip()]
@@ -275,7 +276,7 @@ def test_json_logs_are_one_object_per_line_and_follow_a_callers_request_id(
     embedded: Backend, tmp_path: Path
 ) -> None:
     with serving(tmp_path, embedded.url, RUNLOG_LOG_FORMAT="json") as (base, server, logged):
-        with httpx.Client(base_url=base) as client:
+        with local.Client(base_url=base) as client:
             headers = {"X-Request-Id": "frontend-req-17", "traceparent": TRACEPARENT}
             refused = {"text": "x", "unexpected": "a\nforged line"}
             assert write(client, "note", refused, **headers) is False
@@ -303,7 +304,7 @@ def test_json_logs_are_one_object_per_line_and_follow_a_callers_request_id(
 
 def test_text_logs_name_the_request_on_its_access_line(embedded: Backend, tmp_path: Path) -> None:
     with serving(tmp_path, embedded.url) as (base, server, logged):
-        httpx.post(
+        local.post(
             f"{base}/graphql", json={"query": "{ __typename }"}, headers={"X-Request-Id": "text-req-3"}
         )
         server.send_signal(signal.SIGTERM)
@@ -551,7 +552,7 @@ def test_compose_runs_init_db_then_serve_on_mariadb_as_its_commands_say(tmp_path
         server = start(tmp_path, here)
         try:
             wait_for_health(server)
-            answer = httpx.post(
+            answer = local.post(
                 f"{server.base}/graphql", json={"query": "{ runLog(runId: 1) { nodes { id } } }"}
             )
         finally:
@@ -575,7 +576,7 @@ def test_a_forwarded_client_address_is_believed_only_from_a_trusted_proxy(
     embedded: Backend, tmp_path: Path, trusted: str, client: str
 ) -> None:
     with serving(tmp_path, embedded.url, RUNLOG_FORWARDED_ALLOW_IPS=trusted) as (base, server, logged):
-        httpx.get(f"{base}/livez", headers={"X-Forwarded-For": "203.0.113.7", "X-Request-Id": "fwd-1"})
+        local.get(f"{base}/livez", headers={"X-Forwarded-For": "203.0.113.7", "X-Request-Id": "fwd-1"})
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)
     (line,) = [line for line in logged.read_text().splitlines() if "fwd-1" in line]

@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pymysql
 import pytest
 import sqlalchemy as sa
@@ -34,6 +33,7 @@ from starlette.testclient import TestClient
 from gql.edge.app import create_app
 from gql.settings import Settings, SettingsError
 
+from . import local
 from .conftest import ADMIN, Api, Backend, free_port, wait_until_healthy
 from .test_write_deadline import locked
 
@@ -309,17 +309,17 @@ def test_past_the_connection_cap_a_new_request_gets_503_at_once(embedded: Backen
             for conn in held:
                 conn.sendall(b"POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n")
             deadline = time.monotonic() + 20
-            while (late := httpx.get(f"{base}/healthz", timeout=10)).status_code == 200:
+            while (late := local.get(f"{base}/healthz", timeout=10)).status_code == 200:
                 assert time.monotonic() < deadline, "the three requests in flight never held the cap"
                 time.sleep(0.05)
             assert late.status_code == 503 and "RUNLOG_MAX_CONNECTIONS" in late.text, late.text
-            assert httpx.get(f"{base}/livez").status_code == 200  # a liveness probe, whatever the count
+            assert local.get(f"{base}/livez").status_code == 200  # a liveness probe, whatever the count
         finally:
             for conn in held:
                 conn.close()
         # The cap counts what is in flight now: once those go, requests are answered again.
         deadline = time.monotonic() + 20
-        while httpx.get(f"{base}/healthz").status_code != 200:
+        while local.get(f"{base}/healthz").status_code != 200:
             assert time.monotonic() < deadline, "still refused once the held connections closed"
             time.sleep(0.1)
 
@@ -336,14 +336,14 @@ def test_sigterm_lets_a_request_in_flight_finish(tables: Backend, tmp_path: Path
     ):
         with locked(tables, seconds=2.0), ThreadPoolExecutor(1) as pool:
             answer = pool.submit(
-                httpx.post,
+                local.post,
                 f"{base}/graphql",
                 json={"query": 'mutation { writeRunLog(runId: 9, kind: "note", detail: {text: "late"}) }'},
                 timeout=30,
             )
             # Until the write is at the locked table: its INSERT holds a pooled connection.
             deadline = time.monotonic() + 30
-            while "runlog_pool_connections_in_use 1.0" not in httpx.get(f"{base}/metrics").text.splitlines():
+            while "runlog_pool_connections_in_use 1.0" not in local.get(f"{base}/metrics").text.splitlines():
                 assert not answer.done(), answer.result()
                 assert time.monotonic() < deadline, "the write never reached the locked table"
                 time.sleep(0.02)
@@ -464,14 +464,14 @@ def test_the_contents_of_reads_and_stored_writes_are_never_logged(tables: Backen
     events system's data, and the log is an operator's."""
     marker = "stored-and-read-7f3a"
     with serving(tmp_path, tables.url, RUNLOG_LOG_LEVEL="DEBUG") as (base, server):
-        written = httpx.post(
+        written = local.post(
             f"{base}/graphql",
             json={
                 "query": f'mutation {{ writeRunLog(runId: 3, kind: "note", detail: {{text: "{marker}"}}) }}'
             },
         )
         assert written.json() == {"data": {"writeRunLog": True}}
-        read = httpx.post(
+        read = local.post(
             f"{base}/graphql",
             json={"query": "{ runLog(runId: 3) { nodes { detail { ... on NoteDetail { text } } } } }"},
         )
@@ -641,7 +641,7 @@ def test_uvicorns_access_log_has_the_client_method_path_and_status(embedded: Bac
     """README, What is logged: "uvicorn's access log: client address, method, path
     and status"."""
     with serving(tmp_path, embedded.url) as (base, server):
-        assert httpx.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
+        assert local.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)
     logged = (tmp_path / "serve.log").read_text()

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from . import local
 from .nginx import Proxy, proxying
 from .serving import Server, start, stop, wait_until_healthy
 from .test_slow_clients import BOUND, QUERY, connect, until_closed
@@ -78,7 +78,7 @@ def test_a_head_trickled_in_is_cut_off_while_others_are_answered(proxied: tuple[
     slow = threading.Thread(target=trickle)
     slow.start()
     assert sent.wait(BOUND)
-    answered = httpx.post(
+    answered = local.post(
         f"{proxy.base}/graphql", content=QUERY, headers={"content-type": "application/json"}
     )
     assert answered.json() == {"data": {"__typename": "Query"}}
@@ -98,7 +98,7 @@ def test_a_head_too_large_is_refused_and_a_big_body_is_not(proxied: tuple[Server
     assert status.startswith(b"HTTP/1.1 400 "), status
     # A body is not head, however big.
     body = json.dumps({"query": "{ __typename }", "variables": {"pad": "b" * 60_000}})
-    answered = httpx.post(f"{proxy.base}/graphql", content=body, headers={"content-type": "application/json"})
+    answered = local.post(f"{proxy.base}/graphql", content=body, headers={"content-type": "application/json"})
     assert answered.json() == {"data": {"__typename": "Query"}}
 
 
@@ -124,7 +124,7 @@ def test_host_is_read_as_http_1_1_has_it(proxied: tuple[Server, Proxy]) -> None:
 
 def test_the_client_address_is_the_proxys_forwarded_one(proxied: tuple[Server, Proxy]) -> None:
     server, proxy = proxied
-    httpx.get(f"{proxy.base}/livez", headers={"x-request-id": "through-nginx-1"})
+    local.get(f"{proxy.base}/livez", headers={"x-request-id": "through-nginx-1"})
     (line,) = [line for line in server.output().splitlines() if "through-nginx-1" in line]
     # uvicorn took X-Forwarded-For from nginx (RUNLOG_FORWARDED_ALLOW_IPS): an address with no port.
     assert '127.0.0.1:0 - "GET /livez HTTP/1.1" 200' in line, line
@@ -147,7 +147,7 @@ def test_a_subscription_a_long_poll_and_an_export_pass_through(proxied: tuple[Se
 
     def wait() -> None:
         answer.update(
-            httpx.post(
+            local.post(
                 f"{proxy.base}/graphql", json={"query": poll, "variables": {"b": cursor}}, timeout=PATIENCE
             ).json()
         )
@@ -158,7 +158,7 @@ def test_a_subscription_a_long_poll_and_an_export_pass_through(proxied: tuple[Se
     write(proxy.base, RUN, "polled")
     waiting.join(PATIENCE)
     assert answer == {"data": {"runLog": {"nodes": [{"detail": {"text": "polled"}}]}}}, answer
-    with httpx.stream("GET", f"{proxy.base}/runs/{RUN}/log.ndjson", timeout=PATIENCE) as exported:
+    with local.stream("GET", f"{proxy.base}/runs/{RUN}/log.ndjson", timeout=PATIENCE) as exported:
         lines = [json.loads(line) for line in exported.iter_lines() if line]
     assert [line["detail"]["text"] for line in lines] == ["first", "live", "polled"], lines
 

@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from gql.domain.details import EXAMPLES
 
+from . import local
 from .conftest import free_port, wait_until_healthy
 from .test_graphiql_browser import CHROMIUM, NODE, REQUIRE_BROWSER, ROOT, _missing
 
@@ -98,7 +98,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
         wait_until_healthy(url, server)
         for kind, example in EXAMPLES.items():
             variables = {"runId": KINDS_RUN, "kind": kind.value, "detail": example}
-            answer = httpx.post(
+            answer = local.post(
                 f"{url}/graphql",
                 json={"query": WRITE, "variables": variables},
                 headers={"Authorization": f"Bearer {ADMIN}"},

@@ -15,11 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from gql.edge import server
 
+from . import local
 from .conftest import Backend, free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +39,7 @@ def test_two_workers_answer_keep_alive_requests(mariadb: Backend) -> None:
     )
     try:
         wait_until_healthy(url, server)
-        with httpx.Client(base_url=url) as client:  # one keep-alive connection
+        with local.Client(base_url=url) as client:  # one keep-alive connection
             for _ in range(20):
                 body = client.post("/graphql", json={"query": "{ runLog(runId: 1) { nodes { id } } }"}).json()
                 assert body == {"data": {"runLog": {"nodes": []}}}

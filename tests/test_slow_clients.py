@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from gql.settings import Settings, SettingsError
 
+from . import local
 from .conftest import free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,7 +144,7 @@ def test_slow_and_idle_clients_are_closed_while_others_are_answered(server: int)
         thread.start()
     for name, event in sent.items():  # the slow clients are connected and sending
         assert event.wait(BOUND), f"{name}: never connected"
-    answered = httpx.post(
+    answered = local.post(
         f"http://127.0.0.1:{server}/graphql", content=QUERY, headers={"content-type": "application/json"}
     )
     assert answered.json() == {"data": {"__typename": "Query"}}
@@ -161,7 +161,7 @@ def test_slow_and_idle_clients_are_closed_while_others_are_answered(server: int)
     ]
     assert b"RUNLOG_BODY_TIMEOUT" in body_too_slow and b"x-request-id" in body_too_slow.lower()
     # The server is still there for everyone else.
-    again = httpx.post(
+    again = local.post(
         f"http://127.0.0.1:{server}/graphql", content=QUERY, headers={"content-type": "application/json"}
     )
     assert again.status_code == 200
@@ -256,5 +256,5 @@ def test_exports_whose_clients_read_nothing_hold_a_bounded_memory_and_are_droppe
             conn.close()
         assert most - before < SLOW_EXPORTS_BOUND_KB, f"grew by {(most - before) // 1024} MB"
         # A client that reads takes the whole run.
-        answer = httpx.get(f"http://127.0.0.1:{port}/runs/1/log.ndjson", timeout=120)
+        answer = local.get(f"http://127.0.0.1:{port}/runs/1/log.ndjson", timeout=120)
         assert answer.status_code == 200 and answer.content.count(b"\n") == lines

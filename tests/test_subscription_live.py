@@ -19,11 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from . import local
 from .conftest import Backend
 from .serving import serving
 
@@ -69,7 +69,7 @@ def next_line(ws: ClientConnection) -> dict[str, Any]:
 
 
 def write(base: str, run_id: int, text: str) -> None:
-    body = httpx.post(
+    body = local.post(
         f"{base}/graphql",
         json={
             "query": "mutation W($r: ID!, $t: String!) {"
@@ -82,7 +82,7 @@ def write(base: str, run_id: int, text: str) -> None:
 
 
 def newest_cursor(base: str, run_id: int) -> str:
-    page = httpx.post(
+    page = local.post(
         f"{base}/graphql",
         json={
             "query": "query P($r: ID!) { runLog(runId: $r, limit: 1) { nodes { cursor } } }",

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
+from . import local
 from .conftest import Backend
 from .serving import Server, start, stop, wait_until_healthy
 from .test_subscription_live import PATIENCE, next_line, open_tail
@@ -67,7 +67,7 @@ def wait_for(what: str, check: Any, within: float = PATIENCE) -> None:
 
 
 def metric(server: Server, name: str) -> float:
-    for line in httpx.get(f"{server.base}/metrics", timeout=PATIENCE).text.splitlines():
+    for line in local.get(f"{server.base}/metrics", timeout=PATIENCE).text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[1])
     return 0.0
@@ -99,7 +99,7 @@ def add_lines(backend: Backend, count: int, size: int) -> None:
 
 def cursor_of_first(server: Server) -> str:
     """The cursor of the note "first" (the run's oldest line: pages are newest first)."""
-    page = httpx.post(
+    page = local.post(
         f"{server.base}/graphql",
         json={"query": "{ runLog(runId: 11, limit: 2000) { nodes { cursor } } }"},
         timeout=PATIENCE,
@@ -224,7 +224,7 @@ def poll_request(cursor: str) -> bytes:
 
 
 def start_cursor(server: Server) -> str:
-    answer = httpx.post(
+    answer = local.post(
         f"{server.base}/graphql",
         json={"query": "{ runLog(runId: 11, limit: 1) { pageInfo { startCursor } } }"},
         timeout=PATIENCE,
@@ -262,9 +262,9 @@ def test_polls_holding_every_connection_leave_the_health_checks_answered(
                 poll.sendall(poll_request(cursor))
             wait_for("five polls waiting", lambda: metric(server, "runlog_long_polls_waiting") == 5)
             for path in ("/livez", "/readyz", "/metrics"):
-                assert httpx.get(f"{server.base}{path}", timeout=PATIENCE).status_code == 200, path
+                assert local.get(f"{server.base}{path}", timeout=PATIENCE).status_code == 200, path
             # Other requests are held to the cap, as before.
-            assert httpx.post(f"{server.base}/graphql", json={"query": "{ __typename }"}).status_code == 503
+            assert local.post(f"{server.base}/graphql", json={"query": "{ __typename }"}).status_code == 503
         finally:
             for poll in polls:
                 poll.close()
