@@ -1,7 +1,8 @@
 """Every behaviour test runs once per backend: the embedded SQLite and a real MariaDB.
 
-What the database does not change (a server's edge: its logs, headers, origins and
-connection limits) runs on SQLite alone, with the `embedded` fixture.
+What the database does not change runs on SQLite alone: a server's edge (its logs,
+headers, origins and connection limits) with the `embedded` fixture, and a request's
+limits and the caches (tests/test_bounded.py) marked `sqlite_alone`.
 
 MariaDB is found at RUNLOG_TEST_MARIADB_URL (default root@127.0.0.1:3306); the
 suite creates a database of its own there and drops it at the end. With
@@ -316,6 +317,11 @@ def _created_tables(url: sa.URL) -> dict[str, str]:
 def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     """Each backend in turn: the test runs once on SQLite and once on MariaDB."""
     yield from _open_backend(request.param, request, tmp_path)
+
+
+# For a test that takes `backend` (or `tables`, `api`) where the database plays no part:
+# it runs once, on SQLite, rather than once per backend.
+sqlite_alone = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from gql.edge.graphiql import with_fragments
 from gql.kinds import Kind
 from gql.settings import Settings, SettingsError
 
-from .conftest import Api, Backend
+from .conftest import Api, Backend, sqlite_alone
 
 OPERATIONS = Path(__file__).resolve().parent.parent / "gql" / "operations"
 JSON = {"Content-Type": "application/json"}
@@ -82,6 +82,7 @@ def hostile_texts() -> dict[str, str]:
     }
 
 
+@sqlite_alone
 @pytest.mark.parametrize("what", list(hostile_texts()))
 def test_a_huge_query_text_is_refused_before_it_is_parsed(api: Api, parses: list[int], what: str) -> None:
     query = hostile_texts()[what]
@@ -96,6 +97,7 @@ def test_a_huge_query_text_is_refused_before_it_is_parsed(api: Api, parses: list
     assert parses == [], "refused before graphql-core parsed it"
 
 
+@sqlite_alone
 def test_the_query_limit_counts_utf8_bytes_and_is_a_setting(make_api: Callable[..., Api]) -> None:
     api = make_api(max_query_bytes=1000)
     fits = "{ __typename } #" + "é" * 492  # 1000 bytes in 508 characters
@@ -137,6 +139,7 @@ def test_the_shipped_operations_and_a_64_kib_detail_fit(api: Api) -> None:
     assert post(api, {"query": inline}) == {"data": {"writeRunLog": True}}
 
 
+@sqlite_alone
 def test_a_huge_list_variable_is_refused_before_it_is_coerced(tables: Backend, coercions: list[int]) -> None:
     with TestClient(create_app(tables.settings())) as client:
         api = Api(client)
@@ -184,6 +187,7 @@ def held_bytes(*roots: Any) -> int:
     return total
 
 
+@sqlite_alone
 def test_distinct_texts_padded_with_tokens_do_not_grow_the_document_caches_past_their_bound(api: Api) -> None:
     caches = api.document_cache()
     # Each text is 1,900 tokens in under 4 KiB: about 1 MB once parsed. The
@@ -199,6 +203,7 @@ def test_distinct_texts_padded_with_tokens_do_not_grow_the_document_caches_past_
     assert text in caches.texts
 
 
+@sqlite_alone
 def test_distinct_runlog_selections_padded_with_comments_do_not_grow_the_plans_past_their_bound(
     api: Api,
 ) -> None:
