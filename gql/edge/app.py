@@ -35,6 +35,7 @@ from ..domain.retention import Sweeper
 from ..domain.tail import Watcher
 from ..request_id import RequestId, error_body
 from ..settings import Settings
+from ..store.connections import kills_sent
 from ..store.db import create_engine, init_db
 from ..store.replica import Replica
 from . import export, graphiql, health, run_page, server
@@ -122,6 +123,7 @@ def create_app(settings: Settings | None = None, *, tracer_provider: Any = None)
                 await replica.stop()
             if sweeper is not None:
                 await sweeper.stop()
+            await kills_sent()  # of the reads all these ended
             await engine.dispose()
             await write_engine.dispose()
 

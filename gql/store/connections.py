@@ -168,6 +168,18 @@ def kill_statement(engine: AsyncEngine, thread_id: int) -> None:
     task.add_done_callback(_killing.discard)
 
 
+async def kills_sent() -> None:
+    """Wait for the KILLs this event loop is still sending (each ends within KILL_TIMEOUT).
+
+    For a service's end, before its engines close: a KILL cut off there leaves its statement running
+    at the server, and its connection to the collector.
+    """
+    loop = asyncio.get_running_loop()
+    # Tasks of other loops too, in a process that runs more than one (the tests' apps).
+    if sending := [task for task in _killing if task.get_loop() is loop]:
+        await asyncio.wait(sending)
+
+
 async def _kill(engine: AsyncEngine, thread_id: int) -> None:
     # Its own connection, not the pool's: the pool may be full of the readers being cancelled.
     killer = create_async_engine(
