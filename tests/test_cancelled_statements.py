@@ -62,6 +62,17 @@ async def _next_checkouts_are_fresh(engine: AsyncEngine, cancelled: Any, seen: l
         assert seen[-1] is not cancelled
 
 
+async def _cut_off(engine: AsyncEngine, read: Awaitable[Any], *, after: str, seconds: float) -> None:
+    """Await `read`, cut off by a deadline `seconds` after `engine`'s next `after` event."""
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(None) as deadline:
+            loop = asyncio.get_running_loop()
+            event.listen(
+                engine.sync_engine, after, lambda *_: deadline.reschedule(loop.time() + seconds), once=True
+            )
+            await read
+
+
 @pytest.mark.parametrize("run", [_read, _in_transaction], ids=["read", "transaction"])
 def test_a_statement_cancelled_at_its_deadline_leaves_its_connection_to_no_one(
     tables: Backend, run: Callable[[AsyncEngine, str], Awaitable[None]]
@@ -71,17 +82,8 @@ def test_a_statement_cancelled_at_its_deadline_leaves_its_connection_to_no_one(
         seen = _checked_out(engine)
         try:
             generation = pool_generation(engine)
-            with pytest.raises(TimeoutError):
-                # The deadline runs from the checkout: connecting first may take longer on a loaded machine.
-                async with asyncio.timeout(None) as deadline:
-                    loop = asyncio.get_running_loop()
-                    event.listen(
-                        engine.sync_engine,
-                        "checkout",
-                        lambda *_: deadline.reschedule(loop.time() + 0.05),
-                        once=True,
-                    )
-                    await run(engine, SLOW[tables.name])
+            # The deadline runs from the checkout: connecting first may take longer on a loaded machine.
+            await _cut_off(engine, run(engine, SLOW[tables.name]), after="checkout", seconds=0.05)
             cancelled = seen[-1]
             if tables.name == "sqlite" and run is _read:
                 # Interrupted in the database (store.connections): the connection is fit for the next.
@@ -143,16 +145,7 @@ def test_a_read_cancelled_mid_statement_is_killed_at_the_server(mariadb: Backend
     async def main() -> None:
         engine = create_engine(mariadb.settings(pool_size=1))
         try:
-            with pytest.raises(TimeoutError):
-                async with asyncio.timeout(None) as deadline:
-                    loop = asyncio.get_running_loop()
-                    event.listen(
-                        engine.sync_engine,
-                        "before_cursor_execute",
-                        lambda *_: deadline.reschedule(loop.time() + 0.2),
-                        once=True,
-                    )
-                    await read_rows(engine, text(BUSY))
+            await _cut_off(engine, read_rows(engine, text(BUSY)), after="before_cursor_execute", seconds=0.2)
             await asyncio.gather(*connections._killing)  # the KILLs sent, each once answered
             assert mariadb.scalar(STILL_RUNNING) == 0
         finally:
@@ -173,16 +166,7 @@ def test_a_read_cancelled_as_the_service_stops_is_killed_before_it_has_stopped(m
     async def main() -> None:
         async with app.router.lifespan_context(app) as state:
             engine = state["engine"]
-            with pytest.raises(TimeoutError):
-                async with asyncio.timeout(None) as deadline:
-                    loop = asyncio.get_running_loop()
-                    event.listen(
-                        engine.sync_engine,
-                        "before_cursor_execute",
-                        lambda *_: deadline.reschedule(loop.time() + 0.2),
-                        once=True,
-                    )
-                    await read_rows(engine, text(BUSY))
+            await _cut_off(engine, read_rows(engine, text(BUSY)), after="before_cursor_execute", seconds=0.2)
             # The service stops now, with the read's KILL on its way.
 
     try:
