@@ -175,7 +175,7 @@ async def kills_sent() -> None:
     at the server, and its connection to the collector.
     """
     loop = asyncio.get_running_loop()
-    # Tasks of other loops too, in a process that runs more than one (the tests' apps).
+    # _killing holds other loops' tasks too where one process runs several (the tests' apps).
     if sending := [task for task in _killing if task.get_loop() is loop]:
         await asyncio.wait(sending)
 
