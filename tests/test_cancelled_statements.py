@@ -146,7 +146,7 @@ def test_a_read_cancelled_mid_statement_is_killed_at_the_server(mariadb: Backend
         engine = create_engine(mariadb.settings(pool_size=1))
         try:
             await _cut_off(engine, read_rows(engine, text(BUSY)), after="before_cursor_execute", seconds=0.2)
-            await asyncio.gather(*connections._killing)  # the KILLs sent, each once answered
+            await connections.kills_sent()  # each once answered
             assert mariadb.scalar(STILL_RUNNING) == 0
         finally:
             await engine.dispose()
