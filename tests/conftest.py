@@ -1,8 +1,8 @@
 """Every behaviour test runs once per backend: the embedded SQLite and a real MariaDB.
 
-What the database does not change runs on SQLite alone: a server's edge (its logs,
-headers, origins and connection limits) with the `embedded` fixture, and a request's
-limits and the caches (tests/test_bounded.py) marked `sqlite_alone`.
+What the database does not change runs on SQLite alone, marked `sqlite_alone`: a
+server's edge (its logs, headers, origins and connection limits), a request's limits
+and the caches (tests/test_bounded.py).
 
 MariaDB is found at RUNLOG_TEST_MARIADB_URL (default root@127.0.0.1:3306); the
 suite creates a database of its own there and drops it at the end. With
@@ -328,14 +328,6 @@ sqlite_alone = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def mariadb(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     """MariaDB alone, for what only MariaDB has (EXPLAIN, GET_LOCK)."""
     yield from _open_backend("mariadb", request, tmp_path)
-
-
-@pytest.fixture
-def embedded(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
-    """SQLite alone with empty tables, for what the database does not change (a server's edge)."""
-    for backend in _open_backend("sqlite", request, tmp_path):
-        backend.create_tables()
-        yield backend
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from gql.request_id import trace_id
 from gql.settings import Settings, SettingsError
 
 from . import local
-from .conftest import Api, Backend, free_port, wait_until_healthy
+from .conftest import Api, Backend, free_port, sqlite_alone, wait_until_healthy
 from .serving import start, stop
 from .serving import wait_until_healthy as wait_for_health
 
@@ -200,9 +200,10 @@ def test_metrics_can_be_turned_off(make_api: Callable[..., Api]) -> None:
         Settings.from_env({"RUNLOG_METRICS": "/metrics"})
 
 
-def test_metrics_on_a_port_of_their_own_are_not_on_the_apis(embedded: Backend, tmp_path: Path) -> None:
+@sqlite_alone
+def test_metrics_on_a_port_of_their_own_are_not_on_the_apis(tables: Backend, tmp_path: Path) -> None:
     metrics_port = free_port()
-    with serving(tmp_path, embedded.url, RUNLOG_METRICS=str(metrics_port)) as (base, _, _):
+    with serving(tmp_path, tables.url, RUNLOG_METRICS=str(metrics_port)) as (base, _, _):
         assert local.get(f"{base}/metrics").status_code == 404
         assert local.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
         with local.Client(base_url=f"http://127.0.0.1:{metrics_port}") as metrics:
@@ -272,10 +273,11 @@ def test_metrics_under_two_workers_add_up_the_counts_of_both(mariadb: Backend, t
 # ── logs ─────────────────────────────────────────────────────────────────────
 
 
+@sqlite_alone
 def test_json_logs_are_one_object_per_line_and_follow_a_callers_request_id(
-    embedded: Backend, tmp_path: Path
+    tables: Backend, tmp_path: Path
 ) -> None:
-    with serving(tmp_path, embedded.url, RUNLOG_LOG_FORMAT="json") as (base, server, logged):
+    with serving(tmp_path, tables.url, RUNLOG_LOG_FORMAT="json") as (base, server, logged):
         with local.Client(base_url=base) as client:
             headers = {"X-Request-Id": "frontend-req-17", "traceparent": TRACEPARENT}
             refused = {"text": "x", "unexpected": "a\nforged line"}
@@ -302,8 +304,9 @@ def test_json_logs_are_one_object_per_line_and_follow_a_callers_request_id(
     assert any(r["logger"].startswith("uvicorn.error") for r in records)  # uvicorn's own, as JSON too
 
 
-def test_text_logs_name_the_request_on_its_access_line(embedded: Backend, tmp_path: Path) -> None:
-    with serving(tmp_path, embedded.url) as (base, server, logged):
+@sqlite_alone
+def test_text_logs_name_the_request_on_its_access_line(tables: Backend, tmp_path: Path) -> None:
+    with serving(tmp_path, tables.url) as (base, server, logged):
         local.post(
             f"{base}/graphql", json={"query": "{ __typename }"}, headers={"X-Request-Id": "text-req-3"}
         )
@@ -404,10 +407,11 @@ def test_a_websocket_from_a_page_of_another_origin_is_refused_before_it_is_accep
     assert _open_websocket(unset, "http://testserver") is None
 
 
+@sqlite_alone
 def test_a_real_server_refuses_another_origins_websocket_with_a_403_that_carries_an_id(
-    embedded: Backend, tmp_path: Path
+    tables: Backend, tmp_path: Path
 ) -> None:
-    with serving(tmp_path, embedded.url, RUNLOG_CORS_ORIGINS=ADMIN_FRONTEND) as (base, _, _):
+    with serving(tmp_path, tables.url, RUNLOG_CORS_ORIGINS=ADMIN_FRONTEND) as (base, _, _):
         port = int(base.rsplit(":", 1)[1])
         for origin, answer in (("https://elsewhere.example", b"403"), (ADMIN_FRONTEND, b"101")):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
@@ -503,15 +507,16 @@ def _dockerfile() -> list[str]:
     return [line.strip() for line in (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()]
 
 
+@sqlite_alone
 def test_the_images_healthcheck_asks_liveness_and_passes_on_a_running_server(
-    embedded: Backend, tmp_path: Path
+    tables: Backend, tmp_path: Path
 ) -> None:
     lines = _dockerfile()
     (check,) = [line for line in lines if line.startswith("CMD [") and "urlopen" in line]
     command = json.loads(check[len("CMD ") :])
     assert "/livez" in command[-1]
     port = free_port()
-    with serving(tmp_path, embedded.url, port=port):
+    with serving(tmp_path, tables.url, port=port):
         done = subprocess.run(
             [sys.executable, *command[1:-1], command[-1].replace(":8000/", f":{port}/")],
             capture_output=True,
@@ -571,11 +576,12 @@ def test_the_image_installs_what_the_lock_file_pins_with_hashes_checked() -> Non
     assert "pip install --no-deps ." in text  # the service itself, resolving nothing again
 
 
+@sqlite_alone
 @pytest.mark.parametrize(("trusted", "client"), [("127.0.0.1", "203.0.113.7"), ("10.9.9.9", "127.0.0.1")])
 def test_a_forwarded_client_address_is_believed_only_from_a_trusted_proxy(
-    embedded: Backend, tmp_path: Path, trusted: str, client: str
+    tables: Backend, tmp_path: Path, trusted: str, client: str
 ) -> None:
-    with serving(tmp_path, embedded.url, RUNLOG_FORWARDED_ALLOW_IPS=trusted) as (base, server, logged):
+    with serving(tmp_path, tables.url, RUNLOG_FORWARDED_ALLOW_IPS=trusted) as (base, server, logged):
         local.get(f"{base}/livez", headers={"X-Forwarded-For": "203.0.113.7", "X-Request-Id": "fwd-1"})
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)

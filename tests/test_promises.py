@@ -34,7 +34,7 @@ from gql.edge.app import create_app
 from gql.settings import Settings, SettingsError
 
 from . import local
-from .conftest import ADMIN, Api, Backend, free_port, wait_until_healthy
+from .conftest import ADMIN, Api, Backend, free_port, sqlite_alone, wait_until_healthy
 from .test_write_deadline import locked
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,9 +299,10 @@ def serving(tmp_path: Path, url: str, **env: str) -> Iterator[tuple[str, subproc
             server.wait()
 
 
-def test_past_the_connection_cap_a_new_request_gets_503_at_once(embedded: Backend, tmp_path: Path) -> None:
+@sqlite_alone
+def test_past_the_connection_cap_a_new_request_gets_503_at_once(tables: Backend, tmp_path: Path) -> None:
     """README, Limits: "past `RUNLOG_MAX_CONNECTIONS` (1000) new requests get 503 at once"."""
-    with serving(tmp_path, embedded.url, RUNLOG_MAX_CONNECTIONS="3") as (base, _):
+    with serving(tmp_path, tables.url, RUNLOG_MAX_CONNECTIONS="3") as (base, _):
         port = int(base.rsplit(":", 1)[1])
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
         try:
@@ -637,10 +638,11 @@ def test_the_image_runs_as_a_non_root_user_on_0_0_0_0_8000_with_sqlite_on_data_a
     assert json.loads(command[4:]) == served
 
 
-def test_uvicorns_access_log_has_the_client_method_path_and_status(embedded: Backend, tmp_path: Path) -> None:
+@sqlite_alone
+def test_uvicorns_access_log_has_the_client_method_path_and_status(tables: Backend, tmp_path: Path) -> None:
     """README, What is logged: "uvicorn's access log: client address, method, path
     and status"."""
-    with serving(tmp_path, embedded.url) as (base, server):
+    with serving(tmp_path, tables.url) as (base, server):
         assert local.post(f"{base}/graphql", json={"query": "{ __typename }"}).status_code == 200
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=20)

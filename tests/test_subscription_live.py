@@ -24,7 +24,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from . import local
-from .conftest import Backend
+from .conftest import Backend, sqlite_alone
 from .serving import serving
 
 TAIL = (
@@ -139,11 +139,10 @@ def test_a_reconnect_with_the_last_cursor_misses_nothing_and_repeats_nothing_whi
     assert seen == [f"line {n}" for n in range(count)]
 
 
-def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(
-    embedded: Backend, tmp_path: Path
-) -> None:
+@sqlite_alone
+def test_an_idle_websocket_is_pinged_and_kept_past_the_head_deadline(tables: Backend, tmp_path: Path) -> None:
     env = {"RUNLOG_WS_PING_INTERVAL": "1", "RUNLOG_HEADER_TIMEOUT": "1"}
-    with serving(tmp_path, embedded.url, **env) as (base, _):
+    with serving(tmp_path, tables.url, **env) as (base, _):
         port = int(base.rsplit(":", 1)[1])
         with _initialised(port) as raw:
             started = time.monotonic()

@@ -22,7 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 from . import local
-from .conftest import Backend
+from .conftest import Backend, sqlite_alone
 from .serving import Server, start, stop, wait_until_healthy
 from .test_subscription_live import PATIENCE, next_line, open_tail
 
@@ -187,13 +187,14 @@ def closed_after(url: str, protocol: str, sent: str | bytes, initialise: bool = 
     return closed.value.rcvd.code, closed.value.rcvd.reason
 
 
+@sqlite_alone
 @pytest.mark.parametrize("protocol", ["graphql-transport-ws", "graphql-ws"])
-def test_both_protocols_close_a_connection_alike(embedded: Backend, tmp_path: Path, protocol: str) -> None:
+def test_both_protocols_close_a_connection_alike(tables: Backend, tmp_path: Path, protocol: str) -> None:
     # graphql-ws answered a non-string Authorization with connection_error and
     # 1011, skipped a text that is not JSON (the socket stayed open), failed
     # on `[]` with a stack in the log, and closed on a binary frame with 1002.
     token = "reader-token-0123456789"
-    with served(tmp_path, embedded, RUNLOG_READER_TOKENS=token) as server:
+    with served(tmp_path, tables, RUNLOG_READER_TOKENS=token) as server:
         url = ws_url(server)
         init = {"type": "connection_init", "payload": {"Authorization": ["Bearer", token]}}
         code, reason = closed_after(url, protocol, json.dumps(init), initialise=False)
