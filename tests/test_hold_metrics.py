@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable
@@ -9,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from gql import store
 from gql.edge.app import create_app
 from gql.edge.hold_metrics import HOLDS_PER_RUN
 from gql.settings import Settings, SettingsError
+from gql.store.db import create_engine
 
-from .conftest import Api, Backend
+from .conftest import Api, Backend, sent_statements, sqlite_alone
 
 READER, WRITER, ADMIN = "reader-token-0123456789", "writer-token-0123456789", "admin-token-01234567890"
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,3 +170,73 @@ def test_holds_that_cannot_be_read_again_stay_shown_with_when_they_were_read(
     # An alert on it does not resolve because the database did not answer; its age is told.
     assert _values(after, "runlog_hold_since_seconds") == _values(before, "runlog_hold_since_seconds")
     assert _values(after, "runlog_holds_read_at_seconds") == read_at
+
+
+def _cleanup(api: Api, run_id: int, group: str, *, failed: bool) -> None:
+    if failed:
+        detail = {"group": group, "resourceIds": ["7"], "error": "it is in a backpack", "leftAs": "untouched"}
+        assert api.write(str(run_id), "cleanup.failed", {**detail, "attempt": 1})
+    else:
+        assert api.write(str(run_id), "cleanup.reverted", {"group": group, "resourceIds": ["7"]})
+
+
+def _held(text: str) -> set[tuple[int, str]]:
+    """Each (run, subject) shown held."""
+    since = "".join(_values(text, "runlog_hold_since_seconds"))
+    return {(int(run), subject) for run, subject in re.findall(r'run_id="(\d+)",.*?subject="([^"]*)"', since)}
+
+
+def test_a_finished_run_is_shown_while_a_failed_cleanup_holds_it(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    api = make_api(public_url="https://runlog.example.test")
+    for run_id in (1, 2):
+        tables.add_run(run_id, "cancelled", "2026-06-01 18:00:00", "2026-06-01 18:00:00")
+    _cleanup(api, 1, "moongate", failed=True)
+    _cleanup(api, 1, "chests", failed=True)
+    _cleanup(api, 2, "spawns", failed=True)
+    _cleanup(api, 2, "spawns", failed=False)
+    text = _until(api, lambda text: len(_held(text)) == 2)
+    assert _held(text) == {(1, "group:moongate"), (1, "group:chests")}
+    [moongate] = [labels for labels in _values(text, "runlog_hold_info") if "moongate" in labels]
+    assert 'reason="CLEANUP_FAILED"' in moongate
+    assert 'sentence="Cleanup group moongate did not come back: it is in a backpack."' in moongate
+    assert 'url="https://runlog.example.test/runs/1"' in moongate
+
+    _cleanup(api, 1, "chests", failed=False)
+    _until(api, lambda text: _held(text) == {(1, "group:moongate")})
+    # Run 2 was read and found held by nothing; a cleanup of it failing again is read again.
+    _cleanup(api, 2, "spawns", failed=True)
+    _until(api, lambda text: _held(text) == {(1, "group:moongate"), (2, "group:spawns")})
+    _cleanup(api, 1, "moongate", failed=False)
+    _cleanup(api, 2, "spawns", failed=False)
+    text = _until(api, lambda text: not _held(text))
+    assert _values(text, "runlog_hold_runs_left_out") == {"": 0.0}
+
+
+def test_finished_runs_whose_cleanups_came_back_leave_room_for_the_held_ones(
+    make_api: Callable[..., Api], tables: Backend
+) -> None:
+    api = make_api(hold_alert_runs=2)
+    for run_id in range(1, 7):
+        tables.add_run(run_id, "failed", "2026-06-01 18:00:00", "2026-06-01 18:00:00")
+        _cleanup(api, run_id, "spawns", failed=True)
+    for run_id in range(4, 7):  # the newest three came back; two finished runs are read at a time
+        _cleanup(api, run_id, "spawns", failed=False)
+    text = _until(api, lambda text: _held(text) == {(3, "group:spawns"), (2, "group:spawns")})
+    assert _values(text, "runlog_hold_runs_left_out") == {"": 1.0}  # run 1, held, not read
+
+
+@sqlite_alone
+def test_finished_runs_held_by_a_failed_cleanup_are_found_without_a_walk_through_the_log(
+    tables: Backend,
+) -> None:
+    # The other runs that ever ended, and the lines of long runs, are never read to find them.
+    engine = create_engine(tables.settings())
+    with sent_statements(engine) as sent:
+        asyncio.run(store.finished_with_failed_cleanups(engine, limit=10))
+    asyncio.run(engine.dispose())
+    [sql] = sent
+    plan = " / ".join(row[3] for row in tables.rows(f"EXPLAIN QUERY PLAN {sql.replace('?', '10')}"))
+    assert plan.count("SEARCH event_run_log USING COVERING INDEX ix_event_run_log_kind_run (kind=?)") == 2
+    assert "SCAN event_run_log" not in plan, plan

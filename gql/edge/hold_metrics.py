@@ -1,4 +1,5 @@
-"""The holds of the runs in flight as Prometheus series: what `deploy/prometheus/alerts.yml` alerts on.
+"""The holds of the runs in flight, and of finished runs a failed cleanup holds, as Prometheus series:
+what `deploy/prometheus/alerts.yml` alerts on.
 
 The app checks `thresholds(settings)` as it is made and keeps one `HoldSeries` in its lifespan
 state. A `/metrics` scrape that may read calls `await series.read(engine)`, then hands
@@ -36,6 +37,8 @@ SENTENCE_CHARS = 200
 SUBJECT_CHARS = 100
 # Seconds one read serves the scrapes that follow it: two Prometheus servers scraping together read once.
 FRESH_FOR = 1.0
+# Finished runs with a failed cleanup looked at per read at most (each is a few numbers here).
+FINISHED_MAX = 10_000
 SCRAPE_WAIT = 1.0  # seconds a scrape waits for the holds' read before it shows the last ones
 
 _KEY = ("run_id", "reason", "subject")
@@ -78,7 +81,8 @@ def thresholds(settings: Settings) -> dict[str, float]:
 
 
 class HoldSeries:
-    """The open holds of at most `RUNLOG_HOLD_ALERT_RUNS` runs in flight, read at most once a `FRESH_FOR`.
+    """The open holds of at most `RUNLOG_HOLD_ALERT_RUNS` runs in flight, and of as many finished runs
+    with a failed cleanup, read at most once a `FRESH_FOR`.
 
     One per app's lifespan (its read task runs on the lifespan's event loop; `close` ends it).
     """
@@ -91,6 +95,8 @@ class HoldSeries:
         self.snapshot: Snapshot | None = None
         self._task: asyncio.Task[None] | None = None
         self._fresh_until = -math.inf
+        # Finished runs read and held by nothing, with what their cleanup lines were then.
+        self._clean: dict[int, tuple[int, int]] = {}
 
     async def read(self, engine: AsyncEngine) -> None:
         """Have the holds read again unless a read has just been made, waiting at most SCRAPE_WAIT.
@@ -127,10 +133,21 @@ class HoldSeries:
         found, more = await store.runs_in_flight(engine, limit=self.runs, after=None)
         rows = {row.id: row for row, _ in found}
         runs_left_out = await store.count_in_flight(engine) - len(rows) if more else 0
-        _, states = await read_states(engine, rows)
+        # A finished run is held only by a failed cleanup: those with such a line, but for the ones
+        # found clean before whose cleanup lines have not changed since.
+        ended, all_ended = await store.finished_with_failed_cleanups(engine, limit=FINISHED_MAX)
+        self._clean = {run_id: lines for run_id, lines in self._clean.items() if ended.get(run_id) == lines}
+        unread = [run_id for run_id in ended if run_id not in self._clean and run_id not in rows]
+        runs_left_out += all_ended - len(ended) + max(len(unread) - self.runs, 0)
+        unread = unread[: self.runs]
+        _, states = await read_states(engine, rows, unread=unread)
         shown: dict[tuple[int, str, str], Shown] = {}
         holds_left_out = 0
-        for run_id in rows:
+        for run_id in unread:
+            state = states.get(run_id)
+            if state is None or not state.holds:
+                self._clean[run_id] = ended[run_id]
+        for run_id in [*rows, *unread]:
             state = states.get(run_id)
             held = [] if state is None else state.holds
             holds_left_out += max(len(held) - HOLDS_PER_RUN, 0)

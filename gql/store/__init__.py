@@ -60,6 +60,7 @@ from .runs import (
     count_in_flight,
     find_logged_runs,
     find_runs,
+    finished_with_failed_cleanups,
     runs_in_flight,
     terminal_sql,
 )
@@ -143,6 +144,7 @@ __all__ = [
     "find_logged_runs",
     "find_pruned",
     "find_runs",
+    "finished_with_failed_cleanups",
     "fold",
     "fold_log",
     "forget_keys",

@@ -103,6 +103,9 @@ for _name, _columns, _after in (
     _index(
         f"ix_event_run_log_{_name}_utc", _log.run_id, *_columns, _UTC, _log.id, *_after, dialects=("sqlite",)
     )
+# Finished runs a failed cleanup holds: the runs with a `cleanup.failed` line, an index range of
+# one rare kind, never a probe of every run that ever ended (gql/edge/hold_metrics.py).
+Index("ix_event_run_log_kind_run", _log.kind, _log.run_id)
 
 # Ours: the idempotency keys of keyed writes, written in the transaction of their line
 # (event_run_log's columns are fixed by contract). Kept as SHA-256, so that no collation

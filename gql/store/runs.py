@@ -21,10 +21,11 @@ from sqlalchemy import (
     literal,
     or_,
     select,
+    union_all,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..kinds import TERMINAL_STATUSES
+from ..kinds import TERMINAL_STATUSES, Kind
 from .connections import read_rows
 from .db import event_run_log, event_runs
 from .rows import stored_status, stored_time
@@ -190,3 +191,44 @@ async def count_in_flight(engine: AsyncEngine) -> int:
     )
     rows = await read_rows(engine, statement)
     return int(rows[0][0])
+
+
+# The kinds that open or end a failed cleanup's hold (gql/domain/holds.py's RULES).
+_CLEANUP_FAILED, _CLEANUP_REVERTED = Kind.CLEANUP_FAILED.value, Kind.CLEANUP_REVERTED.value
+
+
+@functools.cache
+def _failed_cleanups_statement() -> Select[Any]:
+    r, log = event_runs, event_run_log
+    # Each kind by itself, so that its lines are a seek of (kind, run_id) on ix_event_run_log_kind_run,
+    # never a walk through a long run's other lines: the failures are an index range of one rare kind,
+    # and the reverts are read only for the runs they are in.
+    failed = select(log.c.run_id, log.c.id).where(log.c.kind == _CLEANUP_FAILED)
+    reverted = select(log.c.run_id, log.c.id).where(
+        log.c.kind == _CLEANUP_REVERTED,
+        log.c.run_id.in_(select(log.c.run_id).where(log.c.kind == _CLEANUP_FAILED)),
+    )
+    lines = union_all(failed, reverted).subquery()
+    newest = func.max(lines.c.id)
+    return (
+        select(lines.c.run_id, func.count(), newest, func.count().over())  # over(): how many runs in all
+        .join(r, r.c.id == lines.c.run_id)
+        .where(terminal_sql(r.c.status))
+        .group_by(lines.c.run_id)
+        .order_by(newest.desc())
+        .limit(bindparam("limit", type_=Integer()))
+    )
+
+
+async def finished_with_failed_cleanups(
+    engine: AsyncEngine, *, limit: int
+) -> tuple[dict[int, tuple[int, int]], int]:
+    """The terminal runs with a `cleanup.failed` line, newest cleanup line first, at most `limit`;
+    and how many there are in all.
+
+    Each comes with how many `cleanup.failed` and `cleanup.reverted` lines it has and the newest one's
+    id: what its failed cleanups' holds rest on, which changes with any such line written or pruned.
+    """
+    rows = await read_rows(engine, _failed_cleanups_statement(), {"limit": limit})
+    found = {run_id: (int(count), int(newest)) for run_id, count, newest, _ in rows}
+    return found, int(rows[0][3]) if rows else 0
