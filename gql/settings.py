@@ -373,8 +373,8 @@ class Settings:
     hold_alert_runs: int = setting(
         200,
         whole(1, 10_000),
-        "runs in flight, newest activity first, whose holds a `/metrics` scrape reads and shows; "
-        "`runlog_hold_runs_left_out` counts the others",
+        "runs in flight, newest activity first, whose holds a `/metrics` scrape reads and shows, "
+        "and as many finished runs with a failed cleanup; `runlog_hold_runs_left_out` counts the others",
     )
     public_url: str | None = setting(
         None,
