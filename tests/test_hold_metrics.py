@@ -238,5 +238,5 @@ def test_finished_runs_held_by_a_failed_cleanup_are_found_without_a_walk_through
     asyncio.run(engine.dispose())
     [sql] = sent
     plan = " / ".join(row[3] for row in tables.rows(f"EXPLAIN QUERY PLAN {sql.replace('?', '10')}"))
-    assert plan.count("SEARCH event_run_log USING COVERING INDEX ix_event_run_log_kind_run (kind=?)") == 2
+    assert plan.count("SEARCH event_run_log USING COVERING INDEX ix_event_run_log_kind_run_utc (kind=?)") == 2
     assert "SCAN event_run_log" not in plan, plan

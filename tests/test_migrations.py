@@ -45,7 +45,7 @@ SERVICE_INDEXES = {
         "ix_event_run_log_run_phase_utc",
         "ix_event_run_log_run_step_utc",
         "ix_event_run_log_run_kind_step_utc",
-        "ix_event_run_log_kind_run",
+        "ix_event_run_log_kind_run_utc",
     },
     "mariadb": {
         "ix_event_run_log_run_at",
@@ -53,7 +53,7 @@ SERVICE_INDEXES = {
         "ix_event_run_log_run_phase_at",
         "ix_event_run_log_run_step_at",
         "ix_event_run_log_run_kind_step_at",
-        "ix_event_run_log_kind_run",
+        "ix_event_run_log_kind_run_at",
     },
 }
 

@@ -287,7 +287,12 @@ def test_mariadb_reads_a_page_through_an_index_range(
     sql = str(query.compile(dialect=mariadb.sync.dialect, compile_kwargs={"literal_binds": True}))
     (row,) = mariadb.rows(f"EXPLAIN {sql}")
     plan = row._mapping
-    expected = {"ix_event_run_log_run_kind_at" if kinds else "ix_event_run_log_run_at"}
+    # By kind, either of the two indexes on (run_id, kind, at, id) in some order is the same range.
+    expected = (
+        {"ix_event_run_log_run_kind_at", "ix_event_run_log_kind_run_at"}
+        if kinds
+        else {"ix_event_run_log_run_at"}
+    )
     if with_cursor == "zero date":  # nothing is older: either index reads next to nothing
         expected.add("ix_event_run_log_run_at")
     assert plan["key"] in expected, plan

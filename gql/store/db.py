@@ -104,8 +104,11 @@ for _name, _columns, _after in (
         f"ix_event_run_log_{_name}_utc", _log.run_id, *_columns, _UTC, _log.id, *_after, dialects=("sqlite",)
     )
 # Finished runs a failed cleanup holds: the runs with a `cleanup.failed` line, an index range of
-# one rare kind, never a probe of every run that ever ended (gql/edge/hold_metrics.py).
-Index("ix_event_run_log_kind_run", _log.kind, _log.run_id)
+# one rare kind, never a probe of every run that ever ended (gql/edge/hold_metrics.py). Then each run's
+# lines in a page's order, as in run_kind: a page by kind is an ordered range whichever of the two
+# the planner takes (with (kind, run_id) alone, MariaDB took it for a page, and sorted).
+_index("ix_event_run_log_kind_run_at", _log.kind, _log.run_id, _log.at, _log.id, dialects=_MYSQL)
+_index("ix_event_run_log_kind_run_utc", _log.kind, _log.run_id, _UTC, _log.id, dialects=("sqlite",))
 
 # Ours: the idempotency keys of keyed writes, written in the transaction of their line
 # (event_run_log's columns are fixed by contract). Kept as SHA-256, so that no collation

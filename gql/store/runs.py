@@ -200,7 +200,7 @@ _CLEANUP_FAILED, _CLEANUP_REVERTED = Kind.CLEANUP_FAILED.value, Kind.CLEANUP_REV
 @functools.cache
 def _failed_cleanups_statement() -> Select[Any]:
     r, log = event_runs, event_run_log
-    # Each kind by itself, so that its lines are a seek of (kind, run_id) on ix_event_run_log_kind_run,
+    # Each kind by itself, so that its lines are a seek of (kind, run_id) on ix_event_run_log_kind_run_*,
     # never a walk through a long run's other lines: the failures are an index range of one rare kind,
     # and the reverts are read only for the runs they are in.
     failed = select(log.c.run_id, log.c.id).where(log.c.kind == _CLEANUP_FAILED)
