@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gql import store
+from gql.edge import hold_metrics
 from gql.edge.app import create_app
 from gql.edge.hold_metrics import HOLDS_PER_RUN
 from gql.settings import Settings, SettingsError
@@ -225,6 +226,18 @@ def test_finished_runs_whose_cleanups_came_back_leave_room_for_the_held_ones(
         _cleanup(api, run_id, "spawns", failed=False)
     text = _until(api, lambda text: _held(text) == {(3, "group:spawns"), (2, "group:spawns")})
     assert _values(text, "runlog_hold_runs_left_out") == {"": 1.0}  # run 1, held, not read
+
+
+def test_finished_runs_past_those_looked_at_are_counted_as_left_out(
+    make_api: Callable[..., Api], tables: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hold_metrics, "FINISHED_MAX", 2)
+    api = make_api()
+    for run_id in range(1, 4):
+        tables.add_run(run_id, "completed", "2026-06-01 18:00:00", "2026-06-01 18:00:00")
+        _cleanup(api, run_id, "spawns", failed=True)
+    text = _until(api, lambda text: _held(text) == {(3, "group:spawns"), (2, "group:spawns")})
+    assert _values(text, "runlog_hold_runs_left_out") == {"": 1.0}
 
 
 @sqlite_alone
