@@ -33,7 +33,8 @@ PROMTOOL = shutil.which("promtool")  # in Debian's prometheus
 REQUIRE = os.environ.get("RUNLOG_TEST_REQUIRE_PROMETHEUS") == "1"
 READER = "reader-token-for-prometheus"
 PUBLIC_URL = "https://runlog.example.test"
-# Seconds a parked step is held before it alerts, here; a retrying step waits the default's hour.
+# Seconds a parked step or a failed cleanup is held before it alerts, here; a retrying step waits
+# the default's hour.
 PARKED_AFTER = 4
 # Seconds any event here may take: each is waited for, and this is only how long before giving up.
 WITHIN = 90
@@ -119,7 +120,7 @@ def stack(binaries: tuple[str, str], tables: Backend, tmp_path: Path) -> Iterato
         tables.url,
         RUNLOG_READER_TOKEN=READER,
         RUNLOG_HOLD_ALERT_AFTER="3600",
-        RUNLOG_HOLD_ALERT_AFTER_BY_REASON=f"STEP_PARKED={PARKED_AFTER}",
+        RUNLOG_HOLD_ALERT_AFTER_BY_REASON=f"STEP_PARKED={PARKED_AFTER},CLEANUP_FAILED={PARKED_AFTER}",
         RUNLOG_PUBLIC_URL=PUBLIC_URL,
     )
     (tmp_path / "reader-token").write_text(READER)
@@ -188,13 +189,13 @@ def stack(binaries: tuple[str, str], tables: Backend, tmp_path: Path) -> Iterato
         receiver.server.server_close()
 
 
-def _write(base: str, run_id: int, kind: str, step_id: int, detail: dict[str, Any]) -> None:
+def _write(base: str, run_id: int, kind: str, step_id: int | None, detail: dict[str, Any]) -> None:
     answer = local.post(
         f"{base}/graphql",
         json={
             "query": "mutation($r: ID!, $k: String!, $s: ID, $d: JSON) "
             "{ writeRunLog(runId: $r, kind: $k, stepId: $s, phase: 1, detail: $d) }",
-            "variables": {"r": str(run_id), "k": kind, "s": str(step_id), "d": detail},
+            "variables": {"r": str(run_id), "k": kind, "s": step_id and str(step_id), "d": detail},
         },
     ).json()
     assert answer == {"data": {"writeRunLog": True}}, answer
@@ -220,13 +221,18 @@ def test_a_hold_alerts_once_past_its_setting_and_resolves_when_a_line_ends_it(
     base, receiver, logs = stack["server"].base, stack["receiver"], stack["logs"]
     for run_id in (7, 8, 9):
         tables.add_run(run_id, "live", None, "2026-06-01 18:00:00")
+    tables.add_run(10, "cancelled", "2026-06-01 18:00:00", "2026-06-01 18:00:00")
     _write(base, 8, "step.status", 81, {"from": "pending", "to": "running"})  # nothing holds run 8
     _write(base, 9, "step.retry", 91, {"attempt": 1, "maxAttempts": 5, "error": "timeout"})  # under its hour
     _write(base, 7, "step.parked", 71, {"waitingFor": "a GM to hand over the crown"})
     since = _since(base, 7)
+    # A finished run, held by the cleanup that failed as it ended.
+    failed = {"resourceIds": ["3"], "error": "a player stands in it", "leftAs": "untouched", "attempt": 1}
+    _write(base, 10, "cleanup.failed", None, {"group": "moongate", **failed})
 
-    receiver.wait_for(lambda: bool(receiver.alerts()), "notification", logs)
-    [(came, alert)] = receiver.alerts()
+    receiver.wait_for(lambda: len(receiver.alerts()) == 2, "two notifications", logs)
+    alerts = {alert["labels"]["run_id"]: (came, alert) for came, alert in receiver.alerts()}
+    came, alert = alerts["7"]
     assert alert["status"] == "firing"
     # Nothing came before the hold had lasted its setting.
     assert came >= since + PARKED_AFTER
@@ -238,13 +244,25 @@ def test_a_hold_alerts_once_past_its_setting_and_resolves_when_a_line_ends_it(
     }
     assert alert["annotations"]["sentence"] == "Step 71 waits on a human: a GM to hand over the crown."
     assert alert["annotations"]["url"] == f"{PUBLIC_URL}/runs/7"
+    _, cleanup = alerts["10"]
+    assert cleanup["status"] == "firing"
+    assert (cleanup["labels"]["reason"], cleanup["labels"]["subject"]) == ("CLEANUP_FAILED", "group:moongate")
+    assert (
+        cleanup["annotations"]["sentence"]
+        == "Cleanup group moongate did not come back: a player stands in it."
+    )
+    assert cleanup["annotations"]["url"] == f"{PUBLIC_URL}/runs/10"
 
     _write(base, 7, "step.status", 71, {"from": "parked", "to": "running"})
-    receiver.wait_for(
-        lambda: any(a["status"] == "resolved" for _, a in receiver.alerts()), "resolution", logs
-    )
-    told = [(a["status"], a["labels"]["run_id"], a["labels"]["subject"]) for _, a in receiver.alerts()]
-    assert told == [("firing", "7", "step:71"), ("resolved", "7", "step:71")]
+    _write(base, 10, "cleanup.reverted", None, {"group": "moongate", "resourceIds": ["3"]})
+    receiver.wait_for(lambda: len(receiver.alerts()) == 4, "two resolutions", logs)
+    told = sorted((a["labels"]["run_id"], a["status"], a["labels"]["subject"]) for _, a in receiver.alerts())
+    assert told == [
+        ("10", "firing", "group:moongate"),
+        ("10", "resolved", "group:moongate"),
+        ("7", "firing", "step:71"),
+        ("7", "resolved", "step:71"),
+    ]
 
 
 def test_the_rules_alert_once_per_hold_past_its_reason_s_threshold_and_on_what_would_silence_them(
