@@ -5,7 +5,7 @@ Revisions use it as `from gql.store.migrations import steps`, online or offline 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 from alembic import context, op
@@ -38,6 +38,20 @@ def add_index(name: str, table: str, columns: Sequence[str]) -> None:
         )
     else:
         op.create_index(name, table, list(columns))
+
+
+def add_missing_indexes(table: str, wanted: Mapping[str, Sequence[str]], expression: str) -> None:
+    """Build each index of `wanted` (name: columns) that `table` lacks, as `add_index` does.
+
+    A column spelled `expression` is that SQL expression (SQLite's normalised `at`), not a name.
+    """
+    for name, columns in wanted.items():
+        if not offline() and index_is_there(op.get_bind(), table, name, columns):
+            continue
+        if op.get_context().dialect.name == "sqlite":
+            op.create_index(name, table, [sa.text(c) if c == expression else c for c in columns])
+        else:
+            add_index(name, table, columns)
 
 
 def index_is_there(conn: Connection, table: str, name: str, columns: Sequence[str]) -> bool:

@@ -12,7 +12,6 @@ Revises: 0001
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.engine import Connection
 
@@ -52,14 +51,7 @@ def present(conn: Connection) -> bool:
 
 
 def upgrade() -> None:
-    dialect = op.get_context().dialect.name
-    for name, columns in _wanted(dialect).items():
-        if not steps.offline() and steps.index_is_there(op.get_bind(), "event_run_log", name, columns):
-            continue
-        if dialect == "sqlite":
-            op.create_index(name, "event_run_log", [sa.text(c) if c == _AT_UTC else c for c in columns])
-        else:
-            steps.add_index(name, "event_run_log", columns)
+    steps.add_missing_indexes("event_run_log", _wanted(op.get_context().dialect.name), _AT_UTC)
 
 
 def downgrade() -> None:

@@ -12,7 +12,6 @@ Revises: 0005
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 from gql.store.migrations import steps
@@ -38,15 +37,9 @@ _SQLITE = {
 
 
 def upgrade() -> None:
-    dialect = op.get_context().dialect.name
-    wanted = _SQLITE if dialect == "sqlite" else _MYSQL
-    for name, columns in wanted.items():
-        if not steps.offline() and steps.index_is_there(op.get_bind(), "event_run_log", name, columns):
-            continue
-        if dialect == "sqlite":
-            op.create_index(name, "event_run_log", [sa.text(c) if c == _AT_UTC else c for c in columns])
-        else:
-            steps.add_index(name, "event_run_log", columns)
+    steps.add_missing_indexes(
+        "event_run_log", _SQLITE if op.get_context().dialect.name == "sqlite" else _MYSQL, _AT_UTC
+    )
 
 
 def downgrade() -> None:
