@@ -212,7 +212,7 @@ class _Collector:
             return
         since = GaugeMetricFamily(
             "runlog_hold_since_seconds",
-            "When each open hold of a run in flight began (Unix time), by run, reason and what it concerns.",
+            "When each open hold of a run began (Unix time), by run, reason and what it concerns.",
             labels=list(_KEY),
         )
         info = InfoMetricFamily(
@@ -229,7 +229,8 @@ class _Collector:
         yield info
         yield GaugeMetricFamily(
             "runlog_hold_runs_left_out",
-            "Runs in flight whose holds were not read: past the RUNLOG_HOLD_ALERT_RUNS newest.",
+            "Runs whose holds were not read: in flight, or finished with a failed cleanup, past the "
+            "RUNLOG_HOLD_ALERT_RUNS newest of each.",
             value=snapshot.runs_left_out,
         )
         yield GaugeMetricFamily(
