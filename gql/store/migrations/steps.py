@@ -40,15 +40,18 @@ def add_index(name: str, table: str, columns: Sequence[str]) -> None:
         op.create_index(name, table, list(columns))
 
 
-def add_missing_indexes(table: str, wanted: Mapping[str, Sequence[str]], expression: str) -> None:
-    """Build each index of `wanted` (name: columns) that `table` lacks, as `add_index` does.
+def add_missing_indexes(
+    table: str, sqlite: Mapping[str, Sequence[str]], mysql: Mapping[str, Sequence[str]], expression: str
+) -> None:
+    """Build each index (name: columns) of this database's dialect that `table` lacks, as `add_index` does.
 
     A column spelled `expression` is that SQL expression (SQLite's normalised `at`), not a name.
     """
-    for name, columns in wanted.items():
+    on_sqlite = op.get_context().dialect.name == "sqlite"
+    for name, columns in (sqlite if on_sqlite else mysql).items():
         if not offline() and index_is_there(op.get_bind(), table, name, columns):
             continue
-        if op.get_context().dialect.name == "sqlite":
+        if on_sqlite:
             op.create_index(name, table, [sa.text(c) if c == expression else c for c in columns])
         else:
             add_index(name, table, columns)

@@ -12,7 +12,6 @@ Revises: 0001
 
 from __future__ import annotations
 
-from alembic import op
 from sqlalchemy.engine import Connection
 
 from gql.store.migrations import steps
@@ -51,7 +50,7 @@ def present(conn: Connection) -> bool:
 
 
 def upgrade() -> None:
-    steps.add_missing_indexes("event_run_log", _wanted(op.get_context().dialect.name), _AT_UTC)
+    steps.add_missing_indexes("event_run_log", _SQLITE, _MYSQL, _AT_UTC)
 
 
 def downgrade() -> None:

@@ -12,8 +12,6 @@ Revises: 0005
 
 from __future__ import annotations
 
-from alembic import op
-
 from gql.store.migrations import steps
 
 revision = "0006"
@@ -37,9 +35,7 @@ _SQLITE = {
 
 
 def upgrade() -> None:
-    steps.add_missing_indexes(
-        "event_run_log", _SQLITE if op.get_context().dialect.name == "sqlite" else _MYSQL, _AT_UTC
-    )
+    steps.add_missing_indexes("event_run_log", _SQLITE, _MYSQL, _AT_UTC)
 
 
 def downgrade() -> None:

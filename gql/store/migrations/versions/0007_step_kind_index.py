@@ -11,8 +11,6 @@ Revises: 0006
 
 from __future__ import annotations
 
-from alembic import op
-
 from gql.store.migrations import steps
 
 revision = "0007"
@@ -30,9 +28,7 @@ _SQLITE = {"ix_event_run_log_run_kind_step_utc": ["run_id", "kind", "step_id", _
 
 
 def upgrade() -> None:
-    steps.add_missing_indexes(
-        "event_run_log", _SQLITE if op.get_context().dialect.name == "sqlite" else _MYSQL, _AT_UTC
-    )
+    steps.add_missing_indexes("event_run_log", _SQLITE, _MYSQL, _AT_UTC)
 
 
 def downgrade() -> None:

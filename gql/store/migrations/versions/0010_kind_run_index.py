@@ -13,8 +13,6 @@ Revises: 0009
 
 from __future__ import annotations
 
-from alembic import op
-
 from gql.store.migrations import steps
 
 revision = "0010"
@@ -32,9 +30,7 @@ _SQLITE = {"ix_event_run_log_kind_run_utc": ["kind", "run_id", _AT_UTC, "id"]}
 
 
 def upgrade() -> None:
-    steps.add_missing_indexes(
-        "event_run_log", _SQLITE if op.get_context().dialect.name == "sqlite" else _MYSQL, _AT_UTC
-    )
+    steps.add_missing_indexes("event_run_log", _SQLITE, _MYSQL, _AT_UTC)
 
 
 def downgrade() -> None:
